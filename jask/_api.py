@@ -1,0 +1,311 @@
+"""The user-facing functions: they check and normalise operands, then apply one or more ops."""
+
+from __future__ import annotations
+
+import numbers
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _engine, _runtime
+from ._dtypes import dtype_code, storage_dtype
+from ._jax import compat
+from ._jax.diskarray import OPERATORS, DiskArray, DiskArrayTy
+from ._jax.op import apply, describe
+from .ops import (Add, AddScalar, Fill, FromDense, Matmul, Mul, Neg, Reshape, RsubScalar, Scale,
+                  Square, Sub, Sum, SumMul, ToDense, Transpose)
+from .ops.scale import scalar_like
+
+
+def _is_scalar(v) -> bool:
+    if isinstance(v, DiskArray):
+        return False
+    if isinstance(v, (numbers.Number, np.generic)) and not isinstance(v, bool):
+        return True
+    return isinstance(v, (np.ndarray, jax.Array)) and np.ndim(v) == 0
+
+
+def _check_disk(fn: str, x) -> None:
+    if not isinstance(x, DiskArray):
+        raise TypeError(f"jask.{fn} expects a DiskArray, got {type(x).__name__}; wrap in-memory "
+                        f"data with jask.DiskArray.from_numpy")
+
+
+def _unsupported_operands(fn: str, x, y):
+    def kind(v):
+        if isinstance(v, DiskArray) or _is_scalar(v) or hasattr(v, "shape"):
+            try:
+                return describe(v)
+            except TypeError:
+                pass
+        return type(v).__name__
+    raise TypeError(f"jask.{fn}: unsupported operands {kind(x)} and {kind(y)}; Jask supports two "
+                    f"DiskArrays of equal shape and dtype, or a DiskArray and a scalar")
+
+
+def add(x, y):
+    """x + y, elementwise: two DiskArrays of one shape and dtype, or a DiskArray and a scalar.
+
+    >>> import numpy as np, jask
+    >>> x = jask.DiskArray.from_numpy(np.arange(3, dtype=np.float32))
+    >>> np.asarray(jask.add(x, x)).tolist()
+    [0.0, 2.0, 4.0]
+    """
+    if isinstance(x, DiskArray) and isinstance(y, DiskArray):
+        return apply(Add, x, y)
+    if isinstance(x, DiskArray) and _is_scalar(y):
+        return apply(AddScalar, x, scalar_like(y, x))
+    if _is_scalar(x) and isinstance(y, DiskArray):
+        return apply(AddScalar, y, scalar_like(x, y))
+    return _unsupported_operands("add", x, y)
+
+
+def sub(x, y):
+    """x - y, elementwise: two DiskArrays of one shape and dtype, or a DiskArray and a scalar.
+
+    >>> import numpy as np, jask
+    >>> x = jask.DiskArray.from_numpy(np.arange(3, dtype=np.float32))
+    >>> np.asarray(jask.sub(x, 1.0)).tolist()
+    [-1.0, 0.0, 1.0]
+    """
+    if isinstance(x, DiskArray) and isinstance(y, DiskArray):
+        return apply(Sub, x, y)
+    if isinstance(x, DiskArray) and _is_scalar(y):
+        return apply(AddScalar, x, -scalar_like(y, x))
+    if _is_scalar(x) and isinstance(y, DiskArray):
+        return apply(RsubScalar, y, scalar_like(x, y))
+    return _unsupported_operands("sub", x, y)
+
+
+def mul(x, y):
+    """x * y, elementwise: two DiskArrays of one shape and dtype, or a DiskArray and a scalar.
+
+    The scalar may be a Python or NumPy number or a 0-d JAX array, traced or
+    not; the result keeps the DiskArray's dtype.
+
+    >>> import numpy as np, jask
+    >>> x = jask.DiskArray.from_numpy(np.arange(3, dtype=np.float32))
+    >>> np.asarray(0.5 * x).tolist()
+    [0.0, 0.5, 1.0]
+    """
+    if isinstance(x, DiskArray) and isinstance(y, DiskArray):
+        return apply(Mul, x, y)
+    if isinstance(x, DiskArray) and _is_scalar(y):
+        return apply(Scale, x, scalar_like(y, x))
+    if _is_scalar(x) and isinstance(y, DiskArray):
+        return apply(Scale, y, scalar_like(x, y))
+    return _unsupported_operands("mul", x, y)
+
+
+def divide(x, y):
+    """x / s for a DiskArray x and a scalar s.
+
+    >>> import numpy as np, jask
+    >>> x = jask.DiskArray.from_numpy(np.arange(3, dtype=np.float32))
+    >>> np.asarray(x / 2).tolist()
+    [0.0, 0.5, 1.0]
+    """
+    if isinstance(x, DiskArray) and _is_scalar(y):
+        return apply(Scale, x, 1 / scalar_like(y, x))
+    return _unsupported_operands("divide", x, y)
+
+
+def negative(x):
+    """-x, elementwise.
+
+    >>> import numpy as np, jask
+    >>> np.asarray(-jask.DiskArray.from_numpy(np.ones(2, np.float32))).tolist()
+    [-1.0, -1.0]
+    """
+    _check_disk("negative", x)
+    return apply(Neg, x)
+
+
+def square(x):
+    """x * x, elementwise.
+
+    >>> import numpy as np, jask
+    >>> np.asarray(jask.square(jask.DiskArray.from_numpy(np.arange(3, dtype=np.float32)))).tolist()
+    [0.0, 1.0, 4.0]
+    """
+    _check_disk("square", x)
+    return apply(Square, x)
+
+
+def sum(x):  # noqa: A001 - mirrors jnp.sum
+    """The sum of all elements, as a 0-d jax.Array (so jax.grad accepts it).
+
+    >>> import numpy as np, jask
+    >>> float(jask.sum(jask.DiskArray.from_numpy(np.arange(4, dtype=np.float32))))
+    6.0
+    """
+    _check_disk("sum", x)
+    return apply(Sum, x)
+
+
+def vdot(x, y):
+    """sum(x * y) over two DiskArrays of one shape, as a 0-d jax.Array.
+
+    >>> import numpy as np, jask
+    >>> x = jask.DiskArray.from_numpy(np.arange(3, dtype=np.float32))
+    >>> float(jask.vdot(x, x))
+    5.0
+    """
+    _check_disk("vdot", x)
+    _check_disk("vdot", y)
+    return apply(SumMul, x, y)
+
+
+def reshape(x, shape):
+    """The same elements in C order with a new shape; shares x's file (no copy).
+
+    >>> import numpy as np, jask
+    >>> jask.reshape(jask.DiskArray.from_numpy(np.zeros(6, np.float32)), (2, 3)).shape
+    (2, 3)
+    """
+    _check_disk("reshape", x)
+    shape = (shape,) if isinstance(shape, numbers.Integral) else tuple(int(d) for d in shape)
+    if shape.count(-1) == 1:
+        known = int(np.prod([d for d in shape if d != -1]))
+        shape = tuple(x.size // known if d == -1 and known else d for d in shape)
+    return apply(Reshape, x, shape=shape)
+
+
+def dot(a, b):
+    """Matrix product like numpy.dot for 1-D and 2-D DiskArrays.
+
+    2-D @ 2-D and the matrix-vector cases give a DiskArray; 1-D . 1-D gives a
+    0-d jax.Array.
+
+    >>> import numpy as np, jask
+    >>> a = jask.DiskArray.from_numpy(np.ones((2, 3), np.float32))
+    >>> b = jask.DiskArray.from_numpy(np.ones((3, 4), np.float32))
+    >>> jask.dot(a, b).shape
+    (2, 4)
+    """
+    if not (isinstance(a, DiskArray) and isinstance(b, DiskArray)):
+        return _unsupported_operands("dot", a, b)
+    if a.ndim not in (1, 2) or b.ndim not in (1, 2):
+        raise ValueError(f"jask.dot supports 1-D and 2-D operands, got {describe(a)} and {describe(b)}")
+    if a.ndim == 1 and b.ndim == 1:
+        if a.shape != b.shape:
+            raise ValueError(f"jask.dot: vector lengths differ: {describe(a)} and {describe(b)}")
+        return apply(SumMul, a, b)
+    a2 = reshape(a, (1, a.shape[0])) if a.ndim == 1 else a
+    b2 = reshape(b, (b.shape[0], 1)) if b.ndim == 1 else b
+    out = apply(Matmul, a2, b2, trans_a=False, trans_b=False)
+    if a.ndim == 1:
+        return reshape(out, (out.shape[1],))
+    if b.ndim == 1:
+        return reshape(out, (out.shape[0],))
+    return out
+
+
+def transpose(x, *axes):
+    """Permutes the axes of x (reverses them by default), like numpy.transpose.
+
+    >>> import numpy as np, jask
+    >>> jask.transpose(jask.DiskArray.from_numpy(np.zeros((2, 3, 4), np.float32)), (1, 0, 2)).shape
+    (3, 2, 4)
+    """
+    _check_disk("transpose", x)
+    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+        axes = tuple(axes[0])
+    if len(axes) == 1 and axes[0] is None:
+        axes = ()
+    perm = tuple(int(a) % x.ndim if x.ndim else int(a) for a in axes) if axes else tuple(reversed(range(x.ndim)))
+    return apply(Transpose, x, perm=perm)
+
+
+def materialize(x) -> jax.Array:
+    """Reads a whole DiskArray into an in-memory jax.Array (the explicit bridge).
+
+    >>> import numpy as np, jask
+    >>> jask.materialize(jask.DiskArray.from_numpy(np.ones(2, np.float32))).tolist()
+    [1.0, 1.0]
+    """
+    _check_disk("materialize", x)
+    return apply(ToDense, x)
+
+
+def full(shape, fill_value, dtype="float32") -> DiskArray:
+    """A new DiskArray of `shape` filled with `fill_value`.
+
+    >>> import jask
+    >>> float(jask.sum(jask.full((2, 2), 3.0)))
+    12.0
+    """
+    dt = storage_dtype(dtype)
+    shape = (shape,) if isinstance(shape, numbers.Integral) else tuple(int(d) for d in shape)
+    if any(d < 0 for d in shape):
+        raise ValueError(f"jask.full: negative dimension in shape {shape}")
+    return apply(Fill, jnp.asarray(fill_value, dtype=dt), shape=shape)
+
+
+def zeros(shape, dtype="float32") -> DiskArray:
+    """A new DiskArray of zeros (a sparse file: nothing is written).
+
+    >>> import jask
+    >>> jask.zeros((3, 2)).shape
+    (3, 2)
+    """
+    return full(shape, 0, dtype)
+
+
+def from_numpy(array) -> DiskArray:
+    """Writes an in-memory array to a new scratch DiskArray (see DiskArray.from_numpy)."""
+    if isinstance(array, DiskArray):
+        raise TypeError("jask.DiskArray.from_numpy: the argument is already a DiskArray")
+    if compat.is_tracer(array):
+        return apply(FromDense, array.astype(storage_dtype(array.dtype)))
+    arr = np.asarray(array)
+    dt = storage_dtype(arr.dtype)
+    return apply(FromDense, arr.astype(dt, copy=False))
+
+
+def open_array(path, *, shape=None, dtype=None, offset=0, mode="r") -> DiskArray:
+    """Opens a .npy or raw file in place (see DiskArray.open)."""
+    if mode not in ("r", "r+"):
+        raise ValueError(f"mode must be 'r' or 'r+', got {mode!r}")
+    path = os.fspath(path)
+    writable = mode == "r+"
+    if (shape is None) != (dtype is None):
+        raise ValueError(f"opening a raw file needs both shape= and dtype= (got shape={shape!r}, "
+                         f"dtype={dtype!r}); a .npy file needs neither")
+    if shape is None:
+        h = _engine.open_npy(path, writable)
+    else:
+        shape = (shape,) if isinstance(shape, numbers.Integral) else tuple(int(d) for d in shape)
+        if offset < 0:
+            raise ValueError(f"offset must be non-negative, got {offset}")
+        h = _engine.open_raw(path, dtype_code(dtype), list(shape), int(offset), writable)
+    code, shp, *_ = _engine.info(h)
+    from ._dtypes import dtype_from_code
+    return DiskArray(DiskArrayTy(tuple(shp), dtype_from_code(code)), h)
+
+
+def update_(target, new) -> DiskArray:
+    """Overwrites `target`'s file with `new`'s values; returns `target` (see DiskArray.update_)."""
+    if compat.is_tracer(getattr(target, "_handle", None)):
+        raise TypeError("DiskArray.update_() writes files and cannot run inside jax.jit or "
+                        "jax.grad; call it on the concrete result, outside the transformed function")
+    _check_disk("update_", target)
+    if not isinstance(new, DiskArray):
+        raise TypeError(f"DiskArray.update_ expects a DiskArray, got {type(new).__name__}")
+    if compat.is_tracer(new._handle):
+        raise TypeError("DiskArray.update_() cannot take a traced value; call it outside jax.jit")
+    if new.shape != target.shape or new.dtype != target.dtype:
+        raise ValueError(f"update_: the new value {describe(new)} does not match the array "
+                         f"{describe(target)}; shape and dtype must be equal")
+    _runtime.ensure_scratch()
+    if new.handle != target.handle:
+        _engine.copy_into(target.handle, new.handle)
+    return target
+
+
+OPERATORS.update(
+    add=add, sub=sub, mul=mul, divide=divide, negative=negative, dot=dot, transpose=transpose,
+    sum=sum, zeros=zeros, from_numpy=from_numpy, open=open_array, update_=update_,
+)

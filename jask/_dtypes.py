@@ -1,0 +1,35 @@
+"""The dtypes Jask stores, and their codes in the engine."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+_CODES = {
+    np.dtype(np.float32): 0,
+    np.dtype(np.float64): 1,
+    np.dtype(np.float16): 2,
+    np.dtype(jnp.bfloat16): 3,
+    np.dtype(np.int32): 4,
+}
+_BY_CODE = {code: dt for dt, code in _CODES.items()}
+SUPPORTED = tuple(str(dt) for dt in _CODES)
+
+
+def storage_dtype(dtype) -> np.dtype:
+    """The numpy dtype for `dtype`, if Jask can store it; TypeError otherwise."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        dt = None
+    if dt not in _CODES:
+        raise TypeError(f"dtype {dtype!r} is not supported; Jask stores {', '.join(SUPPORTED)}")
+    return dt
+
+
+def dtype_code(dtype) -> int:
+    return _CODES[storage_dtype(dtype)]
+
+
+def dtype_from_code(code: int) -> np.dtype:
+    return _BY_CODE[code]

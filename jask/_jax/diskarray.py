@@ -1,0 +1,292 @@
+"""DiskArray: an array stored in a file, registered as a JAX hijax type.
+
+Inside JAX a DiskArray is one int32 handle (its lowered form); the file
+behind the handle lives in the C++ engine's registry. The type seen by
+tracing is `DiskArrayTy(shape, dtype)` only, so a jitted function compiles
+once for every array of the same shape and dtype.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _engine
+from .._dtypes import dtype_from_code
+from . import compat
+
+# Filled in by jask.api: the functions operators dispatch to. Kept as a table
+# so this module does not import the op layer.
+OPERATORS: dict[str, Any] = {}
+
+
+def _op(name):
+    return OPERATORS[name]
+
+
+class DiskArrayTy(compat.HiType):
+    """The JAX type of a DiskArray: shape and dtype, nothing about the file."""
+
+    def __init__(self, shape: tuple[int, ...], dtype):
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = np.dtype(dtype)
+        self.ndim = len(self.shape)
+        self.size = int(np.prod(self.shape, dtype=np.int64))
+        self.weak_type = False
+
+    def __eq__(self, other):
+        return (isinstance(other, DiskArrayTy) and self.shape == other.shape
+                and self.dtype == other.dtype)
+
+    def __hash__(self):
+        return hash((DiskArrayTy, self.shape, self.dtype))
+
+    def __repr__(self):
+        return f"DiskArrayTy({self.str_short()})"
+
+    def str_short(self, short_dtypes=False, mesh_axis_types=False):
+        return f"disk:{self.dtype.name}[{','.join(map(str, self.shape))}]"
+
+    # lowering: one int32 scalar handle
+    def lo_ty(self):
+        return [compat.ShapedArray((), jnp.int32)]
+
+    def lower_val(self, hi_val):
+        return [hi_val._lowered_handle()]
+
+    def raise_val(self, handle):
+        return DiskArray(self, handle)
+
+    # autodiff: tangents and cotangents of a DiskArray are DiskArrays
+    def to_tangent_aval(self):
+        return self
+
+    def vspace_zero(self):
+        return _op("zeros")(self.shape, self.dtype)
+
+    def vspace_add(self, x, y):
+        return _op("add")(x, y)
+
+    # operators and methods on tracers (forwarded by JAX to the aval)
+    _add = staticmethod(lambda x, y: _op("add")(x, y))
+    _radd = staticmethod(lambda x, y: _op("add")(y, x))
+    _sub = staticmethod(lambda x, y: _op("sub")(x, y))
+    _rsub = staticmethod(lambda x, y: _op("sub")(y, x))
+    _mul = staticmethod(lambda x, y: _op("mul")(x, y))
+    _rmul = staticmethod(lambda x, y: _op("mul")(y, x))
+    _truediv = staticmethod(lambda x, y: _op("divide")(x, y))
+    _matmul = staticmethod(lambda x, y: _op("dot")(x, y))
+    _rmatmul = staticmethod(lambda x, y: _op("dot")(y, x))
+    _neg = staticmethod(lambda x: _op("negative")(x))
+    _eq = staticmethod(lambda x, y: _no_comparison())
+    T = compat.aval_property(lambda x: _op("transpose")(x))
+    nbytes = compat.aval_property(lambda x: x.size * x.dtype.itemsize)
+    sum = compat.aval_method(lambda x: _op("sum")(x))
+    dot = compat.aval_method(lambda x, y: _op("dot")(x, y))
+    transpose = compat.aval_method(lambda x, *axes: _op("transpose")(x, *axes))
+    update_ = compat.aval_method(lambda x, new: _not_under_trace("update_"))
+    save = compat.aval_method(lambda x, path: _not_under_trace("save"))
+
+
+def _no_comparison():
+    raise TypeError("elementwise comparison of DiskArrays is not supported yet")
+
+
+def _not_under_trace(what: str):
+    raise TypeError(f"DiskArray.{what}() writes files and cannot run inside jax.jit or jax.grad; "
+                    f"call it on the concrete result, outside the transformed function")
+
+
+class _DiskArrayMeta(type):
+    # isinstance(tracer, DiskArray) is True for tracers of DiskArrays.
+    def __instancecheck__(cls, obj):
+        if type.__instancecheck__(cls, obj):
+            return True
+        return compat.is_tracer(obj) and isinstance(getattr(obj, "aval", None), DiskArrayTy)
+
+
+class DiskArray(metaclass=_DiskArrayMeta):
+    """An array that lives in a .npy file and streams through memory in blocks.
+
+    Create one with `DiskArray.from_numpy`, `DiskArray.open`, `jask.zeros`, or
+    any Jask op. It works eagerly and under `jax.jit` and `jax.grad`.
+
+    >>> import numpy as np, jask
+    >>> x = jask.DiskArray.from_numpy(np.ones((3, 2), np.float32))
+    >>> float(jask.sum(x * 2.0))
+    12.0
+    """
+
+    __slots__ = ("_ty", "_handle", "_lo", "_owned", "__weakref__")
+    __array_ufunc__ = None  # numpy defers to our reflected operators
+    __array_priority__ = 1000
+
+    def __init__(self, ty: DiskArrayTy, handle):
+        # `handle` is an int, a concrete int32 jax.Array (a jitted program's
+        # output), or an int32 tracer (inside lowering).
+        self._ty = ty
+        self._lo = None
+        self._owned = False
+        if compat.is_tracer(handle):
+            self._handle = handle
+            return
+        self._handle = int(handle)  # waits for the producing program
+        _engine.acquire(self._handle)
+        self._owned = True
+
+    def __del__(self):
+        if getattr(self, "_owned", False):
+            try:
+                _engine.release(self._handle)
+            except Exception:  # interpreter shutdown: the engine is already gone
+                pass
+
+    # constructors -------------------------------------------------------
+    @staticmethod
+    def from_numpy(array) -> "DiskArray":
+        """Writes a NumPy array (or anything np.asarray accepts) to a new scratch file.
+
+        >>> import numpy as np, jask
+        >>> jask.DiskArray.from_numpy(np.arange(4, dtype=np.float32)).shape
+        (4,)
+        """
+        return _op("from_numpy")(array)
+
+    @staticmethod
+    def open(path, shape=None, dtype=None, offset: int = 0, mode: str = "r") -> "DiskArray":
+        """Opens an existing .npy file, or a raw binary file given shape and dtype, in place.
+
+        Args:
+          path: the file. A .npy file is read from its header.
+          shape, dtype, offset: for a raw file (like numpy.memmap): the array's
+            shape, dtype, and the byte offset of its first element.
+          mode: "r" (read-only, default) or "r+" (writable by `update_`).
+
+        >>> import numpy as np, jask, tempfile, os
+        >>> p = os.path.join(tempfile.mkdtemp(), "x.npy"); np.save(p, np.eye(2, dtype=np.float32))
+        >>> jask.DiskArray.open(p).shape
+        (2, 2)
+        """
+        return _op("open")(path, shape=shape, dtype=dtype, offset=offset, mode=mode)
+
+    # attributes ----------------------------------------------------------
+    @property
+    def aval(self) -> DiskArrayTy:
+        return self._ty
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._ty.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._ty.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self._ty.ndim
+
+    @property
+    def size(self) -> int:
+        return self._ty.size
+
+    @property
+    def nbytes(self) -> int:
+        return self._ty.size * self._ty.dtype.itemsize
+
+    @property
+    def handle(self) -> int:
+        """The engine handle (an int) of a concrete DiskArray."""
+        if not self._owned:
+            raise TypeError("a traced DiskArray has no concrete handle")
+        return self._handle
+
+    @property
+    def path(self) -> str:
+        """The file that holds this array."""
+        return _engine.info(self.handle)[2]
+
+    @property
+    def writable(self) -> bool:
+        return bool(_engine.info(self.handle)[4])
+
+    def _lowered_handle(self):
+        if compat.is_tracer(self._handle):
+            return self._handle
+        if self._lo is None:
+            self._lo = jnp.asarray(np.int32(self._handle))
+        return self._lo
+
+    def __repr__(self):
+        if not self._owned:
+            return f"DiskArray(traced, shape={self.shape}, dtype={self.dtype.name})"
+        return f"DiskArray(shape={self.shape}, dtype={self.dtype.name}, file={self.path!r})"
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d DiskArray")
+        return self.shape[0]
+
+    # bridges -------------------------------------------------------------
+    def __array__(self, dtype=None, copy=None):
+        if copy is False:
+            raise ValueError("a DiskArray cannot be viewed as a NumPy array without a copy")
+        out = np.empty(self.shape, self.dtype)
+        _engine.read_into(self.handle, out.reshape(-1).view(np.uint8))
+        return out if dtype is None else out.astype(dtype)
+
+    def save(self, path) -> None:
+        """Writes a copy of this array to a new .npy file at `path`."""
+        _engine.save(self.handle, os.fspath(path))
+
+    def update_(self, new) -> "DiskArray":
+        """Overwrites this array's file with `new`'s values and returns this array.
+
+        The array keeps its handle, shape and dtype, so a jitted function that
+        takes it is not retraced.
+
+        >>> import numpy as np, jask
+        >>> p = jask.DiskArray.from_numpy(np.zeros(3, np.float32))
+        >>> p = p.update_(p + 1.0); np.asarray(p).tolist()
+        [1.0, 1.0, 1.0]
+        """
+        return _op("update_")(self, new)
+
+    # operators -------------------------------------------------------------
+    __add__ = DiskArrayTy._add
+    __radd__ = DiskArrayTy._radd
+    __sub__ = DiskArrayTy._sub
+    __rsub__ = DiskArrayTy._rsub
+    __mul__ = DiskArrayTy._mul
+    __rmul__ = DiskArrayTy._rmul
+    __truediv__ = DiskArrayTy._truediv
+    __matmul__ = DiskArrayTy._matmul
+    __rmatmul__ = DiskArrayTy._rmatmul
+    __neg__ = DiskArrayTy._neg
+    __eq__ = DiskArrayTy._eq
+    __hash__ = object.__hash__
+
+    @property
+    def T(self):
+        return _op("transpose")(self)
+
+    def sum(self):
+        return _op("sum")(self)
+
+    def dot(self, other):
+        return _op("dot")(self, other)
+
+    def transpose(self, *axes):
+        return _op("transpose")(self, *axes)
+
+
+def info(handle: int) -> tuple[np.dtype, tuple[int, ...]]:
+    """dtype and shape of an engine handle."""
+    code, shape, *_ = _engine.info(handle)
+    return dtype_from_code(code), tuple(shape)
+
+
+compat.register_hitype(DiskArray, lambda x: x._ty)

@@ -1,0 +1,156 @@
+"""The base class of every Jask op, and how ops reach the engine.
+
+An op file subclasses `Op` and states: the output type, the engine kernel and
+its integer parameters, and the backward rule written with other Jask ops.
+Everything JAX needs (eager evaluation, lowering to an XLA FFI call under
+jit, the VJP plumbing) is derived here once.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _engine, _runtime
+from .._dtypes import dtype_code
+from . import compat
+from .diskarray import DiskArray, DiskArrayTy
+
+# How a kernel's result comes back, per Op.result:
+#   "array"  a new DiskArray (int32 handle)
+#   "scalar" a 0-d dense value (a reduction)
+#   "dense"  the whole array as a dense jax.Array (the explicit bridge)
+#   "from_dense" the single dense operand written to a new DiskArray
+_FFI_TARGET = {"array": "jask_array_op", "scalar": "jask_reduce_op", "dense": "jask_to_dense",
+               "from_dense": "jask_from_dense"}
+
+
+class Op(compat.VJPHiPrimitive):
+    """One Jask op applied to operands of given types, with given static params.
+
+    Subclasses set `name` and `kernel`, implement `out_type` and `vjp`, and
+    may override `kernel_params` and `result`.
+    """
+
+    name: ClassVar[str]
+    kernel: ClassVar[str]
+    result: ClassVar[str] = "array"
+
+    def __init__(self, *in_avals, **params):
+        self.in_avals = tuple(in_avals)
+        self.params = params
+        self.out_aval = self.out_type(*in_avals, **params)
+        super().__init__()
+
+    # -- what an op file states -------------------------------------------
+    def out_type(self, *in_avals, **params):
+        raise NotImplementedError(f"jask.{self.name} must state its output type")
+
+    def kernel_params(self) -> tuple[int, ...]:
+        return ()
+
+    def vjp(self, ct, *operands, out, needs):
+        """Cotangents of the operands, one per operand (None where not needed)."""
+        raise NotImplementedError(f"jax.grad of jask.{self.name} needs a backward rule")
+
+    # -- derived: evaluation ------------------------------------------------
+    def expand(self, *operands):
+        # Concrete operands inside a lowering (constants) still go into the
+        # program: the op must run when the program runs, not now.
+        if compat.is_eager() and not any(_is_traced(x) for x in operands):
+            return self._run_eagerly(operands)
+        return self._lower(operands)
+
+    def _run_eagerly(self, operands):
+        _runtime.ensure_scratch()
+        handles = [x.handle for x in operands if isinstance(x, DiskArray)]
+        dense = [x for x in operands if not isinstance(x, DiskArray)]
+        if self.result == "array":
+            scalars = [float(np.asarray(x)) for x in dense]
+            h = _engine.array_op(self.kernel, handles, scalars, list(self.kernel_params()))
+            return DiskArray(self.out_aval, h)
+        if self.result == "scalar":
+            return jnp.asarray(_engine.reduce_op(self.kernel, handles), self.out_aval.dtype)
+        if self.result == "dense":
+            out = np.empty(self.out_aval.shape, self.out_aval.dtype)
+            _engine.read_into(handles[0], out.reshape(-1).view(np.uint8))
+            return jnp.asarray(out)
+        if self.result == "from_dense":
+            src = np.ascontiguousarray(np.asarray(dense[0]), dtype=self.out_aval.dtype)
+            h = _engine.create(dtype_code(self.out_aval.dtype), list(self.out_aval.shape))
+            out = DiskArray(self.out_aval, h)
+            _engine.write_from(h, src.reshape(-1).view(np.uint8))
+            return out
+        raise ValueError(f"jask.{self.name}: unknown result kind {self.result!r}")
+
+    def _lower(self, operands):
+        handles = [x._lowered_handle() for x in operands if isinstance(x, DiskArray)]
+        dense = [jnp.asarray(x) for x in operands if not isinstance(x, DiskArray)]
+        out = self.out_aval
+        if self.result in ("array", "from_dense"):
+            result_type = jax.ShapeDtypeStruct((), jnp.int32)
+        else:
+            result_type = jax.ShapeDtypeStruct(out.shape, out.dtype)
+        attrs: dict[str, Any] = {}
+        if self.result in ("array", "scalar", "from_dense"):
+            attrs["params"] = np.asarray(self.kernel_params(), np.int64)
+        if self.result in ("array", "scalar"):
+            attrs.update(kernel=self.kernel, num_handles=np.int64(len(handles)))
+        call = jax.ffi.ffi_call(_FFI_TARGET[self.result], result_type, has_side_effect=True)
+        value = call(*handles, *dense, **attrs)
+        return DiskArray(out, value) if self.result in ("array", "from_dense") else value
+
+    # -- derived: reverse mode ----------------------------------------------
+    def vjp_fwd(self, nzs_in, *operands):
+        out = self(*operands)
+        return out, (tuple(nzs_in), operands, out)
+
+    def vjp_bwd_retval(self, res, ct):
+        needs, operands, out = res
+        if isinstance(ct, compat.Zero):
+            return tuple(None for _ in operands)
+        cts = self.vjp(ct, *operands, out=out, needs=needs)
+        return tuple(c if need else None for c, need in zip(cts, needs))
+
+    def __repr__(self):
+        return f"jask.{self.name}{self.params or ''}"
+
+
+def _is_traced(x) -> bool:
+    if isinstance(x, DiskArray):
+        return compat.is_tracer(x._handle)
+    return compat.is_tracer(x)
+
+
+def apply(op_cls: type[Op], *operands, **params):
+    """Binds `op_cls` to operands (DiskArrays and dense scalars) and runs it."""
+    avals = [compat.typeof(x) for x in operands]
+    return op_cls(*avals, **params)(*operands)
+
+
+# -- shared type rules ------------------------------------------------------
+
+def describe(x) -> str:
+    """'float32[4,6] DiskArray' style description for error messages."""
+    aval = x if isinstance(x, (DiskArrayTy, compat.ShapedArray)) else compat.typeof(x)
+    kind = "DiskArray" if isinstance(aval, DiskArrayTy) else "array"
+    return f"{aval.dtype.name}[{','.join(map(str, aval.shape))}] {kind}"
+
+
+def same_type(op_name: str, x: DiskArrayTy, y: DiskArrayTy) -> DiskArrayTy:
+    """The output type of an elementwise op on two DiskArrays of one shape and dtype."""
+    if x.dtype != y.dtype:
+        raise TypeError(f"jask.{op_name}: dtypes differ: {describe(x)} and {describe(y)}; "
+                        f"convert one of them first")
+    if x.shape != y.shape:
+        raise ValueError(f"jask.{op_name}: shapes differ: {describe(x)} and {describe(y)}; "
+                         f"elementwise ops need equal shapes")
+    return x
+
+
+def scalar_type(op_name: str, s) -> None:
+    if not isinstance(s, compat.ShapedArray) or s.shape != ():
+        raise TypeError(f"jask.{op_name}: expected a scalar operand, got {describe(s)}")

@@ -1,0 +1,96 @@
+"""The engine as a process-wide service: budget, scratch space, BLAS, FFI targets.
+
+Scratch is configured lazily, on the first array Jask creates, so importing
+jask writes nothing to disk.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+
+import jax
+import numpy as np
+
+from . import _engine
+
+DEFAULT_SCRATCH_DIR = ".jask_scratch"
+
+_UNITS = {"": 1, "B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40,
+          "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40}
+_scratch_request: tuple[str, bool] = (DEFAULT_SCRATCH_DIR, False)
+
+
+def parse_size(size: int | str) -> int:
+    """Bytes in `size`: an int, or a string like "64KB", "512MB", "1GB" (binary units)."""
+    if isinstance(size, (int, np.integer)) and not isinstance(size, bool):
+        return int(size)
+    if isinstance(size, str):
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", size)
+        if match and match.group(2).upper() in _UNITS:
+            return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+    raise ValueError(f"memory budget must be an int of bytes or a string like '64KB', '512MB', "
+                     f"'1GB'; got {size!r}")
+
+
+def set_memory_budget(budget: int | str, scratch_dir: str | os.PathLike | None = None,
+                      allow_tmpfs: bool = False) -> None:
+    """Bounds all of Jask's buffers and chooses where scratch arrays live.
+
+    Args:
+      budget: bytes for blocks being computed, prefetched and written behind
+        (at least 4096): an int, or a string such as "64KB", "512MB", "1GB".
+      scratch_dir: folder for op outputs and gradients; default
+        ``.jask_scratch`` in the current directory. Each process uses a
+        folder of its own inside it, removed at exit.
+      allow_tmpfs: accept a RAM-backed file system (tmpfs, ramfs) for scratch.
+
+    >>> import jask
+    >>> jask.set_memory_budget("64MB")
+    """
+    global _scratch_request
+    _engine.set_memory_budget(parse_size(budget))
+    root = os.fspath(scratch_dir) if scratch_dir is not None else DEFAULT_SCRATCH_DIR
+    if not isinstance(allow_tmpfs, bool):
+        raise TypeError(f"allow_tmpfs must be a bool, got {allow_tmpfs!r}")
+    _scratch_request = (root, allow_tmpfs)
+    if scratch_dir is not None or _engine.scratch_configured():
+        _engine.configure_scratch(os.path.abspath(root), allow_tmpfs)
+
+
+def memory_budget() -> int:
+    """The current memory budget in bytes."""
+    return _engine.memory_budget()
+
+
+def ensure_scratch() -> None:
+    """Creates this process's scratch folder on first use."""
+    if not _engine.scratch_configured():
+        root, allow_tmpfs = _scratch_request
+        _engine.configure_scratch(os.path.abspath(root), allow_tmpfs)
+
+
+def scratch_dir() -> str:
+    """This process's scratch folder."""
+    ensure_scratch()
+    return _engine.scratch_process_dir()
+
+
+def _load_blas() -> None:
+    try:
+        import scipy_openblas32
+    except ImportError:  # the engine falls back to its own loops
+        return
+    lib = os.path.join(scipy_openblas32.get_lib_dir(), f"lib{scipy_openblas32.get_library()}.so")
+    _engine.load_blas(lib, os.cpu_count() or 1)
+
+
+def _register_ffi_targets() -> None:
+    for name, capsule in _engine.ffi_targets().items():
+        jax.ffi.register_ffi_target(name, capsule, platform="cpu")
+
+
+_load_blas()
+_register_ffi_targets()
+atexit.register(_engine.shutdown)

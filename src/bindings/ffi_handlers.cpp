@@ -1,0 +1,165 @@
+// Jitted programs carry arrays as int32 handles. These handlers decode the
+// handles and scalar operands, run the engine op (the whole out-of-core loop
+// runs here, in C++), and return the new handle or the reduced scalar.
+#include "ffi_handlers.hpp"
+
+#include <exception>
+#include <string>
+
+#include "../engine/array_store.hpp"
+#include "../engine/errors.hpp"
+#include "../engine/ops.hpp"
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+namespace jask {
+namespace {
+
+ffi::Error to_ffi_error(const std::exception& e) {
+  if (dynamic_cast<const NotFoundError*>(&e)) return ffi::Error(ffi::ErrorCode::kNotFound, e.what());
+  if (dynamic_cast<const ReadOnlyError*>(&e)) return ffi::Error(ffi::ErrorCode::kPermissionDenied, e.what());
+  if (dynamic_cast<const ValueError*>(&e) || dynamic_cast<const TypeError*>(&e)) {
+    return ffi::Error::InvalidArgument(e.what());
+  }
+  return ffi::Error::Internal(e.what());
+}
+
+int32_t handle_value(const ffi::AnyBuffer& buf) { return *static_cast<const int32_t*>(buf.untyped_data()); }
+
+double scalar_value(const ffi::AnyBuffer& buf) {
+  const void* p = buf.untyped_data();
+  switch (buf.element_type()) {
+    case ffi::DataType::F32: return *static_cast<const float*>(p);
+    case ffi::DataType::F64: return *static_cast<const double*>(p);
+    case ffi::DataType::S32: return *static_cast<const int32_t*>(p);
+    case ffi::DataType::F16: return f16_to_f32(*static_cast<const uint16_t*>(p));
+    case ffi::DataType::BF16: return bf16_to_f32(*static_cast<const uint16_t*>(p));
+    default: throw TypeError("unsupported scalar operand dtype");
+  }
+}
+
+// Operands: `num_handles` int32 handles, then scalar operands.
+OpCall decode_call(std::string_view kernel, ffi::Span<const int64_t> params, int64_t num_handles,
+                   const ffi::RemainingArgs& args) {
+  OpCall call{std::string(kernel), {}, {}, {params.begin(), params.end()}};
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto buf = args.get<ffi::AnyBuffer>(i);
+    if (!buf.has_value()) throw ValueError("jask FFI call: cannot decode operand " + std::to_string(i));
+    if (static_cast<int64_t>(i) < num_handles) {
+      call.handles.push_back(handle_value(*buf));
+    } else {
+      call.scalars.push_back(scalar_value(*buf));
+    }
+  }
+  return call;
+}
+
+ffi::Error array_op(std::string_view kernel, ffi::Span<const int64_t> params, int64_t num_handles,
+                    ffi::RemainingArgs args, ffi::ResultBufferR0<ffi::DataType::S32> out) {
+  try {
+    out->typed_data()[0] = run_array_op(decode_call(kernel, params, num_handles, args));
+    return ffi::Error::Success();
+  } catch (const std::exception& e) {
+    return to_ffi_error(e);
+  }
+}
+
+void store_scalar(ffi::AnyBuffer& buf, double v) {
+  void* p = buf.untyped_data();
+  switch (buf.element_type()) {
+    case ffi::DataType::F32: *static_cast<float*>(p) = static_cast<float>(v); return;
+    case ffi::DataType::F64: *static_cast<double*>(p) = v; return;
+    case ffi::DataType::S32: *static_cast<int32_t*>(p) = static_cast<int32_t>(static_cast<int64_t>(v)); return;
+    case ffi::DataType::F16: *static_cast<uint16_t*>(p) = f32_to_f16(static_cast<float>(v)); return;
+    case ffi::DataType::BF16: *static_cast<uint16_t*>(p) = f32_to_bf16(static_cast<float>(v)); return;
+    default: throw TypeError("unsupported reduction result dtype");
+  }
+}
+
+ffi::Error reduce_op(std::string_view kernel, ffi::Span<const int64_t> params, int64_t num_handles,
+                     ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> out) {
+  try {
+    store_scalar(*out, run_reduce_op(decode_call(kernel, params, num_handles, args)));
+    return ffi::Error::Success();
+  } catch (const std::exception& e) {
+    return to_ffi_error(e);
+  }
+}
+
+// Frees the first `num_handles` operands if no Python object owns them; the
+// other operands are only there to order this call after their producers.
+ffi::Error release(int64_t num_handles, ffi::RemainingArgs args, ffi::ResultBufferR0<ffi::DataType::S32> out) {
+  for (int64_t i = 0; i < num_handles && i < static_cast<int64_t>(args.size()); ++i) {
+    auto buf = args.get<ffi::AnyBuffer>(i);
+    if (buf.has_value()) Registry::instance().release_floating(handle_value(*buf));
+  }
+  out->typed_data()[0] = 0;
+  return ffi::Error::Success();
+}
+
+// The explicit bridge to a dense array (jask.materialize).
+ffi::Error to_dense(ffi::AnyBuffer handle, ffi::Result<ffi::AnyBuffer> out) {
+  try {
+    read_to_memory(handle_value(handle), out->untyped_data(), out->size_bytes());
+    return ffi::Error::Success();
+  } catch (const std::exception& e) {
+    return to_ffi_error(e);
+  }
+}
+
+// A new scratch array holding a dense value; params = (dtype code, shape...).
+ffi::Error from_dense(ffi::Span<const int64_t> params, ffi::AnyBuffer data,
+                      ffi::ResultBufferR0<ffi::DataType::S32> out) {
+  try {
+    if (params.size() < 1) throw ValueError("from_dense: missing dtype");
+    ArrayInfo info{dtype_from_int(params[0]), {params.begin() + 1, params.end()}};
+    int32_t h = Registry::instance().add(StoredArray::create_scratch(info, "from_dense"));
+    write_from_memory(h, data.untyped_data(), data.size_bytes());
+    out->typed_data()[0] = h;
+    return ffi::Error::Success();
+  } catch (const std::exception& e) {
+    return to_ffi_error(e);
+  }
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaskToDense, to_dense,
+                              ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaskFromDense, from_dense,
+                              ffi::Ffi::Bind()
+                                  .Attr<ffi::Span<const int64_t>>("params")
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::BufferR0<ffi::DataType::S32>>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaskArrayOp, array_op,
+                              ffi::Ffi::Bind()
+                                  .Attr<std::string_view>("kernel")
+                                  .Attr<ffi::Span<const int64_t>>("params")
+                                  .Attr<int64_t>("num_handles")
+                                  .RemainingArgs()
+                                  .Ret<ffi::BufferR0<ffi::DataType::S32>>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaskReduceOp, reduce_op,
+                              ffi::Ffi::Bind()
+                                  .Attr<std::string_view>("kernel")
+                                  .Attr<ffi::Span<const int64_t>>("params")
+                                  .Attr<int64_t>("num_handles")
+                                  .RemainingArgs()
+                                  .Ret<ffi::AnyBuffer>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaskRelease, release,
+                              ffi::Ffi::Bind()
+                                  .Attr<int64_t>("num_handles")
+                                  .RemainingArgs()
+                                  .Ret<ffi::BufferR0<ffi::DataType::S32>>());
+
+void* ffi_array_op_handler() { return reinterpret_cast<void*>(JaskArrayOp); }
+void* ffi_reduce_op_handler() { return reinterpret_cast<void*>(JaskReduceOp); }
+void* ffi_release_handler() { return reinterpret_cast<void*>(JaskRelease); }
+void* ffi_to_dense_handler() { return reinterpret_cast<void*>(JaskToDense); }
+void* ffi_from_dense_handler() { return reinterpret_cast<void*>(JaskFromDense); }
+
+}  // namespace jask

@@ -1,0 +1,125 @@
+// Python bindings of the engine (module jask._engine). Every call that does
+// I/O releases the GIL. Engine exceptions become the matching Python ones.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include "../engine/array_store.hpp"
+#include "../engine/blas.hpp"
+#include "../engine/errors.hpp"
+#include "../engine/file.hpp"
+#include "../engine/ops.hpp"
+#include "../engine/planner.hpp"
+#include "../engine/scratch.hpp"
+#include "ffi_handlers.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace jask {
+namespace {
+
+using Bytes = nb::ndarray<nb::c_contig, nb::device::cpu>;
+
+void translate_errors() {
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const NotFoundError& e) {
+      PyErr_SetString(PyExc_FileNotFoundError, e.what());
+    } catch (const ReadOnlyError& e) {
+      PyErr_SetString(PyExc_PermissionError, e.what());
+    } catch (const ValueError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const TypeError& e) {
+      PyErr_SetString(PyExc_TypeError, e.what());
+    } catch (const IoError& e) {
+      PyErr_SetString(PyExc_OSError, e.what());
+    }
+  });
+}
+
+nb::tuple array_info(int32_t handle) {
+  ArrayRef a = Registry::instance().get(handle);
+  nb::list shape;
+  for (int64_t d : a->info().shape) shape.append(d);
+  return nb::make_tuple(static_cast<int>(a->info().dtype), nb::tuple(shape), a->path(), a->data_offset(),
+                        a->writable(), a->is_scratch());
+}
+
+int32_t register_array(ArrayRef a) { return Registry::instance().add(std::move(a)); }
+
+DType checked_dtype(int code) { return dtype_from_int(code); }
+
+}  // namespace
+}  // namespace jask
+
+NB_MODULE(_engine, m) {
+  using namespace jask;
+  translate_errors();
+  using nb::call_guard;
+  using Unlocked = nb::call_guard<nb::gil_scoped_release>;
+
+  m.def("set_memory_budget", &set_memory_budget, "nbytes"_a);
+  m.def("memory_budget", &memory_budget);
+  m.def("configure_scratch", [](const std::string& root, bool allow_tmpfs) {
+    Scratch::instance().configure(root, allow_tmpfs);
+  }, "root"_a, "allow_tmpfs"_a);
+  m.def("scratch_configured", [] { return Scratch::instance().configured(); });
+  m.def("scratch_process_dir", [] { return Scratch::instance().process_dir(); });
+  m.def("scratch_reclaimed_folders", [] { return Scratch::instance().reclaimed_folders(); });
+  m.def("shutdown", [] {
+    Registry::instance().clear();
+    Scratch::instance().shutdown();
+  }, Unlocked());
+  m.def("is_ram_backed", &is_ram_backed, "path"_a);
+  m.def("load_blas", &load_blas, "path"_a, "num_threads"_a);
+  m.def("blas_loaded", &blas_loaded);
+  m.def("set_direct_io", &set_direct_io_enabled, "enabled"_a);
+  m.def("io_counters", [] {
+    return nb::make_tuple(io_counters().direct_bytes.load(), io_counters().buffered_bytes.load());
+  });
+
+  m.def("open_npy", [](const std::string& path, bool writable) {
+    return register_array(StoredArray::open_npy(path, writable));
+  }, "path"_a, "writable"_a, Unlocked());
+  m.def("open_raw", [](const std::string& path, int dtype, std::vector<int64_t> shape, uint64_t offset,
+                       bool writable) {
+    return register_array(StoredArray::open_raw(path, ArrayInfo{checked_dtype(dtype), shape}, offset, writable));
+  }, "path"_a, "dtype"_a, "shape"_a, "offset"_a, "writable"_a, Unlocked());
+  m.def("create", [](int dtype, std::vector<int64_t> shape) {
+    return register_array(StoredArray::create_scratch(ArrayInfo{checked_dtype(dtype), shape}, "array"));
+  }, "dtype"_a, "shape"_a, Unlocked());
+  m.def("info", &array_info, "handle"_a);
+  m.def("acquire", [](int32_t h) { Registry::instance().acquire(h); }, "handle"_a);
+  m.def("release", [](int32_t h) { Registry::instance().release(h); }, "handle"_a, Unlocked());
+  m.def("live_arrays", [] { return Registry::instance().size(); });
+
+  m.def("array_op", [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
+                       std::vector<int64_t> params) {
+    return run_array_op(OpCall{kernel, handles, scalars, params});
+  }, "kernel"_a, "handles"_a, "scalars"_a, "params"_a, Unlocked());
+  m.def("reduce_op", [](const std::string& kernel, std::vector<int32_t> handles) {
+    return run_reduce_op(OpCall{kernel, handles, {}, {}});
+  }, "kernel"_a, "handles"_a, Unlocked());
+  m.def("copy_into", &copy_into, "dst"_a, "src"_a, Unlocked());
+  m.def("save", &save_array, "handle"_a, "path"_a, Unlocked());
+  m.def("write_from", [](int32_t h, Bytes src) {
+    write_from_memory(h, src.data(), src.nbytes());
+  }, "handle"_a, "src"_a, Unlocked());
+  m.def("read_into", [](int32_t h, Bytes dst) {
+    read_to_memory(h, dst.data(), dst.nbytes());
+  }, "handle"_a, "dst"_a, Unlocked());
+
+  m.def("ffi_targets", [] {
+    nb::dict d;
+    d["jask_array_op"] = nb::capsule(ffi_array_op_handler());
+    d["jask_reduce_op"] = nb::capsule(ffi_reduce_op_handler());
+    d["jask_release"] = nb::capsule(ffi_release_handler());
+    d["jask_to_dense"] = nb::capsule(ffi_to_dense_handler());
+    d["jask_from_dense"] = nb::capsule(ffi_from_dense_handler());
+    return d;
+  });
+}

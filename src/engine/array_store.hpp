@@ -1,0 +1,98 @@
+// Arrays on disk and the handle registry. A handle is the int32 that stands
+// for an array inside jitted programs; the registry maps it to the file.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "dtype.hpp"
+#include "file.hpp"
+
+namespace jask {
+
+struct ArrayInfo {
+  DType dtype;
+  std::vector<int64_t> shape;
+
+  int64_t numel() const;
+  uint64_t nbytes() const { return static_cast<uint64_t>(numel()) * itemsize(dtype); }
+  std::string describe() const;  // e.g. "float32[4,6]"
+};
+
+class StoredArray {
+ public:
+  // A new private .npy file in this process's scratch folder, deleted with
+  // the object.
+  static std::shared_ptr<StoredArray> create_scratch(const ArrayInfo& info, const std::string& tag);
+  // A new .npy file at a user-chosen path (kept).
+  static std::shared_ptr<StoredArray> create_file(const std::string& path, const ArrayInfo& info);
+  static std::shared_ptr<StoredArray> open_npy(const std::string& path, bool writable);
+  static std::shared_ptr<StoredArray> open_raw(const std::string& path, const ArrayInfo& info,
+                                               uint64_t offset, bool writable);
+  // The same file seen with another shape of equal size (no copy).
+  static std::shared_ptr<StoredArray> reshaped(const std::shared_ptr<StoredArray>& base,
+                                               const std::vector<int64_t>& shape);
+  StoredArray(const StoredArray&) = delete;
+  StoredArray& operator=(const StoredArray&) = delete;
+
+  const ArrayInfo& info() const { return info_; }
+  const std::string& path() const { return file_->file->path(); }
+  uint64_t data_offset() const { return data_offset_; }
+  bool writable() const { return file_->file->writable(); }
+  bool is_scratch() const { return file_->scratch; }
+  const File& file() const { return *file_->file; }
+
+  // Element ranges in C order.
+  void read_elems(void* dst, int64_t first, int64_t count) const;
+  void write_elems(const void* src, int64_t first, int64_t count) const;
+
+ private:
+  // Shared by reshaped views; a scratch file is unlinked with its last view.
+  struct OwnedFile {
+    OwnedFile(std::unique_ptr<File> f, bool s) : file(std::move(f)), scratch(s) {}
+    ~OwnedFile();
+    std::unique_ptr<File> file;
+    bool scratch;
+  };
+  static std::shared_ptr<StoredArray> create_npy(const std::string& path, const ArrayInfo& info,
+                                                 bool scratch);
+  StoredArray(std::unique_ptr<File> file, ArrayInfo info, uint64_t offset, bool scratch)
+      : file_(std::make_shared<OwnedFile>(std::move(file), scratch)),
+        info_(std::move(info)),
+        data_offset_(offset) {}
+  StoredArray(std::shared_ptr<OwnedFile> file, ArrayInfo info, uint64_t offset)
+      : file_(std::move(file)), info_(std::move(info)), data_offset_(offset) {}
+  std::shared_ptr<OwnedFile> file_;
+  ArrayInfo info_;
+  uint64_t data_offset_;
+};
+
+using ArrayRef = std::shared_ptr<StoredArray>;
+
+// Handles are created "floating" (no owner). Python takes ownership with
+// acquire(); compiled programs free intermediates with release_floating().
+class Registry {
+ public:
+  static Registry& instance();
+  int32_t add(ArrayRef array);
+  ArrayRef get(int32_t handle) const;
+  void acquire(int32_t handle);
+  void release(int32_t handle);
+  void release_floating(int32_t handle);
+  size_t size() const;
+  void clear();
+
+ private:
+  struct Entry {
+    ArrayRef array;
+    int owners = 0;
+  };
+  mutable std::mutex mu_;
+  std::unordered_map<int32_t, Entry> entries_;
+  int32_t next_ = 1;
+};
+
+}  // namespace jask

@@ -1,0 +1,33 @@
+// Engine errors. Each maps to one Python exception at the binding layer, so
+// messages must name the paths, shapes, dtypes and sizes involved.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace jask {
+
+// -> ValueError: bad shapes, sizes, malformed headers, too-small budgets.
+struct ValueError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// -> TypeError: dtype mismatches and unsupported dtypes.
+struct TypeError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// -> FileNotFoundError.
+struct NotFoundError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// -> PermissionError: writing an array opened read-only.
+struct ReadOnlyError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// -> OSError: the operating system refused an I/O call.
+struct IoError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// "open(/x/y.npy): No such file or directory" style message from errno.
+std::string errno_message(const std::string& what, const std::string& path, int err);
+
+}  // namespace jask

@@ -1,0 +1,193 @@
+#include "file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <new>
+
+#include "errors.hpp"
+
+namespace jask {
+namespace {
+
+std::atomic<bool> g_direct_enabled{true};
+
+bool is_aligned(uint64_t v) { return v % kIoAlignment == 0; }
+bool is_aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kIoAlignment == 0; }
+
+int open_flags(OpenMode mode) {
+  switch (mode) {
+    case OpenMode::kReadOnly: return O_RDONLY;
+    case OpenMode::kReadWrite: return O_RDWR;
+    case OpenMode::kCreateExclusive: return O_RDWR | O_CREAT | O_EXCL;
+    case OpenMode::kCreateTruncate: return O_RDWR | O_CREAT | O_TRUNC;
+  }
+  return O_RDONLY;
+}
+
+}  // namespace
+
+void set_direct_io_enabled(bool enabled) { g_direct_enabled = enabled; }
+bool direct_io_enabled() { return g_direct_enabled; }
+
+IoCounters& io_counters() {
+  static IoCounters counters;
+  return counters;
+}
+
+AlignedBuffer::AlignedBuffer(size_t bytes) : size_(bytes) {
+  if (bytes == 0) return;
+  size_t rounded = (bytes + kIoAlignment - 1) / kIoAlignment * kIoAlignment;
+  void* p = std::aligned_alloc(kIoAlignment, rounded);
+  if (p == nullptr) throw std::bad_alloc();
+  ptr_.reset(static_cast<std::byte*>(p));
+}
+
+void AlignedBuffer::Free::operator()(std::byte* p) const { std::free(p); }
+
+File::File(const std::string& path, OpenMode mode) : path_(path) {
+  int flags = open_flags(mode) | O_CLOEXEC;
+  mode_t perms = mode == OpenMode::kCreateExclusive ? 0600 : 0644;
+  fd_ = ::open(path.c_str(), flags, perms);
+  if (fd_ < 0) {
+    int err = errno;
+    if (err == ENOENT) throw NotFoundError("No such file: " + path);
+    throw IoError(errno_message("open", path, err));
+  }
+  writable_ = mode != OpenMode::kReadOnly;
+  // Files that refuse O_DIRECT (tmpfs, some network file systems) keep the
+  // buffered descriptor only.
+  int dflags = (writable_ ? O_RDWR : O_RDONLY) | O_DIRECT | O_CLOEXEC;
+  direct_fd_ = ::open(path.c_str(), dflags);
+}
+
+File::~File() {
+  if (direct_fd_ >= 0) ::close(direct_fd_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void File::buffered_read(std::byte* dst, size_t n, uint64_t offset) const {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pread(fd_, dst + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw IoError(errno_message("pread", path_, errno));
+    }
+    if (r == 0) {
+      throw IoError("pread(" + path_ + "): unexpected end of file at byte " +
+                    std::to_string(offset + done) + " (wanted " + std::to_string(n) +
+                    " bytes from offset " + std::to_string(offset) + ")");
+    }
+    done += static_cast<size_t>(r);
+  }
+  io_counters().buffered_bytes += n;
+}
+
+void File::buffered_write(const std::byte* src, size_t n, uint64_t offset) const {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pwrite(fd_, src + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw IoError(errno_message("pwrite", path_, errno));
+    }
+    done += static_cast<size_t>(r);
+  }
+  io_counters().buffered_bytes += n;
+}
+
+bool File::try_direct_read(std::byte* dst, size_t n, uint64_t offset) const {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pread(direct_fd_, dst + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EINVAL && done == 0) {  // device or fs refuses this request shape
+        direct_failed_ = true;
+        return false;
+      }
+      throw IoError(errno_message("pread(O_DIRECT)", path_, errno));
+    }
+    if (r == 0) break;
+    done += static_cast<size_t>(r);
+    if (done % kIoAlignment != 0) break;  // short read at end of file
+  }
+  if (done < n) buffered_read(dst + done, n - done, offset + done);
+  io_counters().direct_bytes += done;
+  return true;
+}
+
+bool File::try_direct_write(const std::byte* src, size_t n, uint64_t offset) const {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pwrite(direct_fd_, src + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EINVAL && done == 0) {
+        direct_failed_ = true;
+        return false;
+      }
+      throw IoError(errno_message("pwrite(O_DIRECT)", path_, errno));
+    }
+    done += static_cast<size_t>(r);
+    if (done % kIoAlignment != 0) break;
+  }
+  if (done < n) buffered_write(src + done, n - done, offset + done);
+  io_counters().direct_bytes += done;
+  return true;
+}
+
+void File::read_at(void* dst_v, size_t n, uint64_t offset) const {
+  auto* dst = static_cast<std::byte*>(dst_v);
+  // Split into [unaligned head][aligned middle][unaligned tail]; the middle
+  // goes direct when the memory it lands in is aligned too.
+  uint64_t mid_start = (offset + kIoAlignment - 1) / kIoAlignment * kIoAlignment;
+  uint64_t end = offset + n;
+  uint64_t mid_end = end / kIoAlignment * kIoAlignment;
+  bool direct = g_direct_enabled && has_direct() && mid_end > mid_start &&
+                is_aligned(dst + (mid_start - offset));
+  if (!direct) return buffered_read(dst, n, offset);
+  if (mid_start > offset) buffered_read(dst, mid_start - offset, offset);
+  if (!try_direct_read(dst + (mid_start - offset), mid_end - mid_start, mid_start)) {
+    buffered_read(dst + (mid_start - offset), mid_end - mid_start, mid_start);
+  }
+  if (end > mid_end) buffered_read(dst + (mid_end - offset), end - mid_end, mid_end);
+}
+
+void File::write_at(const void* src_v, size_t n, uint64_t offset) const {
+  if (!writable_) throw ReadOnlyError("cannot write to " + path_ + ": it was opened read-only");
+  const auto* src = static_cast<const std::byte*>(src_v);
+  uint64_t mid_start = (offset + kIoAlignment - 1) / kIoAlignment * kIoAlignment;
+  uint64_t end = offset + n;
+  uint64_t mid_end = end / kIoAlignment * kIoAlignment;
+  bool direct = g_direct_enabled && has_direct() && mid_end > mid_start &&
+                is_aligned(src + (mid_start - offset));
+  if (!direct) return buffered_write(src, n, offset);
+  if (mid_start > offset) buffered_write(src, mid_start - offset, offset);
+  if (!try_direct_write(src + (mid_start - offset), mid_end - mid_start, mid_start)) {
+    buffered_write(src + (mid_start - offset), mid_end - mid_start, mid_start);
+  }
+  if (end > mid_end) buffered_write(src + (mid_end - offset), end - mid_end, mid_end);
+}
+
+uint64_t File::size() const {
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) throw IoError(errno_message("fstat", path_, errno));
+  return static_cast<uint64_t>(st.st_size);
+}
+
+void File::resize(uint64_t bytes) const {
+  if (::ftruncate(fd_, static_cast<off_t>(bytes)) != 0) {
+    throw IoError(errno_message("ftruncate", path_, errno));
+  }
+}
+
+void File::sync() const {
+  if (::fdatasync(fd_) != 0) throw IoError(errno_message("fdatasync", path_, errno));
+}
+
+}  // namespace jask

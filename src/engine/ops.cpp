@@ -1,0 +1,397 @@
+#include "ops.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+
+#include "blas.hpp"
+#include "errors.hpp"
+#include "hyperslab.hpp"
+#include "pipeline.hpp"
+#include "planner.hpp"
+
+namespace jask {
+namespace {
+
+Registry& reg() { return Registry::instance(); }
+
+std::string describe_call(const std::string& name, const std::vector<ArrayRef>& arrays) {
+  std::string s = name + "(";
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    if (i) s += ", ";
+    s += arrays[i]->info().describe();
+  }
+  return s + ")";
+}
+
+std::vector<ArrayRef> lookup(const std::vector<int32_t>& handles) {
+  std::vector<ArrayRef> out;
+  out.reserve(handles.size());
+  for (int32_t h : handles) out.push_back(reg().get(h));
+  return out;
+}
+
+void check_same_layout(const std::string& name, const std::vector<ArrayRef>& arrays) {
+  for (size_t i = 1; i < arrays.size(); ++i) {
+    const ArrayInfo& a = arrays[0]->info();
+    const ArrayInfo& b = arrays[i]->info();
+    if (a.dtype != b.dtype) {
+      throw TypeError(name + ": dtypes differ: " + a.describe() + " and " + b.describe());
+    }
+    if (a.shape != b.shape) {
+      throw ValueError(name + ": shapes differ: " + a.describe() + " and " + b.describe());
+    }
+  }
+}
+
+// Double-buffered scratch blocks for one stream.
+struct StreamBuffers {
+  StreamBuffers(int64_t block_bytes) {
+    for (auto& s : slot) s = AlignedBuffer(static_cast<size_t>(block_bytes));
+  }
+  std::byte* at(int64_t task) { return slot[task % kPipelineSlots].data(); }
+  AlignedBuffer slot[kPipelineSlots];
+};
+
+// Streams the flat elements of `inputs` (and `output`, if any) in blocks.
+// `compute(task, input blocks, output block, first, count)` runs on the
+// calling thread while the next block is read and the previous written.
+using BlockFn = std::function<void(int64_t task, const std::vector<const void*>& in, void* out,
+                                   int64_t first, int64_t count)>;
+
+void stream_elements(const std::string& op, const std::string& operands, int64_t numel, DType dtype,
+                     const std::vector<ArrayRef>& inputs, const StoredArray* output,
+                     const BlockFn& compute) {
+  const int64_t isz = static_cast<int64_t>(itemsize(dtype));
+  const int64_t streams = static_cast<int64_t>(inputs.size()) + (output ? 1 : 0);
+  const int64_t block = plan_stream_block(op, operands, numel, isz * std::max<int64_t>(streams, 1));
+  std::vector<StreamBuffers> in_bufs;
+  in_bufs.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) in_bufs.emplace_back(block * isz);
+  StreamBuffers out_buf(output ? block * isz : 0);
+  const int64_t n_tasks = numel == 0 ? 0 : (numel + block - 1) / block;
+  auto range = [&](int64_t t) { return std::pair(t * block, std::min(block, numel - t * block)); };
+
+  PipelineStages stages;
+  stages.read = [&](int64_t t) {
+    auto [first, count] = range(t);
+    for (size_t i = 0; i < inputs.size(); ++i) inputs[i]->read_elems(in_bufs[i].at(t), first, count);
+  };
+  stages.compute = [&](int64_t t) {
+    auto [first, count] = range(t);
+    std::vector<const void*> in(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) in[i] = in_bufs[i].at(t);
+    compute(t, in, output ? out_buf.at(t) : nullptr, first, count);
+  };
+  if (output) {
+    stages.write = [&](int64_t t) {
+      auto [first, count] = range(t);
+      output->write_elems(out_buf.at(t), first, count);
+    };
+  }
+  run_pipeline(n_tasks, stages);
+}
+
+
+}  // namespace
+
+int32_t map_arrays(MapOp op, const std::string& name, const std::vector<int32_t>& handles, double scalar) {
+  if (static_cast<int>(handles.size()) != map_op_arity(op) || handles.empty()) {
+    throw ValueError(name + ": expected " + std::to_string(map_op_arity(op)) + " array operands, got " +
+                     std::to_string(handles.size()));
+  }
+  auto inputs = lookup(handles);
+  check_same_layout(name, inputs);
+  const ArrayInfo& info = inputs[0]->info();
+  auto out = StoredArray::create_scratch(info, name);
+  stream_elements(name, describe_call(name, inputs), info.numel(), info.dtype, inputs, out.get(),
+                  [&](int64_t, const std::vector<const void*>& in, void* dst, int64_t, int64_t count) {
+                    map_block(op, info.dtype, in[0], in.size() > 1 ? in[1] : nullptr, dst, count, scalar);
+                  });
+  return reg().add(out);
+}
+
+int32_t fill_array(const ArrayInfo& info, double value) {
+  auto out = StoredArray::create_scratch(info, "fill");
+  if (value == 0.0) return reg().add(out);  // a new file reads as zeros already
+  stream_elements("fill", info.describe(), info.numel(), info.dtype, {}, out.get(),
+                  [&](int64_t, const std::vector<const void*>&, void* dst, int64_t, int64_t count) {
+                    map_block(MapOp::kFill, info.dtype, nullptr, nullptr, dst, count, value);
+                  });
+  return reg().add(out);
+}
+
+double reduce_arrays(ReduceOp op, const std::string& name, const std::vector<int32_t>& handles) {
+  if (static_cast<int>(handles.size()) != reduce_op_arity(op)) {
+    throw ValueError(name + ": expected " + std::to_string(reduce_op_arity(op)) + " array operands");
+  }
+  auto inputs = lookup(handles);
+  check_same_layout(name, inputs);
+  const ArrayInfo& info = inputs[0]->info();
+  std::vector<double> partial;  // per block, summed in order: deterministic
+  stream_elements(name, describe_call(name, inputs), info.numel(), info.dtype, inputs, nullptr,
+                  [&](int64_t, const std::vector<const void*>& in, void*, int64_t, int64_t count) {
+                    partial.push_back(reduce_block(op, info.dtype, in[0], in.size() > 1 ? in[1] : nullptr, count));
+                  });
+  double total = 0;
+  for (double p : partial) total += p;
+  return total;
+}
+
+int32_t transpose_array(int32_t handle, const std::vector<int64_t>& perm) {
+  ArrayRef in = reg().get(handle);
+  const ArrayInfo& info = in->info();
+  const int nd = static_cast<int>(info.shape.size());
+  std::vector<bool> seen(nd, false);
+  bool valid = static_cast<int>(perm.size()) == nd;
+  for (int64_t p : perm) {
+    if (!valid || p < 0 || p >= nd || seen[p]) { valid = false; break; }
+    seen[p] = true;
+  }
+  if (!valid) throw ValueError("transpose: axes are not a permutation of the " + std::to_string(nd) +
+                               " axes of " + info.describe());
+  ArrayInfo out_info{info.dtype, std::vector<int64_t>(nd)};
+  for (int d = 0; d < nd; ++d) out_info.shape[d] = info.shape[perm[d]];
+  auto out = StoredArray::create_scratch(out_info, "transpose");
+  const int64_t isz = static_cast<int64_t>(itemsize(info.dtype));
+  std::vector<int64_t> ext = plan_transpose_tile("transpose(" + info.describe() + ")", info.shape, perm, isz);
+  int64_t tile_elems = 1;
+  for (int64_t e : ext) tile_elems *= e;
+  // Tiles are visited in output order so that writes advance through the file.
+  std::vector<int64_t> out_ext(nd), counts(nd);
+  int64_t n_tasks = info.numel() == 0 ? 0 : 1;
+  for (int d = 0; d < nd; ++d) {
+    out_ext[d] = ext[perm[d]];
+    counts[d] = (out_info.shape[d] + out_ext[d] - 1) / out_ext[d];
+    n_tasks *= counts[d];
+  }
+  auto out_slab = [&](int64_t t) {
+    Slab s{std::vector<int64_t>(nd), std::vector<int64_t>(nd)};
+    for (int d = nd - 1; d >= 0; --d) {
+      int64_t i = t % counts[d];
+      t /= counts[d];
+      s.start[d] = i * out_ext[d];
+      s.extent[d] = std::min(out_ext[d], out_info.shape[d] - s.start[d]);
+    }
+    return s;
+  };
+  auto in_slab = [&](const Slab& o) {
+    Slab s{std::vector<int64_t>(nd), std::vector<int64_t>(nd)};
+    for (int d = 0; d < nd; ++d) {
+      s.start[perm[d]] = o.start[d];
+      s.extent[perm[d]] = o.extent[d];
+    }
+    return s;
+  };
+  StreamBuffers in_buf(tile_elems * isz), out_buf(tile_elems * isz);
+  PipelineStages stages;
+  stages.read = [&](int64_t t) { read_slab(*in, info.shape, in_slab(out_slab(t)), in_buf.at(t)); };
+  stages.compute = [&](int64_t t) {
+    Slab s = in_slab(out_slab(t));
+    permute_tile(in_buf.at(t), out_buf.at(t), s.extent.data(), perm.data(), nd, isz);
+  };
+  stages.write = [&](int64_t t) { write_slab(*out, out_info.shape, out_slab(t), out_buf.at(t)); };
+  run_pipeline(n_tasks, stages);
+  return reg().add(out);
+}
+
+namespace {
+
+// One operand of a matmul viewed as a stored 2-D matrix and the logical
+// op(X) = X or X^T it stands for.
+struct MatOperand {
+  ArrayRef array;
+  std::vector<int64_t> stored;  // 2-D view of the file
+  bool trans;
+  int64_t rows() const { return trans ? stored[1] : stored[0]; }
+  int64_t cols() const { return trans ? stored[0] : stored[1]; }
+  // Reads op(X)[r0:r0+nr, c0:c0+nc]; the tile is stored untransposed, so its
+  // leading dimension is the stored column extent.
+  int64_t read(int64_t r0, int64_t nr, int64_t c0, int64_t nc, void* dst, size_t shift) const {
+    Slab s = trans ? Slab{{c0, r0}, {nc, nr}} : Slab{{r0, c0}, {nr, nc}};
+    read_slab(*array, stored, s, static_cast<unsigned char*>(dst) + shift);
+    return s.extent[1];
+  }
+};
+
+template <class T>
+void run_matmul(const MatOperand& A, const MatOperand& B, const StoredArray& out,
+                const std::vector<int64_t>& out2d, DType dt, const MatmulTiles& tiles) {
+  const int64_t M = A.rows(), K = A.cols(), N = B.cols();
+  const int64_t ni = (M + tiles.mb - 1) / tiles.mb, nj = (N + tiles.nb - 1) / tiles.nb,
+                nk = (K + tiles.kb - 1) / tiles.kb;
+  const size_t cs = sizeof(T), ss = itemsize(dt);
+  StreamBuffers abuf(tiles.mb * tiles.kb * cs), bbuf(tiles.kb * tiles.nb * cs), cbuf(tiles.mb * tiles.nb * cs);
+  struct Task { int64_t i, j, k; };
+  auto task = [&](int64_t t) { return Task{t / (nj * nk), (t / nk) % nj, t % nk}; };
+  auto ext = [](int64_t idx, int64_t block, int64_t dim) { return std::min(block, dim - idx * block); };
+  // Tiles already in a slot are not read again (B is read once when it fits).
+  std::pair<int64_t, int64_t> a_loaded[kPipelineSlots], b_loaded[kPipelineSlots];
+  for (auto& p : a_loaded) p = {-1, -1};
+  for (auto& p : b_loaded) p = {-1, -1};
+  int64_t lda[kPipelineSlots], ldb[kPipelineSlots];
+
+  PipelineStages stages;
+  stages.read = [&](int64_t t) {
+    Task x = task(t);
+    int slot = static_cast<int>(t % kPipelineSlots);
+    int64_t mi = ext(x.i, tiles.mb, M), kk = ext(x.k, tiles.kb, K), nj_ = ext(x.j, tiles.nb, N);
+    if (a_loaded[slot] != std::pair(x.i, x.k)) {
+      // Storage lands in the back of the tile buffer and is widened in place.
+      lda[slot] = A.read(x.i * tiles.mb, mi, x.k * tiles.kb, kk, abuf.at(t), mi * kk * (cs - ss));
+      widen_in_place(dt, abuf.at(t), mi * kk);
+      a_loaded[slot] = {x.i, x.k};
+    }
+    if (b_loaded[slot] != std::pair(x.k, x.j)) {
+      ldb[slot] = B.read(x.k * tiles.kb, kk, x.j * tiles.nb, nj_, bbuf.at(t), kk * nj_ * (cs - ss));
+      widen_in_place(dt, bbuf.at(t), kk * nj_);
+      b_loaded[slot] = {x.k, x.j};
+    }
+  };
+  stages.compute = [&](int64_t t) {
+    Task x = task(t);
+    int slot = static_cast<int>(t % kPipelineSlots);
+    int64_t mi = ext(x.i, tiles.mb, M), kk = ext(x.k, tiles.kb, K), nj_ = ext(x.j, tiles.nb, N);
+    T* c = reinterpret_cast<T*>(cbuf.slot[(x.i * nj + x.j) % kPipelineSlots].data());
+    gemm(A.trans, B.trans, mi, nj_, kk, reinterpret_cast<const T*>(abuf.at(t)), lda[slot],
+         reinterpret_cast<const T*>(bbuf.at(t)), ldb[slot], x.k == 0 ? T(0) : T(1), c, nj_);
+  };
+  stages.write = [&](int64_t t) {
+    Task x = task(t);
+    if (x.k != nk - 1) return;
+    int64_t mi = ext(x.i, tiles.mb, M), nj_ = ext(x.j, tiles.nb, N);
+    void* c = cbuf.slot[(x.i * nj + x.j) % kPipelineSlots].data();
+    narrow_in_place(dt, c, mi * nj_);
+    write_slab(out, out2d, Slab{{x.i * tiles.mb, x.j * tiles.nb}, {mi, nj_}}, c);
+  };
+  int64_t n_tasks = (M == 0 || N == 0) ? 0 : ni * nj * std::max<int64_t>(nk, 1);
+  if (K == 0) {  // empty contraction: zeros
+    std::vector<unsigned char> zero(std::max<int64_t>(M * N, 1) * ss, 0);
+    write_slab(out, out2d, Slab{{0, 0}, {M, N}}, zero.data());
+    return;
+  }
+  run_pipeline(n_tasks, stages);
+}
+
+}  // namespace
+
+int32_t matmul_arrays(int32_t a, int32_t b, bool trans_a, bool trans_b) {
+  ArrayRef A = reg().get(a), B = reg().get(b);
+  const ArrayInfo &ai = A->info(), &bi = B->info();
+  std::string desc = "matmul(" + ai.describe() + (trans_a ? "^T" : "") + ", " + bi.describe() +
+                     (trans_b ? "^T" : "") + ")";
+  if (ai.dtype != bi.dtype) throw TypeError(desc + ": dtypes differ");
+  if (ai.shape.empty() || ai.shape.size() > 2 || bi.shape.empty() || bi.shape.size() > 2) {
+    throw ValueError(desc + ": operands must be 1-D or 2-D");
+  }
+  // 1-D operands are a row vector on the left and a column vector on the right.
+  MatOperand opa{A, ai.shape.size() == 1 ? std::vector<int64_t>{1, ai.shape[0]} : ai.shape,
+                 ai.shape.size() == 2 && trans_a};
+  MatOperand opb{B, bi.shape.size() == 1 ? std::vector<int64_t>{bi.shape[0], 1} : bi.shape,
+                 bi.shape.size() == 2 && trans_b};
+  if (opa.cols() != opb.rows()) {
+    throw ValueError(desc + ": contracted dimensions differ (" + std::to_string(opa.cols()) + " vs " +
+                     std::to_string(opb.rows()) + ")");
+  }
+  const int64_t M = opa.rows(), N = opb.cols();
+  std::vector<int64_t> out_shape;
+  if (ai.shape.size() == 2) out_shape.push_back(M);
+  if (bi.shape.size() == 2) out_shape.push_back(N);
+  auto out = StoredArray::create_scratch(ArrayInfo{ai.dtype, out_shape}, "matmul");
+  const size_t cs = compute_itemsize(ai.dtype);
+  MatmulTiles tiles = plan_matmul(desc, M, opa.cols(), N, static_cast<int64_t>(cs));
+  if (cs == sizeof(double)) {
+    run_matmul<double>(opa, opb, *out, {M, N}, ai.dtype, tiles);
+  } else {
+    run_matmul<float>(opa, opb, *out, {M, N}, ai.dtype, tiles);
+  }
+  return reg().add(out);
+}
+
+void copy_into(int32_t dst, int32_t src) {
+  ArrayRef d = reg().get(dst), s = reg().get(src);
+  if (!d->writable()) {
+    throw ReadOnlyError("cannot update " + d->path() + ": it was opened read-only (open it with mode=\"r+\")");
+  }
+  check_same_layout("update_", {d, s});
+  const ArrayInfo& info = d->info();
+  stream_elements("update_", describe_call("update_", {d, s}), info.numel(), info.dtype, {s}, d.get(),
+                  [&](int64_t, const std::vector<const void*>& in, void* out, int64_t, int64_t count) {
+                    std::memcpy(out, in[0], static_cast<size_t>(count) * itemsize(info.dtype));
+                  });
+}
+
+void save_array(int32_t handle, const std::string& path) {
+  ArrayRef src = reg().get(handle);
+  auto dst = StoredArray::create_file(path, src->info());
+  const ArrayInfo& info = src->info();
+  stream_elements("save", info.describe(), info.numel(), info.dtype, {src}, dst.get(),
+                  [&](int64_t, const std::vector<const void*>& in, void* out, int64_t, int64_t count) {
+                    std::memcpy(out, in[0], static_cast<size_t>(count) * itemsize(info.dtype));
+                  });
+  dst->file().sync();
+}
+
+void write_from_memory(int32_t handle, const void* src, uint64_t nbytes) {
+  ArrayRef arr = reg().get(handle);
+  const ArrayInfo& info = arr->info();
+  if (nbytes != info.nbytes()) {
+    throw ValueError("buffer of " + std::to_string(nbytes) + " bytes does not match " + info.describe() +
+                     " (" + std::to_string(info.nbytes()) + " bytes)");
+  }
+  const size_t isz = itemsize(info.dtype);
+  auto* base = static_cast<const unsigned char*>(src);
+  // Copy into aligned blocks so the writes can bypass the page cache.
+  stream_elements("from_numpy", info.describe(), info.numel(), info.dtype, {}, arr.get(),
+                  [&](int64_t, const std::vector<const void*>&, void* out, int64_t first, int64_t count) {
+                    std::memcpy(out, base + first * isz, static_cast<size_t>(count) * isz);
+                  });
+}
+
+void read_to_memory(int32_t handle, void* dst, uint64_t nbytes) {
+  ArrayRef arr = reg().get(handle);
+  const ArrayInfo& info = arr->info();
+  if (nbytes != info.nbytes()) {
+    throw ValueError("buffer of " + std::to_string(nbytes) + " bytes does not match " + info.describe());
+  }
+  const size_t isz = itemsize(info.dtype);
+  auto* base = static_cast<unsigned char*>(dst);
+  stream_elements("materialize", info.describe(), info.numel(), info.dtype, {arr}, nullptr,
+                  [&](int64_t, const std::vector<const void*>& in, void*, int64_t first, int64_t count) {
+                    std::memcpy(base + first * isz, in[0], static_cast<size_t>(count) * isz);
+                  });
+}
+
+int32_t run_array_op(const OpCall& call) {
+  if (auto op = map_op_from_name(call.kernel); op && *op != MapOp::kFill) {
+    return map_arrays(*op, call.kernel, call.handles, call.scalars.empty() ? 0.0 : call.scalars[0]);
+  }
+  if (call.kernel == "fill") {
+    if (call.params.empty() || call.scalars.empty()) throw ValueError("fill: needs a dtype and a value");
+    ArrayInfo info{dtype_from_int(call.params[0]), {call.params.begin() + 1, call.params.end()}};
+    return fill_array(info, call.scalars[0]);
+  }
+  if (call.kernel == "transpose") {
+    if (call.handles.size() != 1) throw ValueError("transpose: expected one array operand");
+    return transpose_array(call.handles[0], call.params);
+  }
+  if (call.kernel == "reshape") {
+    if (call.handles.size() != 1) throw ValueError("reshape: expected one array operand");
+    return reg().add(StoredArray::reshaped(reg().get(call.handles[0]), call.params));
+  }
+  if (call.kernel == "matmul") {
+    if (call.handles.size() != 2 || call.params.size() != 2) {
+      throw ValueError("matmul: expected two array operands and two transpose flags");
+    }
+    return matmul_arrays(call.handles[0], call.handles[1], call.params[0] != 0, call.params[1] != 0);
+  }
+  throw ValueError("unknown array kernel '" + call.kernel + "'");
+}
+
+double run_reduce_op(const OpCall& call) {
+  auto op = reduce_op_from_name(call.kernel);
+  if (!op) throw ValueError("unknown reduction kernel '" + call.kernel + "'");
+  return reduce_arrays(*op, call.kernel, call.handles);
+}
+
+}  // namespace jask

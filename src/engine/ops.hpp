@@ -1,0 +1,40 @@
+// Out-of-core operations: each streams its operands block by block through
+// the pipeline, within the memory budget, and returns a new handle (or a
+// scalar for reductions). These are what both the eager Python path and the
+// XLA FFI handlers call.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "array_store.hpp"
+#include "kernels.hpp"
+
+namespace jask {
+
+// Generic entry used by the FFI handlers and the bindings.
+struct OpCall {
+  std::string kernel;             // e.g. "add", "scale", "fill", "transpose", "matmul"
+  std::vector<int32_t> handles;   // array operands
+  std::vector<double> scalars;    // scalar operands
+  std::vector<int64_t> params;    // static integer parameters
+};
+int32_t run_array_op(const OpCall& call);
+double run_reduce_op(const OpCall& call);
+
+int32_t map_arrays(MapOp op, const std::string& name, const std::vector<int32_t>& handles, double scalar);
+int32_t fill_array(const ArrayInfo& info, double value);
+double reduce_arrays(ReduceOp op, const std::string& name, const std::vector<int32_t>& handles);
+int32_t transpose_array(int32_t handle, const std::vector<int64_t>& perm);
+int32_t matmul_arrays(int32_t a, int32_t b, bool trans_a, bool trans_b);
+
+// Copies src's contents into dst (same shape and dtype; dst writable).
+void copy_into(int32_t dst, int32_t src);
+// New .npy file at `path` with the array's contents.
+void save_array(int32_t handle, const std::string& path);
+// Whole-array transfers between a caller's buffer and the file, streamed in
+// budget-sized blocks.
+void write_from_memory(int32_t handle, const void* src, uint64_t nbytes);
+void read_to_memory(int32_t handle, void* dst, uint64_t nbytes);
+
+}  // namespace jask

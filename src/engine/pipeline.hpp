@@ -1,0 +1,21 @@
+// Three-stage block pipeline: a reader thread prefetches task t+1 while the
+// calling thread computes task t and a writer thread writes task t-1 behind.
+// Stages of task t may use slot t % kPipelineSlots of their buffers.
+#pragma once
+#include <cstdint>
+#include <functional>
+
+namespace jask {
+
+struct PipelineStages {
+  std::function<void(int64_t task)> read;
+  std::function<void(int64_t task)> compute;
+  std::function<void(int64_t task)> write;  // may be empty (reductions)
+};
+
+// Guarantees: read(t) starts after compute(t-2) ended; compute(t) starts
+// after read(t) and write(t-2) ended; write(t) after compute(t). Exceptions
+// from any stage stop the pipeline and are rethrown here.
+void run_pipeline(int64_t n_tasks, const PipelineStages& stages);
+
+}  // namespace jask

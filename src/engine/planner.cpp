@@ -1,0 +1,117 @@
+#include "planner.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+
+#include "errors.hpp"
+
+namespace jask {
+namespace {
+
+std::atomic<int64_t> g_budget{256LL << 20};
+
+// Smallest block worth streaming: below this, per-call overhead dominates.
+constexpr int64_t kMinBlockElems = 256;
+// Blocks are multiples of this many elements so that every block of every
+// dtype starts at a 4096-byte file offset (data offsets are 4096-aligned).
+constexpr int64_t kAlignElems = 4096;
+constexpr int64_t kMinTile = 8;
+
+[[noreturn]] void budget_too_small(const std::string& op, const std::string& operands, int64_t needed) {
+  throw ValueError("memory budget of " + std::to_string(memory_budget()) + " bytes is too small for " +
+                   op + " on " + operands + ": it needs at least " + std::to_string(needed) +
+                   " bytes; raise it with jask.set_memory_budget(" + std::to_string(needed) + ")");
+}
+
+}  // namespace
+
+void set_memory_budget(int64_t bytes) {
+  if (bytes < kMinBudget) {
+    throw ValueError("memory budget must be at least " + std::to_string(kMinBudget) + " bytes, got " +
+                     std::to_string(bytes));
+  }
+  g_budget = bytes;
+}
+
+int64_t memory_budget() { return g_budget; }
+
+int64_t plan_stream_block(const std::string& op, const std::string& operands, int64_t numel,
+                          int64_t bytes_per_elem) {
+  int64_t per_elem = bytes_per_elem * kPipelineSlots;
+  int64_t min_block = std::max<int64_t>(1, std::min(numel, kMinBlockElems));
+  if (min_block * per_elem > memory_budget()) budget_too_small(op, operands, min_block * per_elem);
+  int64_t block = memory_budget() / per_elem;
+  if (block >= numel) return std::max<int64_t>(numel, 1);
+  if (block >= kAlignElems) block = block / kAlignElems * kAlignElems;
+  return std::max(block, min_block);
+}
+
+std::vector<int64_t> plan_transpose_tile(const std::string& operands, const std::vector<int64_t>& shape,
+                                         const std::vector<int64_t>& perm, int64_t itemsize) {
+  const size_t nd = shape.size();
+  std::vector<int64_t> ext(nd, 1);
+  if (nd == 0) return ext;
+  // Input and output tiles, double-buffered.
+  int64_t per_elem = itemsize * 2 * kPipelineSlots;
+  int64_t cap = memory_budget() / per_elem;
+  size_t last_in = nd - 1;
+  size_t last_out = static_cast<size_t>(perm[nd - 1]);
+  int64_t min_elems = std::min(shape[last_in], kMinTile) * std::min(shape[last_out], kMinTile);
+  if (cap < min_elems) budget_too_small("transpose", operands, min_elems * per_elem);
+  auto grow = [&](size_t axis, int64_t room) {
+    int64_t others = 1;
+    for (size_t i = 0; i < nd; ++i) if (i != axis) others *= ext[i];
+    ext[axis] = std::max<int64_t>(1, std::min(shape[axis], std::min(room, cap / others)));
+  };
+  if (last_in == last_out) {
+    grow(last_in, cap);
+  } else {
+    // Square-ish tiles keep both the input runs and the output runs long.
+    int64_t side = static_cast<int64_t>(std::sqrt(static_cast<double>(cap)));
+    grow(last_in, side);
+    grow(last_out, cap);
+    grow(last_in, cap);
+  }
+  for (size_t i = nd; i-- > 0;) {
+    if (i != last_in && i != last_out) grow(i, cap);
+  }
+  return ext;
+}
+
+int64_t matmul_tile_bytes(const MatmulTiles& t, int64_t elem_bytes) {
+  return kPipelineSlots * (t.mb * t.kb + t.kb * t.nb + t.mb * t.nb) * elem_bytes;
+}
+
+MatmulTiles plan_matmul(const std::string& operands, int64_t m, int64_t k, int64_t n, int64_t elem_bytes) {
+  int64_t cap = memory_budget() / (kPipelineSlots * elem_bytes);  // elements across A, B, C tiles
+  MatmulTiles t{std::min(m, kMinTile), std::min(k, kMinTile), std::min(n, kMinTile)};
+  t.mb = std::max<int64_t>(t.mb, 1);
+  t.kb = std::max<int64_t>(t.kb, 1);
+  t.nb = std::max<int64_t>(t.nb, 1);
+  auto used = [&] { return t.mb * t.kb + t.kb * t.nb + t.mb * t.nb; };
+  if (used() > cap) budget_too_small("matmul", operands, matmul_tile_bytes(t, elem_bytes));
+  // Start square, then let B's tile grow to all of B (read B once), then
+  // spend the rest on taller row panels of A.
+  int64_t side = static_cast<int64_t>(std::sqrt(static_cast<double>(cap) / 3.0));
+  t.mb = std::max(t.mb, std::min(m, side));
+  t.kb = std::max(t.kb, std::min(k, side));
+  t.nb = std::max(t.nb, std::min(n, side));
+  while (used() > cap) {  // sqrt rounding
+    if (t.mb >= t.kb && t.mb >= t.nb && t.mb > 1) --t.mb;
+    else if (t.kb >= t.nb && t.kb > 1) --t.kb;
+    else --t.nb;
+  }
+  // grow one extent as far as the budget allows, the others fixed
+  auto grow_nb = [&] { t.nb = std::min(n, std::max(t.nb, (cap - t.mb * t.kb) / (t.kb + t.mb))); };
+  auto grow_kb = [&] { t.kb = std::min(k, std::max(t.kb, (cap - t.mb * t.nb) / (t.mb + t.nb))); };
+  auto grow_mb = [&] { t.mb = std::min(m, std::max(t.mb, (cap - t.kb * t.nb) / (t.kb + t.nb))); };
+  grow_kb();
+  grow_nb();
+  grow_mb();
+  grow_kb();
+  grow_nb();
+  return t;
+}
+
+}  // namespace jask

@@ -1,0 +1,37 @@
+// The memory budget and block planning. Every buffer an op allocates is
+// counted against the budget: (slots) x (block bytes of every stream).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace jask {
+
+inline constexpr int64_t kMinBudget = 4096;
+// Slots per stream: one being filled or drained by I/O, one being computed.
+inline constexpr int64_t kPipelineSlots = 2;
+
+void set_memory_budget(int64_t bytes);
+int64_t memory_budget();
+
+// Elements per block for a streaming op whose streams need `bytes_per_elem`
+// bytes per element in total (inputs + outputs). Throws ValueError naming
+// the op, the operands and the smallest budget that works.
+int64_t plan_stream_block(const std::string& op, const std::string& operands, int64_t numel,
+                          int64_t bytes_per_elem);
+
+// Tile extents per axis for a blocked transposition of `shape` by `perm`.
+std::vector<int64_t> plan_transpose_tile(const std::string& operands,
+                                         const std::vector<int64_t>& shape,
+                                         const std::vector<int64_t>& perm, int64_t itemsize);
+
+struct MatmulTiles {
+  int64_t mb, kb, nb;
+};
+// Tiles for C(M,N) = A(M,K) B(K,N) with elements of `elem_bytes` in memory.
+MatmulTiles plan_matmul(const std::string& operands, int64_t m, int64_t k, int64_t n,
+                        int64_t elem_bytes);
+// Bytes the tiles occupy in the pipeline.
+int64_t matmul_tile_bytes(const MatmulTiles& t, int64_t elem_bytes);
+
+}  // namespace jask

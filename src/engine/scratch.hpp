@@ -1,0 +1,51 @@
+// Scratch space: one folder per process under a root, holding the files of
+// op outputs and gradients. A process holds an flock on its folder's lock
+// file for its whole life, so a folder whose lock can be taken belongs to a
+// dead process and is removed at the next start.
+#pragma once
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace jask {
+
+class Scratch {
+ public:
+  static Scratch& instance();
+
+  // Points scratch at `root` (created if missing). Refuses RAM-backed file
+  // systems unless allow_tmpfs. Reclaims folders of dead processes.
+  void configure(const std::string& root, bool allow_tmpfs);
+  bool configured() const;
+  std::string root() const;
+  std::string process_dir() const;
+
+  // A fresh, unique file path inside this process's folder.
+  std::string new_file_path(const std::string& tag);
+
+  // Removes this process's folder (at exit).
+  void shutdown();
+
+  // Number of folders of dead processes removed by the last configure().
+  int reclaimed_folders() const { return reclaimed_; }
+
+ private:
+  Scratch() = default;
+  void remove_all_locked();
+  mutable std::mutex mu_;
+  // Folders of earlier configure() calls: arrays may still live there, so
+  // they are kept (locked) until shutdown.
+  std::vector<std::pair<std::string, int>> retired_;
+  std::string root_;
+  std::string dir_;
+  int lock_fd_ = -1;
+  uint64_t counter_ = 0;
+  int reclaimed_ = 0;
+};
+
+// True when `path` lives on tmpfs or ramfs (memory, not disk).
+bool is_ram_backed(const std::string& path);
+
+}  // namespace jask
