@@ -13,7 +13,7 @@ $(BIN)/python:
 # Build requirements go into the venv so rebuilds are incremental (build/ is kept).
 install: $(BIN)/python
 	$(BIN)/pip install -q "scikit-build-core>=0.10" "nanobind>=2.4" "jaxlib==0.10.2"
-	$(BIN)/pip install -q --no-build-isolation ".[test]"
+	$(BIN)/pip install -q --no-build-isolation -e ".[test]"
 
 demo: install
 	$(BIN)/python example.py

@@ -216,6 +216,10 @@ class DiskArray(metaclass=_DiskArrayMeta):
     def _lowered_handle(self):
         if compat.is_tracer(self._handle):
             return self._handle
+        if not compat.is_eager():
+            # a constant of the program being traced; a cached array made
+            # under a trace would leak a tracer
+            return np.int32(self._handle)
         if self._lo is None:
             self._lo = jnp.asarray(np.int32(self._handle))
         return self._lo
@@ -290,3 +294,4 @@ def info(handle: int) -> tuple[np.dtype, tuple[int, ...]]:
 
 
 compat.register_hitype(DiskArray, lambda x: x._ty)
+compat.defer_dense_operators_to(DiskArrayTy)

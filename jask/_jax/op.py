@@ -154,3 +154,27 @@ def same_type(op_name: str, x: DiskArrayTy, y: DiskArrayTy) -> DiskArrayTy:
 def scalar_type(op_name: str, s) -> None:
     if not isinstance(s, compat.ShapedArray) or s.shape != ():
         raise TypeError(f"jask.{op_name}: expected a scalar operand, got {describe(s)}")
+
+
+class Release(compat.VJPHiPrimitive):
+    """Frees an intermediate DiskArray of a compiled program after its consumers ran.
+
+    Inserted by the lowering pass in compat, never called by users. The first
+    operand is the intermediate; the rest are its consumers' results, which
+    order this call after them.
+    """
+
+    def __init__(self, *in_avals):
+        self.in_avals = tuple(in_avals)
+        self.out_aval = compat.ShapedArray((), jnp.int32)
+        self.params = {}
+        super().__init__()
+
+    def expand(self, dead, *deps):
+        operands = [x._lowered_handle() if isinstance(x, DiskArray) else x for x in (dead, *deps)]
+        call = jax.ffi.ffi_call("jask_release", jax.ShapeDtypeStruct((), jnp.int32),
+                                has_side_effect=True)
+        return call(*operands, num_handles=np.int64(1))
+
+
+compat.install_release_pass(Op, DiskArrayTy, lambda avals: Release(*avals))

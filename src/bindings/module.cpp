@@ -11,6 +11,7 @@
 #include "../engine/errors.hpp"
 #include "../engine/file.hpp"
 #include "../engine/ops.hpp"
+#include "../engine/pipeline.hpp"
 #include "../engine/planner.hpp"
 #include "../engine/scratch.hpp"
 #include "ffi_handlers.hpp"
@@ -22,6 +23,7 @@ namespace jask {
 namespace {
 
 using Bytes = nb::ndarray<nb::c_contig, nb::device::cpu>;
+using ReadOnlyBytes = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
 
 void translate_errors() {
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
@@ -78,6 +80,7 @@ NB_MODULE(_engine, m) {
   m.def("load_blas", &load_blas, "path"_a, "num_threads"_a);
   m.def("blas_loaded", &blas_loaded);
   m.def("set_direct_io", &set_direct_io_enabled, "enabled"_a);
+  m.def("pipeline_tasks_run", &pipeline_tasks_run);
   m.def("io_counters", [] {
     return nb::make_tuple(io_counters().direct_bytes.load(), io_counters().buffered_bytes.load());
   });
@@ -106,7 +109,7 @@ NB_MODULE(_engine, m) {
   }, "kernel"_a, "handles"_a, Unlocked());
   m.def("copy_into", &copy_into, "dst"_a, "src"_a, Unlocked());
   m.def("save", &save_array, "handle"_a, "path"_a, Unlocked());
-  m.def("write_from", [](int32_t h, Bytes src) {
+  m.def("write_from", [](int32_t h, ReadOnlyBytes src) {
     write_from_memory(h, src.data(), src.nbytes());
   }, "handle"_a, "src"_a, Unlocked());
   m.def("read_into", [](int32_t h, Bytes dst) {

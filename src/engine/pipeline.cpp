@@ -1,5 +1,6 @@
 #include "pipeline.hpp"
 
+#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -9,6 +10,8 @@
 
 namespace jask {
 namespace {
+
+std::atomic<uint64_t> g_tasks_run{0};
 
 class PipelineState {
  public:
@@ -54,8 +57,11 @@ void guarded(PipelineState& st, Body body) {
 
 }  // namespace
 
+uint64_t pipeline_tasks_run() { return g_tasks_run.load(); }
+
 void run_pipeline(int64_t n_tasks, const PipelineStages& stages) {
   if (n_tasks <= 0) return;
+  g_tasks_run += static_cast<uint64_t>(n_tasks);
   if (n_tasks == 1) {  // nothing to overlap
     stages.read(0);
     stages.compute(0);

@@ -18,4 +18,8 @@ struct PipelineStages {
 // from any stage stop the pipeline and are rethrown here.
 void run_pipeline(int64_t n_tasks, const PipelineStages& stages);
 
+// Tasks run by all pipelines so far: lets tests check how many blocks an op
+// really streamed.
+uint64_t pipeline_tasks_run();
+
 }  // namespace jask

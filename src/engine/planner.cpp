@@ -12,7 +12,7 @@ namespace {
 std::atomic<int64_t> g_budget{256LL << 20};
 
 // Smallest block worth streaming: below this, per-call overhead dominates.
-constexpr int64_t kMinBlockElems = 256;
+constexpr int64_t kMinBlockElems = 64;
 // Blocks are multiples of this many elements so that every block of every
 // dtype starts at a 4096-byte file offset (data offsets are 4096-aligned).
 constexpr int64_t kAlignElems = 4096;

@@ -1,0 +1,47 @@
+"""Shared fixtures: a scratch folder on disk for the session, and the memory budgets tests run under."""
+
+import numpy as np
+import pytest
+
+import jask
+
+DEFAULT_BUDGET = "64MB"
+# One block per op; a few blocks; 50 or more blocks per op on the shapes in tests.
+BUDGETS = {"1GB": "1GB", "64KB": "64KB", "4KB": "4KB"}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def scratch_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("jask_scratch")
+    jask.set_memory_budget(DEFAULT_BUDGET, scratch_dir=root)
+    return root
+
+
+@pytest.fixture(params=list(BUDGETS), ids=lambda b: f"budget={b}")
+def budget(request):
+    jask.set_memory_budget(BUDGETS[request.param])
+    yield BUDGETS[request.param]
+    jask.set_memory_budget(DEFAULT_BUDGET)
+
+
+@pytest.fixture
+def small_budget():
+    """Sets a tiny budget for one test."""
+    def set_budget(b):
+        jask.set_memory_budget(b)
+    yield set_budget
+    jask.set_memory_budget(DEFAULT_BUDGET)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+def assert_close(actual, expected, rtol=1e-5):
+    """Elementwise closeness with an absolute floor scaled to the data (float32 sums reorder)."""
+    actual = np.asarray(actual, dtype=np.float64)
+    expected = np.asarray(expected, dtype=np.float64)
+    assert actual.shape == expected.shape, (actual.shape, expected.shape)
+    scale = max(1.0, float(np.max(np.abs(expected)))) if expected.size else 1.0
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol * scale)

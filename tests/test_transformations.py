@@ -1,0 +1,183 @@
+"""Every op and composition, under eager, jit, grad, value_and_grad, jit(grad) and grad(jit),
+against jax.numpy on in-memory copies, under three memory budgets."""
+
+from dataclasses import dataclass
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jask
+from jask import _engine
+from conftest import assert_close
+
+# Shapes that are not multiples of any block or tile size.
+M, K, N = 211, 157, 37
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    fn: Callable      # written with Jask ops; same code runs on jnp arrays when `ref` is None
+    ref: Callable     # the jax.numpy reference
+    shapes: tuple     # operand shapes
+    scalar_out: bool = False  # fn returns a 0-d value (else a DiskArray, reduced by a weighted sum)
+
+
+CASES = [
+    Case("add", jask.add, jnp.add, ((M, K), (M, K))),
+    Case("sub", jask.sub, jnp.subtract, ((M, K), (M, K))),
+    Case("mul", jask.mul, jnp.multiply, ((M, K), (M, K))),
+    Case("operators", lambda x, y: -(x + y) * y - x, lambda x, y: -(x + y) * y - x, ((M, K), (M, K))),
+    Case("scale_right", lambda x: x * 2.5, lambda x: x * 2.5, ((M, K),)),
+    Case("scale_left_numpy", lambda x: np.float32(3.0) * x, lambda x: np.float32(3.0) * x, ((M, K),)),
+    Case("scale_left_jax", lambda x: jnp.array(0.1) * x, lambda x: jnp.array(0.1) * x, ((M, K),)),
+    Case("divide", lambda x: x / 4, lambda x: x / 4, ((M, K),)),
+    Case("add_scalar", lambda x: 1.5 + x + 2.0, lambda x: 1.5 + x + 2.0, ((M, K),)),
+    Case("sub_scalar", lambda x: 3.0 - (x - 2.0), lambda x: 3.0 - (x - 2.0), ((M, K),)),
+    Case("negative", jask.negative, jnp.negative, ((M, K),)),
+    Case("square", jask.square, jnp.square, ((M, K),)),
+    Case("same_input_twice", lambda x: jask.mul(x, x) + x, lambda x: x * x + x, ((M, K),)),
+    Case("sum", jask.sum, jnp.sum, ((M, K),), scalar_out=True),
+    Case("vdot", jask.vdot, jnp.vdot, ((M, K), (M, K)), scalar_out=True),
+    Case("dot_2d_2d", jask.dot, jnp.dot, ((M, K), (K, N))),
+    Case("dot_2d_1d", jask.dot, jnp.dot, ((M, K), (K,))),
+    Case("dot_1d_2d", jask.dot, jnp.dot, ((K,), (K, N))),
+    Case("dot_1d_1d", jask.dot, jnp.dot, ((K,), (K,)), scalar_out=True),
+    Case("matmul_operator", lambda a, b: a @ b, lambda a, b: a @ b, ((M, K), (K, N))),
+    Case("dot_of_transposes", lambda a, b: jask.dot(a.T, b.T), lambda a, b: a.T @ b.T, ((K, M), (N, K))),
+    Case("transpose_2d", lambda x: x.T, lambda x: x.T, ((M, K),)),
+    Case("transpose_3d", lambda x: jask.transpose(x, (2, 0, 1)), lambda x: jnp.transpose(x, (2, 0, 1)),
+         ((13, 17, 11),)),
+    Case("reshape", lambda x: jask.reshape(x, (K, M)), lambda x: jnp.reshape(x, (K, M)), ((M, K),)),
+    Case("materialize", lambda x: jnp.sum(jnp.sin(jask.materialize(x))),
+         lambda x: jnp.sum(jnp.sin(x)), ((M, K),), scalar_out=True),
+    Case("full", lambda x: jask.vdot(x, jask.full(x.shape, 2.0)), lambda x: jnp.vdot(x, jnp.full(x.shape, 2.0)),
+         ((M, K),), scalar_out=True),
+    Case("seed_pipeline",
+         lambda a, b, c, t: jask.sum(jask.square(jask.sub(jask.dot(jask.dot(a, b), c), t))),
+         lambda a, b, c, t: jnp.sum(jnp.square(a @ b @ c - t)),
+         ((M, 19), (19, 23), (23, 7), (M, 7)), scalar_out=True),
+]
+
+
+def make_inputs(case, rng):
+    dense = [rng.uniform(-1, 1, s).astype(np.float32) for s in case.shapes]
+    return dense, [jask.DiskArray.from_numpy(x) for x in dense]
+
+
+def as_loss(case, fn, weight):
+    """A scalar function of the operands: the case itself, or a weighted sum of its output."""
+    if case.scalar_out:
+        return fn
+    return lambda *xs: weight(fn(*xs))
+
+
+def losses(case, rng):
+    out_shape = jax.eval_shape(case.ref, *[jax.ShapeDtypeStruct(s, jnp.float32) for s in case.shapes]).shape
+    w = rng.uniform(-1, 1, out_shape).astype(np.float32)
+    w_disk = jask.DiskArray.from_numpy(w) if out_shape else None
+    disk_weight = (lambda y: jask.vdot(y, w_disk)) if out_shape else (lambda y: y * w)
+    return as_loss(case, case.fn, disk_weight), as_loss(case, case.ref, lambda y: jnp.vdot(y, w))
+
+
+def assert_grads(grads, expected):
+    for g, e in zip(grads, expected):
+        assert isinstance(g, jask.DiskArray), f"gradient is {type(g).__name__}, not a DiskArray"
+        assert_close(np.asarray(g), e)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_values_eager_and_jit(case, budget, rng):
+    dense, disk = make_inputs(case, rng)
+    expected = case.ref(*dense)
+    for fn in (case.fn, jax.jit(case.fn)):
+        out = fn(*disk)
+        if case.scalar_out:
+            assert isinstance(out, jax.Array) and out.shape == ()
+        else:
+            assert isinstance(out, jask.DiskArray)
+        assert_close(np.asarray(out), expected)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_gradients_every_order(case, budget, rng):
+    dense, disk = make_inputs(case, rng)
+    loss, ref_loss = losses(case, rng)
+    argnums = tuple(range(len(disk)))
+    expected = jax.grad(ref_loss, argnums=argnums)(*dense)
+    expected_value = ref_loss(*dense)
+    assert_grads(jax.grad(loss, argnums=argnums)(*disk), expected)
+    assert_grads(jax.jit(jax.grad(loss, argnums=argnums))(*disk), expected)
+    assert_grads(jax.grad(jax.jit(loss), argnums=argnums)(*disk), expected)
+    value, grads = jax.value_and_grad(loss, argnums=argnums)(*disk)
+    assert_close(value, expected_value)
+    assert_grads(grads, expected)
+    value, grads = jax.jit(jax.value_and_grad(loss, argnums=argnums))(*disk)
+    assert_close(value, expected_value)
+    assert_grads(grads, expected)
+
+
+@pytest.mark.parametrize("argnums", [0, 1, (0,), (2,), (0, 2), (3, 1)])
+def test_seed_pipeline_any_argnums(argnums, rng):
+    case = next(c for c in CASES if c.name == "seed_pipeline")
+    dense, disk = make_inputs(case, rng)
+    expected = jax.grad(case.ref, argnums=argnums)(*dense)
+    for grad_fn in (jax.grad(case.fn, argnums=argnums), jax.jit(jax.grad(case.fn, argnums=argnums)),
+                    jax.grad(jax.jit(case.fn), argnums=argnums)):
+        got = grad_fn(*disk)
+        if isinstance(argnums, int):
+            got, want = (got,), (expected,)
+        else:
+            want = expected
+        assert_grads(got, want)
+
+
+def test_many_blocks_per_op_at_smallest_budget(small_budget, rng):
+    """The 4KB budget really streams every op in 50 or more blocks on the test shapes."""
+    small_budget("4KB")
+    x, y = (jask.DiskArray.from_numpy(rng.uniform(-1, 1, (M, K)).astype(np.float32)) for _ in range(2))
+    w = jask.DiskArray.from_numpy(rng.uniform(-1, 1, (K, N)).astype(np.float32))
+    ops = {
+        "add": lambda: x + y, "mul": lambda: x * y, "scale": lambda: x * 2.0, "square": lambda: jask.square(x),
+        "sum": lambda: jask.sum(x), "vdot": lambda: jask.vdot(x, y), "dot": lambda: jask.dot(x, w),
+        "transpose": lambda: x.T, "full": lambda: jask.full((M, K), 1.0),
+    }
+    for name, run in ops.items():
+        before = _engine.pipeline_tasks_run()
+        run()
+        blocks = _engine.pipeline_tasks_run() - before
+        assert blocks >= 50, f"{name} streamed only {blocks} blocks"
+
+
+def test_cotangents_of_reused_input_are_summed(rng):
+    x_np = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+    x = jask.DiskArray.from_numpy(x_np)
+
+    def f(x):
+        return jask.sum(x * 3.0) + jask.vdot(x, x) + jask.sum(jask.square(x))
+
+    expected = jax.grad(lambda x: jnp.sum(x * 3.0) + jnp.vdot(x, x) + jnp.sum(x * x))(x_np)
+    assert_grads([jax.grad(f)(x), jax.jit(jax.grad(f))(x)], [expected, expected])
+
+
+def test_traced_scalar_argument_and_its_gradient(rng):
+    x_np = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+    x = jask.DiskArray.from_numpy(x_np)
+    scaled = jax.jit(lambda x, s: x * s)(x, 2.0)
+    assert_close(np.asarray(scaled), x_np * 2.0)
+    grad_s = jax.grad(lambda x, s: jask.sum(jask.square(x * s)), argnums=1)(x, 0.5)
+    assert_close(grad_s, jax.grad(lambda x, s: jnp.sum((x * s) ** 2), argnums=1)(x_np, 0.5))
+
+
+def test_from_numpy_of_a_traced_value_has_a_gradient(rng):
+    w_np = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+
+    def f(w):
+        return jask.sum(jask.square(jask.DiskArray.from_numpy(w * 2.0)))
+
+    expected = jax.grad(lambda w: jnp.sum((w * 2.0) ** 2))(w_np)
+    assert_close(jax.grad(f)(w_np), expected)
+    assert_close(jax.jit(jax.grad(f))(w_np), expected)
