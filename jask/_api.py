@@ -241,7 +241,8 @@ def full(shape, fill_value, dtype="float32") -> DiskArray:
     shape = (shape,) if isinstance(shape, numbers.Integral) else tuple(int(d) for d in shape)
     if any(d < 0 for d in shape):
         raise ValueError(f"jask.full: negative dimension in shape {shape}")
-    return apply(Fill, jnp.asarray(fill_value, dtype=dt), shape=shape)
+    value = jnp.asarray(fill_value, dtype=jax.dtypes.canonicalize_dtype(dt))
+    return apply(Fill, value, shape=shape, dtype=dt)
 
 
 def zeros(shape, dtype="float32") -> DiskArray:
@@ -260,9 +261,14 @@ def from_numpy(array) -> DiskArray:
         raise TypeError("jask.DiskArray.from_numpy: the argument is already a DiskArray")
     if compat.is_tracer(array):
         return apply(FromDense, array.astype(storage_dtype(array.dtype)))
-    arr = np.asarray(array)
+    # Concrete data goes straight to the engine: through JAX, float64 would
+    # be narrowed when x64 is off.
+    arr = np.ascontiguousarray(np.asarray(array))
     dt = storage_dtype(arr.dtype)
-    return apply(FromDense, arr.astype(dt, copy=False))
+    _runtime.ensure_scratch()
+    out = DiskArray(DiskArrayTy(arr.shape, dt), _engine.create(dtype_code(dt), list(arr.shape)))
+    _engine.write_from(out.handle, arr.reshape(-1).view(np.uint8))
+    return out
 
 
 def open_array(path, *, shape=None, dtype=None, offset=0, mode="r") -> DiskArray:

@@ -8,9 +8,9 @@ class Fill(Op):
     name = "full"
     kernel = "fill"
 
-    def out_type(self, value, *, shape):
+    def out_type(self, value, *, shape, dtype):
         scalar_type(self.name, value)
-        return DiskArrayTy(shape, value.dtype)
+        return DiskArrayTy(shape, dtype)
 
     def kernel_params(self):
         return (dtype_code(self.out_aval.dtype), *self.shape)

@@ -1,4 +1,5 @@
 """x * s for a DiskArray x and a scalar s (Python, NumPy or 0-d JAX, traced or not)."""
+import jax
 import jax.numpy as jnp
 
 from .._jax.op import Op, apply, scalar_type
@@ -6,8 +7,9 @@ from .sum_mul import SumMul
 
 
 def scalar_like(s, x):
-    """`s` as a 0-d array of x's dtype: the scalar operand of Scale and friends."""
-    return jnp.asarray(s, dtype=x.dtype)
+    """`s` as a 0-d array of x's dtype (as JAX can hold it: float64 needs x64),
+    the scalar operand of Scale and friends."""
+    return jnp.asarray(s, dtype=jax.dtypes.canonicalize_dtype(x.dtype))
 
 
 class Scale(Op):

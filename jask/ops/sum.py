@@ -15,4 +15,4 @@ class Sum(Op):
         return compat.ShapedArray((), jax.dtypes.canonicalize_dtype(x.dtype))
 
     def vjp(self, ct, x, *, out, needs):
-        return (apply(Fill, ct.astype(x.dtype), shape=x.shape),)
+        return (apply(Fill, ct, shape=x.shape, dtype=x.dtype),)

@@ -15,6 +15,6 @@ class SumMul(Op):
         return compat.ShapedArray((), jax.dtypes.canonicalize_dtype(x.dtype))
 
     def vjp(self, ct, x, y, *, out, needs):
-        from .scale import Scale  # scale's own backward rule uses SumMul
-        return (apply(Scale, y, ct.astype(y.dtype)) if needs[0] else None,
-                apply(Scale, x, ct.astype(x.dtype)) if needs[1] else None)
+        from .scale import Scale, scalar_like  # scale's own backward rule uses SumMul
+        return (apply(Scale, y, scalar_like(ct, y)) if needs[0] else None,
+                apply(Scale, x, scalar_like(ct, x)) if needs[1] else None)

@@ -7,7 +7,7 @@
 
 namespace jask {
 
-inline constexpr int64_t kMinBudget = 4096;
+inline constexpr int64_t kMinBudget = 1024;
 // Slots per stream: one being filled or drained by I/O, one being computed.
 inline constexpr int64_t kPipelineSlots = 2;
 

@@ -1,0 +1,165 @@
+"""Bad input gets a clear, standard exception naming what is wrong; data is never touched."""
+
+import os
+
+import jax
+import numpy as np
+import pytest
+
+import jask
+
+
+@pytest.fixture
+def x(rng):
+    return jask.DiskArray.from_numpy(rng.uniform(size=(4, 6)).astype(np.float32))
+
+
+def test_shape_mismatch_names_both_operands(x, rng):
+    y = jask.DiskArray.from_numpy(rng.uniform(size=(6, 4)).astype(np.float32))
+    for fn in (jask.add, jask.sub, jask.mul, jask.vdot):
+        with pytest.raises(ValueError, match=r"float32\[4,6\].*float32\[6,4\]"):
+            fn(x, y)
+    with pytest.raises(ValueError, match=r"float32\[4,6\].*float32\[4,6\]"):
+        jask.dot(x, x)
+
+
+def test_dtype_mismatch_names_both_operands(x, rng):
+    y = jask.DiskArray.from_numpy(rng.uniform(size=(4, 6)).astype(np.float64))
+    with pytest.raises(TypeError, match=r"float32\[4,6\].*float64\[4,6\]"):
+        jask.add(x, y)
+    with pytest.raises(TypeError, match=r"float32\[4,6\].*float64\[6,4\]"):
+        jask.dot(x, y.T)
+
+
+def test_errors_are_raised_at_trace_time_under_jit(x, rng):
+    y = jask.DiskArray.from_numpy(rng.uniform(size=(3, 3)).astype(np.float32))
+    with pytest.raises(ValueError, match=r"float32\[4,6\].*float32\[3,3\]"):
+        jax.jit(jask.add)(x, y)
+
+
+def test_unsupported_operands(x):
+    with pytest.raises(TypeError, match="unsupported operands"):
+        jask.add(x, "one")
+    with pytest.raises(TypeError, match=r"float32\[4,6\] DiskArray and float32\[6\] array"):
+        jask.mul(x, np.ones(6, np.float32))
+    with pytest.raises(TypeError, match="expects a DiskArray"):
+        jask.square(np.ones(3))
+
+
+def test_missing_file_names_the_path(tmp_path):
+    missing = tmp_path / "nope.npy"
+    with pytest.raises(FileNotFoundError, match=str(missing)):
+        jask.DiskArray.open(missing)
+    with pytest.raises(FileNotFoundError, match=str(missing)):
+        jask.DiskArray.open(missing, shape=(2,), dtype="float32")
+
+
+def test_short_files_name_both_sizes(tmp_path):
+    raw = tmp_path / "short.f32"
+    raw.write_bytes(b"\0" * 40)
+    with pytest.raises(ValueError, match=r"short\.f32.*48.*40"):
+        jask.DiskArray.open(raw, shape=(3, 4), dtype="float32", offset=0)
+    npy = tmp_path / "short.npy"
+    np.save(npy, np.zeros((10, 10), np.float32))
+    with open(npy, "r+b") as f:
+        f.truncate(os.path.getsize(npy) - 8)
+    with pytest.raises(ValueError, match=r"short\.npy.*400.*392"):
+        jask.DiskArray.open(npy)
+
+
+def test_pickles_are_never_loaded(tmp_path):
+    path = tmp_path / "objects.npy"
+    np.save(path, np.array([{"a": 1}, None], dtype=object), allow_pickle=True)
+    with pytest.raises(TypeError, match=r"unsupported dtype '\|O'"):
+        jask.DiskArray.open(path)
+    structured = tmp_path / "structured.npy"
+    np.save(structured, np.zeros(3, dtype=[("a", "<f4"), ("b", "<i4")]))
+    with pytest.raises(TypeError, match="structured dtypes are not supported"):
+        jask.DiskArray.open(structured)
+
+
+def test_fortran_order_and_garbage_files_are_refused(tmp_path):
+    fortran = tmp_path / "f.npy"
+    np.save(fortran, np.asfortranarray(np.ones((3, 2), np.float32)))
+    with pytest.raises(ValueError, match="Fortran"):
+        jask.DiskArray.open(fortran)
+    garbage = tmp_path / "g.npy"
+    garbage.write_bytes(b"hello world, not an array")
+    with pytest.raises(ValueError, match="not a .npy file"):
+        jask.DiskArray.open(garbage)
+
+
+def test_unsupported_dtypes_name_the_supported_ones(tmp_path):
+    with pytest.raises(TypeError, match="complex64.*float32"):
+        jask.DiskArray.from_numpy(np.ones(3, np.complex64))
+    raw = tmp_path / "raw.bin"
+    raw.write_bytes(b"\0" * 16)
+    with pytest.raises(TypeError, match="uint8"):
+        jask.DiskArray.open(raw, shape=(16,), dtype="uint8")
+
+
+def test_updating_a_read_only_array_leaves_the_file_untouched(tmp_path, rng):
+    data = rng.uniform(size=(5, 5)).astype(np.float32)
+    path = tmp_path / "params.npy"
+    np.save(path, data)
+    before = path.read_bytes()
+    p = jask.DiskArray.open(path)
+    with pytest.raises(PermissionError, match=r"params\.npy.*read-only"):
+        p.update_(p * 2.0)
+    assert path.read_bytes() == before
+    writable = jask.DiskArray.open(path, mode="r+")
+    writable.update_(writable * 2.0)
+    np.testing.assert_array_equal(np.load(path), data * 2.0)
+
+
+def test_update_with_another_shape_or_dtype(x, rng):
+    with pytest.raises(ValueError, match=r"float32\[6,4\].*float32\[4,6\]"):
+        x.update_(x.T)
+    other = jask.DiskArray.from_numpy(rng.uniform(size=(4, 6)).astype(np.float16))
+    with pytest.raises(ValueError, match=r"float16\[4,6\].*float32\[4,6\]"):
+        x.update_(other)
+
+
+def test_update_inside_jit_is_refused(x):
+    with pytest.raises(TypeError, match="cannot run inside jax.jit"):
+        jax.jit(lambda p: p.update_(p * 2.0))(x)
+
+
+def test_budget_too_small_names_op_shapes_and_minimum(small_budget, rng):
+    x = jask.DiskArray.from_numpy(rng.uniform(size=(300, 200)).astype(np.float32))
+    small_budget(1024)
+    with pytest.raises(ValueError, match=r"too small for add on add\(float32\[300,200\], "
+                                         r"float32\[300,200\]\): it needs at least 1536 bytes"):
+        x + x
+    with pytest.raises(Exception, match=r"too small for add.*1536 bytes"):
+        jax.jit(jask.add)(x, x)
+    small_budget(1536)
+    np.testing.assert_array_equal(np.asarray(x + x), 2 * np.asarray(x))
+
+
+def test_budget_values(small_budget):
+    small_budget("64KB")
+    assert jask.memory_budget() == 64 * 1024
+    small_budget("1GB")
+    assert jask.memory_budget() == 1 << 30
+    small_budget(12345)
+    assert jask.memory_budget() == 12345
+    for bad in ("12 parsecs", "", -5, 3.5, None):
+        with pytest.raises((ValueError, TypeError)):
+            jask.set_memory_budget(bad)
+    with pytest.raises(ValueError, match="at least 1024"):
+        jask.set_memory_budget(100)
+
+
+def test_bad_open_arguments(tmp_path):
+    path = tmp_path / "a.npy"
+    np.save(path, np.zeros(3, np.float32))
+    with pytest.raises(ValueError, match="mode"):
+        jask.DiskArray.open(path, mode="w")
+    with pytest.raises(ValueError, match="both shape= and dtype="):
+        jask.DiskArray.open(path, shape=(3,))
+
+
+def test_bad_transpose_axes(x):
+    with pytest.raises(ValueError, match=r"not a permutation.*float32\[4,6\]"):
+        jask.transpose(x, (0, 0))
