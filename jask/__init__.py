@@ -15,6 +15,7 @@ from ._api import transpose as transpose
 from ._api import vdot as vdot
 from ._api import zeros as zeros
 from ._jax.diskarray import DiskArray as DiskArray
+from . import _numpy_api  # noqa: F401 - makes jax.numpy functions accept DiskArrays
 from ._runtime import memory_budget as memory_budget
 from ._runtime import scratch_dir as scratch_dir
 from ._runtime import set_memory_budget as set_memory_budget

@@ -14,9 +14,10 @@ from ._dtypes import dtype_code, storage_dtype
 from ._jax import compat
 from ._jax.diskarray import OPERATORS, DiskArray, DiskArrayTy
 from ._jax.op import apply, describe
-from .ops import (Add, AddScalar, Fill, FromDense, Matmul, Mul, Neg, Reshape, RsubScalar, Scale,
-                  Square, Sub, Sum, SumMul, ToDense, Transpose)
-from .ops.scale import scalar_like
+from .ops import (Abs, Add, Astype, Div, Equal, Exp, Fill, FromDense, Greater, GreaterEqual, Less,
+                  LessEqual, Log, Matmul, Maximum, Minimum, Mul, Neg, NotEqual, Pow, Reduce, Reshape,
+                  Rsqrt, Sign, Sqrt, Square, Sub, Tanh, ToDense, Transpose, Where)
+from .ops._elementwise import scalar_like
 
 
 def _is_scalar(v) -> bool:
@@ -33,7 +34,7 @@ def _check_disk(fn: str, x) -> None:
                         f"data with jask.DiskArray.from_numpy")
 
 
-def _unsupported_operands(fn: str, x, y):
+def _unsupported_operands(fn: str, *values):
     def kind(v):
         if isinstance(v, DiskArray) or _is_scalar(v) or hasattr(v, "shape"):
             try:
@@ -41,8 +42,26 @@ def _unsupported_operands(fn: str, x, y):
             except TypeError:
                 pass
         return type(v).__name__
-    raise TypeError(f"jask.{fn}: unsupported operands {kind(x)} and {kind(y)}; Jask supports two "
-                    f"DiskArrays of equal shape and dtype, or a DiskArray and a scalar")
+    raise TypeError(f"jask.{fn}: unsupported operands {' and '.join(kind(v) for v in values)}; "
+                    f"Jask supports DiskArrays of equal shape and dtype, and scalars")
+
+
+def _operands(fn: str, *values):
+    """DiskArrays as they are, scalars as 0-d arrays of the DiskArrays' dtype."""
+    like = next((v for v in values if isinstance(v, DiskArray)), None)
+    if like is None or not all(isinstance(v, DiskArray) or _is_scalar(v) for v in values):
+        _unsupported_operands(fn, *values)
+    return [v if isinstance(v, DiskArray) else scalar_like(v, like) for v in values]
+
+
+def _elementwise(op, fn: str):
+    def apply_op(*values):
+        return apply(op, *_operands(fn, *values))
+    return apply_op
+
+
+_add, _sub, _mul, _div = (_elementwise(op, fn) for op, fn in
+                          ((Add, "add"), (Sub, "sub"), (Mul, "mul"), (Div, "divide")))
 
 
 def add(x, y):
@@ -53,13 +72,7 @@ def add(x, y):
     >>> np.asarray(jask.add(x, x)).tolist()
     [0.0, 2.0, 4.0]
     """
-    if isinstance(x, DiskArray) and isinstance(y, DiskArray):
-        return apply(Add, x, y)
-    if isinstance(x, DiskArray) and _is_scalar(y):
-        return apply(AddScalar, x, scalar_like(y, x))
-    if _is_scalar(x) and isinstance(y, DiskArray):
-        return apply(AddScalar, y, scalar_like(x, y))
-    return _unsupported_operands("add", x, y)
+    return _add(x, y)
 
 
 def sub(x, y):
@@ -70,13 +83,7 @@ def sub(x, y):
     >>> np.asarray(jask.sub(x, 1.0)).tolist()
     [-1.0, 0.0, 1.0]
     """
-    if isinstance(x, DiskArray) and isinstance(y, DiskArray):
-        return apply(Sub, x, y)
-    if isinstance(x, DiskArray) and _is_scalar(y):
-        return apply(AddScalar, x, -scalar_like(y, x))
-    if _is_scalar(x) and isinstance(y, DiskArray):
-        return apply(RsubScalar, y, scalar_like(x, y))
-    return _unsupported_operands("sub", x, y)
+    return _sub(x, y)
 
 
 def mul(x, y):
@@ -90,48 +97,130 @@ def mul(x, y):
     >>> np.asarray(0.5 * x).tolist()
     [0.0, 0.5, 1.0]
     """
-    if isinstance(x, DiskArray) and isinstance(y, DiskArray):
-        return apply(Mul, x, y)
-    if isinstance(x, DiskArray) and _is_scalar(y):
-        return apply(Scale, x, scalar_like(y, x))
-    if _is_scalar(x) and isinstance(y, DiskArray):
-        return apply(Scale, y, scalar_like(x, y))
-    return _unsupported_operands("mul", x, y)
+    return _mul(x, y)
 
 
 def divide(x, y):
-    """x / s for a DiskArray x and a scalar s.
+    """x / y, elementwise: two DiskArrays of one shape and dtype, or a DiskArray and a scalar.
 
     >>> import numpy as np, jask
     >>> x = jask.DiskArray.from_numpy(np.arange(3, dtype=np.float32))
     >>> np.asarray(x / 2).tolist()
     [0.0, 0.5, 1.0]
     """
-    if isinstance(x, DiskArray) and _is_scalar(y):
-        return apply(Scale, x, 1 / scalar_like(y, x))
-    return _unsupported_operands("divide", x, y)
+    return _div(x, y)
 
 
-def negative(x):
-    """-x, elementwise.
+def power(x, y):
+    """x ** y, elementwise; y a scalar or a DiskArray of x's shape.
 
     >>> import numpy as np, jask
-    >>> np.asarray(-jask.DiskArray.from_numpy(np.ones(2, np.float32))).tolist()
-    [-1.0, -1.0]
-    """
-    _check_disk("negative", x)
-    return apply(Neg, x)
-
-
-def square(x):
-    """x * x, elementwise.
-
-    >>> import numpy as np, jask
-    >>> np.asarray(jask.square(jask.DiskArray.from_numpy(np.arange(3, dtype=np.float32)))).tolist()
+    >>> np.asarray(jask.DiskArray.from_numpy(np.arange(3, dtype=np.float32)) ** 2).tolist()
     [0.0, 1.0, 4.0]
     """
-    _check_disk("square", x)
-    return apply(Square, x)
+    return apply(Pow, *_operands("power", x, y))
+
+
+def maximum(x, y):
+    """The larger of x and y, elementwise (NaN wins, as in jnp.maximum).
+
+    >>> import numpy as np, jask
+    >>> np.asarray(jask.maximum(jask.DiskArray.from_numpy(np.array([-1., 2.], np.float32)), 0.0)).tolist()
+    [0.0, 2.0]
+    """
+    return apply(Maximum, *_operands("maximum", x, y))
+
+
+def minimum(x, y):
+    """The smaller of x and y, elementwise (NaN wins, as in jnp.minimum).
+
+    >>> import numpy as np, jask
+    >>> np.asarray(jask.minimum(jask.DiskArray.from_numpy(np.array([-1., 2.], np.float32)), 0.0)).tolist()
+    [-1.0, 0.0]
+    """
+    return apply(Minimum, *_operands("minimum", x, y))
+
+
+def clip(x, min=None, max=None):  # noqa: A002 - mirrors jnp.clip
+    """x limited to [min, max], elementwise (either bound may be None).
+
+    >>> import numpy as np, jask
+    >>> np.asarray(jask.clip(jask.DiskArray.from_numpy(np.array([-2., 0.5, 3.], np.float32)), -1, 1)).tolist()
+    [-1.0, 0.5, 1.0]
+    """
+    _check_disk("clip", x)
+    if min is not None:
+        x = maximum(x, min)
+    if max is not None:
+        x = minimum(x, max)
+    return x
+
+
+def where(condition, x, y):
+    """x where condition is true, else y: each a DiskArray of one shape or a scalar.
+
+    >>> import numpy as np, jask
+    >>> x = jask.DiskArray.from_numpy(np.array([-1., 2.], np.float32))
+    >>> np.asarray(jask.where(x > 0, x, 0.0)).tolist()
+    [0.0, 2.0]
+    """
+    if isinstance(condition, (np.ndarray, jax.Array)) and np.size(condition) == 1:
+        condition = jnp.reshape(condition, ())
+    disks = [v for v in (x, y, condition) if isinstance(v, DiskArray)]
+    if not disks:
+        return _unsupported_operands("where", x, y)
+    like = next((v for v in (x, y) if isinstance(v, DiskArray)), None)
+    branches = [v if isinstance(v, DiskArray) or like is None else scalar_like(v, like) for v in (x, y)]
+    branches = [jnp.asarray(v) if not isinstance(v, DiskArray) else v for v in branches]
+    if not all(isinstance(v, DiskArray) or _is_scalar(v) for v in (condition, *branches)):
+        return _unsupported_operands("where", x, y)
+    if not isinstance(condition, DiskArray):
+        condition = jnp.asarray(condition, jnp.bool_)
+    return apply(Where, condition, *branches)
+
+
+def _unary(op, fn):
+    def apply_op(x):
+        _check_disk(fn, x)
+        return apply(op, x)
+    apply_op.__name__ = fn
+    return apply_op
+
+
+negative = _unary(Neg, "negative")
+square = _unary(Square, "square")
+sqrt = _unary(Sqrt, "sqrt")
+rsqrt = _unary(Rsqrt, "rsqrt")
+abs = _unary(Abs, "abs")  # noqa: A001
+sign = _unary(Sign, "sign")
+exp = _unary(Exp, "exp")
+log = _unary(Log, "log")
+tanh = _unary(Tanh, "tanh")
+
+
+def _comparison(op, fn):
+    def compare(x, y):
+        return apply(op, *_operands(fn, x, y))
+    compare.__name__ = fn
+    return compare
+
+
+less, less_equal, greater, greater_equal, equal, not_equal = (
+    _comparison(op, fn) for op, fn in ((Less, "less"), (LessEqual, "less_equal"), (Greater, "greater"),
+                                       (GreaterEqual, "greater_equal"), (Equal, "equal"),
+                                       (NotEqual, "not_equal")))
+
+
+def astype(x, dtype):
+    """x converted to `dtype` (one of Jask's storage dtypes); x itself when it already has it.
+
+    >>> import numpy as np, jask
+    >>> jask.astype(jask.DiskArray.from_numpy(np.ones(2, np.float32)), "float16").dtype
+    dtype('float16')
+    """
+    _check_disk("astype", x)
+    dt = storage_dtype(dtype)
+    return x if dt == x.dtype else apply(Astype, x, dtype=dt)
 
 
 def sum(x):  # noqa: A001 - mirrors jnp.sum
@@ -142,7 +231,29 @@ def sum(x):  # noqa: A001 - mirrors jnp.sum
     6.0
     """
     _check_disk("sum", x)
-    return apply(Sum, x)
+    return apply(Reduce, x, instr="copy", reduction="sum")
+
+
+def max(x):  # noqa: A001 - mirrors jnp.max
+    """The largest element, as a 0-d jax.Array.
+
+    >>> import numpy as np, jask
+    >>> float(jask.max(jask.DiskArray.from_numpy(np.arange(4, dtype=np.float32))))
+    3.0
+    """
+    _check_disk("max", x)
+    return apply(Reduce, x, instr="copy", reduction="max")
+
+
+def min(x):  # noqa: A001 - mirrors jnp.min
+    """The smallest element, as a 0-d jax.Array.
+
+    >>> import numpy as np, jask
+    >>> float(jask.min(jask.DiskArray.from_numpy(np.arange(4, dtype=np.float32))))
+    0.0
+    """
+    _check_disk("min", x)
+    return apply(Reduce, x, instr="copy", reduction="min")
 
 
 def vdot(x, y):
@@ -155,7 +266,7 @@ def vdot(x, y):
     """
     _check_disk("vdot", x)
     _check_disk("vdot", y)
-    return apply(SumMul, x, y)
+    return apply(Reduce, x, y, instr="mul", reduction="sum")
 
 
 def reshape(x, shape):
@@ -192,7 +303,7 @@ def dot(a, b):
     if a.ndim == 1 and b.ndim == 1:
         if a.shape != b.shape:
             raise ValueError(f"jask.dot: vector lengths differ: {describe(a)} and {describe(b)}")
-        return apply(SumMul, a, b)
+        return vdot(a, b)
     a2 = reshape(a, (1, a.shape[0])) if a.ndim == 1 else a
     b2 = reshape(b, (b.shape[0], 1)) if b.ndim == 1 else b
     out = apply(Matmul, a2, b2, trans_a=False, trans_b=False)
@@ -311,7 +422,24 @@ def update_(target, new) -> DiskArray:
     return target
 
 
+def zeros_like(x, dtype=None) -> DiskArray:
+    """A new DiskArray of zeros with x's shape (and dtype, unless given)."""
+    return zeros(x.shape, x.dtype if dtype is None else dtype)
+
+
+def full_like(x, fill_value, dtype=None) -> DiskArray:
+    """A new DiskArray of x's shape (and dtype, unless given) filled with `fill_value`."""
+    return full(x.shape, fill_value, x.dtype if dtype is None else dtype)
+
+
+def ones_like(x, dtype=None) -> DiskArray:
+    """A new DiskArray of ones with x's shape (and dtype, unless given)."""
+    return full_like(x, 1, dtype)
+
+
 OPERATORS.update(
-    add=add, sub=sub, mul=mul, divide=divide, negative=negative, dot=dot, transpose=transpose,
-    sum=sum, zeros=zeros, from_numpy=from_numpy, open=open_array, update_=update_,
+    add=add, sub=sub, mul=mul, divide=divide, power=power, negative=negative, abs=abs, dot=dot,
+    transpose=transpose, sum=sum, zeros=zeros, from_numpy=from_numpy, open=open_array,
+    update_=update_, astype=astype, less=less, less_equal=less_equal, greater=greater,
+    greater_equal=greater_equal, equal=equal, not_equal=not_equal,
 )

@@ -11,6 +11,7 @@ _CODES = {
     np.dtype(np.float16): 2,
     np.dtype(jnp.bfloat16): 3,
     np.dtype(np.int32): 4,
+    np.dtype(np.bool_): 5,
 }
 _BY_CODE = {code: dt for dt, code in _CODES.items()}
 SUPPORTED = tuple(str(dt) for dt in _CODES)

@@ -6,7 +6,10 @@ and refuses to import on any other version rather than misbehave.
 
 from __future__ import annotations
 
+import functools
+
 import jax
+import jax.numpy  # noqa: F401 - patched by install_numpy_dispatch
 from jax._src import core as _core
 from jax.experimental import hijax as _hijax
 
@@ -145,3 +148,115 @@ def defer_dense_operators_to(hi_type) -> None:
 
         operator._jask_deferring = True
         setattr(ShapedArray, name, staticmethod(operator))
+
+
+# -- jax.numpy functions on DiskArrays -----------------------------------------
+#
+# jax.numpy has no dispatch protocol for foreign array types (and
+# __jax_array__ would silently materialise a DiskArray), so libraries such
+# as optax calling jnp.sqrt(g) on a DiskArray need the function itself to
+# dispatch. Each named function is replaced by a wrapper that calls the Jask
+# implementation when any argument is a DiskArray and the original otherwise.
+
+
+class _DispatchingUfunc:
+    """A jnp.ufunc that dispatches calls; everything else goes to the original ufunc."""
+
+    def __init__(self, original, jask_fn, is_hi):
+        self._original, self._jask_fn, self._is_hi = original, jask_fn, is_hi
+        self.__name__ = getattr(original, "__name__", "ufunc")
+        self.__doc__ = getattr(original, "__doc__", None)
+
+    def __call__(self, *args, **kwargs):
+        if _any_hi(self._is_hi, args, kwargs):
+            return self._jask_fn(*args, **kwargs)
+        return self._original(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._original, name)
+
+
+def _any_hi(is_hi, args, kwargs) -> bool:
+    return any(is_hi(a) for a in args) or any(is_hi(v) for v in kwargs.values())
+
+
+def _dispatching(original, jask_fn, is_hi):
+    if isinstance(original, _DispatchingUfunc) or getattr(original, "_jask_original", None):
+        return original
+    if isinstance(original, jax.numpy.ufunc):
+        return _DispatchingUfunc(original, jask_fn, is_hi)
+
+    @functools.wraps(original)
+    def function(*args, **kwargs):
+        if _any_hi(is_hi, args, kwargs):
+            return jask_fn(*args, **kwargs)
+        return original(*args, **kwargs)
+
+    function._jask_original = original
+    return function
+
+
+def install_numpy_dispatch(table: dict, is_hi) -> None:
+    """For each "module.name" -> fn in `table` (modules: jnp, jnp.linalg, lax), makes that
+    function call fn when any argument satisfies is_hi."""
+    modules = {"jnp": jax.numpy, "jnp.linalg": jax.numpy.linalg, "lax": jax.lax, "nn": jax.nn}
+    for qualified, jask_fn in table.items():
+        module_name, _, name = qualified.rpartition(".")
+        module = modules[module_name]
+        setattr(module, name, _dispatching(getattr(module, name), jask_fn, is_hi))
+
+
+# -- optax --------------------------------------------------------------------
+#
+# optax.numerics.abs_sq refuses anything that is not an np.ndarray or a
+# jax.Array (a C++ instance check that cannot be extended), and adagrad and
+# the factored optimizers call it on every leaf. For arrays of real dtype,
+# which are all Jask stores, |x|^2 is x * x.
+
+PINNED_OPTAX = "0.2.8"
+
+
+def accept_in_optax_abs_sq(is_hi, square) -> None:
+    try:
+        import optax
+        from optax._src import numerics, transform
+    except ImportError:  # optax is optional at run time
+        return
+    if optax.__version__ != PINNED_OPTAX:
+        raise ImportError(f"jask needs optax=={PINNED_OPTAX} (it adapts optax.numerics.abs_sq); "
+                          f"found optax {optax.__version__}")
+    original = numerics.abs_sq
+    if getattr(original, "_jask_original", None):
+        return
+
+    @functools.wraps(original)
+    def abs_sq(x):
+        return square(x) if is_hi(x) else original(x)
+
+    abs_sq._jask_original = original
+    numerics.abs_sq = abs_sq
+    transform.abs_sq = abs_sq
+
+
+# -- a clear error for JAX primitives that Jask does not implement -------------
+
+def name_unsupported_primitives(is_hi) -> None:
+    """A lax primitive applied to a DiskArray fails deep inside JAX; re-raise it as a
+    NotImplementedError that names the primitive."""
+    original = _core.Primitive.bind
+    if getattr(original, "_jask_original", None):
+        return
+
+    @functools.wraps(original)
+    def bind(self, *args, **params):
+        try:
+            return original(self, *args, **params)
+        except (ValueError, TypeError) as error:
+            if self is _call_hi_primitive_p or not any(is_hi(a) for a in args):
+                raise
+            raise NotImplementedError(
+                f"jax.lax.{self.name} on a DiskArray is not supported yet; Jask implements the "
+                f"ops listed in README.md (use jask.materialize for small arrays)") from error
+
+    bind._jask_original = original
+    _core.Primitive.bind = bind

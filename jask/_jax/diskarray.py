@@ -78,21 +78,45 @@ class DiskArrayTy(compat.HiType):
     _mul = staticmethod(lambda x, y: _op("mul")(x, y))
     _rmul = staticmethod(lambda x, y: _op("mul")(y, x))
     _truediv = staticmethod(lambda x, y: _op("divide")(x, y))
+    _rtruediv = staticmethod(lambda x, y: _op("divide")(y, x))
+    _pow = staticmethod(lambda x, y: _op("power")(x, y))
+    _rpow = staticmethod(lambda x, y: _op("power")(y, x))
     _matmul = staticmethod(lambda x, y: _op("dot")(x, y))
     _rmatmul = staticmethod(lambda x, y: _op("dot")(y, x))
     _neg = staticmethod(lambda x: _op("negative")(x))
-    _eq = staticmethod(lambda x, y: _no_comparison())
+    _pos = staticmethod(lambda x: x)
+    _abs = staticmethod(lambda x: _op("abs")(x))
+    _lt = staticmethod(lambda x, y: _op("less")(x, y))
+    _le = staticmethod(lambda x, y: _op("less_equal")(x, y))
+    _gt = staticmethod(lambda x, y: _op("greater")(x, y))
+    _ge = staticmethod(lambda x, y: _op("greater_equal")(x, y))
+    _eq = staticmethod(lambda x, y: _op("equal")(x, y))
+    _ne = staticmethod(lambda x, y: _op("not_equal")(x, y))
     T = compat.aval_property(lambda x: _op("transpose")(x))
     nbytes = compat.aval_property(lambda x: x.size * x.dtype.itemsize)
+    itemsize = compat.aval_property(lambda x: x.dtype.itemsize)
+    real = compat.aval_property(lambda x: _real_part(x))
+    imag = compat.aval_property(lambda x: _imaginary_part(x))
     sum = compat.aval_method(lambda x: _op("sum")(x))
     dot = compat.aval_method(lambda x, y: _op("dot")(x, y))
     transpose = compat.aval_method(lambda x, *axes: _op("transpose")(x, *axes))
+    astype = compat.aval_method(lambda x, dtype: _op("astype")(x, dtype))
+    conj = compat.aval_method(lambda x: _real_part(x))
+    conjugate = compat.aval_method(lambda x: _real_part(x))
     update_ = compat.aval_method(lambda x, new: _not_under_trace("update_"))
     save = compat.aval_method(lambda x, path: _not_under_trace("save"))
 
 
-def _no_comparison():
-    raise TypeError("elementwise comparison of DiskArrays is not supported yet")
+def _real_part(x):
+    # Jask stores only real dtypes: conj(x) and x.real are x itself.
+    return x
+
+
+def _imaginary_part(x):
+    # Zero: a 0-d value rather than a zero DiskArray, so that expressions
+    # such as square(x.real) + square(x.imag) cost no extra pass over a file.
+    import jax
+    return jnp.zeros((), jax.dtypes.canonicalize_dtype(x.dtype))
 
 
 def _not_under_trace(what: str):
@@ -267,15 +291,45 @@ class DiskArray(metaclass=_DiskArrayMeta):
     __mul__ = DiskArrayTy._mul
     __rmul__ = DiskArrayTy._rmul
     __truediv__ = DiskArrayTy._truediv
+    __rtruediv__ = DiskArrayTy._rtruediv
+    __pow__ = DiskArrayTy._pow
+    __rpow__ = DiskArrayTy._rpow
     __matmul__ = DiskArrayTy._matmul
     __rmatmul__ = DiskArrayTy._rmatmul
     __neg__ = DiskArrayTy._neg
+    __pos__ = DiskArrayTy._pos
+    __abs__ = DiskArrayTy._abs
+    __lt__ = DiskArrayTy._lt
+    __le__ = DiskArrayTy._le
+    __gt__ = DiskArrayTy._gt
+    __ge__ = DiskArrayTy._ge
     __eq__ = DiskArrayTy._eq
+    __ne__ = DiskArrayTy._ne
     __hash__ = object.__hash__
+
+    def __bool__(self):
+        raise TypeError(f"the truth value of a DiskArray of shape {self.shape} is ambiguous")
 
     @property
     def T(self):
         return _op("transpose")(self)
+
+    @property
+    def real(self):
+        return self
+
+    @property
+    def imag(self):
+        return _imaginary_part(self)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    def conj(self):
+        return self
+
+    conjugate = conj
 
     def sum(self):
         return _op("sum")(self)
@@ -285,6 +339,9 @@ class DiskArray(metaclass=_DiskArrayMeta):
 
     def transpose(self, *axes):
         return _op("transpose")(self, *axes)
+
+    def astype(self, dtype):
+        return _op("astype")(self, dtype)
 
 
 def info(handle: int) -> tuple[np.dtype, tuple[int, ...]]:

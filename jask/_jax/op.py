@@ -52,6 +52,10 @@ class Op(compat.VJPHiPrimitive):
     def kernel_params(self) -> tuple[int, ...]:
         return ()
 
+    def kernel_name(self) -> str:
+        """The engine kernel to call (families add the op's name, for messages)."""
+        return self.kernel
+
     def vjp(self, ct, *operands, out, needs):
         """Cotangents of the operands, one per operand (None where not needed)."""
         raise NotImplementedError(f"jax.grad of jask.{self.name} needs a backward rule")
@@ -68,12 +72,13 @@ class Op(compat.VJPHiPrimitive):
         _runtime.ensure_scratch()
         handles = [x.handle for x in operands if isinstance(x, DiskArray)]
         dense = [x for x in operands if not isinstance(x, DiskArray)]
+        scalars = [float(np.asarray(x)) for x in dense] if self.result in ("array", "scalar") else []
         if self.result == "array":
-            scalars = [float(np.asarray(x)) for x in dense]
-            h = _engine.array_op(self.kernel, handles, scalars, list(self.kernel_params()))
+            h = _engine.array_op(self.kernel_name(), handles, scalars, list(self.kernel_params()))
             return DiskArray(self.out_aval, h)
         if self.result == "scalar":
-            return jnp.asarray(_engine.reduce_op(self.kernel, handles), self.out_aval.dtype)
+            value = _engine.reduce_op(self.kernel_name(), handles, scalars, list(self.kernel_params()))
+            return jnp.asarray(value, self.out_aval.dtype)
         if self.result == "dense":
             out = np.empty(self.out_aval.shape, self.out_aval.dtype)
             _engine.read_into(handles[0], out.reshape(-1).view(np.uint8))
@@ -98,7 +103,7 @@ class Op(compat.VJPHiPrimitive):
         if self.result in ("array", "scalar", "from_dense"):
             attrs["params"] = np.asarray(self.kernel_params(), np.int64)
         if self.result in ("array", "scalar"):
-            attrs.update(kernel=self.kernel, num_handles=np.int64(len(handles)))
+            attrs.update(kernel=self.kernel_name(), num_handles=np.int64(len(handles)))
         call = jax.ffi.ffi_call(_FFI_TARGET[self.result], result_type, has_side_effect=True)
         value = call(*handles, *dense, **attrs)
         return DiskArray(out, value) if self.result in ("array", "from_dense") else value

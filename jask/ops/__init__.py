@@ -1,21 +1,31 @@
 """Jask's ops: one file per op, each a declarative `Op` subclass; the table below registers them."""
+from .abs import Abs
 from .add import Add
-from .add_scalar import AddScalar
+from .astype import Astype
+from .compare import Equal, Greater, GreaterEqual, Less, LessEqual, NotEqual
+from .div import Div
+from .exp import Exp
 from .fill import Fill
 from .from_dense import FromDense
+from .log import Log
 from .matmul import Matmul
+from .maximum import Maximum, Minimum
 from .mul import Mul
 from .neg import Neg
+from .power import Pow
+from .reduce import Reduce
 from .reshape import Reshape
-from .rsub_scalar import RsubScalar
-from .scale import Scale
+from .rsqrt import Rsqrt
+from .sign import Sign
+from .sqrt import Sqrt
 from .square import Square
 from .sub import Sub
-from .sum import Sum
-from .sum_mul import SumMul
+from .tanh import Tanh
 from .to_dense import ToDense
 from .transpose import Transpose
+from .where import Where
 
 # Every registered op; the generic op tests run over this table.
-OPS = (Add, AddScalar, Fill, FromDense, Matmul, Mul, Neg, Reshape, RsubScalar, Scale, Square, Sub,
-       Sum, SumMul, ToDense, Transpose)
+OPS = (Abs, Add, Astype, Div, Equal, Exp, Fill, FromDense, Greater, GreaterEqual, Less, LessEqual, Log,
+       Matmul, Maximum, Minimum, Mul, Neg, NotEqual, Pow, Reduce, Reshape, Rsqrt, Sign, Sqrt, Square,
+       Sub, Tanh, ToDense, Transpose, Where)

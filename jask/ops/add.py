@@ -1,13 +1,10 @@
-"""x + y, elementwise on two DiskArrays of one shape and dtype."""
-from .._jax.op import Op, same_type
+"""x + y, elementwise (DiskArrays of one shape, or a DiskArray and a scalar)."""
+from ._elementwise import Elementwise, reduce_to
 
 
-class Add(Op):
+class Add(Elementwise):
     name = "add"
-    kernel = "add"
-
-    def out_type(self, x, y):
-        return same_type(self.name, x, y)
+    instr = "add"
 
     def vjp(self, ct, x, y, *, out, needs):
-        return ct, ct
+        return reduce_to(ct, x), reduce_to(ct, y)

@@ -1,14 +1,11 @@
-"""x * y, elementwise on two DiskArrays of one shape and dtype."""
-from .._jax.op import Op, apply, same_type
+"""x * y, elementwise (DiskArrays of one shape, or a DiskArray and a scalar)."""
+from ._elementwise import Elementwise, reduce_to
 
 
-class Mul(Op):
+class Mul(Elementwise):
     name = "mul"
-    kernel = "mul"
-
-    def out_type(self, x, y):
-        return same_type(self.name, x, y)
+    instr = "mul"
 
     def vjp(self, ct, x, y, *, out, needs):
-        return (apply(Mul, ct, y) if needs[0] else None,
-                apply(Mul, ct, x) if needs[1] else None)
+        return (reduce_to(ct * y, x) if needs[0] else None,
+                reduce_to(ct * x, y) if needs[1] else None)

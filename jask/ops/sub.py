@@ -1,14 +1,10 @@
-"""x - y, elementwise on two DiskArrays of one shape and dtype."""
-from .._jax.op import Op, apply, same_type
-from .neg import Neg
+"""x - y, elementwise (DiskArrays of one shape, or a DiskArray and a scalar)."""
+from ._elementwise import Elementwise, reduce_to
 
 
-class Sub(Op):
+class Sub(Elementwise):
     name = "sub"
-    kernel = "sub"
-
-    def out_type(self, x, y):
-        return same_type(self.name, x, y)
+    instr = "sub"
 
     def vjp(self, ct, x, y, *, out, needs):
-        return ct, apply(Neg, ct) if needs[1] else None
+        return reduce_to(ct, x), reduce_to(-ct, y) if needs[1] else None

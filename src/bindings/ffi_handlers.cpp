@@ -35,6 +35,7 @@ double scalar_value(const ffi::AnyBuffer& buf) {
     case ffi::DataType::S32: return *static_cast<const int32_t*>(p);
     case ffi::DataType::F16: return f16_to_f32(*static_cast<const uint16_t*>(p));
     case ffi::DataType::BF16: return bf16_to_f32(*static_cast<const uint16_t*>(p));
+    case ffi::DataType::PRED: return *static_cast<const uint8_t*>(p) != 0;
     default: throw TypeError("unsupported scalar operand dtype");
   }
 }
@@ -73,6 +74,7 @@ void store_scalar(ffi::AnyBuffer& buf, double v) {
     case ffi::DataType::S32: *static_cast<int32_t*>(p) = static_cast<int32_t>(static_cast<int64_t>(v)); return;
     case ffi::DataType::F16: *static_cast<uint16_t*>(p) = f32_to_f16(static_cast<float>(v)); return;
     case ffi::DataType::BF16: *static_cast<uint16_t*>(p) = f32_to_bf16(static_cast<float>(v)); return;
+    case ffi::DataType::PRED: *static_cast<uint8_t*>(p) = v != 0; return;
     default: throw TypeError("unsupported reduction result dtype");
   }
 }

@@ -10,9 +10,11 @@
 #include "../engine/blas.hpp"
 #include "../engine/errors.hpp"
 #include "../engine/file.hpp"
+#include "../engine/kernels.hpp"
 #include "../engine/ops.hpp"
 #include "../engine/pipeline.hpp"
 #include "../engine/planner.hpp"
+#include "../engine/program.hpp"
 #include "../engine/scratch.hpp"
 #include "ffi_handlers.hpp"
 
@@ -104,9 +106,15 @@ NB_MODULE(_engine, m) {
                        std::vector<int64_t> params) {
     return run_array_op(OpCall{kernel, handles, scalars, params});
   }, "kernel"_a, "handles"_a, "scalars"_a, "params"_a, Unlocked());
-  m.def("reduce_op", [](const std::string& kernel, std::vector<int32_t> handles) {
-    return run_reduce_op(OpCall{kernel, handles, {}, {}});
-  }, "kernel"_a, "handles"_a, Unlocked());
+  m.def("reduce_op", [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
+                        std::vector<int64_t> params) {
+    return run_reduce_op(OpCall{kernel, handles, scalars, params});
+  }, "kernel"_a, "handles"_a, "scalars"_a, "params"_a, Unlocked());
+  m.def("opcodes", [] {
+    nb::dict d;
+    for (const auto& [name, code] : opcode_table()) d[nb::str(name.c_str())] = code;
+    return d;
+  });
   m.def("copy_into", &copy_into, "dst"_a, "src"_a, Unlocked());
   m.def("save", &save_array, "handle"_a, "path"_a, Unlocked());
   m.def("write_from", [](int32_t h, ReadOnlyBytes src) {
@@ -115,6 +123,20 @@ NB_MODULE(_engine, m) {
   m.def("read_into", [](int32_t h, Bytes dst) {
     read_to_memory(h, dst.data(), dst.nbytes());
   }, "handle"_a, "dst"_a, Unlocked());
+
+  // In-memory kernels, exposed for bench/block_math.py (C++ kernels vs XLA).
+  m.def("block_map", [](const std::string& op, ReadOnlyBytes a, ReadOnlyBytes b, Bytes out, double scalar) {
+    auto code = map_op_from_name(op);
+    if (!code) throw ValueError("unknown map op " + op);
+    map_block(*code, DType::f32, a.data(), b.data(), out.data(), static_cast<int64_t>(out.nbytes() / 4), scalar);
+  }, "op"_a, "a"_a, "b"_a, "out"_a, "scalar"_a, Unlocked());
+  m.def("block_sum", [](ReadOnlyBytes a) {
+    return reduce_block(ReduceOp::kSum, DType::f32, a.data(), nullptr, static_cast<int64_t>(a.nbytes() / 4));
+  }, "a"_a, Unlocked());
+  m.def("block_gemm", [](ReadOnlyBytes a, ReadOnlyBytes b, Bytes c, int64_t m, int64_t k, int64_t n) {
+    gemm(false, false, m, n, k, static_cast<const float*>(a.data()), k, static_cast<const float*>(b.data()), n,
+         0.0f, static_cast<float*>(c.data()), n);
+  }, "a"_a, "b"_a, "c"_a, "m"_a, "k"_a, "n"_a, Unlocked());
 
   m.def("ffi_targets", [] {
     nb::dict d;

@@ -11,6 +11,7 @@ size_t itemsize(DType dt) {
     case DType::f16: return 2;
     case DType::bf16: return 2;
     case DType::i32: return 4;
+    case DType::b8: return 1;
   }
   throw TypeError("unknown dtype code " + std::to_string(static_cast<int>(dt)));
 }
@@ -22,6 +23,7 @@ const char* dtype_name(DType dt) {
     case DType::f16: return "float16";
     case DType::bf16: return "bfloat16";
     case DType::i32: return "int32";
+    case DType::b8: return "bool";
   }
   return "unknown";
 }
@@ -35,6 +37,7 @@ std::string npy_descr(DType dt) {
     // dependency) is imported.
     case DType::bf16: return "bfloat16";
     case DType::i32: return "<i4";
+    case DType::b8: return "|b1";
   }
   return "";
 }
@@ -45,18 +48,19 @@ std::optional<DType> dtype_from_descr(const std::string& descr) {
   if (descr == "<f2" || descr == "=f2") return DType::f16;
   if (descr == "bfloat16") return DType::bf16;
   if (descr == "<i4" || descr == "=i4") return DType::i32;
+  if (descr == "|b1") return DType::b8;
   return std::nullopt;
 }
 
 std::optional<DType> dtype_from_name(const std::string& name) {
-  for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32}) {
+  for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::b8}) {
     if (name == dtype_name(dt)) return dt;
   }
   return std::nullopt;
 }
 
 DType dtype_from_int(int64_t code) {
-  if (code < 0 || code > static_cast<int64_t>(DType::i32)) {
+  if (code < 0 || code > static_cast<int64_t>(DType::b8)) {
     throw TypeError("unknown dtype code " + std::to_string(code));
   }
   return static_cast<DType>(code);

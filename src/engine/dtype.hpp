@@ -8,7 +8,7 @@
 
 namespace jask {
 
-enum class DType : int32_t { f32 = 0, f64 = 1, f16 = 2, bf16 = 3, i32 = 4 };
+enum class DType : int32_t { f32 = 0, f64 = 1, f16 = 2, bf16 = 3, i32 = 4, b8 = 5 };
 
 size_t itemsize(DType dt);
 const char* dtype_name(DType dt);              // numpy-style name, e.g. "float32"

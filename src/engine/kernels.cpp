@@ -37,6 +37,12 @@ template <> struct Traits<DType::i32> {
   static S store(C v) { return static_cast<S>(static_cast<uint32_t>(static_cast<uint64_t>(v))); }
 };
 
+template <> struct Traits<DType::b8> {
+  using S = uint8_t; using C = int64_t;
+  static C load(S v) { return v != 0; }
+  static S store(C v) { return v != 0; }
+};
+
 template <DType D, class F>
 void unary(const void* a_v, void* out_v, int64_t n, F f) {
   using T = Traits<D>;
@@ -108,6 +114,7 @@ auto dispatch(DType dt, Fn&& fn) {
     case DType::f16: return fn(std::integral_constant<DType, DType::f16>{});
     case DType::bf16: return fn(std::integral_constant<DType, DType::bf16>{});
     case DType::i32: return fn(std::integral_constant<DType, DType::i32>{});
+    case DType::b8: return fn(std::integral_constant<DType, DType::b8>{});
   }
   throw TypeError("unsupported dtype code " + std::to_string(static_cast<int>(dt)));
 }
@@ -153,7 +160,7 @@ double reduce_block(ReduceOp op, DType dt, const void* a, const void* b, int64_t
 }
 
 size_t compute_itemsize(DType dt) {
-  return (dt == DType::f64 || dt == DType::i32) ? 8 : 4;
+  return (dt == DType::f64 || dt == DType::i32 || dt == DType::b8) ? 8 : 4;
 }
 
 void widen_in_place(DType dt, void* buf, int64_t n) {

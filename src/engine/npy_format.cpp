@@ -60,6 +60,8 @@ class LiteralReader {
       size_t start = pos_;
       while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
       if (start == pos_) fail("expected a non-negative integer in shape");
+      // More than 18 digits may not fit int64 (std::stoll would throw out_of_range).
+      if (pos_ - start > 18) fail("shape dimension too large");
       out.push_back(std::stoll(s_.substr(start, pos_ - start)));
       skip_space();
       if (s_[pos_] == 'L') ++pos_;  // Python 2 long suffix

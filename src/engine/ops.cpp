@@ -9,6 +9,7 @@
 #include "hyperslab.hpp"
 #include "pipeline.hpp"
 #include "planner.hpp"
+#include "program.hpp"
 
 namespace jask {
 namespace {
@@ -59,16 +60,21 @@ struct StreamBuffers {
 using BlockFn = std::function<void(int64_t task, const std::vector<const void*>& in, void* out,
                                    int64_t first, int64_t count)>;
 
-void stream_elements(const std::string& op, const std::string& operands, int64_t numel, DType dtype,
-                     const std::vector<ArrayRef>& inputs, const StoredArray* output,
-                     const BlockFn& compute) {
-  const int64_t isz = static_cast<int64_t>(itemsize(dtype));
-  const int64_t streams = static_cast<int64_t>(inputs.size()) + (output ? 1 : 0);
-  const int64_t block = plan_stream_block(op, operands, numel, isz * std::max<int64_t>(streams, 1));
+void stream_elements(const std::string& op, const std::string& operands, int64_t numel,
+                     const std::vector<ArrayRef>& inputs, const StoredArray* output, const BlockFn& compute) {
+  std::vector<int64_t> in_size;
+  int64_t bytes_per_elem = 0;
+  for (const auto& a : inputs) {
+    in_size.push_back(static_cast<int64_t>(itemsize(a->info().dtype)));
+    bytes_per_elem += in_size.back();
+  }
+  const int64_t out_size = output ? static_cast<int64_t>(itemsize(output->info().dtype)) : 0;
+  bytes_per_elem += out_size;
+  const int64_t block = plan_stream_block(op, operands, numel, std::max<int64_t>(bytes_per_elem, 1));
   std::vector<StreamBuffers> in_bufs;
   in_bufs.reserve(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) in_bufs.emplace_back(block * isz);
-  StreamBuffers out_buf(output ? block * isz : 0);
+  for (size_t i = 0; i < inputs.size(); ++i) in_bufs.emplace_back(block * in_size[i]);
+  StreamBuffers out_buf(block * out_size);
   const int64_t n_tasks = numel == 0 ? 0 : (numel + block - 1) / block;
   auto range = [&](int64_t t) { return std::pair(t * block, std::min(block, numel - t * block)); };
 
@@ -92,6 +98,14 @@ void stream_elements(const std::string& op, const std::string& operands, int64_t
   run_pipeline(n_tasks, stages);
 }
 
+void check_same_shape(const std::string& name, const std::vector<ArrayRef>& arrays) {
+  for (size_t i = 1; i < arrays.size(); ++i) {
+    if (arrays[0]->info().shape != arrays[i]->info().shape) {
+      throw ValueError(name + ": shapes differ: " + arrays[0]->info().describe() + " and " +
+                       arrays[i]->info().describe());
+    }
+  }
+}
 
 }  // namespace
 
@@ -104,17 +118,53 @@ int32_t map_arrays(MapOp op, const std::string& name, const std::vector<int32_t>
   check_same_layout(name, inputs);
   const ArrayInfo& info = inputs[0]->info();
   auto out = StoredArray::create_scratch(info, name);
-  stream_elements(name, describe_call(name, inputs), info.numel(), info.dtype, inputs, out.get(),
+  stream_elements(name, describe_call(name, inputs), info.numel(), inputs, out.get(),
                   [&](int64_t, const std::vector<const void*>& in, void* dst, int64_t, int64_t count) {
                     map_block(op, info.dtype, in[0], in.size() > 1 ? in[1] : nullptr, dst, count, scalar);
                   });
   return reg().add(out);
 }
 
+int32_t map_program(const std::string& name, const std::vector<int32_t>& handles,
+                    const std::vector<double>& scalars, const std::vector<int64_t>& params) {
+  auto inputs = lookup(handles);
+  if (inputs.empty()) throw ValueError(name + ": needs at least one array operand");
+  check_same_shape(name, inputs);
+  Program program = Program::decode(params, inputs.size(), scalars.size());
+  if (program.reduction != Reduction::kNone) throw ValueError("map: program ends in a reduction");
+  std::vector<DType> dtypes;
+  for (const auto& a : inputs) dtypes.push_back(a->info().dtype);
+  ArrayInfo info{program.out_dtype, inputs[0]->info().shape};
+  auto out = StoredArray::create_scratch(info, name);
+  ProgramRunner runner(program, dtypes, scalars);
+  stream_elements(name, describe_call(name, inputs), info.numel(), inputs, out.get(),
+                  [&](int64_t, const std::vector<const void*>& in, void* dst, int64_t, int64_t count) {
+                    runner.run(in, dst, count);
+                  });
+  return reg().add(out);
+}
+
+double reduce_program(const std::string& name, const std::vector<int32_t>& handles,
+                      const std::vector<double>& scalars, const std::vector<int64_t>& params) {
+  auto inputs = lookup(handles);
+  if (inputs.empty()) throw ValueError(name + ": needs at least one array operand");
+  check_same_shape(name, inputs);
+  Program program = Program::decode(params, inputs.size(), scalars.size());
+  if (program.reduction == Reduction::kNone) throw ValueError("map_reduce: program has no reduction");
+  std::vector<DType> dtypes;
+  for (const auto& a : inputs) dtypes.push_back(a->info().dtype);
+  ProgramRunner runner(program, dtypes, scalars);
+  stream_elements(name, describe_call(name, inputs), inputs[0]->info().numel(), inputs,
+                  nullptr, [&](int64_t, const std::vector<const void*>& in, void*, int64_t, int64_t count) {
+                    runner.run(in, nullptr, count);
+                  });
+  return runner.reduced();
+}
+
 int32_t fill_array(const ArrayInfo& info, double value) {
   auto out = StoredArray::create_scratch(info, "fill");
   if (value == 0.0) return reg().add(out);  // a new file reads as zeros already
-  stream_elements("fill", info.describe(), info.numel(), info.dtype, {}, out.get(),
+  stream_elements("fill", info.describe(), info.numel(), {}, out.get(),
                   [&](int64_t, const std::vector<const void*>&, void* dst, int64_t, int64_t count) {
                     map_block(MapOp::kFill, info.dtype, nullptr, nullptr, dst, count, value);
                   });
@@ -129,7 +179,7 @@ double reduce_arrays(ReduceOp op, const std::string& name, const std::vector<int
   check_same_layout(name, inputs);
   const ArrayInfo& info = inputs[0]->info();
   std::vector<double> partial;  // per block, summed in order: deterministic
-  stream_elements(name, describe_call(name, inputs), info.numel(), info.dtype, inputs, nullptr,
+  stream_elements(name, describe_call(name, inputs), info.numel(), inputs, nullptr,
                   [&](int64_t, const std::vector<const void*>& in, void*, int64_t, int64_t count) {
                     partial.push_back(reduce_block(op, info.dtype, in[0], in.size() > 1 ? in[1] : nullptr, count));
                   });
@@ -315,7 +365,7 @@ void copy_into(int32_t dst, int32_t src) {
   }
   check_same_layout("update_", {d, s});
   const ArrayInfo& info = d->info();
-  stream_elements("update_", describe_call("update_", {d, s}), info.numel(), info.dtype, {s}, d.get(),
+  stream_elements("update_", describe_call("update_", {d, s}), info.numel(), {s}, d.get(),
                   [&](int64_t, const std::vector<const void*>& in, void* out, int64_t, int64_t count) {
                     std::memcpy(out, in[0], static_cast<size_t>(count) * itemsize(info.dtype));
                   });
@@ -325,7 +375,7 @@ void save_array(int32_t handle, const std::string& path) {
   ArrayRef src = reg().get(handle);
   auto dst = StoredArray::create_file(path, src->info());
   const ArrayInfo& info = src->info();
-  stream_elements("save", info.describe(), info.numel(), info.dtype, {src}, dst.get(),
+  stream_elements("save", info.describe(), info.numel(), {src}, dst.get(),
                   [&](int64_t, const std::vector<const void*>& in, void* out, int64_t, int64_t count) {
                     std::memcpy(out, in[0], static_cast<size_t>(count) * itemsize(info.dtype));
                   });
@@ -342,7 +392,7 @@ void write_from_memory(int32_t handle, const void* src, uint64_t nbytes) {
   const size_t isz = itemsize(info.dtype);
   auto* base = static_cast<const unsigned char*>(src);
   // Copy into aligned blocks so the writes can bypass the page cache.
-  stream_elements("from_numpy", info.describe(), info.numel(), info.dtype, {}, arr.get(),
+  stream_elements("from_numpy", info.describe(), info.numel(), {}, arr.get(),
                   [&](int64_t, const std::vector<const void*>&, void* out, int64_t first, int64_t count) {
                     std::memcpy(out, base + first * isz, static_cast<size_t>(count) * isz);
                   });
@@ -356,7 +406,7 @@ void read_to_memory(int32_t handle, void* dst, uint64_t nbytes) {
   }
   const size_t isz = itemsize(info.dtype);
   auto* base = static_cast<unsigned char*>(dst);
-  stream_elements("materialize", info.describe(), info.numel(), info.dtype, {arr}, nullptr,
+  stream_elements("materialize", info.describe(), info.numel(), {arr}, nullptr,
                   [&](int64_t, const std::vector<const void*>& in, void*, int64_t first, int64_t count) {
                     std::memcpy(base + first * isz, in[0], static_cast<size_t>(count) * isz);
                   });
@@ -365,6 +415,10 @@ void read_to_memory(int32_t handle, void* dst, uint64_t nbytes) {
 int32_t run_array_op(const OpCall& call) {
   if (auto op = map_op_from_name(call.kernel); op && *op != MapOp::kFill) {
     return map_arrays(*op, call.kernel, call.handles, call.scalars.empty() ? 0.0 : call.scalars[0]);
+  }
+  // "map/<op name>": an elementwise program; the name is for messages.
+  if (call.kernel.rfind("map/", 0) == 0) {
+    return map_program(call.kernel.substr(4), call.handles, call.scalars, call.params);
   }
   if (call.kernel == "fill") {
     if (call.params.empty() || call.scalars.empty()) throw ValueError("fill: needs a dtype and a value");
@@ -389,6 +443,9 @@ int32_t run_array_op(const OpCall& call) {
 }
 
 double run_reduce_op(const OpCall& call) {
+  if (call.kernel.rfind("map_reduce/", 0) == 0) {
+    return reduce_program(call.kernel.substr(11), call.handles, call.scalars, call.params);
+  }
   auto op = reduce_op_from_name(call.kernel);
   if (!op) throw ValueError("unknown reduction kernel '" + call.kernel + "'");
   return reduce_arrays(*op, call.kernel, call.handles);

@@ -23,6 +23,12 @@ int32_t run_array_op(const OpCall& call);
 double run_reduce_op(const OpCall& call);
 
 int32_t map_arrays(MapOp op, const std::string& name, const std::vector<int32_t>& handles, double scalar);
+// Elementwise programs (program.hpp) over arrays of one shape.
+// `name` is the user-facing op name, for messages.
+int32_t map_program(const std::string& name, const std::vector<int32_t>& handles,
+                    const std::vector<double>& scalars, const std::vector<int64_t>& params);
+double reduce_program(const std::string& name, const std::vector<int32_t>& handles,
+                      const std::vector<double>& scalars, const std::vector<int64_t>& params);
 int32_t fill_array(const ArrayInfo& info, double value);
 double reduce_arrays(ReduceOp op, const std::string& name, const std::vector<int32_t>& handles);
 int32_t transpose_array(int32_t handle, const std::vector<int64_t>& perm);

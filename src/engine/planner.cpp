@@ -102,10 +102,14 @@ MatmulTiles plan_matmul(const std::string& operands, int64_t m, int64_t k, int64
     else if (t.kb >= t.nb && t.kb > 1) --t.kb;
     else --t.nb;
   }
-  // grow one extent as far as the budget allows, the others fixed
-  auto grow_nb = [&] { t.nb = std::min(n, std::max(t.nb, (cap - t.mb * t.kb) / (t.kb + t.mb))); };
-  auto grow_kb = [&] { t.kb = std::min(k, std::max(t.kb, (cap - t.mb * t.nb) / (t.mb + t.nb))); };
-  auto grow_mb = [&] { t.mb = std::min(m, std::max(t.mb, (cap - t.kb * t.nb) / (t.kb + t.nb))); };
+  // grow one extent as far as the budget allows, the others fixed; extents
+  // stay >= 1 even for an empty dimension (callers divide by them)
+  auto fit = [](int64_t dim, int64_t cur, int64_t room) {
+    return std::max<int64_t>(1, std::min(dim, std::max(cur, room)));
+  };
+  auto grow_nb = [&] { t.nb = fit(n, t.nb, (cap - t.mb * t.kb) / (t.kb + t.mb)); };
+  auto grow_kb = [&] { t.kb = fit(k, t.kb, (cap - t.mb * t.nb) / (t.mb + t.nb)); };
+  auto grow_mb = [&] { t.mb = fit(m, t.mb, (cap - t.kb * t.nb) / (t.kb + t.nb)); };
   grow_kb();
   grow_nb();
   grow_mb();

@@ -1,0 +1,63 @@
+"""Where should Jask's block arithmetic run: in the C++ engine, or in XLA?
+
+Times the in-memory part of one block, the same block both ways, on this
+machine: an elementwise map (x - y), a reduction (sum), and a matmul tile.
+The XLA column includes copying the block into an XLA buffer (what an FFI
+read into an XLA-side loop would cost); the C++ column runs the engine's own
+kernels on the buffers the pipeline already holds.
+
+    python -m bench.block_math
+"""
+
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jask import _engine
+
+
+def best_of(fn, repeat=7):
+    fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main():
+    rng = np.random.default_rng(0)
+    rows = []
+    for mib in (4, 32):
+        n = mib * (1 << 20) // 4
+        x, y = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
+        out = np.empty_like(x)
+        sub = jax.jit(jnp.subtract)
+        total = jax.jit(jnp.sum)
+        cxx_map = best_of(lambda: _engine.block_map("sub", x, y, out, 0.0))
+        xla_map = best_of(lambda: sub(jnp.asarray(x), jnp.asarray(y)).block_until_ready())
+        cxx_sum = best_of(lambda: _engine.block_sum(x))
+        xla_sum = best_of(lambda: total(jnp.asarray(x)).block_until_ready())
+        gb = x.nbytes / 1e9
+        rows.append((f"x - y, {mib} MiB block", 2 * gb / cxx_map, 2 * gb / xla_map, "GB/s"))
+        rows.append((f"sum(x), {mib} MiB block", gb / cxx_sum, gb / xla_sum, "GB/s"))
+    for side in (512, 1024):
+        a = rng.standard_normal((side, side), np.float32)
+        b = rng.standard_normal((side, side), np.float32)
+        c = np.empty((side, side), np.float32)
+        dot = jax.jit(jnp.dot)
+        cxx = best_of(lambda: _engine.block_gemm(a, b, c, side, side, side))
+        xla = best_of(lambda: dot(jnp.asarray(a), jnp.asarray(b)).block_until_ready())
+        flops = 2 * side ** 3 / 1e9
+        rows.append((f"matmul tile {side}^3", flops / cxx, flops / xla, "GFLOP/s"))
+    print(f"{'block':28} {'C++ engine':>12} {'XLA (+copy in)':>15}  unit   C++/XLA")
+    for name, cxx, xla, unit in rows:
+        print(f"{name:28} {cxx:12.2f} {xla:15.2f}  {unit:7} {cxx / xla:6.2f}")
+    print(f"OpenBLAS loaded: {_engine.blas_loaded()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""jax.numpy (and jax.lax) functions on DiskArrays: what `jnp.sqrt(g)` does when g is a DiskArray.
+
+Libraries written for jax arrays (optax above all) call these on their
+leaves. Each entry takes the jax.numpy signature and maps it to Jask ops;
+an argument Jask does not support yet raises an error naming the function.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _api
+from ._jax import compat
+from ._jax.diskarray import DiskArray, DiskArrayTy
+
+
+def _is_disk(x) -> bool:
+    return type(x) is DiskArray or (compat.is_tracer(x) and isinstance(x.aval, DiskArrayTy))
+
+
+def _unsupported(fn: str, what: str):
+    raise NotImplementedError(f"jnp.{fn} on a DiskArray does not support {what} yet")
+
+
+def _no_extra(fn: str, **kwargs) -> None:
+    for name, value in kwargs.items():
+        if value is not None and value is not False:
+            _unsupported(fn, f"{name}={value!r}")
+
+
+def _cast(x, dtype):
+    return x if dtype is None else _api.astype(x, dtype)
+
+
+def _unary(fn, name):
+    def apply(x, /, **kwargs):
+        _no_extra(name, **kwargs)
+        return fn(x)
+    return apply
+
+
+def _binary(fn, name):
+    def apply(x, y, /, **kwargs):
+        _no_extra(name, **kwargs)
+        return fn(x, y)
+    return apply
+
+
+def _full_reduction(fn, name):
+    def apply(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+        _no_extra(name, out=out, **kwargs)
+        if axis is not None and tuple(np.atleast_1d(axis)) != tuple(range(a.ndim)):
+            _unsupported(name, f"axis={axis!r} (only reductions over all axes)")
+        result = fn(a)
+        result = result if dtype is None else result.astype(dtype)
+        return jnp.reshape(result, (1,) * a.ndim) if keepdims else result
+    return apply
+
+
+def _mean(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+    return _full_reduction(lambda x: _api.sum(x) / x.size, "mean")(a, axis, dtype, out, keepdims, **kwargs)
+
+
+def _norm(x, ord=None, axis=None, keepdims=False):
+    if ord not in (None, 2, "fro") or axis is not None:
+        _unsupported("linalg.norm", f"ord={ord!r}, axis={axis!r} (only the 2-norm of all elements)")
+    result = jnp.sqrt(_api.vdot(x, x))
+    return jnp.reshape(result, (1,) * x.ndim) if keepdims else result
+
+
+def _like(fn, name):
+    def apply(a, *args, dtype=None, shape=None, **kwargs):
+        _no_extra(name, **kwargs)
+        if shape is not None and tuple(shape) != a.shape:
+            _unsupported(name, f"shape={shape!r}")
+        return fn(a, *args, dtype=dtype)
+    return apply
+
+
+def _asarray(a, dtype=None, order=None, *, copy=None, **kwargs):
+    # DiskArrays are immutable values (update_ aside), so no copy is needed
+    if not _is_disk(a):
+        return jnp.asarray(a, dtype=dtype)
+    _no_extra("asarray", order=order, **kwargs)
+    return _cast(a, dtype)
+
+
+def _array(object, dtype=None, copy=True, order="K", ndmin=0, **kwargs):
+    if ndmin:
+        _unsupported("array", f"ndmin={ndmin}")
+    return _cast(object, dtype)
+
+
+def _where(condition, x=None, y=None, /, **kwargs):
+    if x is None or y is None:
+        _unsupported("where", "the one-argument form")
+    _no_extra("where", **kwargs)
+    return _api.where(condition, x, y)
+
+
+def _clip(arr=None, /, min=None, max=None, **kwargs):  # noqa: A002
+    _no_extra("clip", **{k: v for k, v in kwargs.items() if k not in ("a", "a_min", "a_max")})
+    arr = kwargs.get("a", arr)
+    return _api.clip(arr, kwargs.get("a_min", min), kwargs.get("a_max", max))
+
+
+def _transpose(a, axes=None):
+    return _api.transpose(a, axes)
+
+
+def _two_operand(fn, name):
+    def apply(a, b, *, precision=None, preferred_element_type=None, **kwargs):
+        _no_extra(name, preferred_element_type=preferred_element_type, **kwargs)
+        return fn(a, b)
+    return apply
+
+
+TABLE = {
+    **{f"jnp.{n}": _unary(f, n) for n, f in {
+        "sqrt": _api.sqrt, "abs": _api.abs, "absolute": _api.abs, "sign": _api.sign,
+        "exp": _api.exp, "log": _api.log, "tanh": _api.tanh, "square": _api.square,
+        "negative": _api.negative, "conj": lambda x: x, "conjugate": lambda x: x,
+        "real": lambda x: x}.items()},
+    **{f"jnp.{n}": _binary(f, n) for n, f in {
+        "add": _api.add, "subtract": _api.sub, "multiply": _api.mul, "divide": _api.divide,
+        "true_divide": _api.divide, "power": _api.power, "pow": _api.power,
+        "maximum": _api.maximum, "minimum": _api.minimum, "less": _api.less,
+        "less_equal": _api.less_equal, "greater": _api.greater, "greater_equal": _api.greater_equal,
+        "equal": _api.equal, "not_equal": _api.not_equal}.items()},
+    **{f"lax.{n}": _unary(f, n) for n, f in {
+        "rsqrt": _api.rsqrt, "sqrt": _api.sqrt, "abs": _api.abs, "sign": _api.sign,
+        "exp": _api.exp, "log": _api.log, "tanh": _api.tanh, "neg": _api.negative,
+        "square": _api.square}.items()},
+    **{f"lax.{n}": _binary(f, n) for n, f in {
+        "add": _api.add, "sub": _api.sub, "mul": _api.mul, "div": _api.divide,
+        "max": _api.maximum, "min": _api.minimum, "pow": _api.power}.items()},
+    "jnp.sum": _full_reduction(_api.sum, "sum"),
+    "jnp.max": _full_reduction(_api.max, "max"),
+    "jnp.min": _full_reduction(_api.min, "min"),
+    "jnp.mean": _mean,
+    "jnp.linalg.norm": _norm,
+    "jnp.vdot": _two_operand(_api.vdot, "vdot"),
+    "jnp.dot": _two_operand(_api.dot, "dot"),
+    "jnp.matmul": _two_operand(_api.dot, "matmul"),
+    "jnp.transpose": _transpose,
+    "jnp.where": _where,
+    "lax.select": lambda pred, on_true, on_false: _api.where(pred, on_true, on_false),
+    "jnp.clip": _clip,
+    "jnp.zeros_like": _like(_api.zeros_like, "zeros_like"),
+    "jnp.ones_like": _like(_api.ones_like, "ones_like"),
+    "jnp.full_like": _like(_api.full_like, "full_like"),
+    "jnp.asarray": _asarray,
+    "jnp.array": _array,
+}
+
+compat.install_numpy_dispatch(TABLE, _is_disk)
+compat.accept_in_optax_abs_sq(_is_disk, _api.square)
+compat.name_unsupported_primitives(_is_disk)

@@ -1,0 +1,10 @@
+"""The natural logarithm, elementwise."""
+from ._elementwise import Elementwise
+
+
+class Log(Elementwise):
+    name = "log"
+    instr = "log"
+
+    def vjp(self, ct, x, *, out, needs):
+        return (ct / x,)

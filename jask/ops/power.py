@@ -1,0 +1,14 @@
+"""x ** y, elementwise (y a scalar or a DiskArray of x's shape)."""
+from .._jax.op import apply
+from ._elementwise import Elementwise, reduce_to
+from .log import Log
+
+
+class Pow(Elementwise):
+    name = "power"
+    instr = "pow"
+
+    def vjp(self, ct, x, y, *, out, needs):
+        gx = reduce_to(ct * (y * apply(Pow, x, y - 1.0)), x) if needs[0] else None
+        gy = reduce_to((ct * out) * apply(Log, x), y) if needs[1] else None
+        return gx, gy

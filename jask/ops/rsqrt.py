@@ -1,0 +1,10 @@
+"""1 / sqrt(x), elementwise."""
+from ._elementwise import Elementwise
+
+
+class Rsqrt(Elementwise):
+    name = "rsqrt"
+    instr = "rsqrt"
+
+    def vjp(self, ct, x, *, out, needs):
+        return (((ct * out) / x) * -0.5,)

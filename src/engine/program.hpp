@@ -1,0 +1,71 @@
+// Elementwise programs: a short list of instructions over registers, run
+// chunk by chunk over each block. One program is one pass over the data, so
+// a chain of elementwise ops (and a reduction at its end) reads each input
+// once and writes nothing in between.
+//
+// Registers: inputs first (loaded from each block), then scalar operands
+// (broadcast once), then temporaries.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dtype.hpp"
+
+namespace jask {
+
+enum class Opcode : int32_t {
+  // unary: dst = f(a)
+  kCopy, kNeg, kSquare, kSqrt, kRsqrt, kAbs, kSign, kExp, kLog, kLog1p, kExpm1, kTanh, kSigmoid,
+  kRelu, kSoftplus, kGelu, kReciprocal, kNot,
+  // binary: dst = f(a, b)
+  kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kLt, kLe, kGt, kGe, kEq, kNe, kAnd, kOr,
+  // ternary: dst = a != 0 ? b : c
+  kSelect,
+};
+std::vector<std::pair<std::string, int>> opcode_table();
+
+enum class Reduction : int32_t { kNone = 0, kSum = 1, kMax = 2, kMin = 3 };
+
+struct Instr {
+  Opcode op;
+  int32_t dst, a, b, c;
+};
+
+struct Program {
+  int32_t n_regs;
+  DType out_dtype;
+  Reduction reduction;
+  int32_t out_reg;
+  std::vector<Instr> code;
+
+  // params = [n_regs, out_dtype, reduction, out_reg, n_instr, (op, dst, a, b, c) x n_instr]
+  static Program decode(const std::vector<int64_t>& params, size_t n_inputs, size_t n_scalars);
+};
+
+// Runs a program on blocks; holds the registers (one chunk each).
+class ProgramRunner {
+ public:
+  ProgramRunner(const Program& program, std::vector<DType> input_dtypes, std::vector<double> scalars);
+  // Evaluates `count` elements; stores to `out` (reduction kNone) or folds
+  // into the running reduction.
+  void run(const std::vector<const void*>& inputs, void* out, int64_t count);
+  double reduced() const { return acc_; }
+  bool uses_double() const { return wide_; }
+
+ private:
+  template <class C>
+  void run_typed(const std::vector<const void*>& inputs, void* out, int64_t count);
+  const Program& program_;
+  std::vector<DType> input_dtypes_;
+  std::vector<double> scalars_;
+  bool wide_;
+  std::vector<float> fregs_;
+  std::vector<double> dregs_;
+  double acc_;
+  bool any_ = false;
+};
+
+}  // namespace jask
