@@ -8,6 +8,7 @@ from ._api import materialize as materialize
 from ._api import mul as mul
 from ._api import negative as negative
 from ._api import reshape as reshape
+from ._api import rows as rows
 from ._api import square as square
 from ._api import sub as sub
 from ._api import sum as sum  # noqa: A004
@@ -22,7 +23,7 @@ from ._runtime import set_memory_budget as set_memory_budget
 
 __all__ = [
     "DiskArray", "add", "divide", "dot", "full", "materialize", "memory_budget", "mul", "negative",
-    "reshape", "scratch_dir", "set_memory_budget", "square", "sub", "sum", "transpose", "vdot",
+    "reshape", "rows", "scratch_dir", "set_memory_budget", "square", "sub", "sum", "transpose", "vdot",
     "zeros",
 ]
 __version__ = "0.1.0"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import numbers
 import os
 
@@ -16,7 +17,7 @@ from ._jax.diskarray import OPERATORS, DiskArray, DiskArrayTy
 from ._jax.op import apply, describe
 from .ops import (Abs, Add, Astype, Div, Equal, Exp, Fill, FromDense, Greater, GreaterEqual, Less,
                   LessEqual, Log, Matmul, Maximum, Minimum, Mul, Neg, NotEqual, Pow, Reduce, Reshape,
-                  Rsqrt, Sign, Sqrt, Square, Sub, Tanh, ToDense, Transpose, Where)
+                  Rows, Rsqrt, Sign, Sqrt, Square, Sub, Tanh, ToDense, Transpose, Where)
 from .ops._elementwise import scalar_like
 
 
@@ -330,6 +331,53 @@ def transpose(x, *axes):
     return apply(Transpose, x, perm=perm)
 
 
+def rows(x, start, count: int) -> jax.Array:
+    """Rows [start, start + count) of x's leading axis as an in-memory jax.Array.
+
+    `start` may be traced (a mini-batch index inside jit); as in
+    lax.dynamic_slice it is clamped so the rows stay inside the array.
+    Differentiable with respect to x.
+
+    >>> import numpy as np, jask
+    >>> x = jask.DiskArray.from_numpy(np.arange(10, dtype=np.float32).reshape(5, 2))
+    >>> jask.rows(x, 1, 2).tolist()
+    [[2.0, 3.0], [4.0, 5.0]]
+    """
+    _check_disk("rows", x)
+    if not isinstance(count, (int, np.integer)) or compat.is_tracer(count):
+        raise TypeError(f"jask.rows: count must be a static int, got {count!r}")
+    if np.ndim(start) != 0:
+        raise TypeError(f"jask.rows: start must be a scalar, got shape {np.shape(start)}")
+    return apply(Rows, x, jnp.asarray(start, jnp.int32), count=int(count))
+
+
+def getitem(x, key):
+    """x[key] for the keys Jask supports: an int or a slice (step 1) of the leading axis,
+    optionally followed by full slices; the rows come back as a jax.Array."""
+    key = key if isinstance(key, tuple) else (key,)
+    head, rest = key[0], key[1:]
+    if not all(isinstance(k, slice) and k == slice(None) for k in rest) or x.ndim == 0:
+        raise NotImplementedError(f"DiskArray indexing supports x[i] and x[i:j] on the leading "
+                                  f"axis; got the key {key!r} for a {describe(x)}")
+    n = x.shape[0]
+    if isinstance(head, (int, np.integer)):
+        i = int(head) + n if head < 0 else int(head)
+        if not 0 <= i < n:
+            raise IndexError(f"index {int(head)} is out of bounds for axis 0 with size {n}")
+        return rows(x, i, 1)[0]
+    if isinstance(head, slice):
+        if any(compat.is_tracer(v) for v in (head.start, head.stop, head.step)):
+            raise TypeError("a slice with traced bounds has no static size; use "
+                            "jask.rows(x, start, count) or jax.lax.dynamic_slice_in_dim(x, start, count)")
+        start, stop, step = head.indices(n)
+        if step != 1:
+            raise NotImplementedError(f"DiskArray slices need step 1, got {step}")
+        return rows(x, start, builtins.max(0, stop - start))
+    if compat.is_tracer(head):
+        return rows(x, head, 1)[0]
+    raise NotImplementedError(f"DiskArray indexing with {type(head).__name__} keys is not supported yet")
+
+
 def materialize(x) -> jax.Array:
     """Reads a whole DiskArray into an in-memory jax.Array (the explicit bridge).
 
@@ -440,6 +488,6 @@ def ones_like(x, dtype=None) -> DiskArray:
 OPERATORS.update(
     add=add, sub=sub, mul=mul, divide=divide, power=power, negative=negative, abs=abs, dot=dot,
     transpose=transpose, sum=sum, zeros=zeros, from_numpy=from_numpy, open=open_array,
-    update_=update_, astype=astype, less=less, less_equal=less_equal, greater=greater,
+    update_=update_, astype=astype, getitem=getitem, less=less, less_equal=less_equal, greater=greater,
     greater_equal=greater_equal, equal=equal, not_equal=not_equal,
 )

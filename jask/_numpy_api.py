@@ -117,6 +117,20 @@ def _two_operand(fn, name):
     return apply
 
 
+def _dynamic_slice_in_dim(operand, start_index, slice_size, axis=0, **kwargs):
+    if axis != 0:
+        _unsupported("lax.dynamic_slice_in_dim", f"axis={axis} (only the leading axis)")
+    return _api.rows(operand, start_index, slice_size)
+
+
+def _dynamic_slice(operand, start_indices, slice_sizes, **kwargs):
+    start_indices, slice_sizes = list(start_indices), list(slice_sizes)
+    if list(slice_sizes[1:]) != list(operand.shape[1:]) or any(
+            not (isinstance(s, int) and s == 0) for s in start_indices[1:]):
+        _unsupported("lax.dynamic_slice", "slices of axes other than the leading one")
+    return _api.rows(operand, start_indices[0], slice_sizes[0])
+
+
 TABLE = {
     **{f"jnp.{n}": _unary(f, n) for n, f in {
         "sqrt": _api.sqrt, "abs": _api.abs, "absolute": _api.abs, "sign": _api.sign,
@@ -147,6 +161,8 @@ TABLE = {
     "jnp.transpose": _transpose,
     "jnp.where": _where,
     "lax.select": lambda pred, on_true, on_false: _api.where(pred, on_true, on_false),
+    "lax.dynamic_slice_in_dim": _dynamic_slice_in_dim,
+    "lax.dynamic_slice": _dynamic_slice,
     "jnp.clip": _clip,
     "jnp.zeros_like": _like(_api.zeros_like, "zeros_like"),
     "jnp.ones_like": _like(_api.ones_like, "ones_like"),

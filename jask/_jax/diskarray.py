@@ -85,6 +85,7 @@ class DiskArrayTy(compat.HiType):
     _rmatmul = staticmethod(lambda x, y: _op("dot")(y, x))
     _neg = staticmethod(lambda x: _op("negative")(x))
     _pos = staticmethod(lambda x: x)
+    _getitem = staticmethod(lambda x, key: _op("getitem")(x, key))
     _abs = staticmethod(lambda x: _op("abs")(x))
     _lt = staticmethod(lambda x, y: _op("less")(x, y))
     _le = staticmethod(lambda x, y: _op("less_equal")(x, y))
@@ -306,6 +307,7 @@ class DiskArray(metaclass=_DiskArrayMeta):
     __eq__ = DiskArrayTy._eq
     __ne__ = DiskArrayTy._ne
     __hash__ = object.__hash__
+    __getitem__ = DiskArrayTy._getitem
 
     def __bool__(self):
         raise TypeError(f"the truth value of a DiskArray of shape {self.shape} is ambiguous")

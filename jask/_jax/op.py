@@ -20,12 +20,12 @@ from . import compat
 from .diskarray import DiskArray, DiskArrayTy
 
 # How a kernel's result comes back, per Op.result:
-#   "array"  a new DiskArray (int32 handle)
+#   "array"  a new DiskArray (an int32 handle)
 #   "scalar" a 0-d dense value (a reduction)
-#   "dense"  the whole array as a dense jax.Array (the explicit bridge)
-#   "from_dense" the single dense operand written to a new DiskArray
-_FFI_TARGET = {"array": "jask_array_op", "scalar": "jask_reduce_op", "dense": "jask_to_dense",
-               "from_dense": "jask_from_dense"}
+#   "dense"  an in-memory jax.Array of the op's output type (materialize, row slices)
+# Operands reach the engine as handles (DiskArrays), scalars (0-d) and
+# buffers (other in-memory arrays), in that order.
+_FFI_TARGET = {"array": "jask_array_op", "scalar": "jask_reduce_op", "dense": "jask_dense_op"}
 
 
 class Op(compat.VJPHiPrimitive):
@@ -71,42 +71,34 @@ class Op(compat.VJPHiPrimitive):
     def _run_eagerly(self, operands):
         _runtime.ensure_scratch()
         handles = [x.handle for x in operands if isinstance(x, DiskArray)]
-        dense = [x for x in operands if not isinstance(x, DiskArray)]
-        scalars = [float(np.asarray(x)) for x in dense] if self.result in ("array", "scalar") else []
+        dense = [np.asarray(x) for x in operands if not isinstance(x, DiskArray)]
+        scalars = [float(x) for x in dense if x.ndim == 0]
+        params = list(self.kernel_params())
         if self.result == "array":
-            h = _engine.array_op(self.kernel_name(), handles, scalars, list(self.kernel_params()))
+            buffers = [np.ascontiguousarray(x).reshape(-1).view(np.uint8) for x in dense if x.ndim]
+            h = _engine.array_op(self.kernel_name(), handles, scalars, params, buffers)
             return DiskArray(self.out_aval, h)
         if self.result == "scalar":
-            value = _engine.reduce_op(self.kernel_name(), handles, scalars, list(self.kernel_params()))
+            value = _engine.reduce_op(self.kernel_name(), handles, scalars, params)
             return jnp.asarray(value, self.out_aval.dtype)
-        if self.result == "dense":
-            out = np.empty(self.out_aval.shape, self.out_aval.dtype)
-            _engine.read_into(handles[0], out.reshape(-1).view(np.uint8))
-            return jnp.asarray(out)
-        if self.result == "from_dense":
-            src = np.ascontiguousarray(np.asarray(dense[0]), dtype=self.out_aval.dtype)
-            h = _engine.create(dtype_code(self.out_aval.dtype), list(self.out_aval.shape))
-            out = DiskArray(self.out_aval, h)
-            _engine.write_from(h, src.reshape(-1).view(np.uint8))
-            return out
-        raise ValueError(f"jask.{self.name}: unknown result kind {self.result!r}")
+        out = np.empty(self.out_aval.shape, self.out_aval.dtype)
+        _engine.dense_op(self.kernel_name(), handles, scalars, params, out.reshape(-1).view(np.uint8))
+        return jnp.asarray(out)
 
     def _lower(self, operands):
         handles = [x._lowered_handle() for x in operands if isinstance(x, DiskArray)]
         dense = [jnp.asarray(x) for x in operands if not isinstance(x, DiskArray)]
+        dense = [x for x in dense if x.ndim == 0] + [x for x in dense if x.ndim]
         out = self.out_aval
-        if self.result in ("array", "from_dense"):
+        if self.result == "array":
             result_type = jax.ShapeDtypeStruct((), jnp.int32)
         else:
             result_type = jax.ShapeDtypeStruct(out.shape, out.dtype)
-        attrs: dict[str, Any] = {}
-        if self.result in ("array", "scalar", "from_dense"):
-            attrs["params"] = np.asarray(self.kernel_params(), np.int64)
-        if self.result in ("array", "scalar"):
-            attrs.update(kernel=self.kernel_name(), num_handles=np.int64(len(handles)))
         call = jax.ffi.ffi_call(_FFI_TARGET[self.result], result_type, has_side_effect=True)
-        value = call(*handles, *dense, **attrs)
-        return DiskArray(out, value) if self.result in ("array", "from_dense") else value
+        value = call(*handles, *dense, kernel=self.kernel_name(),
+                     params=np.asarray(self.kernel_params(), np.int64),
+                     num_handles=np.int64(len(handles)))
+        return DiskArray(out, value) if self.result == "array" else value
 
     # -- derived: reverse mode ----------------------------------------------
     def vjp_fwd(self, nzs_in, *operands):

@@ -13,8 +13,10 @@ from .maximum import Maximum, Minimum
 from .mul import Mul
 from .neg import Neg
 from .power import Pow
+from .put_rows import PutRows
 from .reduce import Reduce
 from .reshape import Reshape
+from .rows import Rows
 from .rsqrt import Rsqrt
 from .sign import Sign
 from .sqrt import Sqrt
@@ -27,5 +29,5 @@ from .where import Where
 
 # Every registered op; the generic op tests run over this table.
 OPS = (Abs, Add, Astype, Div, Equal, Exp, Fill, FromDense, Greater, GreaterEqual, Less, LessEqual, Log,
-       Matmul, Maximum, Minimum, Mul, Neg, NotEqual, Pow, Reduce, Reshape, Rsqrt, Sign, Sqrt, Square,
-       Sub, Tanh, ToDense, Transpose, Where)
+       Matmul, Maximum, Minimum, Mul, Neg, NotEqual, Pow, PutRows, Reduce, Reshape, Rows, Rsqrt, Sign,
+       Sqrt, Square, Sub, Tanh, ToDense, Transpose, Where)

@@ -7,7 +7,6 @@ from .._jax.op import Op, apply
 class FromDense(Op):
     name = "from_dense"
     kernel = "from_dense"
-    result = "from_dense"
 
     def out_type(self, x):
         return DiskArrayTy(x.shape, storage_dtype(x.dtype))

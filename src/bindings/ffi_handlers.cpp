@@ -40,17 +40,20 @@ double scalar_value(const ffi::AnyBuffer& buf) {
   }
 }
 
-// Operands: `num_handles` int32 handles, then scalar operands.
+// Operands: `num_handles` int32 handles, then in-memory operands: 0-d ones
+// are scalars, others whole buffers.
 OpCall decode_call(std::string_view kernel, ffi::Span<const int64_t> params, int64_t num_handles,
                    const ffi::RemainingArgs& args) {
-  OpCall call{std::string(kernel), {}, {}, {params.begin(), params.end()}};
+  OpCall call{std::string(kernel), {}, {}, {params.begin(), params.end()}, {}};
   for (size_t i = 0; i < args.size(); ++i) {
     auto buf = args.get<ffi::AnyBuffer>(i);
     if (!buf.has_value()) throw ValueError("jask FFI call: cannot decode operand " + std::to_string(i));
     if (static_cast<int64_t>(i) < num_handles) {
       call.handles.push_back(handle_value(*buf));
-    } else {
+    } else if (buf->dimensions().size() == 0) {
       call.scalars.push_back(scalar_value(*buf));
+    } else {
+      call.buffers.push_back(DenseOperand{buf->untyped_data(), buf->size_bytes()});
     }
   }
   return call;
@@ -100,25 +103,10 @@ ffi::Error release(int64_t num_handles, ffi::RemainingArgs args, ffi::ResultBuff
   return ffi::Error::Success();
 }
 
-// The explicit bridge to a dense array (jask.materialize).
-ffi::Error to_dense(ffi::AnyBuffer handle, ffi::Result<ffi::AnyBuffer> out) {
+ffi::Error dense_op(std::string_view kernel, ffi::Span<const int64_t> params, int64_t num_handles,
+                    ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> out) {
   try {
-    read_to_memory(handle_value(handle), out->untyped_data(), out->size_bytes());
-    return ffi::Error::Success();
-  } catch (const std::exception& e) {
-    return to_ffi_error(e);
-  }
-}
-
-// A new scratch array holding a dense value; params = (dtype code, shape...).
-ffi::Error from_dense(ffi::Span<const int64_t> params, ffi::AnyBuffer data,
-                      ffi::ResultBufferR0<ffi::DataType::S32> out) {
-  try {
-    if (params.size() < 1) throw ValueError("from_dense: missing dtype");
-    ArrayInfo info{dtype_from_int(params[0]), {params.begin() + 1, params.end()}};
-    int32_t h = Registry::instance().add(StoredArray::create_scratch(info, "from_dense"));
-    write_from_memory(h, data.untyped_data(), data.size_bytes());
-    out->typed_data()[0] = h;
+    run_dense_op(decode_call(kernel, params, num_handles, args), out->untyped_data(), out->size_bytes());
     return ffi::Error::Success();
   } catch (const std::exception& e) {
     return to_ffi_error(e);
@@ -127,14 +115,13 @@ ffi::Error from_dense(ffi::Span<const int64_t> params, ffi::AnyBuffer data,
 
 }  // namespace
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JaskToDense, to_dense,
-                              ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>());
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JaskFromDense, from_dense,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaskDenseOp, dense_op,
                               ffi::Ffi::Bind()
+                                  .Attr<std::string_view>("kernel")
                                   .Attr<ffi::Span<const int64_t>>("params")
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::BufferR0<ffi::DataType::S32>>());
+                                  .Attr<int64_t>("num_handles")
+                                  .RemainingArgs()
+                                  .Ret<ffi::AnyBuffer>());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaskArrayOp, array_op,
                               ffi::Ffi::Bind()
@@ -161,7 +148,6 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaskRelease, release,
 void* ffi_array_op_handler() { return reinterpret_cast<void*>(JaskArrayOp); }
 void* ffi_reduce_op_handler() { return reinterpret_cast<void*>(JaskReduceOp); }
 void* ffi_release_handler() { return reinterpret_cast<void*>(JaskRelease); }
-void* ffi_to_dense_handler() { return reinterpret_cast<void*>(JaskToDense); }
-void* ffi_from_dense_handler() { return reinterpret_cast<void*>(JaskFromDense); }
+void* ffi_dense_op_handler() { return reinterpret_cast<void*>(JaskDenseOp); }
 
 }  // namespace jask

@@ -6,6 +6,5 @@ namespace jask {
 void* ffi_array_op_handler();
 void* ffi_reduce_op_handler();
 void* ffi_release_handler();
-void* ffi_to_dense_handler();
-void* ffi_from_dense_handler();
+void* ffi_dense_op_handler();
 }  // namespace jask

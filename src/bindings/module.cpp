@@ -103,12 +103,18 @@ NB_MODULE(_engine, m) {
   m.def("live_arrays", [] { return Registry::instance().size(); });
 
   m.def("array_op", [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
-                       std::vector<int64_t> params) {
-    return run_array_op(OpCall{kernel, handles, scalars, params});
-  }, "kernel"_a, "handles"_a, "scalars"_a, "params"_a, Unlocked());
+                       std::vector<int64_t> params, std::vector<ReadOnlyBytes> buffers) {
+    std::vector<DenseOperand> dense;
+    for (auto& b : buffers) dense.push_back(DenseOperand{b.data(), b.nbytes()});
+    return run_array_op(OpCall{kernel, handles, scalars, params, dense});
+  }, "kernel"_a, "handles"_a, "scalars"_a, "params"_a, "buffers"_a, Unlocked());
+  m.def("dense_op", [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
+                       std::vector<int64_t> params, Bytes out) {
+    run_dense_op(OpCall{kernel, handles, scalars, params, {}}, out.data(), out.nbytes());
+  }, "kernel"_a, "handles"_a, "scalars"_a, "params"_a, "out"_a, Unlocked());
   m.def("reduce_op", [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
                         std::vector<int64_t> params) {
-    return run_reduce_op(OpCall{kernel, handles, scalars, params});
+    return run_reduce_op(OpCall{kernel, handles, scalars, params, {}});
   }, "kernel"_a, "handles"_a, "scalars"_a, "params"_a, Unlocked());
   m.def("opcodes", [] {
     nb::dict d;
@@ -143,8 +149,7 @@ NB_MODULE(_engine, m) {
     d["jask_array_op"] = nb::capsule(ffi_array_op_handler());
     d["jask_reduce_op"] = nb::capsule(ffi_reduce_op_handler());
     d["jask_release"] = nb::capsule(ffi_release_handler());
-    d["jask_to_dense"] = nb::capsule(ffi_to_dense_handler());
-    d["jask_from_dense"] = nb::capsule(ffi_from_dense_handler());
+    d["jask_dense_op"] = nb::capsule(ffi_dense_op_handler());
     return d;
   });
 }

@@ -412,7 +412,78 @@ void read_to_memory(int32_t handle, void* dst, uint64_t nbytes) {
                   });
 }
 
+namespace {
+
+ArrayInfo info_from_params(const std::string& kernel, const std::vector<int64_t>& params) {
+  if (params.empty()) throw ValueError(kernel + ": missing dtype parameter");
+  return ArrayInfo{dtype_from_int(params[0]), {params.begin() + 1, params.end()}};
+}
+
+const DenseOperand& single_buffer(const OpCall& call) {
+  if (call.buffers.size() != 1) throw ValueError(call.kernel + ": expected one in-memory operand");
+  return call.buffers[0];
+}
+
+int64_t row_elems(const ArrayInfo& info) {
+  int64_t n = 1;
+  for (size_t d = 1; d < info.shape.size(); ++d) n *= info.shape[d];
+  return n;
+}
+
+int64_t clamp_start(double start, int64_t count, int64_t rows) {
+  int64_t s = static_cast<int64_t>(start);
+  return std::max<int64_t>(0, std::min(s, rows - count));
+}
+
+// A new array of zeros with `rows` written at a (clamped) leading index.
+int32_t put_rows(const ArrayInfo& info, double start, const DenseOperand& rows) {
+  if (info.shape.empty()) throw ValueError("put_rows: the array needs a leading axis");
+  const int64_t per_row = row_elems(info) * static_cast<int64_t>(itemsize(info.dtype));
+  if (per_row == 0 || rows.nbytes % per_row != 0) throw ValueError("put_rows: rows do not match " + info.describe());
+  const int64_t count = static_cast<int64_t>(rows.nbytes) / per_row;
+  auto out = StoredArray::create_scratch(info, "put_rows");
+  const int64_t first = clamp_start(start, count, info.shape[0]);
+  out->write_elems(rows.data, first * row_elems(info), count * row_elems(info));
+  return reg().add(out);
+}
+
+}  // namespace
+
+void read_rows(int32_t handle, int64_t start, int64_t count, void* dst, uint64_t nbytes) {
+  ArrayRef arr = reg().get(handle);
+  const ArrayInfo& info = arr->info();
+  if (info.shape.empty() || count < 0 || count > info.shape[0]) {
+    throw ValueError("rows: cannot take " + std::to_string(count) + " rows of " + info.describe());
+  }
+  const int64_t per_row = row_elems(info);
+  if (nbytes != static_cast<uint64_t>(count * per_row) * itemsize(info.dtype)) {
+    throw ValueError("rows: output buffer does not match " + std::to_string(count) + " rows of " + info.describe());
+  }
+  const int64_t first = clamp_start(static_cast<double>(start), count, info.shape[0]);
+  arr->read_elems(dst, first * per_row, count * per_row);
+}
+
+void run_dense_op(const OpCall& call, void* out, uint64_t nbytes) {
+  if (call.handles.size() != 1) throw ValueError(call.kernel + ": expected one array operand");
+  if (call.kernel == "to_dense") return read_to_memory(call.handles[0], out, nbytes);
+  if (call.kernel == "rows") {
+    if (call.scalars.size() != 1 || call.params.size() != 1) throw ValueError("rows: expected a start and a count");
+    return read_rows(call.handles[0], static_cast<int64_t>(call.scalars[0]), call.params[0], out, nbytes);
+  }
+  throw ValueError("unknown dense kernel '" + call.kernel + "'");
+}
+
 int32_t run_array_op(const OpCall& call) {
+  if (call.kernel == "from_dense") {
+    const DenseOperand& src = single_buffer(call);
+    int32_t h = reg().add(StoredArray::create_scratch(info_from_params(call.kernel, call.params), "from_dense"));
+    write_from_memory(h, src.data, src.nbytes);
+    return h;
+  }
+  if (call.kernel == "put_rows") {
+    if (call.scalars.size() != 1) throw ValueError("put_rows: expected a start row");
+    return put_rows(info_from_params(call.kernel, call.params), call.scalars[0], single_buffer(call));
+  }
   if (auto op = map_op_from_name(call.kernel); op && *op != MapOp::kFill) {
     return map_arrays(*op, call.kernel, call.handles, call.scalars.empty() ? 0.0 : call.scalars[0]);
   }
@@ -421,9 +492,8 @@ int32_t run_array_op(const OpCall& call) {
     return map_program(call.kernel.substr(4), call.handles, call.scalars, call.params);
   }
   if (call.kernel == "fill") {
-    if (call.params.empty() || call.scalars.empty()) throw ValueError("fill: needs a dtype and a value");
-    ArrayInfo info{dtype_from_int(call.params[0]), {call.params.begin() + 1, call.params.end()}};
-    return fill_array(info, call.scalars[0]);
+    if (call.scalars.empty()) throw ValueError("fill: needs a value");
+    return fill_array(info_from_params(call.kernel, call.params), call.scalars[0]);
   }
   if (call.kernel == "transpose") {
     if (call.handles.size() != 1) throw ValueError("transpose: expected one array operand");

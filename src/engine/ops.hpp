@@ -13,14 +13,21 @@
 namespace jask {
 
 // Generic entry used by the FFI handlers and the bindings.
+struct DenseOperand {
+  const void* data;
+  uint64_t nbytes;
+};
 struct OpCall {
-  std::string kernel;             // e.g. "add", "scale", "fill", "transpose", "matmul"
-  std::vector<int32_t> handles;   // array operands
-  std::vector<double> scalars;    // scalar operands
-  std::vector<int64_t> params;    // static integer parameters
+  std::string kernel;                 // e.g. "map/add", "fill", "transpose", "matmul"
+  std::vector<int32_t> handles;       // array operands
+  std::vector<double> scalars;        // 0-d operands
+  std::vector<int64_t> params;        // static integer parameters
+  std::vector<DenseOperand> buffers;  // in-memory operands (from_dense, put_rows)
 };
 int32_t run_array_op(const OpCall& call);
 double run_reduce_op(const OpCall& call);
+// Kernels whose result is an in-memory array written to `out`.
+void run_dense_op(const OpCall& call, void* out, uint64_t nbytes);
 
 int32_t map_arrays(MapOp op, const std::string& name, const std::vector<int32_t>& handles, double scalar);
 // Elementwise programs (program.hpp) over arrays of one shape.
@@ -42,5 +49,8 @@ void save_array(int32_t handle, const std::string& path);
 // budget-sized blocks.
 void write_from_memory(int32_t handle, const void* src, uint64_t nbytes);
 void read_to_memory(int32_t handle, void* dst, uint64_t nbytes);
+// Rows [start, start + count) of the leading axis into `dst`; start is
+// clamped to [0, rows - count], as in lax.dynamic_slice.
+void read_rows(int32_t handle, int64_t start, int64_t count, void* dst, uint64_t nbytes);
 
 }  // namespace jask
