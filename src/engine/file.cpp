@@ -1,6 +1,7 @@
 #include "file.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -41,12 +42,14 @@ IoCounters& io_counters() {
 AlignedBuffer::AlignedBuffer(size_t bytes) : size_(bytes) {
   if (bytes == 0) return;
   size_t rounded = (bytes + kIoAlignment - 1) / kIoAlignment * kIoAlignment;
-  void* p = std::aligned_alloc(kIoAlignment, rounded);
-  if (p == nullptr) throw std::bad_alloc();
-  ptr_.reset(static_cast<std::byte*>(p));
+  void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  ptr_ = std::unique_ptr<std::byte, Unmap>(static_cast<std::byte*>(p), Unmap{rounded});
 }
 
-void AlignedBuffer::Free::operator()(std::byte* p) const { std::free(p); }
+void AlignedBuffer::Unmap::operator()(std::byte* p) const {
+  if (p != nullptr) ::munmap(p, length);
+}
 
 File::File(const std::string& path, OpenMode mode) : path_(path) {
   int flags = open_flags(mode) | O_CLOEXEC;

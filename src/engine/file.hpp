@@ -23,7 +23,9 @@ struct IoCounters {
 };
 IoCounters& io_counters();
 
-// Heap buffer aligned for O_DIRECT; owns its memory.
+// Buffer aligned for O_DIRECT; owns its memory. Mapped directly from the
+// kernel and unmapped on destruction, so block memory goes back to the
+// system after each op (malloc's arenas would keep it).
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;
@@ -33,10 +35,11 @@ class AlignedBuffer {
   size_t size() const { return size_; }
 
  private:
-  struct Free {
+  struct Unmap {
+    size_t length;
     void operator()(std::byte* p) const;
   };
-  std::unique_ptr<std::byte, Free> ptr_;
+  std::unique_ptr<std::byte, Unmap> ptr_{nullptr, Unmap{0}};
   size_t size_ = 0;
 };
 
