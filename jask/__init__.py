@@ -15,6 +15,8 @@ from ._api import sum as sum  # noqa: A004
 from ._api import transpose as transpose
 from ._api import vdot as vdot
 from ._api import zeros as zeros
+from ._checkpoint import load_tree as load_tree
+from ._checkpoint import save_tree as save_tree
 from ._jax.diskarray import DiskArray as DiskArray
 from . import _numpy_api  # noqa: F401 - makes jax.numpy functions accept DiskArrays
 from ._runtime import memory_budget as memory_budget
@@ -22,8 +24,8 @@ from ._runtime import scratch_dir as scratch_dir
 from ._runtime import set_memory_budget as set_memory_budget
 
 __all__ = [
-    "DiskArray", "add", "divide", "dot", "full", "materialize", "memory_budget", "mul", "negative",
-    "reshape", "rows", "scratch_dir", "set_memory_budget", "square", "sub", "sum", "transpose", "vdot",
-    "zeros",
+    "DiskArray", "add", "divide", "dot", "full", "load_tree", "materialize", "memory_budget", "mul",
+    "negative", "reshape", "rows", "save_tree", "scratch_dir", "set_memory_budget", "square", "sub",
+    "sum", "transpose", "vdot", "zeros",
 ]
 __version__ = "0.1.0"

@@ -99,12 +99,81 @@ def _insert_releases(closed_jaxpr, prim_base, disk_type, make_release):
     return closed_jaxpr.replace(jaxpr=jaxpr.replace(eqns=new_eqns))
 
 
-def install_release_pass(prim_base, disk_type, make_release) -> None:
-    """Makes every hijax lowering free the intermediates of ops derived from `prim_base`.
+def insert_releases(prim_base, disk_type, make_release):
+    """A lowering pass freeing the intermediates of ops derived from `prim_base`.
 
     `make_release(avals)` builds the release primitive for one intermediate
     (first aval) and the values it must wait for (the rest).
     """
+    return lambda closed_jaxpr: _insert_releases(closed_jaxpr, prim_base, disk_type, make_release)
+
+
+def fuse_chains(prim_base, fuse, merge_operands):
+    """A lowering pass merging an op into its only consumer where `fuse(consumer, k,
+    producer)` returns the merged op (None: not fusible); `merge_operands(prim, keep, drop)`
+    removes an operand that repeats another."""
+    return lambda closed_jaxpr: _fuse_chains(closed_jaxpr, prim_base, fuse, merge_operands)
+
+
+def _fuse_chains(closed_jaxpr, prim_base, fuse, merge_operands):
+    jaxpr = closed_jaxpr.jaxpr
+    eqns = list(jaxpr.eqns)
+    changed = False
+    while True:
+        merged = _fuse_one(eqns, jaxpr.outvars, prim_base, fuse, merge_operands)
+        if merged is None:
+            break
+        eqns, changed = merged, True
+    return closed_jaxpr.replace(jaxpr=jaxpr.replace(eqns=eqns)) if changed else closed_jaxpr
+
+
+def _fuse_one(eqns, outvars, prim_base, fuse, merge_operands):
+    """Eqns with one producer merged into its consumer, or None when nothing fuses."""
+    uses: dict[int, int] = {}
+    for v in [*outvars, *(x for e in eqns for x in e.invars)]:
+        if isinstance(v, _core.Var):
+            uses[id(v)] = uses.get(id(v), 0) + 1
+    producer_at = {id(v): i for i, e in enumerate(eqns) for v in e.outvars}
+    for ci, consumer in enumerate(eqns):
+        consumer_prim = _jask_prim(consumer, prim_base)
+        if consumer_prim is None:
+            continue
+        for k, v in enumerate(consumer.invars):
+            if not isinstance(v, _core.Var) or uses.get(id(v)) != 1 or id(v) not in producer_at:
+                continue
+            producer = eqns[producer_at[id(v)]]
+            producer_prim = _jask_prim(producer, prim_base)
+            if producer_prim is None or len(producer.outvars) != 1:
+                continue
+            prim = fuse(consumer_prim, k, producer_prim)
+            if prim is None:
+                continue
+            invars = [*consumer.invars[:k], *producer.invars, *consumer.invars[k + 1:]]
+            prim, invars = _drop_repeated_operands(prim, invars, merge_operands)
+            fused = _core.new_jaxpr_eqn(invars, consumer.outvars, _call_hi_primitive_p,
+                                        {"_prim": prim}, consumer.effects, consumer.source_info,
+                                        consumer.ctx)
+            return [fused if i == ci else e for i, e in enumerate(eqns)
+                    if i != producer_at[id(v)]]
+    return None
+
+
+def _drop_repeated_operands(prim, invars, merge_operands):
+    i = 0
+    while i < len(invars):
+        for j in range(i + 1, len(invars)):
+            if isinstance(invars[i], _core.Var) and invars[j] is invars[i]:
+                prim = merge_operands(prim, i, j)
+                invars = invars[:j] + invars[j + 1:]
+                break
+        else:
+            i += 1
+    return prim, invars
+
+
+def install_lowering_passes(*passes) -> None:
+    """Runs `passes` (ClosedJaxpr -> ClosedJaxpr, in order) on every hi jaxpr before JAX
+    lowers it."""
     global _original_lower_jaxpr
     if _original_lower_jaxpr is not None:
         return
@@ -112,7 +181,9 @@ def install_release_pass(prim_base, disk_type, make_release) -> None:
 
     @_util.weakref_lru_cache
     def lower_jaxpr(hi_jaxpr, lo_avals):
-        return original(_insert_releases(hi_jaxpr, prim_base, disk_type, make_release), lo_avals)
+        for rewrite in passes:
+            hi_jaxpr = rewrite(hi_jaxpr)
+        return original(hi_jaxpr, lo_avals)
 
     _pe.lower_jaxpr = lower_jaxpr
 

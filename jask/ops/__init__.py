@@ -31,3 +31,14 @@ from .where import Where
 OPS = (Abs, Add, Astype, Div, Equal, Exp, Fill, FromDense, Greater, GreaterEqual, Less, LessEqual, Log,
        Matmul, Maximum, Minimum, Mul, Neg, NotEqual, Pow, PutRows, Reduce, Reshape, Rows, Rsqrt, Sign,
        Sqrt, Square, Sub, Tanh, ToDense, Transpose, Where)
+
+from .._jax import compat as _compat  # noqa: E402
+from .._jax.op import Op as _Op, Release as _Release  # noqa: E402
+from .._jax.diskarray import DiskArrayTy as _DiskArrayTy  # noqa: E402
+from . import _elementwise  # noqa: E402
+
+# Under jit: fuse elementwise chains into single passes, then free intermediates.
+_compat.install_lowering_passes(
+    _compat.fuse_chains(_Op, _elementwise.fuse, _elementwise.merge_operands),
+    _compat.insert_releases(_Op, _DiskArrayTy, lambda avals: _Release(*avals)),
+)

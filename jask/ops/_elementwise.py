@@ -19,23 +19,28 @@ OPCODES: dict[str, int] = dict(_engine.opcodes())
 REDUCTIONS = {"none": 0, "sum": 1, "max": 2, "min": 3}
 
 
-def program(instr: str, operands, out_dtype, reduction: str = "none") -> tuple[int, ...]:
-    """Engine program applying `instr` to the operands (DiskArrays become registers in order,
-    then scalars), into one result register."""
-    disks = [a for a in operands if isinstance(a, DiskArrayTy)]
-    n_disk, n_scalar = len(disks), len(operands) - len(disks)
-    regs, d, s = [], 0, n_disk
-    for a in operands:
-        if isinstance(a, DiskArrayTy):
-            regs.append(d)
-            d += 1
-        else:
-            regs.append(s)
-            s += 1
-    dst = n_disk + n_scalar
-    a, b, c = (regs + [0, 0, 0])[:3]
-    return (dst + 1, dtype_code(out_dtype), REDUCTIONS[reduction], dst, 1,
-            OPCODES[instr], dst, a, b, c)
+# An expression is a tuple of instructions (opcode name, argument refs); a ref
+# is ("in", operand index) or ("tmp", index of an earlier instruction). The
+# last instruction is the result.
+
+
+def single_instruction(instr: str, n_operands: int) -> tuple:
+    return ((instr, tuple(("in", i) for i in range(n_operands))),)
+
+
+def encode(expr, in_avals, out_dtype, reduction: str = "none") -> tuple[int, ...]:
+    """The engine program for `expr`: DiskArray operands are the first registers (in
+    order), scalar operands the next ones, then one register per instruction."""
+    disk = [i for i, a in enumerate(in_avals) if isinstance(a, DiskArrayTy)]
+    scalar = [i for i, a in enumerate(in_avals) if not isinstance(a, DiskArrayTy)]
+    register = {operand: r for r, operand in enumerate(disk + scalar)}
+    base = len(in_avals)
+    params = [base + len(expr), dtype_code(out_dtype), REDUCTIONS[reduction], base + len(expr) - 1,
+              len(expr)]
+    for j, (instr, args) in enumerate(expr):
+        regs = [register[i] if kind == "in" else base + i for kind, i in args]
+        params += [OPCODES[instr], base + j, *(regs + [0, 0, 0])[:3]]
+    return tuple(params)
 
 
 def operand_shape(name: str, operands) -> tuple[tuple[int, ...], list[DiskArrayTy]]:
@@ -85,8 +90,11 @@ class Elementwise(Op):
         dtype = np.dtype(np.bool_) if self.bool_result else common_dtype(self.name, disks)
         return DiskArrayTy(shape, dtype)
 
+    def expr(self) -> tuple:
+        return single_instruction(self.instr, len(self.in_avals))
+
     def kernel_params(self):
-        return program(self.instr, self.in_avals, self.out_aval.dtype)
+        return encode(self.expr(), self.in_avals, self.out_aval.dtype)
 
     def kernel_name(self):
         return f"map/{self.name}"
@@ -104,8 +112,11 @@ class Reduce(Op):
         common_dtype(self.name, disks)
         return compat.ShapedArray((), jax.dtypes.canonicalize_dtype(disks[0].dtype))
 
+    def expr(self) -> tuple:
+        return single_instruction(self.instr, len(self.in_avals))
+
     def kernel_params(self):
-        return program(self.instr, self.in_avals, self.in_avals[0].dtype, self.reduction)
+        return encode(self.expr(), self.in_avals, self.in_avals[0].dtype, self.reduction)
 
     def kernel_name(self):
         return f"map_reduce/{self.reduction}"
@@ -121,3 +132,108 @@ class Reduce(Op):
             return (apply(Mul, b, scalar_like(ct, b)) if needs[0] else None,
                     apply(Mul, a, scalar_like(ct, a)) if needs[1] else None)
         raise NotImplementedError(f"jax.grad of a {self.reduction} of {self.instr} needs a backward rule")
+
+
+# -- fusion -------------------------------------------------------------------
+#
+# Under jit, a chain of elementwise ops whose intermediates are used once
+# becomes one engine program (compat.install_lowering_passes finds the
+# chains): each input is read once and no intermediate is written. Fusion
+# runs after autodiff, so fused ops need no backward rule.
+
+
+class FusedMap(Op):
+    """Several elementwise instructions in one pass, ending in a new DiskArray."""
+
+    name = "fused"
+    kernel = "map"
+
+    def out_type(self, *operands, expr, label, out_dtype, reduction="none"):
+        shape, _ = operand_shape(label, operands)
+        return DiskArrayTy(shape, out_dtype)
+
+    def kernel_params(self):
+        return encode(self.expr, self.in_avals, self.out_dtype, self.reduction)
+
+    def kernel_name(self):
+        return f"map/{self.label}"
+
+
+class FusedReduce(FusedMap):
+    """Several elementwise instructions in one pass, ending in a full reduction."""
+
+    kernel = "map_reduce"
+    result = "scalar"
+
+    def out_type(self, *operands, expr, label, out_dtype, reduction):
+        operand_shape(label, operands)
+        return compat.ShapedArray((), jax.dtypes.canonicalize_dtype(out_dtype))
+
+    def kernel_name(self):
+        return f"map_reduce/{self.label}"
+
+
+def _parts(prim):
+    """(expr, reduction, out dtype, label) of a fusible op, or None."""
+    if isinstance(prim, FusedMap):
+        return prim.expr, prim.reduction, np.dtype(prim.out_dtype), prim.label
+    if isinstance(prim, Elementwise):
+        return prim.expr(), "none", prim.out_aval.dtype, prim.name
+    if isinstance(prim, Reduce):
+        label = prim.reduction if prim.instr == "copy" else f"{prim.instr}+{prim.reduction}"
+        return prim.expr(), prim.reduction, prim.in_avals[0].dtype, label
+    return None
+
+
+_EXACT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _same_float_dtype(avals) -> bool:
+    """Fusing keeps intermediates in registers; that equals the unfused result only when
+    every stored value has the compute precision (one float dtype; bools are exact)."""
+    dtypes = {a.dtype for a in avals if isinstance(a, DiskArrayTy) and a.dtype != np.bool_}
+    return len(dtypes) == 1 and dtypes.pop() in _EXACT_DTYPES
+
+
+def _shift(ref, k, width, offset):
+    """A consumer's ref after the producer's operands replace its operand k."""
+    kind, i = ref
+    if kind == "tmp":
+        return ("tmp", i + offset)
+    if i == k:
+        return ("tmp", offset - 1)
+    return ("in", i if i < k else i + width - 1)
+
+
+def fuse(consumer, k: int, producer):
+    """The op computing `consumer` with its operand k replaced by `producer`'s computation,
+    or None if the two cannot share one pass."""
+    c, p = _parts(consumer), _parts(producer)
+    if c is None or p is None or p[1] != "none":
+        return None
+    avals = (*consumer.in_avals[:k], *producer.in_avals, *consumer.in_avals[k + 1:])
+    if not _same_float_dtype((*avals, producer.out_aval, DiskArrayTy((), c[2]))):
+        return None
+    (c_expr, reduction, out_dtype, c_label), (p_expr, _, _, p_label) = c, p
+    width, offset = len(producer.in_avals), len(p_expr)
+    shifted = tuple((instr, tuple(("in", i + k) if kind == "in" else (kind, i) for kind, i in args))
+                    for instr, args in p_expr)
+    moved = tuple((instr, tuple(_shift(r, k, width, offset) for r in args)) for instr, args in c_expr)
+    cls = FusedMap if reduction == "none" else FusedReduce
+    return cls(*avals, expr=shifted + moved, label=f"{p_label}+{c_label}", out_dtype=out_dtype,
+               reduction=reduction)
+
+
+def merge_operands(prim, keep: int, drop: int):
+    """`prim` with operand `drop` read from operand `keep` instead (the same value twice)."""
+    def ref(r):
+        kind, i = r
+        if kind != "in":
+            return r
+        if i == drop:
+            return ("in", keep)
+        return ("in", i - 1 if i > drop else i)
+    expr = tuple((instr, tuple(ref(r) for r in args)) for instr, args in prim.expr)
+    avals = prim.in_avals[:drop] + prim.in_avals[drop + 1:]
+    return type(prim)(*avals, expr=expr, label=prim.label, out_dtype=prim.out_dtype,
+                      reduction=prim.reduction)
