@@ -422,7 +422,8 @@ def from_numpy(array) -> DiskArray:
         return apply(FromDense, array.astype(storage_dtype(array.dtype)))
     # Concrete data goes straight to the engine: through JAX, float64 would
     # be narrowed when x64 is off.
-    arr = np.ascontiguousarray(np.asarray(array))
+    arr = np.asarray(array)
+    arr = arr if arr.flags.c_contiguous else arr.copy(order="C")  # ascontiguousarray makes 0-d 1-d
     dt = storage_dtype(arr.dtype)
     _runtime.ensure_scratch()
     out = DiskArray(DiskArrayTy(arr.shape, dt), _engine.create(dtype_code(dt), list(arr.shape)))
