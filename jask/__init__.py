@@ -1,20 +1,44 @@
 """Jask: disk-backed arrays that behave like native JAX values."""
 
+from ._api import abs as abs  # noqa: A004
 from ._api import add as add
+from ._api import astype as astype
+from ._api import clip as clip
 from ._api import divide as divide
 from ._api import dot as dot
+from ._api import equal as equal
+from ._api import exp as exp
 from ._api import full as full
+from ._api import full_like as full_like
+from ._api import greater as greater
+from ._api import greater_equal as greater_equal
+from ._api import less as less
+from ._api import less_equal as less_equal
+from ._api import log as log
 from ._api import materialize as materialize
+from ._api import max as max  # noqa: A004
+from ._api import maximum as maximum
+from ._api import min as min  # noqa: A004
+from ._api import minimum as minimum
 from ._api import mul as mul
 from ._api import negative as negative
+from ._api import not_equal as not_equal
+from ._api import ones_like as ones_like
+from ._api import power as power
 from ._api import reshape as reshape
 from ._api import rows as rows
+from ._api import rsqrt as rsqrt
+from ._api import sign as sign
+from ._api import sqrt as sqrt
 from ._api import square as square
 from ._api import sub as sub
 from ._api import sum as sum  # noqa: A004
+from ._api import tanh as tanh
 from ._api import transpose as transpose
 from ._api import vdot as vdot
+from ._api import where as where
 from ._api import zeros as zeros
+from ._api import zeros_like as zeros_like
 from ._checkpoint import load_tree as load_tree
 from ._checkpoint import save_tree as save_tree
 from ._jax.diskarray import DiskArray as DiskArray
@@ -24,8 +48,11 @@ from ._runtime import scratch_dir as scratch_dir
 from ._runtime import set_memory_budget as set_memory_budget
 
 __all__ = [
-    "DiskArray", "add", "divide", "dot", "full", "load_tree", "materialize", "memory_budget", "mul",
-    "negative", "reshape", "rows", "save_tree", "scratch_dir", "set_memory_budget", "square", "sub",
-    "sum", "transpose", "vdot", "zeros",
+    "DiskArray", "abs", "add", "astype", "clip", "divide", "dot", "equal", "exp", "full",
+    "full_like", "greater", "greater_equal", "less", "less_equal", "load_tree", "log",
+    "materialize", "max", "maximum", "memory_budget", "min", "minimum", "mul", "negative",
+    "not_equal", "ones_like", "power", "reshape", "rows", "rsqrt", "save_tree", "scratch_dir",
+    "set_memory_budget", "sign", "sqrt", "square", "sub", "sum", "tanh", "transpose", "vdot",
+    "where", "zeros", "zeros_like",
 ]
 __version__ = "0.1.0"
