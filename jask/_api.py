@@ -453,7 +453,19 @@ def open_array(path, *, shape=None, dtype=None, offset=0, mode="r") -> DiskArray
 
 
 def update_(target, new) -> DiskArray:
-    """Overwrites `target`'s file with `new`'s values; returns `target` (see DiskArray.update_)."""
+    """Replaces `target`'s values with `new`'s; returns `target` (see DiskArray.update_).
+
+    Crash-consistent: the values go to a new file beside the old one
+    (``<path>.jask-tmp-<pid>-<random>``, same permission bits), which is
+    flushed to disk and renamed over the path. A process killed at any moment
+    leaves the file with all old or all new values; a temp file it leaves
+    behind is removed the next time the array is opened with mode="r+" or
+    updated. Cost over overwriting in place: disk space for a second copy of
+    the file while update_ runs, the bytes around the data (a .npy header, a
+    raw file's prefix and suffix) copied once, and an fdatasync of the new
+    file plus an fsync of its folder (the flush is most of the extra time).
+    Hard links to the old file keep the old values.
+    """
     if compat.is_tracer(getattr(target, "_handle", None)):
         raise TypeError("DiskArray.update_() writes files and cannot run inside jax.jit or "
                         "jax.grad; call it on the concrete result, outside the transformed function")

@@ -181,3 +181,44 @@ def test_from_numpy_of_a_traced_value_has_a_gradient(rng):
     expected = jax.grad(lambda w: jnp.sum((w * 2.0) ** 2))(w_np)
     assert_close(jax.grad(f)(w_np), expected)
     assert_close(jax.jit(jax.grad(f))(w_np), expected)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_forward_mode_and_checkpoint(case, rng):
+    """jax.jvp, jax.linearize, jax.checkpoint and forward-over-reverse Hessian-vector products."""
+    dense, disk = make_inputs(case, rng)
+    tangents = [rng.uniform(-1, 1, x.shape).astype(np.float32) for x in dense]
+    disk_tangents = [jask.DiskArray.from_numpy(t) for t in tangents]
+    loss, ref_loss = losses(case, rng)
+    value, tangent = jax.jvp(loss, disk, disk_tangents)
+    ref_value, ref_tangent = jax.jvp(ref_loss, dense, tangents)
+    assert_close(value, ref_value)
+    assert_close(tangent, ref_tangent)
+    _, linear = jax.linearize(loss, *disk)
+    assert_close(linear(*disk_tangents), ref_tangent)
+    argnums = tuple(range(len(disk)))
+    expected = jax.grad(ref_loss, argnums=argnums)(*dense)
+    assert_grads(jax.grad(jax.checkpoint(loss), argnums=argnums)(*disk), expected)
+    assert_grads(jax.jit(jax.grad(jax.checkpoint(loss), argnums=argnums))(*disk), expected)
+    hvp = jax.jvp(jax.grad(loss, argnums=argnums), disk, disk_tangents)[1]
+    ref_hvp = jax.jvp(jax.grad(ref_loss, argnums=argnums), dense, tangents)[1]
+    assert_grads(hvp, ref_hvp)
+
+
+def test_reverse_over_reverse_hessian_vector_product(rng):
+    x_np, v_np = (rng.uniform(-1, 1, (M, K)).astype(np.float32) for _ in range(2))
+    x, v = jask.DiskArray.from_numpy(x_np), jask.DiskArray.from_numpy(v_np)
+    f = lambda x: jask.sum(jnp.exp(x) * x)  # noqa: E731
+    ref = lambda x: jnp.sum(jnp.exp(x) * x)  # noqa: E731
+    expected = jax.grad(lambda x: jnp.vdot(jax.grad(ref)(x), v_np))(x_np)
+    for hvp in (jax.grad(lambda x: jask.vdot(jax.grad(f)(x), v)),
+                jax.jit(jax.grad(lambda x: jask.vdot(jax.grad(f)(x), v)))):
+        assert_grads([hvp(x)], [expected])
+    second = jax.grad(jax.grad(lambda s: jask.sum(jnp.exp(x * s))))(0.3)
+    assert_close(second, jax.grad(jax.grad(lambda s: jnp.sum(jnp.exp(x_np * s))))(0.3))
+
+
+def test_vmap_names_the_op(rng):
+    x = jask.DiskArray.from_numpy(rng.uniform(-1, 1, (5, 3)).astype(np.float32))
+    with pytest.raises(NotImplementedError, match="jax.vmap of jask.mul is not supported yet"):
+        jax.vmap(lambda s: jask.sum(x * s))(jnp.arange(3.0))

@@ -33,6 +33,12 @@ def is_tracer(x) -> bool:
     return isinstance(x, Tracer)
 
 
+def is_accumulator(x) -> bool:
+    """True for the gradient accumulators JAX passes for the linear inputs of a transpose."""
+    from jax._src.interpreters import ad
+    return isinstance(x, ad.GradAccum)
+
+
 def is_eager() -> bool:
     """True when JAX evaluates ops now, False while it stages them into a program."""
     return isinstance(_core.trace_ctx.trace, _core.EvalTrace)
@@ -331,3 +337,31 @@ def name_unsupported_primitives(is_hi) -> None:
 
     bind._jask_original = original
     _core.Primitive.bind = bind
+
+
+# -- jax.checkpoint of hijax values ---------------------------------------------
+#
+# At 0.10.2 remat's lowering returns its outputs in their low-level form
+# (int32 handles) where the enclosing program expects hijax values. Raise
+# them back, as every other hijax lowering does.
+
+def raise_remat_outputs() -> None:
+    from jax._src import ad_checkpoint
+
+    original = ad_checkpoint.remat_p.to_lojax
+    if getattr(original, "_jask_original", None):
+        return
+
+    @functools.wraps(original)
+    def to_lojax(*hi_args, jaxpr, **params):
+        lo_outs = iter(original(*hi_args, jaxpr=jaxpr, **params))
+        outs = []
+        for aval in jaxpr.out_avals:
+            if getattr(aval, "is_high", False):
+                outs.append(aval.raise_val(*[next(lo_outs) for _ in aval.lo_ty()]))
+            else:
+                outs.append(next(lo_outs))
+        return outs
+
+    to_lojax._jask_original = original
+    ad_checkpoint.remat_p.to_lojax = to_lojax

@@ -354,3 +354,4 @@ def info(handle: int) -> tuple[np.dtype, tuple[int, ...]]:
 
 compat.register_hitype(DiskArray, lambda x: x._ty)
 compat.defer_dense_operators_to(DiskArrayTy)
+compat.raise_remat_outputs()

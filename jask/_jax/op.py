@@ -60,6 +60,10 @@ class Op(compat.VJPHiPrimitive):
         """Cotangents of the operands, one per operand (None where not needed)."""
         raise NotImplementedError(f"jax.grad of jask.{self.name} needs a backward rule")
 
+    def tangent(self, out, operands, tangents):
+        """The output's tangent given the operands' (None for a zero tangent); None if zero."""
+        raise NotImplementedError(f"jax.jvp of jask.{self.name} needs a forward rule")
+
     # -- derived: evaluation ------------------------------------------------
     def expand(self, *operands):
         # Concrete operands inside a lowering (constants) still go into the
@@ -112,8 +116,62 @@ class Op(compat.VJPHiPrimitive):
         cts = self.vjp(ct, *operands, out=out, needs=needs)
         return tuple(c if need else None for c, need in zip(cts, needs))
 
+    def transpose(self, out_ct, *maybe_accums):
+        # Used when JAX transposes a tangent computation (jax.checkpoint, linearize):
+        # the backward rule with the linear operands' types in place of their values
+        # (a rule linear in an operand never reads that operand).
+        linear = tuple(compat.is_accumulator(a) for a in maybe_accums)
+        if isinstance(out_ct, compat.Zero):
+            return
+        operands = [aval if lin else a for a, lin, aval in zip(maybe_accums, linear, self.in_avals)]
+        cts = self.vjp(out_ct, *operands, out=None, needs=linear)
+        for accum, ct, lin in zip(maybe_accums, cts, linear):
+            if lin and ct is not None:
+                accum.accum(ct)
+
+    # -- derived: forward mode (jax.jvp, jax.linearize, jax.checkpoint) -------
+    def jvp(self, primals, tangents):
+        out = self(*primals)
+        tangents = [None if isinstance(t, compat.Zero) else t for t in tangents]
+        if all(t is None for t in tangents):
+            return out, _zeros_like(out)
+        t_out = self.tangent(out, primals, tangents)
+        return out, _zeros_like(out) if t_out is None else t_out
+
+    def batch(self, axis_data, args, dims):
+        raise NotImplementedError(
+            f"jax.vmap of jask.{self.name} is not supported yet: Jask ops run on whole arrays; "
+            f"loop over the batch in Python, or use jask.materialize for small arrays")
+
+    def lin(self, nzs_in, *primals):
+        out = self(*primals)
+        return out, (primals, out)
+
+    def linearized(self, residuals, *tangents):
+        primals, out = residuals
+        tangents = [None if isinstance(t, compat.Zero) else t for t in tangents]
+        t_out = None if all(t is None for t in tangents) else self.tangent(out, primals, tangents)
+        return _zeros_like(out) if t_out is None else t_out
+
     def __repr__(self):
         return f"jask.{self.name}{self.params or ''}"
+
+
+def _zeros_like(x):
+    if isinstance(x, DiskArray):
+        return x.aval.vspace_zero()
+    return jnp.zeros(x.shape, x.dtype)
+
+
+def add_terms(*terms):
+    """The sum of the tangent terms that are not None (None if all are)."""
+    present = [t for t in terms if t is not None]
+    if not present:
+        return None
+    total = present[0]
+    for t in present[1:]:
+        total = total + t
+    return total
 
 
 def _is_traced(x) -> bool:

@@ -72,10 +72,12 @@ def scalar_like(s, x):
 
 
 def reduce_to(g, operand):
-    """`g` as the cotangent of `operand`: a scalar operand receives the sum over all elements."""
-    if g is None or isinstance(operand, DiskArray):
+    """`g` as the cotangent of `operand` (a value or its type): a scalar operand receives the
+    sum over all elements."""
+    if g is None or isinstance(operand, (DiskArray, DiskArrayTy)):
         return g
-    return apply(Reduce, g, instr="copy", reduction="sum").astype(compat.typeof(operand).dtype)
+    dtype = jax.dtypes.canonicalize_dtype(operand.dtype)
+    return apply(Reduce, g, instr="copy", reduction="sum").astype(dtype)
 
 
 class Elementwise(Op):
@@ -132,6 +134,16 @@ class Reduce(Op):
             return (apply(Mul, b, scalar_like(ct, b)) if needs[0] else None,
                     apply(Mul, a, scalar_like(ct, a)) if needs[1] else None)
         raise NotImplementedError(f"jax.grad of a {self.reduction} of {self.instr} needs a backward rule")
+
+    def tangent(self, out, operands, tangents):
+        if self.reduction == "sum" and self.instr == "copy":
+            return apply(Reduce, tangents[0], instr="copy", reduction="sum")
+        if self.reduction == "sum" and self.instr == "mul":
+            (a, b), (ta, tb) = operands, tangents
+            vdot = lambda u, v: apply(Reduce, u, v, instr="mul", reduction="sum")  # noqa: E731
+            terms = [None if ta is None else vdot(ta, b), None if tb is None else vdot(a, tb)]
+            return terms[0] if terms[1] is None else terms[1] if terms[0] is None else terms[0] + terms[1]
+        raise NotImplementedError(f"jax.jvp of a {self.reduction} of {self.instr} needs a forward rule")
 
 
 # -- fusion -------------------------------------------------------------------

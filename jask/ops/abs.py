@@ -10,3 +10,6 @@ class Abs(Elementwise):
 
     def vjp(self, ct, x, *, out, needs):
         return (ct * apply(Sign, x),)
+
+    def tangent(self, out, operands, tangents):
+        return tangents[0] * apply(Sign, operands[0])

@@ -15,3 +15,6 @@ class Astype(Elementwise):
 
     def vjp(self, ct, x, *, out, needs):
         return (apply(Astype, ct, dtype=x.dtype),)
+
+    def tangent(self, out, operands, tangents):
+        return apply(Astype, tangents[0], dtype=self.dtype)

@@ -8,6 +8,9 @@ class Compare(Elementwise):
     def vjp(self, ct, x, y, *, out, needs):
         return None, None
 
+    def tangent(self, out, operands, tangents):
+        return None
+
 
 class Less(Compare):
     name, instr = "less", "lt"

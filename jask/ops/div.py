@@ -1,4 +1,5 @@
 """x / y, elementwise (DiskArrays of one shape, or a DiskArray and a scalar on either side)."""
+from .._jax.op import add_terms
 from ._elementwise import Elementwise, reduce_to
 
 
@@ -9,3 +10,7 @@ class Div(Elementwise):
     def vjp(self, ct, x, y, *, out, needs):
         return (reduce_to(ct / y, x) if needs[0] else None,
                 reduce_to(-(ct * out) / y, y) if needs[1] else None)
+
+    def tangent(self, out, operands, tangents):
+        (x, y), (tx, ty) = operands, tangents
+        return add_terms(None if tx is None else tx / y, None if ty is None else -(out * ty) / y)

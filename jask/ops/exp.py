@@ -8,3 +8,6 @@ class Exp(Elementwise):
 
     def vjp(self, ct, x, *, out, needs):
         return (ct * out,)
+
+    def tangent(self, out, operands, tangents):
+        return tangents[0] * out

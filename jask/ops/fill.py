@@ -18,3 +18,7 @@ class Fill(Op):
 
     def vjp(self, ct, value, *, out, needs):
         return (reduce_to(ct, value),)
+
+    def tangent(self, out, operands, tangents):
+        from .._jax.op import apply
+        return apply(Fill, tangents[0], shape=self.shape, dtype=self.dtype)

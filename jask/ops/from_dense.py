@@ -17,3 +17,6 @@ class FromDense(Op):
     def vjp(self, ct, x, *, out, needs):
         from .to_dense import ToDense
         return (apply(ToDense, ct).astype(x.dtype),)
+
+    def tangent(self, out, operands, tangents):
+        return apply(FromDense, tangents[0].astype(self.out_aval.dtype))

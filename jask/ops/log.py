@@ -8,3 +8,6 @@ class Log(Elementwise):
 
     def vjp(self, ct, x, *, out, needs):
         return (ct / x,)
+
+    def tangent(self, out, operands, tangents):
+        return tangents[0] / operands[0]

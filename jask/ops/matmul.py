@@ -3,7 +3,7 @@
 The flags let backward rules multiply by a transpose without writing it out.
 """
 from .._jax.diskarray import DiskArrayTy
-from .._jax.op import Op, apply, describe
+from .._jax.op import Op, add_terms, apply, describe
 
 
 class Matmul(Op):
@@ -36,3 +36,9 @@ class Matmul(Op):
             gb = (apply(Matmul, a, ct, trans_a=not ta, trans_b=False) if not tb
                   else apply(Matmul, ct, a, trans_a=True, trans_b=ta))
         return ga, gb
+
+    def tangent(self, out, operands, tangents):
+        (a, b), (ta, tb) = operands, tangents
+        flags = dict(trans_a=self.trans_a, trans_b=self.trans_b)
+        return add_terms(None if ta is None else apply(Matmul, ta, b, **flags),
+                         None if tb is None else apply(Matmul, a, tb, **flags))

@@ -8,3 +8,6 @@ class Neg(Elementwise):
 
     def vjp(self, ct, x, *, out, needs):
         return (-ct,)
+
+    def tangent(self, out, operands, tangents):
+        return -tangents[0]

@@ -19,3 +19,8 @@ class PutRows(Op):
     def vjp(self, ct, rows, start, *, out, needs):
         from .rows import Rows
         return apply(Rows, ct, start, count=rows.shape[0]), None
+
+    def tangent(self, out, operands, tangents):
+        if tangents[0] is None:
+            return None
+        return apply(PutRows, tangents[0], operands[1], shape=self.shape, dtype=self.dtype)

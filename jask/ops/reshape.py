@@ -20,3 +20,6 @@ class Reshape(Op):
 
     def vjp(self, ct, x, *, out, needs):
         return (apply(Reshape, ct, shape=x.shape),)
+
+    def tangent(self, out, operands, tangents):
+        return apply(Reshape, tangents[0], shape=self.shape)

@@ -24,3 +24,6 @@ class Rows(Op):
 
     def vjp(self, ct, x, start, *, out, needs):
         return apply(PutRows, ct, start, shape=x.shape, dtype=x.dtype), None
+
+    def tangent(self, out, operands, tangents):
+        return None if tangents[0] is None else apply(Rows, tangents[0], operands[1], count=self.count)

@@ -8,3 +8,6 @@ class Rsqrt(Elementwise):
 
     def vjp(self, ct, x, *, out, needs):
         return (((ct * out) / x) * -0.5,)
+
+    def tangent(self, out, operands, tangents):
+        return ((tangents[0] * out) / operands[0]) * -0.5

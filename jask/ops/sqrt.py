@@ -8,3 +8,6 @@ class Sqrt(Elementwise):
 
     def vjp(self, ct, x, *, out, needs):
         return ((ct * 0.5) / out,)
+
+    def tangent(self, out, operands, tangents):
+        return (tangents[0] * 0.5) / out

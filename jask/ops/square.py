@@ -8,3 +8,6 @@ class Square(Elementwise):
 
     def vjp(self, ct, x, *, out, needs):
         return ((ct * x) * 2.0,)
+
+    def tangent(self, out, operands, tangents):
+        return (tangents[0] * operands[0]) * 2.0

@@ -8,3 +8,6 @@ class Tanh(Elementwise):
 
     def vjp(self, ct, x, *, out, needs):
         return (ct * (1.0 - out * out),)
+
+    def tangent(self, out, operands, tangents):
+        return tangents[0] * (1.0 - out * out)

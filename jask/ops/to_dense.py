@@ -16,3 +16,6 @@ class ToDense(Op):
     def vjp(self, ct, x, *, out, needs):
         from .from_dense import FromDense  # each is the other's backward rule
         return (apply(FromDense, ct.astype(x.dtype)),)
+
+    def tangent(self, out, operands, tangents):
+        return apply(ToDense, tangents[0])

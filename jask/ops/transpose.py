@@ -19,3 +19,6 @@ class Transpose(Op):
     def vjp(self, ct, x, *, out, needs):
         inverse = tuple(sorted(range(len(self.perm)), key=lambda i: self.perm[i]))
         return (apply(Transpose, ct, perm=inverse),)
+
+    def tangent(self, out, operands, tangents):
+        return apply(Transpose, tangents[0], perm=self.perm)

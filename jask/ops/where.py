@@ -23,6 +23,11 @@ class Where(Elementwise):
                 reduce_to(apply(Where, cond, ct, zero_like(ct)), x) if needs[1] else None,
                 reduce_to(apply(Where, cond, zero_like(ct), ct), y) if needs[2] else None)
 
+    def tangent(self, out, operands, tangents):
+        cond, tx, ty = operands[0], tangents[1], tangents[2]
+        zero = zero_like(out)
+        return apply(Where, cond, zero if tx is None else tx, zero if ty is None else ty)
+
 
 def zero_like(x):
     from ._elementwise import scalar_like
