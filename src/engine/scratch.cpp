@@ -3,10 +3,13 @@
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <sys/file.h>
+#include <signal.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <random>
 
@@ -29,14 +32,24 @@ bool folder_is_abandoned(const fs::path& dir) {
   return abandoned;
 }
 
+constexpr const char* kStagingPrefix = ".staging-";
+
+// A staging folder (named ".staging-<pid>-<suffix>") whose process is gone.
+bool staging_is_abandoned(const std::string& name) {
+  long pid = std::strtol(name.c_str() + std::strlen(kStagingPrefix), nullptr, 10);
+  return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
 int reclaim_abandoned(const fs::path& root, const fs::path& own) {
   int removed = 0;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
     const fs::path& p = entry.path();
     if (!entry.is_directory() || p == own) continue;
-    if (p.filename().string().rfind(kFolderPrefix, 0) != 0) continue;
-    if (folder_is_abandoned(p)) {
+    const std::string name = p.filename().string();
+    bool stale = name.rfind(kFolderPrefix, 0) == 0 ? folder_is_abandoned(p)
+                 : name.rfind(kStagingPrefix, 0) == 0 && staging_is_abandoned(name);
+    if (stale) {
       fs::remove_all(p, ec);
       if (!ec) ++removed;
     }
@@ -80,15 +93,25 @@ void Scratch::configure(const std::string& root, bool allow_tmpfs) {
   fs::path abs_root = fs::absolute(root);
   if (!dir_.empty() && fs::path(root_) == abs_root) return;  // already there
   if (!dir_.empty()) retired_.emplace_back(dir_, lock_fd_);
-  fs::path dir = abs_root / (kFolderPrefix + std::to_string(::getpid()) + "-" + random_suffix());
-  fs::create_directory(dir, ec);
-  if (ec) throw IoError("cannot create scratch folder " + dir.string() + ": " + ec.message());
-  fs::permissions(dir, fs::perms::owner_all, ec);
-  int fd = ::open((dir / kLockName).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) throw IoError(errno_message("open", (dir / kLockName).string(), errno));
+  // Build and lock the folder under a name other processes ignore, then
+  // rename it into place: a "proc-" folder always has a held lock, so no
+  // starting process can mistake it for an abandoned one.
+  const std::string name = std::to_string(::getpid()) + "-" + random_suffix();
+  fs::path staging = abs_root / (kStagingPrefix + name);
+  fs::path dir = abs_root / (kFolderPrefix + name);
+  fs::create_directory(staging, ec);
+  if (ec) throw IoError("cannot create scratch folder " + staging.string() + ": " + ec.message());
+  fs::permissions(staging, fs::perms::owner_all, ec);
+  int fd = ::open((staging / kLockName).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) throw IoError(errno_message("open", (staging / kLockName).string(), errno));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     ::close(fd);
-    throw IoError(errno_message("flock", (dir / kLockName).string(), errno));
+    throw IoError(errno_message("flock", (staging / kLockName).string(), errno));
+  }
+  fs::rename(staging, dir, ec);
+  if (ec) {
+    ::close(fd);
+    throw IoError("cannot rename scratch folder to " + dir.string() + ": " + ec.message());
   }
   root_ = abs_root.string();
   dir_ = dir.string();

@@ -1,0 +1,256 @@
+// Positioned file I/O: every offset, length and memory alignment round-trips,
+// through the O_DIRECT path and the buffered fallback alike.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "errors.hpp"
+#include "file.hpp"
+#include "test_util.hpp"
+
+namespace jask {
+namespace {
+
+using test::TempDir;
+
+constexpr size_t kFileBytes = 8 * kIoAlignment;
+
+std::vector<char> pattern(size_t n, int salt) {
+  std::vector<char> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<char>((i * 31 + static_cast<size_t>(salt) * 7 + i / 251) & 0xff);
+  return v;
+}
+
+// Turns O_DIRECT on or off for one test and back on afterwards.
+class DirectIo {
+ public:
+  explicit DirectIo(bool enabled) { set_direct_io_enabled(enabled); }
+  ~DirectIo() { set_direct_io_enabled(true); }
+};
+
+struct CounterDeltas {
+  uint64_t direct0 = io_counters().direct_bytes, buffered0 = io_counters().buffered_bytes;
+  uint64_t direct() const { return io_counters().direct_bytes - direct0; }
+  uint64_t buffered() const { return io_counters().buffered_bytes - buffered0; }
+};
+
+// Writes `n` bytes at `offset` from memory `misalign` bytes past a 4096-byte
+// boundary, checks the whole file against a model, then reads the range back
+// into memory with the same misalignment.
+void check_round_trip(const std::string& path, uint64_t offset, size_t n, size_t misalign) {
+  std::vector<char> model = pattern(kFileBytes, 1);
+  test::write_file_bytes(path, model);
+  std::vector<char> data = pattern(n, 2);
+
+  File file(path, OpenMode::kReadWrite);
+  AlignedBuffer src(n + misalign);
+  std::memcpy(src.data() + misalign, data.data(), n);
+  file.write_at(src.data() + misalign, n, offset);
+  std::copy(data.begin(), data.end(), model.begin() + static_cast<ptrdiff_t>(offset));
+  ASSERT_EQ(test::read_file_bytes(path), model)
+      << "write at offset " << offset << ", " << n << " bytes, memory misaligned by " << misalign;
+
+  AlignedBuffer dst(n + misalign);
+  std::memset(dst.data(), 0x5a, n + misalign);
+  file.read_at(dst.data() + misalign, n, offset);
+  ASSERT_EQ(std::memcmp(dst.data() + misalign, data.data(), n), 0)
+      << "read at offset " << offset << ", " << n << " bytes, memory misaligned by " << misalign;
+}
+
+void check_all_request_shapes(const std::string& path) {
+  for (uint64_t offset : {0ul, 1ul, 100ul, 4095ul, 4096ul, 5000ul, 8192ul}) {
+    for (size_t n : {1ul, 100ul, 4096ul, 4097ul, 8192ul + 17, 3 * 4096ul}) {
+      // Aligned memory, unaligned memory, and memory congruent with the
+      // offset (the aligned middle of the request can then go direct).
+      for (size_t misalign : {size_t{0}, size_t{1}, static_cast<size_t>(offset % kIoAlignment)}) {
+        check_round_trip(path, offset, n, misalign);
+        if (testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+TEST(FileIo, EveryRequestShapeRoundTripsWithDirectIo) {
+  TempDir dir;
+  DirectIo on(true);
+  check_all_request_shapes(dir.file("data.bin"));
+}
+
+TEST(FileIo, EveryRequestShapeRoundTripsWithTheBufferedFallback) {
+  TempDir dir;
+  DirectIo off(false);
+  check_all_request_shapes(dir.file("data.bin"));
+}
+
+// The direct-I/O counters need a file system that accepts O_DIRECT.
+bool direct_io_supported(const std::string& path) {
+  File probe(path, OpenMode::kReadWrite);
+  return probe.has_direct();
+}
+
+TEST(FileIo, AlignedRequestOnDiskGoesDirect) {
+  TempDir dir;
+  std::string path = dir.file("data.bin");
+  test::write_file_bytes(path, pattern(kFileBytes, 1));
+  if (!direct_io_supported(path)) GTEST_SKIP() << dir.path() << " refuses O_DIRECT";
+  DirectIo on(true);
+  File file(path, OpenMode::kReadWrite);
+  AlignedBuffer buf(4 * kIoAlignment);
+  std::memset(buf.data(), 7, buf.size());
+
+  CounterDeltas write_delta;
+  file.write_at(buf.data(), buf.size(), kIoAlignment);
+  EXPECT_EQ(write_delta.direct(), buf.size());
+  EXPECT_EQ(write_delta.buffered(), 0u);
+
+  CounterDeltas read_delta;
+  file.read_at(buf.data(), buf.size(), 0);
+  EXPECT_EQ(read_delta.direct(), buf.size());
+  EXPECT_EQ(read_delta.buffered(), 0u);
+}
+
+TEST(FileIo, UnalignedEdgesAreBufferedAndTheAlignedMiddleGoesDirect) {
+  TempDir dir;
+  std::string path = dir.file("data.bin");
+  test::write_file_bytes(path, pattern(kFileBytes, 1));
+  if (!direct_io_supported(path)) GTEST_SKIP() << dir.path() << " refuses O_DIRECT";
+  DirectIo on(true);
+  File file(path, OpenMode::kReadWrite);
+  // Bytes [100, 100 + 3*4096): the middle [4096, 12288) is aligned in the
+  // file and, with memory offset by 100 as well, in memory.
+  const uint64_t offset = 100;
+  const size_t n = 3 * kIoAlignment;
+  AlignedBuffer buf(n + offset);
+
+  CounterDeltas read_delta;
+  file.read_at(buf.data() + offset, n, offset);
+  EXPECT_EQ(read_delta.direct(), 2 * kIoAlignment);
+  EXPECT_EQ(read_delta.buffered(), n - 2 * kIoAlignment);
+
+  CounterDeltas write_delta;
+  file.write_at(buf.data() + offset, n, offset);
+  EXPECT_EQ(write_delta.direct(), 2 * kIoAlignment);
+  EXPECT_EQ(write_delta.buffered(), n - 2 * kIoAlignment);
+}
+
+TEST(FileIo, DisablingDirectIoSendsEverythingThroughTheBufferedPath) {
+  TempDir dir;
+  std::string path = dir.file("data.bin");
+  test::write_file_bytes(path, pattern(kFileBytes, 1));
+  DirectIo off(false);
+  File file(path, OpenMode::kReadWrite);
+  AlignedBuffer buf(4 * kIoAlignment);
+
+  CounterDeltas delta;
+  file.read_at(buf.data(), buf.size(), 0);
+  file.write_at(buf.data(), buf.size(), 0);
+  EXPECT_EQ(delta.direct(), 0u);
+  EXPECT_EQ(delta.buffered(), 2 * buf.size());
+}
+
+TEST(FileIo, UnalignedMemoryIsNeverSentDirect) {
+  TempDir dir;
+  std::string path = dir.file("data.bin");
+  test::write_file_bytes(path, pattern(kFileBytes, 1));
+  DirectIo on(true);
+  File file(path, OpenMode::kReadWrite);
+  AlignedBuffer buf(4 * kIoAlignment + 1);
+
+  CounterDeltas delta;
+  file.read_at(buf.data() + 1, 4 * kIoAlignment, 0);
+  EXPECT_EQ(delta.direct(), 0u);
+  EXPECT_EQ(delta.buffered(), 4 * kIoAlignment);
+}
+
+// tmpfs refused O_DIRECT before Linux 6.6 and accepts it since; either way a
+// file in RAM must read and write correctly.
+TEST(FileIo, FileOnTmpfsRoundTrips) {
+  if (!test::fs::is_directory("/dev/shm") || !is_ram_backed("/dev/shm")) {
+    GTEST_SKIP() << "/dev/shm is missing or not tmpfs";
+  }
+  TempDir dir("/dev/shm");
+  DirectIo on(true);
+  std::string path = dir.file("data.bin");
+  for (uint64_t offset : {0ul, 4096ul, 4100ul}) {
+    for (size_t misalign : {size_t{0}, size_t{4}, static_cast<size_t>(offset % kIoAlignment)}) {
+      check_round_trip(path, offset, 2 * kIoAlignment, misalign);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST(FileIo, WritingAReadOnlyFileThrowsAndLeavesItUntouched) {
+  TempDir dir;
+  std::string path = dir.file("ro.bin");
+  std::vector<char> original = pattern(kFileBytes, 3);
+  test::write_file_bytes(path, original);
+  File file(path, OpenMode::kReadOnly);
+  EXPECT_FALSE(file.writable());
+  AlignedBuffer buf(kIoAlignment);
+  std::memset(buf.data(), 0, buf.size());
+  try {
+    file.write_at(buf.data(), buf.size(), 0);
+    ADD_FAILURE() << "write_at on a read-only file did not throw";
+  } catch (const ReadOnlyError& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(test::read_file_bytes(path), original);
+}
+
+TEST(FileIo, OpeningAMissingFileThrowsNotFoundNamingThePath) {
+  TempDir dir;
+  std::string path = dir.file("missing.npy");
+  try {
+    File file(path, OpenMode::kReadOnly);
+    ADD_FAILURE() << "opening " << path << " did not throw";
+  } catch (const NotFoundError& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+}
+
+TEST(FileIo, ReadingPastTheEndThrowsIoError) {
+  TempDir dir;
+  std::string path = dir.file("short.bin");
+  test::write_file_bytes(path, pattern(5000, 1));
+  File file(path, OpenMode::kReadOnly);
+  std::vector<char> buf(4096);
+  EXPECT_THROW(file.read_at(buf.data(), buf.size(), 2000), IoError);
+}
+
+TEST(FileIo, CreateExclusiveMakesAPrivateFileAndRefusesAnExistingOne) {
+  TempDir dir;
+  std::string path = dir.file("private.bin");
+  { File file(path, OpenMode::kCreateExclusive); }
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_THROW(File(path, OpenMode::kCreateExclusive), IoError);
+}
+
+TEST(FileIo, CreateTruncateEmptiesAnExistingFile) {
+  TempDir dir;
+  std::string path = dir.file("t.bin");
+  test::write_file_bytes(path, pattern(1000, 1));
+  File file(path, OpenMode::kCreateTruncate);
+  EXPECT_EQ(file.size(), 0u);
+  file.resize(12345);
+  EXPECT_EQ(file.size(), 12345u);
+}
+
+TEST(FileIo, AlignedBufferIsAlignedForODirect) {
+  for (size_t n : {1ul, 4096ul, 5000ul}) {
+    AlignedBuffer buf(n);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(buf.data()) % kIoAlignment, 0u);
+    EXPECT_EQ(buf.size(), n);
+  }
+  EXPECT_EQ(AlignedBuffer(0).data(), nullptr);
+}
+
+}  // namespace
+}  // namespace jask

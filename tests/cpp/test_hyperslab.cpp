@@ -1,0 +1,105 @@
+// Hyperslabs: the contiguous runs of a rectangular sub-block cover exactly
+// its elements in C order, and reading or writing a slab touches nothing else.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "hyperslab.hpp"
+#include "test_util.hpp"
+
+namespace jask {
+namespace {
+
+using test::ScratchDir;
+
+// File positions of a slab's elements in C order, by brute force.
+std::vector<int64_t> slab_positions(const std::vector<int64_t>& shape, const Slab& slab) {
+  const size_t nd = shape.size();
+  std::vector<int64_t> out;
+  if (slab.numel() == 0) return out;
+  std::vector<int64_t> idx(nd, 0);
+  while (true) {
+    int64_t pos = 0;
+    for (size_t d = 0; d < nd; ++d) pos = pos * shape[d] + slab.start[d] + idx[d];
+    out.push_back(pos);
+    size_t d = nd;
+    while (d-- > 0) {
+      if (++idx[d] < slab.extent[d]) break;
+      idx[d] = 0;
+    }
+    if (d == static_cast<size_t>(-1)) return out;
+  }
+}
+
+// Expands the runs for_each_run reports into element positions, checking
+// that tile positions advance densely.
+std::vector<int64_t> run_positions(const std::vector<int64_t>& shape, const Slab& slab, int64_t* n_runs) {
+  std::vector<int64_t> out;
+  *n_runs = 0;
+  for_each_run(shape, slab, [&](int64_t file_pos, int64_t tile_pos, int64_t len) {
+    EXPECT_EQ(tile_pos, static_cast<int64_t>(out.size()));
+    for (int64_t i = 0; i < len; ++i) out.push_back(file_pos + i);
+    ++*n_runs;
+  });
+  return out;
+}
+
+TEST(Hyperslab, RunsCoverExactlyTheSlabInCOrder) {
+  const std::vector<int64_t> shape = {5, 6, 7};
+  const std::vector<Slab> slabs = {
+      {{0, 0, 0}, {5, 6, 7}}, {{1, 2, 3}, {2, 3, 4}}, {{4, 5, 6}, {1, 1, 1}},
+      {{0, 1, 0}, {5, 4, 7}}, {{2, 0, 0}, {3, 6, 7}}, {{0, 0, 2}, {5, 6, 1}},
+  };
+  for (const Slab& slab : slabs) {
+    int64_t n_runs = 0;
+    EXPECT_EQ(run_positions(shape, slab, &n_runs), slab_positions(shape, slab))
+        << "start " << testing::PrintToString(slab.start) << " extent " << testing::PrintToString(slab.extent);
+  }
+}
+
+TEST(Hyperslab, TrailingFullAxesMergeIntoOneRun) {
+  const std::vector<int64_t> shape = {5, 6, 7};
+  int64_t n_runs = 0;
+  run_positions(shape, Slab{{1, 0, 0}, {3, 6, 7}}, &n_runs);
+  EXPECT_EQ(n_runs, 1) << "rows 1..3 of a C-order array are contiguous";
+  run_positions(shape, Slab{{0, 2, 0}, {5, 3, 7}}, &n_runs);
+  EXPECT_EQ(n_runs, 5) << "one run per leading index";
+  run_positions(shape, Slab{{0, 0, 1}, {5, 6, 5}}, &n_runs);
+  EXPECT_EQ(n_runs, 30);
+}
+
+TEST(Hyperslab, EmptySlabHasNoRunsAndAScalarHasOne) {
+  int64_t n_runs = -1;
+  EXPECT_TRUE(run_positions({4, 4}, Slab{{0, 0}, {0, 4}}, &n_runs).empty());
+  EXPECT_EQ(n_runs, 0);
+  EXPECT_TRUE(run_positions({4, 4}, Slab{{0, 0}, {4, 0}}, &n_runs).empty());
+  EXPECT_EQ(n_runs, 0);
+  EXPECT_EQ(run_positions({}, Slab{{}, {}}, &n_runs), std::vector<int64_t>{0});
+  EXPECT_EQ(n_runs, 1);
+}
+
+TEST(Hyperslab, ReadSlabGathersAndWriteSlabScattersOnlyTheSlab) {
+  ScratchDir scratch;
+  const std::vector<int64_t> shape = {9, 11, 13};
+  const int64_t n = test::numel_of(shape);
+  std::vector<double> values(n);
+  for (int64_t i = 0; i < n; ++i) values[i] = static_cast<double>(i);
+  int32_t h = test::make_array(DType::f32, shape, values);
+  ArrayRef arr = Registry::instance().get(h);
+
+  Slab slab{{2, 3, 4}, {5, 6, 7}};
+  std::vector<int64_t> positions = slab_positions(shape, slab);
+  std::vector<float> tile(slab.numel());
+  read_slab(*arr, shape, slab, tile.data());
+  for (size_t i = 0; i < positions.size(); ++i) ASSERT_EQ(tile[i], values[positions[i]]) << i;
+
+  for (size_t i = 0; i < tile.size(); ++i) tile[i] = -1.0f - static_cast<float>(i);
+  write_slab(*arr, shape, slab, tile.data());
+  std::vector<double> expected = values;
+  for (size_t i = 0; i < positions.size(); ++i) expected[positions[i]] = tile[i];
+  EXPECT_EQ(test::array_values(h), expected);
+}
+
+}  // namespace
+}  // namespace jask

@@ -1,0 +1,189 @@
+// The .npy header: what the engine writes it reads back, headers written the
+// way numpy writes them parse, and malformed ones fail with the right error.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "errors.hpp"
+#include "npy_format.hpp"
+
+namespace jask {
+namespace {
+
+const std::vector<DType> kAllDTypes = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32};
+
+// A version 1.0 header around `dict`, padded as numpy pads it (to 64 bytes).
+std::string v1_header(const std::string& dict) {
+  size_t total = (10 + dict.size() + 1 + 63) / 64 * 64;
+  size_t len = total - 10;
+  std::string out = "\x93NUMPY";
+  out += '\x01';
+  out += '\x00';
+  out += static_cast<char>(len & 0xff);
+  out += static_cast<char>(len >> 8);
+  out += dict;
+  out.append(len - dict.size() - 1, ' ');
+  out += '\n';
+  return out;
+}
+
+// A version 2.0 header: the length field is four bytes.
+std::string v2_header(const std::string& dict) {
+  size_t len = dict.size() + 1;
+  std::string out = "\x93NUMPY";
+  out += '\x02';
+  out += '\x00';
+  for (int i = 0; i < 4; ++i) out += static_cast<char>((len >> (8 * i)) & 0xff);
+  return out + dict + '\n';
+}
+
+TEST(NpyHeader, MadeHeaderRoundTripsForEveryDtypeAndShape) {
+  const std::vector<std::vector<int64_t>> shapes = {
+      {}, {0}, {1}, {5}, {3, 4}, {2, 0, 7}, {2, 3, 4, 5}, {int64_t{1} << 40}};
+  for (DType dt : kAllDTypes) {
+    for (const auto& shape : shapes) {
+      std::string header = make_npy_header(dt, shape);
+      NpyHeader parsed = parse_npy_header(header, "mem.npy");
+      EXPECT_EQ(parsed.dtype, dt);
+      EXPECT_EQ(parsed.shape, shape);
+      EXPECT_EQ(parsed.data_offset, header.size());
+    }
+  }
+}
+
+TEST(NpyHeader, MadeHeaderLengthIsAMultipleOfTheDataAlignment) {
+  // Many dimensions push the dict past one alignment unit.
+  std::vector<int64_t> long_shape(1500, 1);
+  for (const auto& shape : {std::vector<int64_t>{}, std::vector<int64_t>{7}, long_shape}) {
+    std::string header = make_npy_header(DType::f32, shape);
+    EXPECT_EQ(header.size() % kDataAlignment, 0u) << header.size();
+    EXPECT_GT(header.size(), 0u);
+  }
+  EXPECT_GT(make_npy_header(DType::f32, long_shape).size(), kDataAlignment);
+}
+
+TEST(NpyHeader, MadeHeaderFollowsTheVersion1Layout) {
+  std::string header = make_npy_header(DType::f64, {3, 4});
+  ASSERT_GE(header.size(), 10u);
+  EXPECT_EQ(header.substr(0, 6), "\x93NUMPY");
+  EXPECT_EQ(header[6], '\x01');
+  EXPECT_EQ(header[7], '\x00');
+  size_t len = static_cast<unsigned char>(header[8]) | (static_cast<unsigned char>(header[9]) << 8);
+  EXPECT_EQ(len, header.size() - 10);
+  EXPECT_EQ(header.back(), '\n');
+  EXPECT_NE(header.find("'descr': '<f8'"), std::string::npos) << header;
+  EXPECT_NE(header.find("'fortran_order': False"), std::string::npos) << header;
+  EXPECT_NE(header.find("'shape': (3, 4)"), std::string::npos) << header;
+}
+
+TEST(NpyHeader, OneDimensionalShapeIsWrittenAsAPythonOneTuple) {
+  // "(5)" would be an int to Python, so numpy could not read the file.
+  std::string header = make_npy_header(DType::f32, {5});
+  EXPECT_NE(header.find("'shape': (5,)"), std::string::npos) << header;
+  std::string scalar = make_npy_header(DType::f32, {});
+  EXPECT_NE(scalar.find("'shape': ()"), std::string::npos) << scalar;
+}
+
+TEST(NpyHeader, HeaderLengthComesFromTheFirstBytes) {
+  std::string header = make_npy_header(DType::i32, {9, 9});
+  EXPECT_EQ(npy_header_length(header.substr(0, 12), "x.npy"), header.size());
+  std::string v2 = v2_header("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }");
+  EXPECT_EQ(npy_header_length(v2.substr(0, 12), "x.npy"), v2.size());
+}
+
+TEST(NpyHeader, ParsesHeadersWrittenTheWayNumpyWritesThem) {
+  NpyHeader a = parse_npy_header(v1_header("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }"), "a");
+  EXPECT_EQ(a.dtype, DType::f64);
+  EXPECT_EQ(a.shape, (std::vector<int64_t>{3}));
+  EXPECT_EQ(a.data_offset, 128u);  // 10-byte prefix + dict + padding, a multiple of 64
+
+  NpyHeader b = parse_npy_header(v1_header("{'descr': '<f2', 'fortran_order': False, 'shape': (), }"), "b");
+  EXPECT_EQ(b.dtype, DType::f16);
+  EXPECT_TRUE(b.shape.empty());
+
+  // Key order is free, '=' means native (little-endian here) byte order.
+  NpyHeader c = parse_npy_header(v1_header("{'shape': (2, 3), 'fortran_order': False, 'descr': '=i4'}"), "c");
+  EXPECT_EQ(c.dtype, DType::i32);
+  EXPECT_EQ(c.shape, (std::vector<int64_t>{2, 3}));
+
+  NpyHeader d = parse_npy_header(v2_header("{'descr': 'bfloat16', 'fortran_order': False, 'shape': (4, 1), }"), "d");
+  EXPECT_EQ(d.dtype, DType::bf16);
+  EXPECT_EQ(d.shape, (std::vector<int64_t>{4, 1}));
+}
+
+// Runs `fn`, expecting exception E whose message mentions `needle`.
+template <class E, class Fn>
+void expect_error_mentioning(Fn fn, const std::string& needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "no exception; expected one mentioning " << needle;
+  } catch (const E& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(NpyHeader, RejectsBadMagicWithValueError) {
+  std::string header = make_npy_header(DType::f32, {2});
+  header[1] = 'X';
+  expect_error_mentioning<ValueError>([&] { parse_npy_header(header, "/data/bad.npy"); }, "/data/bad.npy");
+}
+
+TEST(NpyHeader, RejectsFortranOrderWithValueError) {
+  std::string header = v1_header("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }");
+  expect_error_mentioning<ValueError>([&] { parse_npy_header(header, "f.npy"); }, "Fortran");
+}
+
+TEST(NpyHeader, RejectsStructuredDtypeWithTypeError) {
+  std::string header = v1_header("{'descr': [('x', '<f4'), ('y', '<f4')], 'fortran_order': False, 'shape': (2,), }");
+  expect_error_mentioning<TypeError>([&] { parse_npy_header(header, "s.npy"); }, "structured");
+}
+
+TEST(NpyHeader, RejectsUnsupportedDescrWithTypeErrorNamingIt) {
+  for (std::string descr : {"<i8", ">f4", "|u1", "<c8", "O"}) {
+    std::string header = v1_header("{'descr': '" + descr + "', 'fortran_order': False, 'shape': (2,), }");
+    expect_error_mentioning<TypeError>([&] { parse_npy_header(header, "u.npy"); }, descr);
+  }
+}
+
+TEST(NpyHeader, RejectsTruncatedHeadersWithValueError) {
+  std::string header = make_npy_header(DType::f32, {3, 4});
+  // Cut inside the prefix, inside the dict, and one byte short of the end.
+  for (size_t keep : {size_t{0}, size_t{5}, size_t{9}, size_t{40}, header.size() - 1}) {
+    EXPECT_THROW(parse_npy_header(header.substr(0, keep), "t.npy"), ValueError) << keep;
+  }
+  std::string v2 = v2_header("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }");
+  EXPECT_THROW(parse_npy_header(v2.substr(0, 11), "t2.npy"), ValueError);
+}
+
+TEST(NpyHeader, RejectsMalformedDictsWithValueError) {
+  const std::vector<std::string> dicts = {
+      "{'descr': '<f4', 'fortran_order': False}",                       // no shape
+      "{'fortran_order': False, 'shape': (2,)}",                        // no descr
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}",  // unknown key
+      "{'descr': '<f4', 'fortran_order': Maybe, 'shape': (2,)}",
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (-2,)}",
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (2,}",
+      "{'descr': '<f4, 'fortran_order': False, 'shape': (2,)}",
+      "['descr', '<f4']",
+  };
+  for (const auto& dict : dicts) {
+    EXPECT_THROW(parse_npy_header(v1_header(dict), "m.npy"), ValueError) << dict;
+  }
+}
+
+TEST(NpyHeader, RejectsAShapeDimensionTooLargeForInt64WithValueError) {
+  std::string header =
+      v1_header("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999999,), }");
+  EXPECT_THROW(parse_npy_header(header, "big.npy"), ValueError);
+}
+
+TEST(NpyHeader, RejectsUnknownFormatVersionWithValueError) {
+  std::string header = make_npy_header(DType::f32, {2});
+  header[6] = '\x07';
+  expect_error_mentioning<ValueError>([&] { parse_npy_header(header, "v.npy"); }, "version 7");
+}
+
+}  // namespace
+}  // namespace jask

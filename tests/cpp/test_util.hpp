@@ -1,0 +1,194 @@
+// Shared helpers for the engine tests: temporary folders on disk, the memory
+// budget and scratch space set up per test, and typed array I/O.
+//
+// ctest runs every test in its own process, but the suite must also pass as
+// one process (./engine_tests), so tests never rely on the state another test
+// left in the engine's singletons.
+#pragma once
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "array_store.hpp"
+#include "dtype.hpp"
+#include "planner.hpp"
+#include "scratch.hpp"
+
+namespace jask::test {
+
+namespace fs = std::filesystem;
+
+// A folder on disk for test files. /tmp may be tmpfs on other machines, and
+// tmpfs neither exercises O_DIRECT nor is accepted as scratch by default.
+// JASK_TEST_TMPDIR overrides the choice.
+inline std::string disk_temp_base() {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("JASK_TEST_TMPDIR")) candidates.push_back(env);
+  if (const char* env = std::getenv("TMPDIR")) candidates.push_back(env);
+  candidates.insert(candidates.end(), {"/var/tmp", "/tmp", fs::current_path().string()});
+  for (const auto& c : candidates) {
+    std::error_code ec;
+    if (!fs::is_directory(c, ec) || ::access(c.c_str(), W_OK) != 0) continue;
+    if (!is_ram_backed(c)) return c;
+  }
+  return "";
+}
+
+// A fresh folder, removed with everything in it when the object dies.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& base = disk_temp_base()) {
+    if (base.empty()) throw std::runtime_error("no writable folder on disk for test files");
+    std::string templ = base + "/jask-test-XXXXXX";
+    if (::mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed in " + base);
+    path_ = templ;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Sets the memory budget for one test and restores the previous one after.
+class BudgetGuard {
+ public:
+  explicit BudgetGuard(int64_t bytes) : saved_(memory_budget()) { set_memory_budget(bytes); }
+  ~BudgetGuard() { set_memory_budget(saved_); }
+  BudgetGuard(const BudgetGuard&) = delete;
+  BudgetGuard& operator=(const BudgetGuard&) = delete;
+
+ private:
+  int64_t saved_;
+};
+
+// Scratch space in a fresh folder on disk for one test. Handles the test
+// registered are released first so their files go before the folder does.
+class ScratchDir {
+ public:
+  ScratchDir() { Scratch::instance().configure(dir_.path(), /*allow_tmpfs=*/false); }
+  ~ScratchDir() { Registry::instance().clear(); }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const TempDir& root() const { return dir_; }
+
+ private:
+  TempDir dir_;
+};
+
+inline std::vector<char> read_file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+inline void write_file_bytes(const std::string& path, const std::vector<char>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// The budget a "budget too small" error asks for: the N in its advice
+// "set_memory_budget(N)", or -1 when the message gives none.
+inline int64_t needed_budget_in(const std::string& message) {
+  const std::string advice = "set_memory_budget(";
+  size_t pos = message.find(advice);
+  if (pos == std::string::npos) return -1;
+  return std::stoll(message.substr(pos + advice.size()));
+}
+
+inline int64_t numel_of(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// Values in storage form. Test values are chosen exact in every dtype, so
+// converting through the engine's own converters loses nothing.
+inline std::vector<unsigned char> encode(DType dt, const std::vector<double>& values) {
+  const size_t isz = itemsize(dt);
+  std::vector<unsigned char> out(values.size() * isz);
+  for (size_t i = 0; i < values.size(); ++i) {
+    unsigned char* p = out.data() + i * isz;
+    double v = values[i];
+    switch (dt) {
+      case DType::f32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
+      case DType::f64: std::memcpy(p, &v, 8); break;
+      case DType::f16: { uint16_t h = f32_to_f16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
+      case DType::bf16: { uint16_t h = f32_to_bf16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
+      case DType::i32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); break; }
+      default: throw std::invalid_argument(std::string("test data: no encoding for ") + dtype_name(dt));
+    }
+  }
+  return out;
+}
+
+inline std::vector<double> decode(DType dt, const void* data, int64_t n) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  const size_t isz = itemsize(dt);
+  std::vector<double> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const unsigned char* p = bytes + i * isz;
+    switch (dt) {
+      case DType::f32: { float f; std::memcpy(&f, p, 4); out[i] = f; break; }
+      case DType::f64: std::memcpy(&out[i], p, 8); break;
+      case DType::f16: { uint16_t h; std::memcpy(&h, p, 2); out[i] = f16_to_f32(h); break; }
+      case DType::bf16: { uint16_t h; std::memcpy(&h, p, 2); out[i] = bf16_to_f32(h); break; }
+      case DType::i32: { int32_t x; std::memcpy(&x, p, 4); out[i] = x; break; }
+      default: throw std::invalid_argument(std::string("test data: no decoding for ") + dtype_name(dt));
+    }
+  }
+  return out;
+}
+
+// A scratch array holding `values`, registered; returns its handle.
+inline int32_t make_array(DType dtype, const std::vector<int64_t>& shape, const std::vector<double>& values) {
+  EXPECT_EQ(static_cast<int64_t>(values.size()), numel_of(shape));
+  auto arr = StoredArray::create_scratch(ArrayInfo{dtype, shape}, "input");
+  arr->write_elems(encode(dtype, values).data(), 0, static_cast<int64_t>(values.size()));
+  return Registry::instance().add(arr);
+}
+
+// The contents of an array, read without going through the ops under test.
+inline std::vector<double> array_values(const StoredArray& arr) {
+  std::vector<unsigned char> bytes(arr.info().nbytes());
+  arr.read_elems(bytes.data(), 0, arr.info().numel());
+  return decode(arr.info().dtype, bytes.data(), arr.info().numel());
+}
+
+inline std::vector<double> array_values(int32_t handle) {
+  return array_values(*Registry::instance().get(handle));
+}
+
+inline std::vector<int64_t> array_shape(int32_t handle) {
+  return Registry::instance().get(handle)->info().shape;
+}
+
+// Small whole numbers in [-range, range], scattered by a multiplicative hash
+// so that neighbouring elements differ. Exact in every dtype, bfloat16
+// included, so results computed from them compare exactly.
+inline double test_value(int64_t i, int salt = 0, int range = 6) {
+  uint64_t h = (static_cast<uint64_t>(i) + 1) * 2654435761u + static_cast<uint64_t>(salt) * 40503u;
+  return static_cast<double>(static_cast<int64_t>((h >> 7) % static_cast<uint64_t>(2 * range + 1)) - range);
+}
+
+inline std::vector<double> test_values(int64_t n, int salt = 0, int range = 6, double offset = 0.0) {
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = test_value(i, salt, range) + offset;
+  return v;
+}
+
+}  // namespace jask::test
