@@ -8,6 +8,12 @@ from ._api import divide as divide
 from ._api import dot as dot
 from ._api import equal as equal
 from ._api import exp as exp
+from ._api import softplus as softplus
+from ._api import sigmoid as sigmoid
+from ._api import relu as relu
+from ._api import log1p as log1p
+from ._api import gelu as gelu
+from ._api import expm1 as expm1
 from ._api import full as full
 from ._api import full_like as full_like
 from ._api import greater as greater
@@ -48,7 +54,7 @@ from ._runtime import scratch_dir as scratch_dir
 from ._runtime import set_memory_budget as set_memory_budget
 
 __all__ = [
-    "DiskArray", "abs", "add", "astype", "clip", "divide", "dot", "equal", "exp", "full",
+    "DiskArray", "abs", "expm1", "gelu", "log1p", "relu", "sigmoid", "softplus", "add", "astype", "clip", "divide", "dot", "equal", "exp", "full",
     "full_like", "greater", "greater_equal", "less", "less_equal", "load_tree", "log",
     "materialize", "max", "maximum", "memory_budget", "min", "minimum", "mul", "negative",
     "not_equal", "ones_like", "power", "reshape", "rows", "rsqrt", "save_tree", "scratch_dir",

@@ -15,7 +15,7 @@ from ._dtypes import dtype_code, storage_dtype
 from ._jax import compat
 from ._jax.diskarray import OPERATORS, DiskArray, DiskArrayTy
 from ._jax.op import apply, describe
-from .ops import (Abs, Add, Astype, Div, Equal, Exp, Fill, FromDense, Greater, GreaterEqual, Less,
+from .ops import (Abs, Expm1, Gelu, Log1p, Relu, Sigmoid, Softplus, Add, Astype, Div, Equal, Exp, Fill, FromDense, Greater, GreaterEqual, Less,
                   LessEqual, Log, Matmul, Maximum, Minimum, Mul, Neg, NotEqual, Pow, Reduce, Reshape,
                   Rows, Rsqrt, Sign, Sqrt, Square, Sub, Tanh, ToDense, Transpose, Where)
 from .ops._elementwise import scalar_like
@@ -197,6 +197,24 @@ sign = _unary(Sign, "sign")
 exp = _unary(Exp, "exp")
 log = _unary(Log, "log")
 tanh = _unary(Tanh, "tanh")
+log1p = _unary(Log1p, "log1p")
+expm1 = _unary(Expm1, "expm1")
+sigmoid = _unary(Sigmoid, "sigmoid")
+relu = _unary(Relu, "relu")
+softplus = _unary(Softplus, "softplus")
+
+
+def gelu(x, approximate: bool = True):
+    """jax.nn.gelu (the tanh approximation, its default), elementwise.
+
+    >>> import numpy as np, jask
+    >>> round(float(np.asarray(jask.gelu(jask.DiskArray.from_numpy(np.ones(1, np.float32))))[0]), 4)
+    0.8412
+    """
+    _check_disk("gelu", x)
+    if not approximate:
+        raise NotImplementedError("jask.gelu supports approximate=True only (jax.nn.gelu's default)")
+    return apply(Gelu, x)
 
 
 def _comparison(op, fn):
@@ -463,8 +481,9 @@ def update_(target, new) -> DiskArray:
     updated. Cost over overwriting in place: disk space for a second copy of
     the file while update_ runs, the bytes around the data (a .npy header, a
     raw file's prefix and suffix) copied once, and an fdatasync of the new
-    file plus an fsync of its folder (the flush is most of the extra time).
-    Hard links to the old file keep the old values.
+    file plus an fsync of its folder (the flush is most of the extra time;
+    scratch arrays skip it, as they never outlive the process). Hard links to
+    the old file keep the old values.
     """
     if compat.is_tracer(getattr(target, "_handle", None)):
         raise TypeError("DiskArray.update_() writes files and cannot run inside jax.jit or "

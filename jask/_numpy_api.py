@@ -135,7 +135,8 @@ TABLE = {
     **{f"jnp.{n}": _unary(f, n) for n, f in {
         "sqrt": _api.sqrt, "abs": _api.abs, "absolute": _api.abs, "sign": _api.sign,
         "exp": _api.exp, "log": _api.log, "tanh": _api.tanh, "square": _api.square,
-        "negative": _api.negative, "conj": lambda x: x, "conjugate": lambda x: x,
+        "negative": _api.negative, "log1p": _api.log1p, "expm1": _api.expm1,
+        "conj": lambda x: x, "conjugate": lambda x: x,
         "real": lambda x: x}.items()},
     **{f"jnp.{n}": _binary(f, n) for n, f in {
         "add": _api.add, "subtract": _api.sub, "multiply": _api.mul, "divide": _api.divide,
@@ -150,6 +151,9 @@ TABLE = {
     **{f"lax.{n}": _binary(f, n) for n, f in {
         "add": _api.add, "sub": _api.sub, "mul": _api.mul, "div": _api.divide,
         "max": _api.maximum, "min": _api.minimum, "pow": _api.power}.items()},
+    **{f"nn.{n}": _unary(f, n) for n, f in {
+        "relu": _api.relu, "sigmoid": _api.sigmoid, "softplus": _api.softplus}.items()},
+    "nn.gelu": lambda x, approximate=True: _api.gelu(x, approximate),
     "jnp.sum": _full_reduction(_api.sum, "sum"),
     "jnp.max": _full_reduction(_api.max, "max"),
     "jnp.min": _full_reduction(_api.min, "min"),

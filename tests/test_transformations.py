@@ -56,6 +56,22 @@ CASES = [
          lambda x: jnp.sum(jnp.sin(x)), ((M, K),), scalar_out=True),
     Case("full", lambda x: jask.vdot(x, jask.full(x.shape, 2.0)), lambda x: jnp.vdot(x, jnp.full(x.shape, 2.0)),
          ((M, K),), scalar_out=True),
+    Case("exp_log_sqrt", lambda x: jnp.log(jnp.sqrt(jnp.abs(x) + 0.5)) + jnp.exp(x) * jax.lax.rsqrt(x * x + 1.0),
+         lambda x: jnp.log(jnp.sqrt(jnp.abs(x) + 0.5)) + jnp.exp(x) * jax.lax.rsqrt(x * x + 1.0), ((M, K),)),
+    Case("activations", lambda x: jax.nn.relu(x) + jax.nn.sigmoid(x) * jax.nn.gelu(x) - jax.nn.softplus(x),
+         lambda x: jax.nn.relu(x) + jax.nn.sigmoid(x) * jax.nn.gelu(x) - jax.nn.softplus(x), ((M, K),)),
+    Case("log1p_expm1_tanh", lambda x: jnp.log1p(jnp.abs(x)) * jnp.tanh(x) + jnp.expm1(x),
+         lambda x: jnp.log1p(jnp.abs(x)) * jnp.tanh(x) + jnp.expm1(x), ((M, K),)),
+    Case("divide_arrays", lambda x, y: x / (y * y + 1.0), lambda x, y: x / (y * y + 1.0), ((M, K), (M, K))),
+    Case("power", lambda x: (jnp.abs(x) + 0.5) ** 1.5 + x ** 2, lambda x: (jnp.abs(x) + 0.5) ** 1.5 + x ** 2,
+         ((M, K),)),
+    Case("maximum_minimum_clip", lambda x, y: jnp.maximum(x, y) - jnp.minimum(x, 0.2) + jnp.clip(y, -0.5, 0.5),
+         lambda x, y: jnp.maximum(x, y) - jnp.minimum(x, 0.2) + jnp.clip(y, -0.5, 0.5), ((M, K), (M, K))),
+    Case("where_compare", lambda x, y: jnp.where(x > y, x * y, jnp.where(x <= 0.1, -x, y)),
+         lambda x, y: jnp.where(x > y, x * y, jnp.where(x <= 0.1, -x, y)), ((M, K), (M, K))),
+    Case("sign_abs", lambda x: jnp.sign(x) * jnp.abs(x) * 3.0, lambda x: jnp.sign(x) * jnp.abs(x) * 3.0, ((M, K),)),
+    Case("astype_roundtrip", lambda x: (x * 2.0).astype(jnp.float32), lambda x: (x * 2.0).astype(jnp.float32),
+         ((M, K),)),
     Case("seed_pipeline",
          lambda a, b, c, t: jask.sum(jask.square(jask.sub(jask.dot(jask.dot(a, b), c), t))),
          lambda a, b, c, t: jnp.sum(jnp.square(a @ b @ c - t)),
@@ -216,6 +232,14 @@ def test_reverse_over_reverse_hessian_vector_product(rng):
         assert_grads([hvp(x)], [expected])
     second = jax.grad(jax.grad(lambda s: jask.sum(jnp.exp(x * s))))(0.3)
     assert_close(second, jax.grad(jax.grad(lambda s: jnp.sum(jnp.exp(x_np * s))))(0.3))
+
+
+def test_max_and_min_reductions(rng):
+    x_np = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+    x = jask.DiskArray.from_numpy(x_np)
+    for fn in (lambda x: (jask.max(x), jask.min(x)), jax.jit(lambda x: (jnp.max(x), jnp.min(x)))):
+        top, bottom = fn(x)
+        assert float(top) == x_np.max() and float(bottom) == x_np.min()
 
 
 def test_vmap_names_the_op(rng):

@@ -1,5 +1,6 @@
 """Jask's ops: one file per op, each a declarative `Op` subclass; the table below registers them."""
 from .abs import Abs
+from .activations import Expm1, Gelu, Log1p, Relu, Sigmoid, Softplus
 from .add import Add
 from .astype import Astype
 from .compare import Equal, Greater, GreaterEqual, Less, LessEqual, NotEqual
@@ -28,8 +29,8 @@ from .transpose import Transpose
 from .where import Where
 
 # Every registered op; the generic op tests run over this table.
-OPS = (Abs, Add, Astype, Div, Equal, Exp, Fill, FromDense, Greater, GreaterEqual, Less, LessEqual, Log,
-       Matmul, Maximum, Minimum, Mul, Neg, NotEqual, Pow, PutRows, Reduce, Reshape, Rows, Rsqrt, Sign,
+OPS = (Abs, Add, Astype, Div, Equal, Exp, Expm1, Fill, FromDense, Gelu, Greater, GreaterEqual, Less, LessEqual, Log, Log1p,
+       Matmul, Maximum, Minimum, Mul, Neg, NotEqual, Pow, PutRows, Reduce, Relu, Reshape, Rows, Rsqrt, Sigmoid, Sign, Softplus,
        Sqrt, Square, Sub, Tanh, ToDense, Transpose, Where)
 
 from .._jax import compat as _compat  # noqa: E402
