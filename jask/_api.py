@@ -15,9 +15,10 @@ from ._dtypes import dtype_code, storage_dtype
 from ._jax import compat
 from ._jax.diskarray import OPERATORS, DiskArray, DiskArrayTy
 from ._jax.op import apply, describe
-from .ops import (Abs, Expm1, Gelu, Log1p, Relu, Sigmoid, Softplus, Add, Astype, Div, Equal, Exp, Fill, FromDense, Greater, GreaterEqual, Less,
-                  LessEqual, Log, Matmul, Maximum, Minimum, Mul, Neg, NotEqual, Pow, Reduce, Reshape,
-                  Rows, Rsqrt, Sign, Sqrt, Square, Sub, Tanh, ToDense, Transpose, Where)
+from .ops import (Abs, Add, Astype, Div, Equal, Exp, Expm1, Fill, FromDense, Gelu, Greater,
+                  GreaterEqual, Less, LessEqual, Log, Log1p, Matmul, Maximum, Minimum, Mul, Neg,
+                  NotEqual, Pow, Reduce, Relu, Reshape, Rows, Rsqrt, Sigmoid, Sign, Softplus, Sqrt,
+                  Square, Sub, Tanh, ToDense, Transpose, Where)
 from .ops._elementwise import scalar_like
 
 

@@ -69,6 +69,8 @@ CASES = [
          lambda x, y: jnp.maximum(x, y) - jnp.minimum(x, 0.2) + jnp.clip(y, -0.5, 0.5), ((M, K), (M, K))),
     Case("where_compare", lambda x, y: jnp.where(x > y, x * y, jnp.where(x <= 0.1, -x, y)),
          lambda x, y: jnp.where(x > y, x * y, jnp.where(x <= 0.1, -x, y)), ((M, K), (M, K))),
+    Case("other_comparisons", lambda x, y: jnp.where(x >= y, x, 0.5) + jnp.where(x != y, y, 0.0) * (x < 0.3),
+         lambda x, y: jnp.where(x >= y, x, 0.5) + jnp.where(x != y, y, 0.0) * (x < 0.3), ((M, K), (M, K))),
     Case("sign_abs", lambda x: jnp.sign(x) * jnp.abs(x) * 3.0, lambda x: jnp.sign(x) * jnp.abs(x) * 3.0, ((M, K),)),
     Case("astype_roundtrip", lambda x: (x * 2.0).astype(jnp.float32), lambda x: (x * 2.0).astype(jnp.float32),
          ((M, K),)),

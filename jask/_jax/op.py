@@ -107,7 +107,8 @@ class Op(compat.VJPHiPrimitive):
     # -- derived: reverse mode ----------------------------------------------
     def vjp_fwd(self, nzs_in, *operands):
         out = self(*operands)
-        return out, (tuple(nzs_in), operands, out)
+        needs = tuple(bool(nz) and not _is_bool(aval) for nz, aval in zip(nzs_in, self.in_avals))
+        return out, (needs, operands, out)
 
     def vjp_bwd_retval(self, res, ct):
         needs, operands, out = res
@@ -132,7 +133,8 @@ class Op(compat.VJPHiPrimitive):
     # -- derived: forward mode (jax.jvp, jax.linearize, jax.checkpoint) -------
     def jvp(self, primals, tangents):
         out = self(*primals)
-        tangents = [None if isinstance(t, compat.Zero) else t for t in tangents]
+        tangents = [None if isinstance(t, compat.Zero) or _is_bool(a) else t
+                    for t, a in zip(tangents, self.in_avals)]
         if all(t is None for t in tangents):
             return out, _zeros_like(out)
         t_out = self.tangent(out, primals, tangents)
@@ -155,6 +157,11 @@ class Op(compat.VJPHiPrimitive):
 
     def __repr__(self):
         return f"jask.{self.name}{self.params or ''}"
+
+
+def _is_bool(aval) -> bool:
+    """Boolean values have no derivative (JAX gives them float0 tangents)."""
+    return np.dtype(aval.dtype) == np.bool_
 
 
 def _zeros_like(x):

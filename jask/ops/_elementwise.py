@@ -59,6 +59,9 @@ def operand_shape(name: str, operands) -> tuple[tuple[int, ...], list[DiskArrayT
 
 
 def common_dtype(name: str, disks) -> np.dtype:
+    """The one dtype of the DiskArray operands; booleans promote to it, as in jnp."""
+    numeric = [a for a in disks if a.dtype != np.bool_]
+    disks = numeric or disks
     for a in disks[1:]:
         if a.dtype != disks[0].dtype:
             raise TypeError(f"jask.{name}: dtypes differ: {describe(disks[0])} and {describe(a)}; "

@@ -1,0 +1,34 @@
+"""Every op registered in jask.ops.OPS is exercised by the generic op tests."""
+
+import jax
+import numpy as np
+
+from jask.ops import OPS
+from jask._jax.op import Op
+import test_transformations as generic
+
+
+def test_every_registered_op_is_covered(rng, monkeypatch):
+    used = set()
+    original_init = Op.__init__
+
+    def recording_init(self, *args, **kwargs):
+        used.add(type(self))
+        original_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(Op, "__init__", recording_init)
+    for case in generic.CASES:
+        _, disk = generic.make_inputs(case, rng)
+        loss, _ = generic.losses(case, rng)
+        jax.grad(loss, argnums=tuple(range(len(disk))))(*disk)
+        jax.jvp(loss, disk, disk)
+    generic.test_max_and_min_reductions(rng)
+    generic.test_from_numpy_of_a_traced_value_has_a_gradient(rng)
+    rows_case = generic.Case("rows", lambda x: jax.numpy.sum(x[3:40] ** 2), None, ((generic.M, generic.K),),
+                             scalar_out=True)
+    _, (x,) = generic.make_inputs(rows_case, rng)
+    jax.grad(rows_case.fn)(x)
+    missing = sorted(op.__name__ for op in OPS if op not in used)
+    assert not missing, f"ops not covered by the generic tests: {missing}"
+    assert len(OPS) == len(set(OPS))
+    assert all(np.ndim(op.name) == 0 and op.name for op in OPS)
