@@ -1,6 +1,12 @@
 """Jask: disk-backed arrays that behave like native JAX values."""
 
 from ._api import abs as abs  # noqa: A004
+from ._api import var as var
+from ._api import softmax as softmax
+from ._api import mean as mean
+from ._api import logsumexp as logsumexp
+from ._api import log_softmax as log_softmax
+from ._api import broadcast_to as broadcast_to
 from ._api import add as add
 from ._api import astype as astype
 from ._api import clip as clip
@@ -54,7 +60,7 @@ from ._runtime import scratch_dir as scratch_dir
 from ._runtime import set_memory_budget as set_memory_budget
 
 __all__ = [
-    "DiskArray", "abs", "expm1", "gelu", "log1p", "relu", "sigmoid", "softplus", "add", "astype", "clip", "divide", "dot", "equal", "exp", "full",
+    "DiskArray", "abs", "broadcast_to", "log_softmax", "logsumexp", "mean", "softmax", "var", "expm1", "gelu", "log1p", "relu", "sigmoid", "softplus", "add", "astype", "clip", "divide", "dot", "equal", "exp", "full",
     "full_like", "greater", "greater_equal", "less", "less_equal", "load_tree", "log",
     "materialize", "max", "maximum", "memory_budget", "min", "minimum", "mul", "negative",
     "not_equal", "ones_like", "power", "reshape", "rows", "rsqrt", "save_tree", "scratch_dir",

@@ -15,7 +15,7 @@ from ._dtypes import dtype_code, storage_dtype
 from ._jax import compat
 from ._jax.diskarray import OPERATORS, DiskArray, DiskArrayTy
 from ._jax.op import apply, describe
-from .ops import (Abs, Add, Astype, Div, Equal, Exp, Expm1, Fill, FromDense, Gelu, Greater,
+from .ops import (Abs, BroadcastTo, ReduceAxes, ReduceAxesDense, Add, Astype, Div, Equal, Exp, Expm1, Fill, FromDense, Gelu, Greater,
                   GreaterEqual, Less, LessEqual, Log, Log1p, Matmul, Maximum, Minimum, Mul, Neg,
                   NotEqual, Pow, Reduce, Relu, Reshape, Rows, Rsqrt, Sigmoid, Sign, Softplus, Sqrt,
                   Square, Sub, Tanh, ToDense, Transpose, Where)
@@ -45,13 +45,21 @@ def _unsupported_operands(fn: str, *values):
                 pass
         return type(v).__name__
     raise TypeError(f"jask.{fn}: unsupported operands {' and '.join(kind(v) for v in values)}; "
-                    f"Jask supports DiskArrays of equal shape and dtype, and scalars")
+                    f"Jask supports DiskArrays, in-memory arrays and scalars that broadcast "
+                    f"together, with at least one DiskArray")
+
+
+def _is_dense(v) -> bool:
+    """An in-memory array (NumPy or JAX, traced or not) that is not a DiskArray."""
+    return not isinstance(v, DiskArray) and (isinstance(v, (np.ndarray, jax.Array))
+                                             or compat.is_tracer(v))
 
 
 def _operands(fn: str, *values):
-    """DiskArrays as they are, scalars as 0-d arrays of the DiskArrays' dtype."""
+    """DiskArrays as they are; scalars and in-memory arrays as JAX arrays of the DiskArrays'
+    dtype (they broadcast, NumPy-style)."""
     like = next((v for v in values if isinstance(v, DiskArray)), None)
-    if like is None or not all(isinstance(v, DiskArray) or _is_scalar(v) for v in values):
+    if like is None or not all(isinstance(v, DiskArray) or _is_scalar(v) or _is_dense(v) for v in values):
         _unsupported_operands(fn, *values)
     return [v if isinstance(v, DiskArray) else scalar_like(v, like) for v in values]
 
@@ -174,7 +182,7 @@ def where(condition, x, y):
     like = next((v for v in (x, y) if isinstance(v, DiskArray)), None)
     branches = [v if isinstance(v, DiskArray) or like is None else scalar_like(v, like) for v in (x, y)]
     branches = [jnp.asarray(v) if not isinstance(v, DiskArray) else v for v in branches]
-    if not all(isinstance(v, DiskArray) or _is_scalar(v) for v in (condition, *branches)):
+    if not all(isinstance(v, DiskArray) or _is_scalar(v) or _is_dense(v) for v in (condition, *branches)):
         return _unsupported_operands("where", x, y)
     if not isinstance(condition, DiskArray):
         condition = jnp.asarray(condition, jnp.bool_)
@@ -243,37 +251,139 @@ def astype(x, dtype):
     return x if dt == x.dtype else apply(Astype, x, dtype=dt)
 
 
-def sum(x):  # noqa: A001 - mirrors jnp.sum
-    """The sum of all elements, as a 0-d jax.Array (so jax.grad accepts it).
+DENSE_LIMIT = 1 << 20
+"""Reductions whose result has at most this many elements return an in-memory jax.Array;
+larger results stay on disk as DiskArrays."""
+
+
+def _axes(x, axis) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(x.ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    normalized = tuple(sorted({int(a) + x.ndim if a < 0 else int(a) for a in axes}))
+    if len(normalized) != len(axes) or any(not 0 <= a < x.ndim for a in normalized):
+        raise ValueError(f"invalid axis {axis!r} for a DiskArray of shape {x.shape}")
+    return normalized
+
+
+def _reduce(x, axis, keepdims, reduction):
+    _check_disk(reduction, x)
+    axes = _axes(x, axis)
+    if axes == tuple(range(x.ndim)):
+        result = apply(Reduce, x, instr="copy", reduction=reduction)
+        return jnp.reshape(result, (1,) * x.ndim) if keepdims else result
+    out_shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
+    dense = int(np.prod(out_shape, dtype=np.int64)) <= DENSE_LIMIT
+    result = apply(ReduceAxesDense if dense else ReduceAxes, x, axes=axes, reduction=reduction)
+    if keepdims:
+        kept = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+        result = jnp.reshape(result, kept) if dense else reshape(result, kept)
+    return result
+
+
+def sum(x, axis=None, keepdims: bool = False):  # noqa: A001 - mirrors jnp.sum
+    """The sum over `axis` (all axes by default), like jnp.sum.
+
+    Results with at most DENSE_LIMIT elements are jax.Arrays (a full sum is a
+    0-d jax.Array, so jax.grad accepts it); larger ones are DiskArrays.
 
     >>> import numpy as np, jask
-    >>> float(jask.sum(jask.DiskArray.from_numpy(np.arange(4, dtype=np.float32))))
-    6.0
+    >>> x = jask.DiskArray.from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3))
+    >>> float(jask.sum(x)), jask.sum(x, axis=0).tolist()
+    (15.0, [3.0, 5.0, 7.0])
     """
-    _check_disk("sum", x)
-    return apply(Reduce, x, instr="copy", reduction="sum")
+    return _reduce(x, axis, keepdims, "sum")
 
 
-def max(x):  # noqa: A001 - mirrors jnp.max
-    """The largest element, as a 0-d jax.Array.
+def max(x, axis=None, keepdims: bool = False):  # noqa: A001 - mirrors jnp.max
+    """The largest element over `axis` (all axes by default), like jnp.max.
 
     >>> import numpy as np, jask
     >>> float(jask.max(jask.DiskArray.from_numpy(np.arange(4, dtype=np.float32))))
     3.0
     """
-    _check_disk("max", x)
-    return apply(Reduce, x, instr="copy", reduction="max")
+    return _reduce(x, axis, keepdims, "max")
 
 
-def min(x):  # noqa: A001 - mirrors jnp.min
-    """The smallest element, as a 0-d jax.Array.
+def min(x, axis=None, keepdims: bool = False):  # noqa: A001 - mirrors jnp.min
+    """The smallest element over `axis` (all axes by default), like jnp.min.
 
     >>> import numpy as np, jask
     >>> float(jask.min(jask.DiskArray.from_numpy(np.arange(4, dtype=np.float32))))
     0.0
     """
-    _check_disk("min", x)
-    return apply(Reduce, x, instr="copy", reduction="min")
+    return _reduce(x, axis, keepdims, "min")
+
+
+def mean(x, axis=None, keepdims: bool = False):
+    """The mean over `axis` (all axes by default), like jnp.mean.
+
+    >>> import numpy as np, jask
+    >>> jask.mean(jask.DiskArray.from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3)), axis=1).tolist()
+    [1.0, 4.0]
+    """
+    count = int(np.prod([x.shape[a] for a in _axes(x, axis)], dtype=np.int64))
+    return sum(x, axis, keepdims) / count
+
+
+def var(x, axis=None, keepdims: bool = False):
+    """The variance over `axis` (all axes by default), like jnp.var: mean((x - mean(x))**2),
+    two passes for accuracy.
+
+    >>> import numpy as np, jask
+    >>> float(jask.var(jask.DiskArray.from_numpy(np.array([1., 2., 3., 4.], np.float32))))
+    1.25
+    """
+    centered = x - mean(x, axis, keepdims=True)
+    return mean(centered * centered, axis, keepdims)
+
+
+def logsumexp(x, axis=None, keepdims: bool = False):
+    """log(sum(exp(x))) over `axis`, computed stably (max subtracted first).
+
+    >>> import numpy as np, jask
+    >>> round(float(jask.logsumexp(jask.DiskArray.from_numpy(np.zeros(4, np.float32)))), 4)
+    1.3863
+    """
+    top = jax.lax.stop_gradient(max(x, axis, keepdims=True))
+    total = sum(exp(x - top), axis, keepdims=True)
+    result = log(total) + top if isinstance(total, DiskArray) else jnp.log(total) + top
+    if keepdims:
+        return result
+    squeezed = tuple(d for i, d in enumerate(x.shape) if i not in _axes(x, axis))
+    return reshape(result, squeezed) if isinstance(result, DiskArray) else jnp.reshape(result, squeezed)
+
+
+def log_softmax(x, axis=-1):
+    """x - logsumexp(x, axis, keepdims=True), like jax.nn.log_softmax.
+
+    >>> import numpy as np, jask
+    >>> np.round(np.asarray(jask.log_softmax(jask.DiskArray.from_numpy(np.zeros((1, 2), np.float32)))), 4).tolist()
+    [[-0.6931, -0.6931]]
+    """
+    return x - logsumexp(x, axis, keepdims=True)
+
+
+def softmax(x, axis=-1):
+    """exp(log_softmax(x, axis)), like jax.nn.softmax.
+
+    >>> import numpy as np, jask
+    >>> np.asarray(jask.softmax(jask.DiskArray.from_numpy(np.zeros((1, 2), np.float32)))).tolist()
+    [[0.5, 0.5]]
+    """
+    return exp(log_softmax(x, axis))
+
+
+def broadcast_to(x, shape) -> DiskArray:
+    """x (a DiskArray, an in-memory array or a scalar) broadcast to `shape`, as a DiskArray.
+
+    >>> import numpy as np, jask
+    >>> jask.broadcast_to(np.arange(3, dtype=np.float32), (2, 3)).shape
+    (2, 3)
+    """
+    shape = tuple(int(d) for d in shape)
+    value = x if isinstance(x, DiskArray) else jnp.asarray(x)
+    return apply(BroadcastTo, value, shape=shape)
 
 
 def vdot(x, y):

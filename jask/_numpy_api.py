@@ -48,19 +48,30 @@ def _binary(fn, name):
     return apply
 
 
-def _full_reduction(fn, name):
+def _reduction(fn, name):
     def apply(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
-        _no_extra(name, out=out, **kwargs)
-        if axis is not None and tuple(np.atleast_1d(axis)) != tuple(range(a.ndim)):
-            _unsupported(name, f"axis={axis!r} (only reductions over all axes)")
-        result = fn(a)
-        result = result if dtype is None else result.astype(dtype)
-        return jnp.reshape(result, (1,) * a.ndim) if keepdims else result
+        _no_extra(name, out=out, **{k: v for k, v in kwargs.items() if k != "where" or v is not None})
+        result = fn(a, axis, keepdims)
+        return result if dtype is None else result.astype(dtype)
     return apply
 
 
-def _mean(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
-    return _full_reduction(lambda x: _api.sum(x) / x.size, "mean")(a, axis, dtype, out, keepdims, **kwargs)
+def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+    if ddof:
+        _unsupported("var", f"ddof={ddof}")
+    return _reduction(_api.var, "var")(a, axis, dtype, out, keepdims, **kwargs)
+
+
+def _logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=None):
+    _no_extra("logsumexp", b=b, return_sign=return_sign, where=where)
+    return _api.logsumexp(a, axis, keepdims)
+
+
+def _softmax_like(fn, name):
+    def apply(x, axis=-1, where=None, **kwargs):
+        _no_extra(name, where=where, **kwargs)
+        return fn(x, axis)
+    return apply
 
 
 def _norm(x, ord=None, axis=None, keepdims=False):
@@ -154,10 +165,15 @@ TABLE = {
     **{f"nn.{n}": _unary(f, n) for n, f in {
         "relu": _api.relu, "sigmoid": _api.sigmoid, "softplus": _api.softplus}.items()},
     "nn.gelu": lambda x, approximate=True: _api.gelu(x, approximate),
-    "jnp.sum": _full_reduction(_api.sum, "sum"),
-    "jnp.max": _full_reduction(_api.max, "max"),
-    "jnp.min": _full_reduction(_api.min, "min"),
-    "jnp.mean": _mean,
+    "jnp.sum": _reduction(_api.sum, "sum"),
+    "jnp.max": _reduction(_api.max, "max"),
+    "jnp.min": _reduction(_api.min, "min"),
+    "jnp.mean": _reduction(_api.mean, "mean"),
+    "jnp.var": _var,
+    "nn.logsumexp": _logsumexp,
+    "nn.softmax": _softmax_like(_api.softmax, "softmax"),
+    "nn.log_softmax": _softmax_like(_api.log_softmax, "log_softmax"),
+    "jnp.broadcast_to": lambda array, shape, **kwargs: _api.broadcast_to(array, shape),
     "jnp.linalg.norm": _norm,
     "jnp.vdot": _two_operand(_api.vdot, "vdot"),
     "jnp.dot": _two_operand(_api.dot, "dot"),

@@ -15,6 +15,7 @@ from conftest import assert_close
 
 # Shapes that are not multiples of any block or tile size.
 M, K, N = 211, 157, 37
+BIAS = jnp.asarray(np.random.default_rng(7).uniform(-1, 1, K).astype(np.float32))  # an in-memory operand
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,22 @@ CASES = [
     Case("sign_abs", lambda x: jnp.sign(x) * jnp.abs(x) * 3.0, lambda x: jnp.sign(x) * jnp.abs(x) * 3.0, ((M, K),)),
     Case("astype_roundtrip", lambda x: (x * 2.0).astype(jnp.float32), lambda x: (x * 2.0).astype(jnp.float32),
          ((M, K),)),
+    Case("broadcast_in_memory_bias", lambda x: x * BIAS + 1.0, lambda x: x * BIAS + 1.0, ((M, K),)),
+    Case("broadcast_disk_column_and_row", lambda x, c, r: x * c + r, lambda x, c, r: x * c + r,
+         ((M, K), (M, 1), (K,))),
+    Case("broadcast_to", lambda r: jask.broadcast_to(r, (M, K)) * 2.0,
+         lambda r: jnp.broadcast_to(r, (M, K)) * 2.0, ((K,),)),
+    Case("axis_reductions", lambda x: jnp.sum(jnp.sum(x, axis=1) ** 2) + jnp.sum(jnp.max(x, axis=0))
+         + jnp.sum(jnp.mean(x, axis=1, keepdims=True) * 2.0) + jnp.sum(jnp.min(x, axis=1)),
+         lambda x: jnp.sum(jnp.sum(x, axis=1) ** 2) + jnp.sum(jnp.max(x, axis=0))
+         + jnp.sum(jnp.mean(x, axis=1, keepdims=True) * 2.0) + jnp.sum(jnp.min(x, axis=1)),
+         ((M, K),), scalar_out=True),
+    Case("softmax_family", lambda x: jnp.sum(jax.nn.softmax(x, axis=1) * x) + jnp.sum(jax.nn.logsumexp(x, axis=0))
+         + jnp.sum(jax.nn.log_softmax(x, axis=0) * 0.1),
+         lambda x: jnp.sum(jax.nn.softmax(x, axis=1) * x) + jnp.sum(jax.nn.logsumexp(x, axis=0))
+         + jnp.sum(jax.nn.log_softmax(x, axis=0) * 0.1), ((M, K),), scalar_out=True),
+    Case("variance", lambda x: jnp.sum(jnp.var(x, axis=0)) + jnp.var(x),
+         lambda x: jnp.sum(jnp.var(x, axis=0)) + jnp.var(x), ((M, K),), scalar_out=True),
     Case("seed_pipeline",
          lambda a, b, c, t: jask.sum(jask.square(jask.sub(jask.dot(jask.dot(a, b), c), t))),
          lambda a, b, c, t: jnp.sum(jnp.square(a @ b @ c - t)),
@@ -234,6 +251,29 @@ def test_reverse_over_reverse_hessian_vector_product(rng):
         assert_grads([hvp(x)], [expected])
     second = jax.grad(jax.grad(lambda s: jask.sum(jnp.exp(x * s))))(0.3)
     assert_close(second, jax.grad(jax.grad(lambda s: jnp.sum(jnp.exp(x_np * s))))(0.3))
+
+
+def test_gradient_with_respect_to_an_in_memory_bias(rng):
+    x_np = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+    x = jask.DiskArray.from_numpy(x_np)
+    loss = lambda b, x: jnp.sum(jnp.square(x * b - b))  # noqa: E731
+    expected = jax.grad(loss)(BIAS, x_np)
+    for grad_fn in (jax.grad(loss), jax.jit(jax.grad(loss)), jax.grad(jax.jit(loss))):
+        got = grad_fn(BIAS, x)
+        assert isinstance(got, jax.Array)
+        assert_close(got, expected)
+
+
+def test_large_axis_reductions_stay_on_disk(rng, monkeypatch):
+    import jask._api
+    monkeypatch.setattr(jask._api, "DENSE_LIMIT", 10)
+    x_np = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+    x = jask.DiskArray.from_numpy(x_np)
+    for fn in (lambda x: jask.sum(x, axis=1), jax.jit(lambda x: jask.max(x, axis=0, keepdims=True))):
+        out = fn(x)
+        assert isinstance(out, jask.DiskArray)
+    assert_close(np.asarray(jask.sum(x, axis=1)), x_np.sum(1))
+    assert_close(np.asarray(jask.max(x, axis=0, keepdims=True)), x_np.max(0, keepdims=True))
 
 
 def test_max_and_min_reductions(rng):

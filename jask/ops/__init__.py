@@ -16,6 +16,8 @@ from .neg import Neg
 from .power import Pow
 from .put_rows import PutRows
 from .reduce import Reduce
+from .reduce_axes import ReduceAxes, ReduceAxesDense
+from ._elementwise import BroadcastTo
 from .reshape import Reshape
 from .rows import Rows
 from .rsqrt import Rsqrt
@@ -29,8 +31,8 @@ from .transpose import Transpose
 from .where import Where
 
 # Every registered op; the generic op tests run over this table.
-OPS = (Abs, Add, Astype, Div, Equal, Exp, Expm1, Fill, FromDense, Gelu, Greater, GreaterEqual, Less, LessEqual, Log, Log1p,
-       Matmul, Maximum, Minimum, Mul, Neg, NotEqual, Pow, PutRows, Reduce, Relu, Reshape, Rows, Rsqrt, Sigmoid, Sign, Softplus,
+OPS = (Abs, Add, Astype, BroadcastTo, Div, Equal, Exp, Expm1, Fill, FromDense, Gelu, Greater, GreaterEqual, Less, LessEqual, Log, Log1p,
+       Matmul, Maximum, Minimum, Mul, Neg, NotEqual, Pow, PutRows, Reduce, ReduceAxes, ReduceAxesDense, Relu, Reshape, Rows, Rsqrt, Sigmoid, Sign, Softplus,
        Sqrt, Square, Sub, Tanh, ToDense, Transpose, Where)
 
 from .._jax import compat as _compat  # noqa: E402

@@ -28,34 +28,49 @@ def single_instruction(instr: str, n_operands: int) -> tuple:
     return ((instr, tuple(("in", i) for i in range(n_operands))),)
 
 
-def encode(expr, in_avals, out_dtype, reduction: str = "none") -> tuple[int, ...]:
-    """The engine program for `expr`: DiskArray operands are the first registers (in
-    order), scalar operands the next ones, then one register per instruction."""
-    disk = [i for i, a in enumerate(in_avals) if isinstance(a, DiskArrayTy)]
-    scalar = [i for i, a in enumerate(in_avals) if not isinstance(a, DiskArrayTy)]
-    register = {operand: r for r, operand in enumerate(disk + scalar)}
+def _kind(aval) -> str:
+    if isinstance(aval, DiskArrayTy):
+        return "disk"
+    return "memory" if aval.shape else "scalar"
+
+
+def encode(expr, in_avals, out_shape, out_dtype, reduction: str = "none") -> tuple[int, ...]:
+    """The engine's operand header and program for `expr` (see ProgramOperands in
+    src/engine/ops.cpp): DiskArray operands are the first registers, in-memory arrays the
+    next, scalars after them, then one register per instruction."""
+    kinds = [_kind(a) for a in in_avals]
+    order = [i for k in ("disk", "memory", "scalar") for i, kind in enumerate(kinds) if kind == k]
+    register = {operand: r for r, operand in enumerate(order)}
+    header = [len(out_shape), *out_shape, kinds.count("memory")]
+    for i in order:
+        if kinds[i] == "memory":
+            header += [dtype_code(in_avals[i].dtype), len(in_avals[i].shape), *in_avals[i].shape]
     base = len(in_avals)
     params = [base + len(expr), dtype_code(out_dtype), REDUCTIONS[reduction], base + len(expr) - 1,
               len(expr)]
     for j, (instr, args) in enumerate(expr):
         regs = [register[i] if kind == "in" else base + i for kind, i in args]
         params += [OPCODES[instr], base + j, *(regs + [0, 0, 0])[:3]]
-    return tuple(params)
+    return tuple(header + params)
 
 
-def operand_shape(name: str, operands) -> tuple[tuple[int, ...], list[DiskArrayTy]]:
-    """The common shape of the DiskArray operands; the others must be scalars."""
-    disks = [a for a in operands if isinstance(a, DiskArrayTy)]
-    if not disks:
+def broadcast_shape(name: str, arrays) -> tuple[int, ...]:
+    """NumPy's broadcast of the arrays' (or shapes') shapes; ValueError naming them all."""
+    shapes = [tuple(a) if isinstance(a, tuple) else a.shape for a in arrays]
+    try:
+        return tuple(int(d) for d in np.broadcast_shapes(*shapes))
+    except ValueError:
+        names = [str(a) if isinstance(a, tuple) else describe(a) for a in arrays]
+        raise ValueError(f"jask.{name}: shapes do not broadcast: {' and '.join(names)}") from None
+
+
+def operand_shape(name: str, operands, allow_dense: bool = False) -> tuple[tuple[int, ...], list]:
+    """The broadcast shape of the operands (NumPy rules) and the array operands among them;
+    at least one must be a DiskArray."""
+    if not allow_dense and not any(isinstance(a, DiskArrayTy) for a in operands):
         raise TypeError(f"jask.{name}: needs at least one DiskArray operand")
-    for a in operands:
-        if not isinstance(a, DiskArrayTy) and getattr(a, "shape", None) != ():
-            raise TypeError(f"jask.{name}: operand {describe(a)} is neither a DiskArray nor a "
-                            f"scalar; Jask does not broadcast dense arrays yet")
-        if isinstance(a, DiskArrayTy) and a.shape != disks[0].shape:
-            raise ValueError(f"jask.{name}: shapes differ: {describe(disks[0])} and {describe(a)}; "
-                             f"elementwise ops need equal shapes")
-    return disks[0].shape, disks
+    arrays = [a for a in operands if isinstance(a, DiskArrayTy) or a.shape]
+    return broadcast_shape(name, arrays), arrays
 
 
 def common_dtype(name: str, disks) -> np.dtype:
@@ -75,12 +90,23 @@ def scalar_like(s, x):
 
 
 def reduce_to(g, operand):
-    """`g` as the cotangent of `operand` (a value or its type): a scalar operand receives the
-    sum over all elements."""
-    if g is None or isinstance(operand, (DiskArray, DiskArrayTy)):
+    """`g` (of the broadcast output's shape) as the cotangent of `operand`, a value or its
+    type: summed over the axes along which the operand was broadcast."""
+    if g is None or tuple(operand.shape) == tuple(g.shape):
         return g
-    dtype = jax.dtypes.canonicalize_dtype(operand.dtype)
-    return apply(Reduce, g, instr="copy", reduction="sum").astype(dtype)
+    on_disk = isinstance(operand, (DiskArray, DiskArrayTy))
+    if not operand.shape and not on_disk:
+        dtype = jax.dtypes.canonicalize_dtype(operand.dtype)
+        return apply(Reduce, g, instr="copy", reduction="sum").astype(dtype)
+    from .reduce_axes import ReduceAxes, ReduceAxesDense
+    from .reshape import Reshape
+    lead = len(g.shape) - len(operand.shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(operand.shape)
+                                      if d == 1 and g.shape[lead + i] != 1)
+    summed = apply(ReduceAxes if on_disk else ReduceAxesDense, g, axes=axes, reduction="sum")
+    if on_disk:
+        return apply(Reshape, summed, shape=tuple(operand.shape))
+    return summed.reshape(operand.shape).astype(jax.dtypes.canonicalize_dtype(operand.dtype))
 
 
 class Elementwise(Op):
@@ -99,10 +125,29 @@ class Elementwise(Op):
         return single_instruction(self.instr, len(self.in_avals))
 
     def kernel_params(self):
-        return encode(self.expr(), self.in_avals, self.out_aval.dtype)
+        return encode(self.expr(), self.in_avals, self.out_aval.shape, self.out_aval.dtype)
 
     def kernel_name(self):
         return f"map/{self.name}"
+
+
+class BroadcastTo(Elementwise):
+    """An array, in memory or on disk (or a scalar), broadcast to a larger shape as a new
+    DiskArray."""
+
+    name = "broadcast_to"
+    instr = "copy"
+
+    def out_type(self, x, *, shape):
+        if broadcast_shape(self.name, [x, tuple(shape)]) != tuple(shape):
+            raise ValueError(f"jask.broadcast_to: cannot broadcast {describe(x)} to {shape}")
+        return DiskArrayTy(tuple(shape), x.dtype)
+
+    def vjp(self, ct, x, *, out, needs):
+        return (reduce_to(ct, x),)
+
+    def tangent(self, out, operands, tangents):
+        return apply(BroadcastTo, tangents[0], shape=self.shape)
 
 
 class Reduce(Op):
@@ -113,15 +158,15 @@ class Reduce(Op):
     result = "scalar"
 
     def out_type(self, *operands, instr, reduction):
-        _, disks = operand_shape(self.name, operands)
-        common_dtype(self.name, disks)
-        return compat.ShapedArray((), jax.dtypes.canonicalize_dtype(disks[0].dtype))
+        _, arrays = operand_shape(self.name, operands)
+        return compat.ShapedArray((), jax.dtypes.canonicalize_dtype(common_dtype(self.name, arrays)))
 
     def expr(self) -> tuple:
         return single_instruction(self.instr, len(self.in_avals))
 
     def kernel_params(self):
-        return encode(self.expr(), self.in_avals, self.in_avals[0].dtype, self.reduction)
+        shape, arrays = operand_shape(self.name, self.in_avals)
+        return encode(self.expr(), self.in_avals, shape, arrays[0].dtype, self.reduction)
 
     def kernel_name(self):
         return f"map_reduce/{self.reduction}"
@@ -163,12 +208,11 @@ class FusedMap(Op):
     name = "fused"
     kernel = "map"
 
-    def out_type(self, *operands, expr, label, out_dtype, reduction="none"):
-        shape, _ = operand_shape(label, operands)
+    def out_type(self, *operands, expr, label, shape, out_dtype, reduction="none"):
         return DiskArrayTy(shape, out_dtype)
 
     def kernel_params(self):
-        return encode(self.expr, self.in_avals, self.out_dtype, self.reduction)
+        return encode(self.expr, self.in_avals, self.shape, self.out_dtype, self.reduction)
 
     def kernel_name(self):
         return f"map/{self.label}"
@@ -180,8 +224,7 @@ class FusedReduce(FusedMap):
     kernel = "map_reduce"
     result = "scalar"
 
-    def out_type(self, *operands, expr, label, out_dtype, reduction):
-        operand_shape(label, operands)
+    def out_type(self, *operands, expr, label, shape, out_dtype, reduction):
         return compat.ShapedArray((), jax.dtypes.canonicalize_dtype(out_dtype))
 
     def kernel_name(self):
@@ -189,18 +232,22 @@ class FusedReduce(FusedMap):
 
 
 def _parts(prim):
-    """(expr, reduction, out dtype, label) of a fusible op, or None."""
+    """(expr, reduction, out dtype, label, iteration shape) of a fusible op, or None."""
     if isinstance(prim, FusedMap):
-        return prim.expr, prim.reduction, np.dtype(prim.out_dtype), prim.label
+        return prim.expr, prim.reduction, np.dtype(prim.out_dtype), prim.label, prim.shape
     if isinstance(prim, Elementwise):
-        return prim.expr(), "none", prim.out_aval.dtype, prim.name
+        return prim.expr(), "none", prim.out_aval.dtype, prim.name, prim.out_aval.shape
     if isinstance(prim, Reduce):
         label = prim.reduction if prim.instr == "copy" else f"{prim.instr}+{prim.reduction}"
-        return prim.expr(), prim.reduction, prim.in_avals[0].dtype, label
+        shape, arrays = operand_shape(prim.name, prim.in_avals)
+        return prim.expr(), prim.reduction, common_dtype(prim.name, arrays), label, shape
     return None
 
 
 _EXACT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+# Array operands of one fused pass: each needs a block buffer at the same
+# time, so a longer chain would raise the smallest budget that works.
+MAX_FUSED_ARRAYS = 4
 
 
 def _same_float_dtype(avals) -> bool:
@@ -227,16 +274,18 @@ def fuse(consumer, k: int, producer):
     if c is None or p is None or p[1] != "none":
         return None
     avals = (*consumer.in_avals[:k], *producer.in_avals, *consumer.in_avals[k + 1:])
+    if sum(1 for a in avals if a.shape or isinstance(a, DiskArrayTy)) > MAX_FUSED_ARRAYS:
+        return None
     if not _same_float_dtype((*avals, producer.out_aval, DiskArrayTy((), c[2]))):
         return None
-    (c_expr, reduction, out_dtype, c_label), (p_expr, _, _, p_label) = c, p
+    (c_expr, reduction, out_dtype, c_label, shape), (p_expr, _, _, p_label, _) = c, p
     width, offset = len(producer.in_avals), len(p_expr)
     shifted = tuple((instr, tuple(("in", i + k) if kind == "in" else (kind, i) for kind, i in args))
                     for instr, args in p_expr)
     moved = tuple((instr, tuple(_shift(r, k, width, offset) for r in args)) for instr, args in c_expr)
     cls = FusedMap if reduction == "none" else FusedReduce
-    return cls(*avals, expr=shifted + moved, label=f"{p_label}+{c_label}", out_dtype=out_dtype,
-               reduction=reduction)
+    return cls(*avals, expr=shifted + moved, label=f"{p_label}+{c_label}", shape=shape,
+               out_dtype=out_dtype, reduction=reduction)
 
 
 def merge_operands(prim, keep: int, drop: int):
@@ -250,5 +299,5 @@ def merge_operands(prim, keep: int, drop: int):
         return ("in", i - 1 if i > drop else i)
     expr = tuple((instr, tuple(ref(r) for r in args)) for instr, args in prim.expr)
     avals = prim.in_avals[:drop] + prim.in_avals[drop + 1:]
-    return type(prim)(*avals, expr=expr, label=prim.label, out_dtype=prim.out_dtype,
-                      reduction=prim.reduction)
+    return type(prim)(*avals, expr=expr, label=prim.label, shape=prim.shape,
+                      out_dtype=prim.out_dtype, reduction=prim.reduction)

@@ -2,8 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <utility>
+
 #include "errors.hpp"
 #include "npy_format.hpp"
+#include "planner.hpp"
 #include "scratch.hpp"
 
 namespace jask {
@@ -31,6 +35,20 @@ void check_shape(const std::vector<int64_t>& shape, const std::string& what) {
   }
 }
 
+// Copies bytes [begin, end) from one file to the same offsets in another, in
+// chunks within the memory budget (a raw file's prefix may be large).
+void copy_range(const File& from, const File& to, uint64_t begin, uint64_t end) {
+  if (end <= begin) return;
+  const uint64_t budget = static_cast<uint64_t>(std::max<int64_t>(memory_budget(), 1));
+  const uint64_t chunk = std::min<uint64_t>({end - begin, budget, uint64_t{1} << 20});
+  AlignedBuffer buf(chunk);
+  for (uint64_t at = begin; at < end; at += chunk) {
+    const size_t n = std::min(chunk, end - at);
+    from.read_at(buf.data(), n, at);
+    to.write_at(buf.data(), n, at);
+  }
+}
+
 }  // namespace
 
 ArrayRef StoredArray::create_npy(const std::string& path, const ArrayInfo& info, bool scratch) {
@@ -51,6 +69,7 @@ ArrayRef StoredArray::create_scratch(const ArrayInfo& info, const std::string& t
 }
 
 ArrayRef StoredArray::open_npy(const std::string& path, bool writable) {
+  if (writable) remove_stale_replacements(path);
   auto file = std::make_unique<File>(path, writable ? OpenMode::kReadWrite : OpenMode::kReadOnly);
   uint64_t size = file->size();
   std::string prefix(std::min<uint64_t>(size, 12), '\0');
@@ -73,6 +92,7 @@ ArrayRef StoredArray::open_npy(const std::string& path, bool writable) {
 ArrayRef StoredArray::open_raw(const std::string& path, const ArrayInfo& info, uint64_t offset,
                                bool writable) {
   check_shape(info.shape, path);
+  if (writable) remove_stale_replacements(path);
   auto file = std::make_unique<File>(path, writable ? OpenMode::kReadWrite : OpenMode::kReadOnly);
   uint64_t size = file->size();
   if (size < offset + info.nbytes()) {
@@ -83,8 +103,22 @@ ArrayRef StoredArray::open_raw(const std::string& path, const ArrayInfo& info, u
   return ArrayRef(new StoredArray(std::move(file), info, offset, false));
 }
 
+StoredArray::OwnedFile::OwnedFile(std::shared_ptr<File> f, bool s)
+    : path(f->path()), scratch(s), file_(std::move(f)) {}
+
 StoredArray::OwnedFile::~OwnedFile() {
-  if (scratch && file) ::unlink(file->path().c_str());
+  if (scratch) ::unlink(path.c_str());
+}
+
+std::shared_ptr<const File> StoredArray::OwnedFile::current() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return file_;
+}
+
+void StoredArray::OwnedFile::install(std::shared_ptr<File> f) {
+  std::shared_ptr<File> old;  // closed outside the lock
+  std::lock_guard<std::mutex> lock(mu_);
+  old = std::exchange(file_, std::move(f));
 }
 
 ArrayRef StoredArray::reshaped(const ArrayRef& base, const std::vector<int64_t>& shape) {
@@ -99,12 +133,33 @@ ArrayRef StoredArray::reshaped(const ArrayRef& base, const std::vector<int64_t>&
 
 void StoredArray::read_elems(void* dst, int64_t first, int64_t count) const {
   size_t isz = itemsize(info_.dtype);
-  file_->file->read_at(dst, static_cast<size_t>(count) * isz, data_offset_ + static_cast<uint64_t>(first) * isz);
+  file_->current()->read_at(dst, static_cast<size_t>(count) * isz, data_offset_ + static_cast<uint64_t>(first) * isz);
 }
 
 void StoredArray::write_elems(const void* src, int64_t first, int64_t count) const {
   size_t isz = itemsize(info_.dtype);
-  file_->file->write_at(src, static_cast<size_t>(count) * isz, data_offset_ + static_cast<uint64_t>(first) * isz);
+  file_->current()->write_at(src, static_cast<size_t>(count) * isz, data_offset_ + static_cast<uint64_t>(first) * isz);
+}
+
+void StoredArray::replace_data(const DataWriter& write_data) {
+  std::lock_guard<std::mutex> one_at_a_time(file_->replacing);
+  std::shared_ptr<const File> old = file_->current();
+  if (!old->writable()) {
+    throw ReadOnlyError("cannot replace the contents of " + path() + ": it was opened read-only");
+  }
+  // A scratch folder belongs to this process: no dead process left files there.
+  if (!file_->scratch) remove_stale_replacements(path());
+  const uint64_t size = old->size();
+  ReplacementFile next(path(), size);
+  copy_range(*old, *next.file(), 0, data_offset_);
+  copy_range(*old, *next.file(), data_offset_ + info_.nbytes(), size);
+  StoredArray staged(std::make_shared<OwnedFile>(next.file(), /*scratch=*/false), info_, data_offset_);
+  write_data(staged);
+  // A scratch file never outlives its process (its folder is reclaimed after
+  // a crash), so flushing it to disk would buy nothing.
+  const bool durable = !file_->scratch;
+  file_->install(next.commit(durable));
+  if (durable) next.sync_directory();
 }
 
 Registry& Registry::instance() {

@@ -2,6 +2,7 @@
 // for an array inside jitted programs; the registry maps it to the file.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -39,23 +40,51 @@ class StoredArray {
   StoredArray& operator=(const StoredArray&) = delete;
 
   const ArrayInfo& info() const { return info_; }
-  const std::string& path() const { return file_->file->path(); }
+  const std::string& path() const { return file_->path; }
   uint64_t data_offset() const { return data_offset_; }
-  bool writable() const { return file_->file->writable(); }
+  bool writable() const { return file_->current()->writable(); }
   bool is_scratch() const { return file_->scratch; }
-  const File& file() const { return *file_->file; }
+  // The file now behind the array. replace_data() may install another; this
+  // one stays readable (its inode alive) while the pointer is held.
+  std::shared_ptr<const File> file() const { return file_->current(); }
 
   // Element ranges in C order.
   void read_elems(void* dst, int64_t first, int64_t count) const;
   void write_elems(const void* src, int64_t first, int64_t count) const;
 
+  // Replaces the array's contents as one step that a crash cannot tear: a
+  // new file is built beside the old one (see ReplacementFile), holding the
+  // old file's bytes outside the data (a .npy header, a raw file's prefix and
+  // suffix) and the data `write_data` writes into `staged`, an array of the
+  // same layout over the new file. It is then renamed over the path and
+  // installed for this array and every view of its file. Readers in flight
+  // finish the read they started on the old file.
+  // Cost: disk space for a second copy of the file until the rename, the
+  // bytes outside the data read and written once more, an fdatasync of the
+  // new file and an fsync of its directory (both skipped for scratch files).
+  using DataWriter = std::function<void(const StoredArray& staged)>;
+  void replace_data(const DataWriter& write_data);
+
  private:
   // Shared by reshaped views; a scratch file is unlinked with its last view.
-  struct OwnedFile {
-    OwnedFile(std::unique_ptr<File> f, bool s) : file(std::move(f)), scratch(s) {}
+  class OwnedFile {
+   public:
+    OwnedFile(std::shared_ptr<File> f, bool s);
     ~OwnedFile();
-    std::unique_ptr<File> file;
-    bool scratch;
+    // Copied per read or write, under a lock: install() may swap the
+    // pointer from another thread at any time.
+    std::shared_ptr<const File> current() const;
+    void install(std::shared_ptr<File> f);
+
+    const std::string path;  // unchanged by install(): the new file was renamed onto it
+    const bool scratch;
+    // Held for a whole replace_data, so renames and installs happen in the
+    // same order when two threads update one array.
+    std::mutex replacing;
+
+   private:
+    mutable std::mutex mu_;
+    std::shared_ptr<File> file_;
   };
   static std::shared_ptr<StoredArray> create_npy(const std::string& path, const ArrayInfo& info,
                                                  bool scratch);

@@ -1,18 +1,32 @@
 #include "file.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <new>
+#include <optional>
+#include <random>
+#include <string_view>
 
 #include "errors.hpp"
 
+namespace fs = std::filesystem;
+
 namespace jask {
 namespace {
+
+// <target> + this + "<pid>-<random>" names a replacement file.
+constexpr std::string_view kReplacementTag = ".jask-tmp-";
 
 std::atomic<bool> g_direct_enabled{true};
 
@@ -28,6 +42,27 @@ int open_flags(OpenMode mode) {
   }
   return O_RDONLY;
 }
+
+std::string random_hex() {
+  std::random_device rd;
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", static_cast<unsigned>(rd()));
+  return buf;
+}
+
+// The pid in "<pid>-<random>", the tail of a replacement file's name.
+std::optional<pid_t> owner_pid(std::string_view tail) {
+  size_t dash = tail.find('-');
+  if (dash == 0 || dash == std::string_view::npos) return std::nullopt;
+  long pid = 0;
+  auto [end, ec] = std::from_chars(tail.data(), tail.data() + dash, pid);
+  // pid 0 and negative pids would make kill() address process groups.
+  if (ec != std::errc() || end != tail.data() + dash || pid <= 0 || pid > INT_MAX) return std::nullopt;
+  return static_cast<pid_t>(pid);
+}
+
+// EPERM means the process exists but belongs to another user.
+bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
 
 }  // namespace
 
@@ -191,6 +226,79 @@ void File::resize(uint64_t bytes) const {
 
 void File::sync() const {
   if (::fdatasync(fd_) != 0) throw IoError(errno_message("fdatasync", path_, errno));
+}
+
+void File::set_permissions(unsigned mode) const {
+  if (::fchmod(fd_, static_cast<mode_t>(mode)) != 0) throw IoError(errno_message("fchmod", path_, errno));
+}
+
+void File::rename_over(const std::string& target, const std::string& shown_as) {
+  if (::rename(path_.c_str(), target.c_str()) != 0) {
+    int err = errno;
+    throw IoError("rename(" + path_ + ", " + target + "): " + std::strerror(err));
+  }
+  path_ = shown_as;
+}
+
+ReplacementFile::ReplacementFile(const std::string& target, uint64_t size) : target_(target) {
+  std::error_code ec;
+  resolved_ = fs::canonical(target, ec).string();
+  if (ec) throw IoError("cannot replace " + target + ": " + ec.message());
+  struct stat st;
+  if (::stat(resolved_.c_str(), &st) != 0) throw IoError(errno_message("stat", resolved_, errno));
+  temp_path_ = resolved_ + std::string(kReplacementTag) + std::to_string(::getpid()) + "-" + random_hex();
+  try {
+    // Created private (0600), so nobody opens it before its bits are set.
+    file_ = std::make_shared<File>(temp_path_, OpenMode::kCreateExclusive);
+  } catch (const IoError& e) {
+    throw IoError("cannot replace " + target + ": its new contents go to a file beside it, renamed "
+                  "over it when complete, and that file could not be created: " + e.what());
+  }
+  try {
+    file_->set_permissions(st.st_mode & 07777);
+    file_->resize(size);
+  } catch (...) {
+    ::unlink(temp_path_.c_str());
+    throw;
+  }
+}
+
+ReplacementFile::~ReplacementFile() {
+  if (!committed_) ::unlink(temp_path_.c_str());
+}
+
+std::shared_ptr<File> ReplacementFile::commit(bool durable) {
+  if (durable) file_->sync();
+  file_->rename_over(resolved_, target_);
+  committed_ = true;
+  return file_;
+}
+
+void ReplacementFile::sync_directory() const {
+  std::string dir = fs::path(resolved_).parent_path().string();
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw IoError(errno_message("open", dir, errno));
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) throw IoError(errno_message("fsync", dir, err));
+}
+
+int remove_stale_replacements(const std::string& target) {
+  std::error_code ec;
+  fs::path resolved = fs::canonical(target, ec);
+  if (ec) return 0;
+  const std::string prefix = resolved.filename().string() + std::string(kReplacementTag);
+  int removed = 0;
+  for (fs::directory_iterator it(resolved.parent_path(), ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    std::optional<pid_t> pid = owner_pid(std::string_view(name).substr(prefix.size()));
+    if (!pid || process_exists(*pid)) continue;
+    std::error_code remove_ec;
+    if (fs::remove(it->path(), remove_ec)) ++removed;
+  }
+  return removed;
 }
 
 }  // namespace jask

@@ -60,6 +60,13 @@ class File {
   uint64_t size() const;
   void resize(uint64_t bytes) const;
   void sync() const;
+  // Exactly these permission bits (e.g. 0644); the umask does not apply.
+  void set_permissions(unsigned mode) const;
+  // rename(2)s the file over `target`, atomically replacing what was there,
+  // and names it `shown_as` in messages from then on (the path the user
+  // gave, which may be a symlink to `target`). Only while no other thread
+  // uses this File: path() changes.
+  void rename_over(const std::string& target, const std::string& shown_as);
   bool writable() const { return writable_; }
   bool has_direct() const { return direct_fd_ >= 0 && !direct_failed_.load(); }
   const std::string& path() const { return path_; }
@@ -76,5 +83,44 @@ class File {
   bool writable_ = false;
   mutable std::atomic<bool> direct_failed_{false};
 };
+
+// The next contents of `target`, built beside it: a new file
+// <target>.jask-tmp-<pid>-<random> in the same directory (rename(2) is atomic
+// only within one file system) with the target's permission bits. commit()
+// renames it over the target, so a crash at any moment leaves at the target
+// path either the old file, whole, or the new one; with `durable`, a power
+// loss too. Removed on destruction unless committed.
+class ReplacementFile {
+ public:
+  // A symlink `target` keeps the link; the file it points to is replaced.
+  // The new file starts as `size` bytes of zeros (sparse).
+  ReplacementFile(const std::string& target, uint64_t size);
+  ~ReplacementFile();
+  ReplacementFile(const ReplacementFile&) = delete;
+  ReplacementFile& operator=(const ReplacementFile&) = delete;
+
+  const std::shared_ptr<File>& file() const { return file_; }
+  // Renames the file over the target (after an fdatasync when `durable`).
+  // Returns the file, now reached through the target path.
+  std::shared_ptr<File> commit(bool durable);
+  // fsync of the target's directory: makes the rename itself survive a
+  // power loss. Separate from commit() so the caller can install the new
+  // file first: after the rename, the old one is gone from the path even if
+  // this throws.
+  void sync_directory() const;
+
+ private:
+  std::string target_;    // as given, for messages
+  std::string resolved_;  // symlinks followed: the name rename() replaces
+  std::string temp_path_;
+  std::shared_ptr<File> file_;
+  bool committed_ = false;
+};
+
+// Removes replacement files of `target` (<target>.jask-tmp-<pid>-*) whose
+// process no longer exists, as a SIGKILL during update_ leaves them. Files of
+// live processes are kept: they may be mid-update. Best effort (an unreadable
+// directory removes nothing); returns how many were removed.
+int remove_stale_replacements(const std::string& target);
 
 }  // namespace jask

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <limits>
 
 #include "blas.hpp"
+#include "broadcast.hpp"
 #include "errors.hpp"
 #include "hyperslab.hpp"
 #include "pipeline.hpp"
@@ -60,20 +62,21 @@ struct StreamBuffers {
 using BlockFn = std::function<void(int64_t task, const std::vector<const void*>& in, void* out,
                                    int64_t first, int64_t count)>;
 
-void stream_elements(const std::string& op, const std::string& operands, int64_t numel,
-                     const std::vector<ArrayRef>& inputs, const StoredArray* output, const BlockFn& compute) {
-  std::vector<int64_t> in_size;
+// Streams `numel` output elements in blocks: each reader fills its input
+// block (operands broadcast to the output), `compute` runs on the calling
+// thread while the next blocks are read and the previous one written.
+void stream_blocks(const std::string& op, const std::string& operands, int64_t numel,
+                   const std::vector<const OperandReader*>& readers, const std::vector<int64_t>& in_size,
+                   int64_t resident_bytes, const StoredArray* output, const BlockFn& compute) {
   int64_t bytes_per_elem = 0;
-  for (const auto& a : inputs) {
-    in_size.push_back(static_cast<int64_t>(itemsize(a->info().dtype)));
-    bytes_per_elem += in_size.back();
-  }
+  for (int64_t s : in_size) bytes_per_elem += s;
   const int64_t out_size = output ? static_cast<int64_t>(itemsize(output->info().dtype)) : 0;
   bytes_per_elem += out_size;
-  const int64_t block = plan_stream_block(op, operands, numel, std::max<int64_t>(bytes_per_elem, 1));
+  const int64_t block = plan_stream_block(op, operands, numel, std::max<int64_t>(bytes_per_elem, 1),
+                                          resident_bytes);
   std::vector<StreamBuffers> in_bufs;
-  in_bufs.reserve(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) in_bufs.emplace_back(block * in_size[i]);
+  in_bufs.reserve(readers.size());
+  for (size_t i = 0; i < readers.size(); ++i) in_bufs.emplace_back(block * in_size[i]);
   StreamBuffers out_buf(block * out_size);
   const int64_t n_tasks = numel == 0 ? 0 : (numel + block - 1) / block;
   auto range = [&](int64_t t) { return std::pair(t * block, std::min(block, numel - t * block)); };
@@ -81,12 +84,12 @@ void stream_elements(const std::string& op, const std::string& operands, int64_t
   PipelineStages stages;
   stages.read = [&](int64_t t) {
     auto [first, count] = range(t);
-    for (size_t i = 0; i < inputs.size(); ++i) inputs[i]->read_elems(in_bufs[i].at(t), first, count);
+    for (size_t i = 0; i < readers.size(); ++i) readers[i]->read(first, count, in_bufs[i].at(t));
   };
   stages.compute = [&](int64_t t) {
     auto [first, count] = range(t);
-    std::vector<const void*> in(inputs.size());
-    for (size_t i = 0; i < inputs.size(); ++i) in[i] = in_bufs[i].at(t);
+    std::vector<const void*> in(readers.size());
+    for (size_t i = 0; i < readers.size(); ++i) in[i] = in_bufs[i].at(t);
     compute(t, in, output ? out_buf.at(t) : nullptr, first, count);
   };
   if (output) {
@@ -96,6 +99,20 @@ void stream_elements(const std::string& op, const std::string& operands, int64_t
     };
   }
   run_pipeline(n_tasks, stages);
+}
+
+// The same for arrays of the output's shape.
+void stream_elements(const std::string& op, const std::string& operands, int64_t numel,
+                     const std::vector<ArrayRef>& inputs, const StoredArray* output, const BlockFn& compute) {
+  std::vector<std::unique_ptr<OperandReader>> owned;
+  std::vector<const OperandReader*> readers;
+  std::vector<int64_t> in_size;
+  for (const auto& a : inputs) {
+    owned.push_back(make_reader(a, a->info().shape, 0));
+    readers.push_back(owned.back().get());
+    in_size.push_back(static_cast<int64_t>(itemsize(a->info().dtype)));
+  }
+  stream_blocks(op, operands, numel, readers, in_size, 0, output, compute);
 }
 
 void check_same_shape(const std::string& name, const std::vector<ArrayRef>& arrays) {
@@ -125,41 +142,259 @@ int32_t map_arrays(MapOp op, const std::string& name, const std::vector<int32_t>
   return reg().add(out);
 }
 
-int32_t map_program(const std::string& name, const std::vector<int32_t>& handles,
-                    const std::vector<double>& scalars, const std::vector<int64_t>& params) {
-  auto inputs = lookup(handles);
-  if (inputs.empty()) throw ValueError(name + ": needs at least one array operand");
-  check_same_shape(name, inputs);
-  Program program = Program::decode(params, inputs.size(), scalars.size());
-  if (program.reduction != Reduction::kNone) throw ValueError("map: program ends in a reduction");
+namespace {
+
+// The operands of an elementwise program: arrays on disk, then in-memory
+// arrays, all broadcast to the output shape. params starts with
+// [out_rank, out_shape..., n_memory, (dtype, rank, shape...) per memory operand]
+// and continues with the program.
+struct ProgramOperands {
+  std::vector<int64_t> out_shape;
+  std::vector<std::unique_ptr<OperandReader>> readers;
   std::vector<DType> dtypes;
-  for (const auto& a : inputs) dtypes.push_back(a->info().dtype);
-  ArrayInfo info{program.out_dtype, inputs[0]->info().shape};
+  std::vector<int64_t> program_params;
+  std::string description;
+
+  std::vector<const OperandReader*> views() const {
+    std::vector<const OperandReader*> out;
+    for (const auto& r : readers) out.push_back(r.get());
+    return out;
+  }
+  std::vector<int64_t> itemsizes() const {
+    std::vector<int64_t> out;
+    for (DType dt : dtypes) out.push_back(static_cast<int64_t>(itemsize(dt)));
+    return out;
+  }
+  int64_t resident_bytes() const {
+    int64_t total = 0;
+    for (const auto& r : readers) total += r->resident_bytes();
+    return total;
+  }
+};
+
+ProgramOperands program_operands(const std::string& name, const std::vector<int32_t>& handles,
+                                 const std::vector<DenseOperand>& buffers, const std::vector<int64_t>& params) {
+  auto bad = [&](const std::string& why) { return ValueError(name + ": malformed operand header (" + why + ")"); };
+  ProgramOperands ops;
+  size_t p = 0;
+  auto next = [&]() {
+    if (p >= params.size()) throw bad("too short");
+    return params[p++];
+  };
+  const int64_t out_rank = next();
+  for (int64_t d = 0; d < out_rank; ++d) ops.out_shape.push_back(next());
+  const int64_t n_memory = next();
+  if (n_memory != static_cast<int64_t>(buffers.size())) throw bad("in-memory operand count");
+  auto arrays = lookup(handles);
+  ops.description = describe_call(name, arrays);
+  // Small operands are kept whole in memory: a quarter of the budget for all of them.
+  int64_t resident_pool = memory_budget() / 4;
+  for (const auto& a : arrays) {
+    ops.readers.push_back(make_reader(a, ops.out_shape, resident_pool));
+    resident_pool -= ops.readers.back()->resident_bytes();
+    ops.dtypes.push_back(a->info().dtype);
+  }
+  for (const auto& buf : buffers) {
+    DType dt = dtype_from_int(next());
+    std::vector<int64_t> shape(static_cast<size_t>(next()));
+    for (auto& d : shape) d = next();
+    ArrayInfo info{dt, shape};
+    if (info.nbytes() != buf.nbytes) throw bad("in-memory operand size");
+    ops.readers.push_back(make_memory_reader(buf.data, dt, shape, ops.out_shape));
+    ops.dtypes.push_back(dt);
+  }
+  ops.program_params.assign(params.begin() + static_cast<std::ptrdiff_t>(p), params.end());
+  return ops;
+}
+
+}  // namespace
+
+int32_t map_program(const std::string& name, const std::vector<int32_t>& handles,
+                    const std::vector<DenseOperand>& buffers, const std::vector<double>& scalars,
+                    const std::vector<int64_t>& params) {
+  ProgramOperands ops = program_operands(name, handles, buffers, params);
+  Program program = Program::decode(ops.program_params, ops.dtypes.size(), scalars.size());
+  if (program.reduction != Reduction::kNone) throw ValueError(name + ": program ends in a reduction");
+  ArrayInfo info{program.out_dtype, ops.out_shape};
   auto out = StoredArray::create_scratch(info, name);
-  ProgramRunner runner(program, dtypes, scalars);
-  stream_elements(name, describe_call(name, inputs), info.numel(), inputs, out.get(),
-                  [&](int64_t, const std::vector<const void*>& in, void* dst, int64_t, int64_t count) {
-                    runner.run(in, dst, count);
-                  });
+  ProgramRunner runner(program, ops.dtypes, scalars);
+  stream_blocks(name, ops.description, info.numel(), ops.views(), ops.itemsizes(), ops.resident_bytes(),
+                out.get(), [&](int64_t, const std::vector<const void*>& in, void* dst, int64_t, int64_t count) {
+                  runner.run(in, dst, count);
+                });
   return reg().add(out);
 }
 
 double reduce_program(const std::string& name, const std::vector<int32_t>& handles,
-                      const std::vector<double>& scalars, const std::vector<int64_t>& params) {
-  auto inputs = lookup(handles);
-  if (inputs.empty()) throw ValueError(name + ": needs at least one array operand");
-  check_same_shape(name, inputs);
-  Program program = Program::decode(params, inputs.size(), scalars.size());
-  if (program.reduction == Reduction::kNone) throw ValueError("map_reduce: program has no reduction");
-  std::vector<DType> dtypes;
-  for (const auto& a : inputs) dtypes.push_back(a->info().dtype);
-  ProgramRunner runner(program, dtypes, scalars);
-  stream_elements(name, describe_call(name, inputs), inputs[0]->info().numel(), inputs,
-                  nullptr, [&](int64_t, const std::vector<const void*>& in, void*, int64_t, int64_t count) {
-                    runner.run(in, nullptr, count);
-                  });
+                      const std::vector<DenseOperand>& buffers, const std::vector<double>& scalars,
+                      const std::vector<int64_t>& params) {
+  ProgramOperands ops = program_operands(name, handles, buffers, params);
+  Program program = Program::decode(ops.program_params, ops.dtypes.size(), scalars.size());
+  if (program.reduction == Reduction::kNone) throw ValueError(name + ": program has no reduction");
+  ProgramRunner runner(program, ops.dtypes, scalars);
+  int64_t numel = 1;
+  for (int64_t d : ops.out_shape) numel *= d;
+  stream_blocks(name, ops.description, numel, ops.views(), ops.itemsizes(), ops.resident_bytes(), nullptr,
+                [&](int64_t, const std::vector<const void*>& in, void*, int64_t, int64_t count) {
+                  runner.run(in, nullptr, count);
+                });
   return runner.reduced();
 }
+
+ArrayRef transposed(const ArrayRef& in, const std::vector<int64_t>& perm);
+
+namespace {
+
+// The reduction of chosen axes of one array, delivered to `emit(first,
+// count, values)` in output order. Results that fit a quarter of the budget
+// accumulate in memory; larger ones need the reduced axes to be trailing,
+// so that each output element is one contiguous run of the input.
+class AxisReducer {
+ public:
+  AxisReducer(ArrayRef in, const std::vector<int64_t>& axes, Reduction kind)
+      : in_(std::move(in)), kind_(kind) {
+    const auto& shape = in_->info().shape;
+    const int nd = static_cast<int>(shape.size());
+    reduced_.assign(nd, false);
+    for (int64_t a : axes) {
+      if (a < 0 || a >= nd || reduced_[a]) {
+        throw ValueError("reduce: invalid axes for " + in_->info().describe());
+      }
+      reduced_[a] = true;
+    }
+    for (int d = 0; d < nd; ++d) if (!reduced_[d]) out_shape_.push_back(shape[d]);
+    out_numel_ = 1;
+    for (int64_t d : out_shape_) out_numel_ *= d;
+    // output strides in input index space (0 along reduced axes)
+    out_strides_.assign(nd, 0);
+    int64_t s = 1;
+    for (int d = nd - 1; d >= 0; --d) {
+      if (!reduced_[d]) {
+        out_strides_[d] = s;
+        s *= shape[d];
+      }
+    }
+  }
+
+  const std::vector<int64_t>& out_shape() const { return out_shape_; }
+
+  template <class Emit>
+  void run(const std::string& name, Emit emit) {
+    const int64_t resident = out_numel_ * static_cast<int64_t>(sizeof(double));
+    if (resident <= memory_budget() / 4) return run_resident(name, emit);
+    if (!trailing()) {
+      // Too large to accumulate in memory: move the reduced axes last (one
+      // out-of-core transpose), then each output element is a contiguous run.
+      std::vector<int64_t> perm;
+      for (size_t d = 0; d < reduced_.size(); ++d) if (!reduced_[d]) perm.push_back(static_cast<int64_t>(d));
+      for (size_t d = 0; d < reduced_.size(); ++d) if (reduced_[d]) perm.push_back(static_cast<int64_t>(d));
+      std::vector<int64_t> trailing_axes;
+      for (size_t d = out_shape_.size(); d < perm.size(); ++d) trailing_axes.push_back(static_cast<int64_t>(d));
+      AxisReducer moved(transposed(in_, perm), trailing_axes, kind_);
+      return moved.run_trailing(name, emit);
+    }
+    run_trailing(name, emit);
+  }
+
+ private:
+  double initial() const {
+    if (kind_ == Reduction::kMax) return -std::numeric_limits<double>::infinity();
+    if (kind_ == Reduction::kMin) return std::numeric_limits<double>::infinity();
+    return 0.0;
+  }
+  void fold(double& acc, double v) const {
+    if (kind_ == Reduction::kSum) acc += v;
+    else if (v != v || acc != acc) acc = acc != acc ? acc : v;  // NaN wins
+    else if (kind_ == Reduction::kMax ? v > acc : v < acc) acc = v;
+  }
+  bool trailing() const {
+    bool seen = false;
+    for (bool r : reduced_) {
+      if (r) seen = true;
+      else if (seen) return false;
+    }
+    return true;
+  }
+  // Loads `count` storage elements as doubles.
+  void widen(const void* src, int64_t count, std::vector<double>& dst) const {
+    dst.resize(static_cast<size_t>(count));
+    Program copy{1 + 1, DType::f64, Reduction::kNone, 1, {Instr{Opcode::kCopy, 1, 0, 0, 0}}};
+    ProgramRunner runner(copy, {in_->info().dtype}, {});
+    runner.run({src}, dst.data(), count);
+  }
+
+  template <class Emit>
+  void run_resident(const std::string& name, Emit emit) {
+    std::vector<double> acc(static_cast<size_t>(out_numel_), initial()), values;
+    const auto& shape = in_->info().shape;
+    const int nd = static_cast<int>(shape.size());
+    stream_elements(name, in_->info().describe(), in_->info().numel(), {in_}, nullptr,
+                    [&](int64_t, const std::vector<const void*>& in, void*, int64_t first, int64_t count) {
+                      widen(in[0], count, values);
+                      std::vector<int64_t> idx(nd);
+                      int64_t rest = first, o = 0;
+                      for (int d = nd - 1; d >= 0; --d) {
+                        idx[d] = rest % shape[d];
+                        rest /= shape[d];
+                        o += idx[d] * out_strides_[d];
+                      }
+                      for (int64_t i = 0; i < count; ++i) {
+                        fold(acc[static_cast<size_t>(o)], values[static_cast<size_t>(i)]);
+                        for (int d = nd - 1; d >= 0; --d) {  // odometer step
+                          o += out_strides_[d];
+                          if (++idx[d] < shape[d]) break;
+                          o -= out_strides_[d] * shape[d];
+                          idx[d] = 0;
+                        }
+                      }
+                    });
+    if (out_numel_ > 0) emit(0, out_numel_, acc.data());
+  }
+
+  template <class Emit>
+  void run_trailing(const std::string& name, Emit emit) {
+    const int64_t run = in_->info().numel() / std::max<int64_t>(out_numel_, 1);
+    std::vector<double> values, done;
+    int64_t next_out = 0;
+    double acc = initial();
+    stream_elements(name, in_->info().describe(), in_->info().numel(), {in_}, nullptr,
+                    [&](int64_t, const std::vector<const void*>& in, void*, int64_t first, int64_t count) {
+                      widen(in[0], count, values);
+                      for (int64_t i = 0; i < count; ++i) {
+                        fold(acc, values[static_cast<size_t>(i)]);
+                        if ((first + i + 1) % run == 0) {
+                          done.push_back(acc);
+                          acc = initial();
+                        }
+                      }
+                      emit(next_out, static_cast<int64_t>(done.size()), done.data());
+                      next_out += static_cast<int64_t>(done.size());
+                      done.clear();
+                    });
+  }
+
+  ArrayRef in_;
+  Reduction kind_;
+  std::vector<bool> reduced_;
+  std::vector<int64_t> out_shape_, out_strides_;
+  int64_t out_numel_;
+};
+
+// Converts doubles to `dt` storage.
+void narrow_values(const double* src, int64_t count, DType dt, void* dst) {
+  Program copy{1 + 1, dt, Reduction::kNone, 1, {Instr{Opcode::kCopy, 1, 0, 0, 0}}};
+  ProgramRunner runner(copy, {DType::f64}, {});
+  runner.run({src}, dst, count);
+}
+
+AxisReducer axis_reducer(const OpCall& call) {
+  if (call.handles.size() != 1 || call.params.empty()) throw ValueError("reduce_axes: expected an array and a kind");
+  if (call.params[0] < 1 || call.params[0] > 3) throw ValueError("reduce_axes: unknown reduction");
+  return AxisReducer(reg().get(call.handles[0]), {call.params.begin() + 1, call.params.end()},
+                     static_cast<Reduction>(call.params[0]));
+}
+
+}  // namespace
 
 int32_t fill_array(const ArrayInfo& info, double value) {
   auto out = StoredArray::create_scratch(info, "fill");
@@ -189,7 +424,10 @@ double reduce_arrays(ReduceOp op, const std::string& name, const std::vector<int
 }
 
 int32_t transpose_array(int32_t handle, const std::vector<int64_t>& perm) {
-  ArrayRef in = reg().get(handle);
+  return reg().add(transposed(reg().get(handle), perm));
+}
+
+ArrayRef transposed(const ArrayRef& in, const std::vector<int64_t>& perm) {
   const ArrayInfo& info = in->info();
   const int nd = static_cast<int>(info.shape.size());
   std::vector<bool> seen(nd, false);
@@ -242,7 +480,7 @@ int32_t transpose_array(int32_t handle, const std::vector<int64_t>& perm) {
   };
   stages.write = [&](int64_t t) { write_slab(*out, out_info.shape, out_slab(t), out_buf.at(t)); };
   run_pipeline(n_tasks, stages);
-  return reg().add(out);
+  return out;
 }
 
 namespace {
@@ -365,10 +603,14 @@ void copy_into(int32_t dst, int32_t src) {
   }
   check_same_layout("update_", {d, s});
   const ArrayInfo& info = d->info();
-  stream_elements("update_", describe_call("update_", {d, s}), info.numel(), {s}, d.get(),
-                  [&](int64_t, const std::vector<const void*>& in, void* out, int64_t, int64_t count) {
-                    std::memcpy(out, in[0], static_cast<size_t>(count) * itemsize(info.dtype));
-                  });
+  // Into a new file renamed over dst's, not over dst's bytes in place: a
+  // crash part-way must not leave some blocks new and some old.
+  d->replace_data([&](const StoredArray& staged) {
+    stream_elements("update_", describe_call("update_", {d, s}), info.numel(), {s}, &staged,
+                    [&](int64_t, const std::vector<const void*>& in, void* out, int64_t, int64_t count) {
+                      std::memcpy(out, in[0], static_cast<size_t>(count) * itemsize(info.dtype));
+                    });
+  });
 }
 
 void save_array(int32_t handle, const std::string& path) {
@@ -379,7 +621,7 @@ void save_array(int32_t handle, const std::string& path) {
                   [&](int64_t, const std::vector<const void*>& in, void* out, int64_t, int64_t count) {
                     std::memcpy(out, in[0], static_cast<size_t>(count) * itemsize(info.dtype));
                   });
-  dst->file().sync();
+  dst->file()->sync();
 }
 
 void write_from_memory(int32_t handle, const void* src, uint64_t nbytes) {
@@ -466,6 +708,17 @@ void read_rows(int32_t handle, int64_t start, int64_t count, void* dst, uint64_t
 void run_dense_op(const OpCall& call, void* out, uint64_t nbytes) {
   if (call.handles.size() != 1) throw ValueError(call.kernel + ": expected one array operand");
   if (call.kernel == "to_dense") return read_to_memory(call.handles[0], out, nbytes);
+  if (call.kernel == "reduce_axes") {
+    AxisReducer reducer = axis_reducer(call);
+    const DType dt = reg().get(call.handles[0])->info().dtype;
+    int64_t numel = 1;
+    for (int64_t d : reducer.out_shape()) numel *= d;
+    if (nbytes != static_cast<uint64_t>(numel) * itemsize(dt)) throw ValueError("reduce_axes: output size");
+    auto* base = static_cast<std::byte*>(out);
+    return reducer.run("reduce_axes", [&](int64_t first, int64_t count, const double* values) {
+      narrow_values(values, count, dt, base + first * static_cast<int64_t>(itemsize(dt)));
+    });
+  }
   if (call.kernel == "rows") {
     if (call.scalars.size() != 1 || call.params.size() != 1) throw ValueError("rows: expected a start and a count");
     return read_rows(call.handles[0], static_cast<int64_t>(call.scalars[0]), call.params[0], out, nbytes);
@@ -489,7 +742,7 @@ int32_t run_array_op(const OpCall& call) {
   }
   // "map/<op name>": an elementwise program; the name is for messages.
   if (call.kernel.rfind("map/", 0) == 0) {
-    return map_program(call.kernel.substr(4), call.handles, call.scalars, call.params);
+    return map_program(call.kernel.substr(4), call.handles, call.buffers, call.scalars, call.params);
   }
   if (call.kernel == "fill") {
     if (call.scalars.empty()) throw ValueError("fill: needs a value");
@@ -498,6 +751,18 @@ int32_t run_array_op(const OpCall& call) {
   if (call.kernel == "transpose") {
     if (call.handles.size() != 1) throw ValueError("transpose: expected one array operand");
     return transpose_array(call.handles[0], call.params);
+  }
+  if (call.kernel == "reduce_axes") {  // params = [kind, axes...]
+    AxisReducer reducer = axis_reducer(call);
+    const DType dt = reg().get(call.handles[0])->info().dtype;
+    auto out = StoredArray::create_scratch(ArrayInfo{dt, reducer.out_shape()}, "reduce_axes");
+    std::vector<std::byte> staged;
+    reducer.run("reduce_axes", [&](int64_t first, int64_t count, const double* values) {
+      staged.resize(static_cast<size_t>(count) * itemsize(dt));
+      narrow_values(values, count, dt, staged.data());
+      out->write_elems(staged.data(), first, count);
+    });
+    return reg().add(out);
   }
   if (call.kernel == "reshape") {
     if (call.handles.size() != 1) throw ValueError("reshape: expected one array operand");
@@ -514,7 +779,7 @@ int32_t run_array_op(const OpCall& call) {
 
 double run_reduce_op(const OpCall& call) {
   if (call.kernel.rfind("map_reduce/", 0) == 0) {
-    return reduce_program(call.kernel.substr(11), call.handles, call.scalars, call.params);
+    return reduce_program(call.kernel.substr(11), call.handles, call.buffers, call.scalars, call.params);
   }
   auto op = reduce_op_from_name(call.kernel);
   if (!op) throw ValueError("unknown reduction kernel '" + call.kernel + "'");

@@ -31,17 +31,21 @@ void run_dense_op(const OpCall& call, void* out, uint64_t nbytes);
 
 int32_t map_arrays(MapOp op, const std::string& name, const std::vector<int32_t>& handles, double scalar);
 // Elementwise programs (program.hpp) over arrays of one shape.
-// `name` is the user-facing op name, for messages.
+// `name` is the user-facing op name, for messages. Operands broadcast to the
+// output shape given at the start of params (see ProgramOperands in ops.cpp).
 int32_t map_program(const std::string& name, const std::vector<int32_t>& handles,
-                    const std::vector<double>& scalars, const std::vector<int64_t>& params);
+                    const std::vector<DenseOperand>& buffers, const std::vector<double>& scalars,
+                    const std::vector<int64_t>& params);
 double reduce_program(const std::string& name, const std::vector<int32_t>& handles,
-                      const std::vector<double>& scalars, const std::vector<int64_t>& params);
+                      const std::vector<DenseOperand>& buffers, const std::vector<double>& scalars,
+                      const std::vector<int64_t>& params);
 int32_t fill_array(const ArrayInfo& info, double value);
 double reduce_arrays(ReduceOp op, const std::string& name, const std::vector<int32_t>& handles);
 int32_t transpose_array(int32_t handle, const std::vector<int64_t>& perm);
 int32_t matmul_arrays(int32_t a, int32_t b, bool trans_a, bool trans_b);
 
-// Copies src's contents into dst (same shape and dtype; dst writable).
+// Copies src's contents into dst (same shape and dtype; dst writable), all
+// at once as far as a crash can tell: see StoredArray::replace_data.
 void copy_into(int32_t dst, int32_t src);
 // New .npy file at `path` with the array's contents.
 void save_array(int32_t handle, const std::string& path);

@@ -37,11 +37,12 @@ void set_memory_budget(int64_t bytes) {
 int64_t memory_budget() { return g_budget; }
 
 int64_t plan_stream_block(const std::string& op, const std::string& operands, int64_t numel,
-                          int64_t bytes_per_elem) {
+                          int64_t bytes_per_elem, int64_t resident_bytes) {
   int64_t per_elem = bytes_per_elem * kPipelineSlots;
   int64_t min_block = std::max<int64_t>(1, std::min(numel, kMinBlockElems));
-  if (min_block * per_elem > memory_budget()) budget_too_small(op, operands, min_block * per_elem);
-  int64_t block = memory_budget() / per_elem;
+  const int64_t available = memory_budget() - resident_bytes;
+  if (min_block * per_elem > available) budget_too_small(op, operands, min_block * per_elem + resident_bytes);
+  int64_t block = available / per_elem;
   if (block >= numel) return std::max<int64_t>(numel, 1);
   if (block >= kAlignElems) block = block / kAlignElems * kAlignElems;
   return std::max(block, min_block);

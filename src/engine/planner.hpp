@@ -17,8 +17,9 @@ int64_t memory_budget();
 // Elements per block for a streaming op whose streams need `bytes_per_elem`
 // bytes per element in total (inputs + outputs). Throws ValueError naming
 // the op, the operands and the smallest budget that works.
+// `resident_bytes` are already taken from the budget by operands kept whole.
 int64_t plan_stream_block(const std::string& op, const std::string& operands, int64_t numel,
-                          int64_t bytes_per_elem);
+                          int64_t bytes_per_elem, int64_t resident_bytes = 0);
 
 // Tile extents per axis for a blocked transposition of `shape` by `perm`.
 std::vector<int64_t> plan_transpose_tile(const std::string& operands,
