@@ -20,8 +20,10 @@ demo: install
 
 test: install test-cpp test-python
 
+# The memory-limit tests run on their own under pytest-memray, which tracks every allocation.
 test-python:
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q tests --ignore=tests/test_memory_limits.py
+	$(BIN)/python -m pytest -q --memray tests/test_memory_limits.py
 
 test-cpp:
 	./scripts/ensure-gtest.sh
@@ -29,7 +31,9 @@ test-cpp:
 	cmake --build $(CPP_BUILD) -j2
 	ctest --test-dir $(CPP_BUILD) --output-on-failure
 
+# python -m bench --quick: the same in under 2 minutes; see BENCHMARKS.md for the scaling sweep.
 bench: install
+	$(BIN)/pip install -q --no-build-isolation -e ".[bench]"
 	$(BIN)/python -m bench
 
 clean:
