@@ -151,6 +151,10 @@ class DirectReader : public OperandReader {
  public:
   explicit DirectReader(ArrayRef array) : array_(std::move(array)) {}
   void read(int64_t first, int64_t count, void* dst) const override { array_->read_elems(dst, first, count); }
+  int64_t alignment_shift(int64_t first) const override {
+    const uint64_t offset = array_->data_offset() + static_cast<uint64_t>(first) * itemsize(array_->info().dtype);
+    return static_cast<int64_t>(offset % kIoAlignment);
+  }
 
  private:
   ArrayRef array_;

@@ -19,6 +19,11 @@ class OperandReader {
   virtual void read(int64_t first, int64_t count, void* dst) const = 0;
   // Bytes it keeps in memory for the whole op (counted against the budget).
   virtual int64_t resident_bytes() const { return 0; }
+  // Where in a 4096-aligned buffer the block starting at output element
+  // `first` should land so that its file-aligned bytes are memory-aligned too
+  // (then the read can bypass the page cache even when the file's data offset
+  // is not aligned, as in files numpy writes).
+  virtual int64_t alignment_shift(int64_t first) const { return 0; }
 };
 
 // `out_shape` is the broadcast result; the operand's shape must broadcast to

@@ -76,20 +76,25 @@ void stream_blocks(const std::string& op, const std::string& operands, int64_t n
                                           resident_bytes);
   std::vector<StreamBuffers> in_bufs;
   in_bufs.reserve(readers.size());
-  for (size_t i = 0; i < readers.size(); ++i) in_bufs.emplace_back(block * in_size[i]);
+  // One page of slack per slot lets a block land at its file offset's
+  // alignment (see OperandReader::alignment_shift).
+  for (size_t i = 0; i < readers.size(); ++i) in_bufs.emplace_back(block * in_size[i] + kIoAlignment);
   StreamBuffers out_buf(block * out_size);
   const int64_t n_tasks = numel == 0 ? 0 : (numel + block - 1) / block;
   auto range = [&](int64_t t) { return std::pair(t * block, std::min(block, numel - t * block)); };
+  auto input_block = [&](size_t i, int64_t t) {
+    return in_bufs[i].at(t) + readers[i]->alignment_shift(range(t).first);
+  };
 
   PipelineStages stages;
   stages.read = [&](int64_t t) {
     auto [first, count] = range(t);
-    for (size_t i = 0; i < readers.size(); ++i) readers[i]->read(first, count, in_bufs[i].at(t));
+    for (size_t i = 0; i < readers.size(); ++i) readers[i]->read(first, count, input_block(i, t));
   };
   stages.compute = [&](int64_t t) {
     auto [first, count] = range(t);
     std::vector<const void*> in(readers.size());
-    for (size_t i = 0; i < readers.size(); ++i) in[i] = in_bufs[i].at(t);
+    for (size_t i = 0; i < readers.size(); ++i) in[i] = input_block(i, t);
     compute(t, in, output ? out_buf.at(t) : nullptr, first, count);
   };
   if (output) {

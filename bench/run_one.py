@@ -1,0 +1,53 @@
+"""One contender on one workload, in this process; prints one line of JSON (the harness starts this).
+
+    python -m bench.run_one --workload W1 --contender jask --data build/bench-data \\
+        --out-dir build/bench-data/out/W1-jask --size 268435456 --budget 33554432
+"""
+
+import argparse
+import json
+import os
+import time
+
+from .harness import cached_fraction, evict, proc_io, proc_status
+from .workloads import WORKLOADS, Context, arrays
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.run_one")
+    parser.add_argument("--workload", required=True, choices=sorted(WORKLOADS))
+    parser.add_argument("--contender", required=True)
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--out-dir", required=True)
+    parser.add_argument("--size", type=int, required=True, help="bytes of each large input")
+    parser.add_argument("--budget", type=int, required=True, help="memory budget in bytes")
+    args = parser.parse_args()
+
+    workload = WORKLOADS[args.workload]
+    ctx = Context(args.data, args.out_dir, args.budget, arrays(args.size, args.budget))
+    trial = workload.contenders[args.contender](ctx)
+    files = [ctx.path(name) for name in workload.inputs] + [p for p in trial.evict if os.path.exists(p)]
+    evict(files)
+    cached = max(cached_fraction(path) for path in files)  # pages still mapped cannot be evicted
+
+    baseline = proc_status("VmRSS")
+    before = proc_io()
+    start = time.perf_counter()
+    result = trial.run()
+    seconds = time.perf_counter() - start
+    after = proc_io()
+    peak = proc_status("VmHWM")  # before the check, which may allocate
+
+    print(json.dumps({
+        "seconds": seconds,
+        "peak_rss_bytes": peak,
+        "baseline_rss_bytes": baseline,
+        "read_bytes": after["read_bytes"] - before["read_bytes"],
+        "written_bytes": after["write_bytes"] - before["write_bytes"],
+        "cached_fraction": cached,
+        "check": trial.check(result),
+    }))
+
+
+if __name__ == "__main__":
+    main()
