@@ -225,15 +225,14 @@ void ProgramRunner::run_typed(const std::vector<const void*>& inputs, void* out,
         store<C>(program_.out_dtype, result, static_cast<unsigned char*>(out) + start * out_size, n);
         break;
       case Reduction::kSum: {
-        // Eight lanes in the compute type over one chunk (vectorises), then
-        // the chunk's total joins a double accumulator.
-        C part[8] = {};
+        // Eight double lanes (vectorises; double keeps float32 sums exact
+        // enough to match a pairwise float32 reduction to the last digit).
+        double part[8] = {};
         int64_t i = 0;
         for (; i + 8 <= n; i += 8)
-          for (int j = 0; j < 8; ++j) part[j] += result[i + j];
-        for (; i < n; ++i) part[0] += result[i];
-        acc_ += static_cast<double>(((part[0] + part[1]) + (part[2] + part[3])) +
-                                    ((part[4] + part[5]) + (part[6] + part[7])));
+          for (int j = 0; j < 8; ++j) part[j] += static_cast<double>(result[i + j]);
+        for (; i < n; ++i) part[0] += static_cast<double>(result[i]);
+        acc_ += ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
         break;
       }
       case Reduction::kMax:
