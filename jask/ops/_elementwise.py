@@ -92,9 +92,12 @@ def scalar_like(s, x):
 def reduce_to(g, operand):
     """`g` (of the broadcast output's shape) as the cotangent of `operand`, a value or its
     type: summed over the axes along which the operand was broadcast."""
-    if g is None or tuple(operand.shape) == tuple(g.shape):
-        return g
     on_disk = isinstance(operand, (DiskArray, DiskArrayTy))
+    if g is None or (on_disk and tuple(operand.shape) == tuple(g.shape)):
+        return g
+    if tuple(operand.shape) == tuple(g.shape):  # an in-memory operand of the full shape
+        from .to_dense import ToDense
+        return apply(ToDense, g).astype(jax.dtypes.canonicalize_dtype(operand.dtype))
     if not operand.shape and not on_disk:
         dtype = jax.dtypes.canonicalize_dtype(operand.dtype)
         return apply(Reduce, g, instr="copy", reduction="sum").astype(dtype)
@@ -181,7 +184,10 @@ class Reduce(Op):
             a, b = operands
             return (apply(Mul, b, scalar_like(ct, b)) if needs[0] else None,
                     apply(Mul, a, scalar_like(ct, a)) if needs[1] else None)
-        raise NotImplementedError(f"jax.grad of a {self.reduction} of {self.instr} needs a backward rule")
+        if self.instr == "copy":  # max or min: ct split evenly among the elements that attain it
+            (x,) = operands
+            return (_chosen(x, out) * scalar_like(ct, x),)
+        raise NotImplementedError(f"jax.grad of jask.{self.reduction} of {self.instr} needs a backward rule")
 
     def tangent(self, out, operands, tangents):
         if self.reduction == "sum" and self.instr == "copy":
@@ -191,7 +197,16 @@ class Reduce(Op):
             vdot = lambda u, v: apply(Reduce, u, v, instr="mul", reduction="sum")  # noqa: E731
             terms = [None if ta is None else vdot(ta, b), None if tb is None else vdot(a, tb)]
             return terms[0] if terms[1] is None else terms[1] if terms[0] is None else terms[0] + terms[1]
-        raise NotImplementedError(f"jax.jvp of a {self.reduction} of {self.instr} needs a forward rule")
+        if self.instr == "copy":  # max or min
+            x, tx = operands[0], tangents[0]
+            return apply(Reduce, tx * _chosen(x, out), instr="copy", reduction="sum")
+        raise NotImplementedError(f"jax.jvp of jask.{self.reduction} of {self.instr} needs a forward rule")
+
+
+def _chosen(x, out):
+    """Weights 1/k on the k elements of x equal to its max (or min) `out`, 0 elsewhere."""
+    hits = (x == scalar_like(out, x)).astype(x.dtype)
+    return hits / apply(Reduce, hits, instr="copy", reduction="sum").astype(hits.dtype)
 
 
 # -- fusion -------------------------------------------------------------------
