@@ -1,6 +1,8 @@
 """Jask: disk-backed arrays that behave like native JAX values."""
 
 from ._api import abs as abs  # noqa: A004
+from ._api import outer as outer
+from ._api import einsum as einsum
 from ._api import var as var
 from ._api import softmax as softmax
 from ._api import mean as mean
@@ -60,7 +62,7 @@ from ._runtime import scratch_dir as scratch_dir
 from ._runtime import set_memory_budget as set_memory_budget
 
 __all__ = [
-    "DiskArray", "abs", "broadcast_to", "log_softmax", "logsumexp", "mean", "softmax", "var", "expm1", "gelu", "log1p", "relu", "sigmoid", "softplus", "add", "astype", "clip", "divide", "dot", "equal", "exp", "full",
+    "DiskArray", "abs", "einsum", "outer", "broadcast_to", "log_softmax", "logsumexp", "mean", "softmax", "var", "expm1", "gelu", "log1p", "relu", "sigmoid", "softplus", "add", "astype", "clip", "divide", "dot", "equal", "exp", "full",
     "full_like", "greater", "greater_equal", "less", "less_equal", "load_tree", "log",
     "materialize", "max", "maximum", "memory_budget", "min", "minimum", "mul", "negative",
     "not_equal", "ones_like", "power", "reshape", "rows", "rsqrt", "save_tree", "scratch_dir",

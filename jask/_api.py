@@ -444,6 +444,88 @@ def dot(a, b):
     return out
 
 
+def outer(a, b) -> DiskArray:
+    """The outer product of two 1-D DiskArrays, a DiskArray of shape (len(a), len(b)).
+
+    >>> import numpy as np, jask
+    >>> v = jask.DiskArray.from_numpy(np.arange(3, dtype=np.float32))
+    >>> np.asarray(jask.outer(v, v))[2].tolist()
+    [0.0, 2.0, 4.0]
+    """
+    _check_disk("outer", a)
+    _check_disk("outer", b)
+    if a.ndim != 1 or b.ndim != 1:
+        raise ValueError(f"jask.outer needs 1-D operands, got {describe(a)} and {describe(b)}")
+    return apply(Matmul, reshape(a, (a.shape[0], 1)), reshape(b, (1, b.shape[0])), trans_a=False,
+                 trans_b=False)
+
+
+def einsum(spec: str, *operands):
+    """The einsum contractions a dense layer needs, on 1-D and 2-D DiskArrays: one or two
+    operands, each index appearing at most twice, at most one contracted index between two
+    operands (matrix products in any orientation, matrix-vector, outer and inner products), or
+    transposes and sums of one operand. Products run as one out-of-core matmul with the
+    transposes folded in; no operand is transposed on disk.
+
+    >>> import numpy as np, jask
+    >>> a = jask.DiskArray.from_numpy(np.ones((2, 3), np.float32))
+    >>> jask.einsum("ij,kj->ik", a, a).shape
+    (2, 2)
+    """
+    lhs, arrow, out = spec.replace(" ", "").partition("->")
+    inputs = lhs.split(",")
+    if not arrow or len(inputs) != len(operands) or len(inputs) not in (1, 2):
+        raise NotImplementedError(f"jask.einsum supports 'in->out' with one or two operands, got {spec!r}")
+    for x, idx in zip(operands, inputs):
+        _check_disk("einsum", x)
+        if x.ndim != len(idx) or len(set(idx)) != len(idx):
+            raise ValueError(f"jask.einsum: {idx!r} does not index {describe(x)} once per axis")
+    if len(operands) == 1:
+        return _einsum_single(spec, inputs[0], out, operands[0])
+    return _einsum_pair(spec, inputs, out, *operands)
+
+
+def _einsum_single(spec, idx, out, x):
+    if len(set(out)) != len(out) or not set(out) <= set(idx):
+        raise NotImplementedError(f"jask.einsum does not support {spec!r}")
+    summed = tuple(i for i, c in enumerate(idx) if c not in out)
+    result = sum(x, axis=summed) if summed else x
+    kept = [c for c in idx if c in out]
+    perm = tuple(kept.index(c) for c in out)
+    if perm == tuple(range(len(perm))):
+        return result
+    return transpose(result, perm) if isinstance(result, DiskArray) else jnp.transpose(result, perm)
+
+
+def _einsum_pair(spec, inputs, out, a, b):
+    (ia, ib), shared = inputs, set(inputs[0]) & set(inputs[1])
+    contracted = shared - set(out)
+    if len(contracted) > 1 or shared - contracted or set(out) != (set(ia) | set(ib)) - contracted:
+        raise NotImplementedError(f"jask.einsum does not support {spec!r}: it handles products with "
+                                  f"at most one contracted index and no batch indices")
+    if not contracted:  # outer product of two vectors
+        if len(ia) != 1 or len(ib) != 1:
+            raise NotImplementedError(f"jask.einsum does not support {spec!r}")
+        return outer(a, b) if out == ia + ib else outer(b, a)
+    (c,) = contracted
+    if len(out) == 0:
+        if len(ia) != 1:
+            raise NotImplementedError(f"jask.einsum does not support {spec!r}")
+        return vdot(a, b)
+    # the operand holding the output's first index goes first
+    first, second = ((a, ia), (b, ib)) if out[0] in ia else ((b, ib), (a, ia))
+    (x, ix), (y, iy) = first, second
+    x2 = x if x.ndim == 2 else reshape(x, (1, x.shape[0]))
+    y2 = y if y.ndim == 2 else reshape(y, (y.shape[0], 1))
+    trans_x = x.ndim == 2 and ix[0] == c  # stored (c, free): use its transpose
+    trans_y = y.ndim == 2 and iy[1] == c  # stored (free, c)
+    if len(out) == 1 and x.ndim == 1:  # vector on the left: out's index is in y
+        x2, y2, trans_x, trans_y = reshape(x, (1, x.shape[0])), y, False, iy[1] == c
+    product = apply(Matmul, x2, y2, trans_a=trans_x, trans_b=trans_y)
+    return reshape(product, tuple(d for d in product.shape if len(out) == 2 or d != 1)) \
+        if len(out) == 1 else product
+
+
 def transpose(x, *axes):
     """Permutes the axes of x (reverses them by default), like numpy.transpose.
 

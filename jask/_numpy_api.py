@@ -179,6 +179,8 @@ TABLE = {
     "jnp.dot": _two_operand(_api.dot, "dot"),
     "jnp.matmul": _two_operand(_api.dot, "matmul"),
     "jnp.transpose": _transpose,
+    "jnp.outer": lambda a, b, **kwargs: _api.outer(a, b),
+    "jnp.einsum": lambda subscripts, *operands, **kwargs: _api.einsum(subscripts, *operands),
     "jnp.where": _where,
     "lax.select": lambda pred, on_true, on_false: _api.where(pred, on_true, on_false),
     "lax.dynamic_slice_in_dim": _dynamic_slice_in_dim,
