@@ -19,6 +19,8 @@
 namespace jask {
 namespace {
 
+using test::map_reference;
+
 const std::vector<DType> kAllDTypes = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32};
 const std::vector<MapOp> kAllMapOps = {MapOp::kAdd,       MapOp::kSub,        MapOp::kMul,  MapOp::kNeg,
                                        MapOp::kSquare,    MapOp::kScale,      MapOp::kAddScalar,
@@ -52,17 +54,7 @@ struct Buffer {
   int64_t size() const { return static_cast<int64_t>(bytes.size() / itemsize(dt)); }
   void* data() { return bytes.data(); }
 
-  void set(int64_t i, double v) {
-    unsigned char* p = bytes.data() + i * itemsize(dt);
-    switch (dt) {
-      case DType::f32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
-      case DType::f64: std::memcpy(p, &v, 8); break;
-      case DType::f16: { uint16_t h = f32_to_f16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
-      case DType::bf16: { uint16_t h = f32_to_bf16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
-      case DType::i32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); break; }
-      default: throw std::invalid_argument(std::string("test data: no encoding for ") + dtype_name(dt));
-    }
-  }
+  void set(int64_t i, double v) { test::encode_value(dt, v, bytes.data() + i * itemsize(dt)); }
   double get(int64_t i) const {
     const unsigned char* p = bytes.data() + i * itemsize(dt);
     switch (dt) {
@@ -83,22 +75,6 @@ Buffer test_buffer(DType dt, int64_t n, int salt) {
   double half = dt == DType::i32 ? 0.0 : 0.5;
   for (int64_t i = 0; i < n; ++i) b.set(i, test::test_value(i, salt) + half);
   return b;
-}
-
-double map_reference(MapOp op, double a, double b, double s) {
-  switch (op) {
-    case MapOp::kAdd: return a + b;
-    case MapOp::kSub: return a - b;
-    case MapOp::kMul: return a * b;
-    case MapOp::kNeg: return -a;
-    case MapOp::kSquare: return a * a;
-    case MapOp::kScale: return a * s;
-    case MapOp::kAddScalar: return a + s;
-    case MapOp::kRsubScalar: return s - a;
-    case MapOp::kCopy: return a;
-    case MapOp::kFill: return s;
-  }
-  return 0;
 }
 
 TEST(Kernels, EveryMapOpOnEveryDtypeMatchesAScalarLoop) {

@@ -23,6 +23,7 @@ namespace {
 using test::array_values;
 using test::BudgetGuard;
 using test::make_array;
+using test::map_reference;
 using test::ScratchDir;
 using test::test_values;
 
@@ -49,23 +50,6 @@ class TaskCount {
  private:
   uint64_t before_ = pipeline_tasks_run();
 };
-
-// Elementwise reference for the map ops, in double (exact for test values).
-double map_reference(MapOp op, double a, double b, double s) {
-  switch (op) {
-    case MapOp::kAdd: return a + b;
-    case MapOp::kSub: return a - b;
-    case MapOp::kMul: return a * b;
-    case MapOp::kNeg: return -a;
-    case MapOp::kSquare: return a * a;
-    case MapOp::kScale: return a * s;
-    case MapOp::kAddScalar: return a + s;
-    case MapOp::kRsubScalar: return s - a;
-    case MapOp::kCopy: return a;
-    case MapOp::kFill: return s;
-  }
-  return 0;
-}
 
 void check_map_op(MapOp op, const std::string& name, DType dt, const std::vector<int64_t>& shape, double scalar) {
   const int64_t n = test::numel_of(shape);

@@ -20,6 +20,7 @@
 
 #include "array_store.hpp"
 #include "dtype.hpp"
+#include "kernels.hpp"
 #include "planner.hpp"
 #include "scratch.hpp"
 
@@ -118,22 +119,40 @@ inline int64_t numel_of(const std::vector<int64_t>& shape) {
 
 // Values in storage form. Test values are chosen exact in every dtype, so
 // converting through the engine's own converters loses nothing.
+// One value in `dt`'s storage at `p`.
+inline void encode_value(DType dt, double v, unsigned char* p) {
+  switch (dt) {
+    case DType::f32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
+    case DType::f64: std::memcpy(p, &v, 8); break;
+    case DType::f16: { uint16_t h = f32_to_f16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
+    case DType::bf16: { uint16_t h = f32_to_bf16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
+    case DType::i32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); break; }
+    default: throw std::invalid_argument(std::string("test data: no encoding for ") + dtype_name(dt));
+  }
+}
+
 inline std::vector<unsigned char> encode(DType dt, const std::vector<double>& values) {
   const size_t isz = itemsize(dt);
   std::vector<unsigned char> out(values.size() * isz);
-  for (size_t i = 0; i < values.size(); ++i) {
-    unsigned char* p = out.data() + i * isz;
-    double v = values[i];
-    switch (dt) {
-      case DType::f32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
-      case DType::f64: std::memcpy(p, &v, 8); break;
-      case DType::f16: { uint16_t h = f32_to_f16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
-      case DType::bf16: { uint16_t h = f32_to_bf16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
-      case DType::i32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); break; }
-      default: throw std::invalid_argument(std::string("test data: no encoding for ") + dtype_name(dt));
-    }
-  }
+  for (size_t i = 0; i < values.size(); ++i) encode_value(dt, values[i], out.data() + i * isz);
   return out;
+}
+
+// Elementwise reference for the engine's map ops, in double (exact for test values).
+inline double map_reference(MapOp op, double a, double b, double s) {
+  switch (op) {
+    case MapOp::kAdd: return a + b;
+    case MapOp::kSub: return a - b;
+    case MapOp::kMul: return a * b;
+    case MapOp::kNeg: return -a;
+    case MapOp::kSquare: return a * a;
+    case MapOp::kScale: return a * s;
+    case MapOp::kAddScalar: return a + s;
+    case MapOp::kRsubScalar: return s - a;
+    case MapOp::kCopy: return a;
+    case MapOp::kFill: return s;
+  }
+  return 0;
 }
 
 inline std::vector<double> decode(DType dt, const void* data, int64_t n) {
