@@ -1,8 +1,6 @@
 """Every op and composition, under eager, jit, grad, value_and_grad, jit(grad) and grad(jit),
 against jax.numpy on in-memory copies, under three memory budgets."""
 
-from dataclasses import dataclass
-from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -12,20 +10,10 @@ import pytest
 import jask
 from jask import _engine
 from conftest import assert_close
-
-# Shapes that are not multiples of any block or tile size.
-M, K, N = 211, 157, 37
-BIAS = jnp.asarray(np.random.default_rng(7).uniform(-1, 1, K).astype(np.float32))  # an in-memory operand
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    fn: Callable      # written with Jask ops; same code runs on jnp arrays when `ref` is None
-    ref: Callable     # the jax.numpy reference
-    shapes: tuple     # operand shapes
-    scalar_out: bool = False  # fn returns a 0-d value (else a DiskArray, reduced by a weighted sum)
-
+from case import BIAS, Case, K, M, N
+import cases_batched
+import cases_gather
+import cases_shapes
 
 CASES = [
     Case("add", jask.add, jnp.add, ((M, K), (M, K))),
@@ -102,6 +90,8 @@ CASES = [
          lambda a, b, c, t: jnp.sum(jnp.square(a @ b @ c - t)),
          ((M, 19), (19, 23), (23, 7), (M, 7)), scalar_out=True),
 ]
+# Cases of the shape, gather and batched-matmul ops live in their own modules.
+CASES += cases_shapes.CASES + cases_gather.CASES + cases_batched.CASES
 
 
 def make_inputs(case, rng):
