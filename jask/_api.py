@@ -15,7 +15,7 @@ from ._dtypes import dtype_code, storage_dtype
 from ._jax import compat
 from ._jax.diskarray import OPERATORS, DiskArray, DiskArrayTy
 from ._jax.op import apply, describe
-from .ops import (Abs, BroadcastTo, ReduceAxes, ReduceAxesDense, Add, Astype, Div, Equal, Exp, Expm1, Fill, FromDense, Gelu, Greater,
+from .ops import (StopGradient, Abs, BroadcastTo, ReduceAxes, ReduceAxesDense, Add, Astype, Div, Equal, Exp, Expm1, Fill, FromDense, Gelu, Greater,
                   GreaterEqual, Less, LessEqual, Log, Log1p, Matmul, Maximum, Minimum, Mul, Neg,
                   NotEqual, Pow, Reduce, Relu, Reshape, Rows, Rsqrt, Sigmoid, Sign, Softplus, Sqrt,
                   Square, Sub, Tanh, ToDense, Transpose, Where)
@@ -345,13 +345,27 @@ def logsumexp(x, axis=None, keepdims: bool = False):
     >>> round(float(jask.logsumexp(jask.DiskArray.from_numpy(np.zeros(4, np.float32)))), 4)
     1.3863
     """
-    top = jax.lax.stop_gradient(max(x, axis, keepdims=True))
+    top = stop_gradient(max(x, axis, keepdims=True))
     total = sum(exp(x - top), axis, keepdims=True)
     result = log(total) + top if isinstance(total, DiskArray) else jnp.log(total) + top
     if keepdims:
         return result
     squeezed = tuple(d for i, d in enumerate(x.shape) if i not in _axes(x, axis))
     return reshape(result, squeezed) if isinstance(result, DiskArray) else jnp.reshape(result, squeezed)
+
+
+def stop_gradient(x):
+    """x itself, treated as a constant by differentiation (like jax.lax.stop_gradient); a
+    DiskArray comes back as a new handle on the same file, with no copy.
+
+    >>> import jax, numpy as np, jask
+    >>> x = jask.DiskArray.from_numpy(np.ones(3, np.float32))
+    >>> float(jax.grad(lambda x: jask.sum(jask.stop_gradient(x) * x))(x).sum())
+    3.0
+    """
+    if isinstance(x, DiskArray):
+        return apply(StopGradient, x)
+    return jax.lax.stop_gradient(x)
 
 
 def log_softmax(x, axis=-1):

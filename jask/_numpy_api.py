@@ -185,6 +185,7 @@ TABLE = {
     "lax.select": lambda pred, on_true, on_false: _api.where(pred, on_true, on_false),
     "lax.dynamic_slice_in_dim": _dynamic_slice_in_dim,
     "lax.dynamic_slice": _dynamic_slice,
+    "lax.stop_gradient": lambda x: _api.stop_gradient(x),
     "jnp.clip": _clip,
     "jnp.zeros_like": _like(_api.zeros_like, "zeros_like"),
     "jnp.ones_like": _like(_api.ones_like, "ones_like"),

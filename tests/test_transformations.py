@@ -80,6 +80,8 @@ CASES = [
     Case("variance", lambda x: jnp.sum(jnp.var(x, axis=0)) + jnp.var(x),
          lambda x: jnp.sum(jnp.var(x, axis=0)) + jnp.var(x), ((M, K),), scalar_out=True),
     Case("outer", jask.outer, jnp.outer, ((M,), (K,))),
+    Case("stop_gradient", lambda x: x * jax.lax.stop_gradient(x * 2.0) + x,
+         lambda x: x * jax.lax.stop_gradient(x * 2.0) + x, ((M, K),)),
     Case("einsum_two_layer", lambda x, w1, w2: jnp.einsum("ij,jk->ik", jax.nn.relu(jnp.einsum("ij,kj->ik", x, w1)), w2),
          lambda x, w1, w2: jnp.einsum("ij,jk->ik", jax.nn.relu(jnp.einsum("ij,kj->ik", x, w1)), w2),
          ((M, K), (N, K), (N, 7))),
@@ -284,3 +286,28 @@ def test_vmap_names_the_op(rng):
     x = jask.DiskArray.from_numpy(rng.uniform(-1, 1, (5, 3)).astype(np.float32))
     with pytest.raises(NotImplementedError, match="jax.vmap of jask.mul is not supported yet"):
         jax.vmap(lambda s: jask.sum(x * s))(jnp.arange(3.0))
+
+
+def test_large_logsumexp_and_softmax_stay_on_disk_with_gradients(rng, monkeypatch):
+    """Along an axis whose result exceeds DENSE_LIMIT the max is a DiskArray; its stop_gradient
+    must work and the gradients must still match."""
+    import jask._api
+    monkeypatch.setattr(jask._api, "DENSE_LIMIT", 10)
+    x_np = rng.uniform(-2, 2, (M, K)).astype(np.float32)
+    x = jask.DiskArray.from_numpy(x_np)
+    w = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+    w_disk = jask.DiskArray.from_numpy(w)
+
+    def loss(x):
+        return jask.vdot(jask.softmax(x, axis=1), w_disk) + jask.sum(jask.logsumexp(x, axis=1))
+
+    def ref(x):
+        return jnp.vdot(jax.nn.softmax(x, axis=1), w) + jnp.sum(jax.nn.logsumexp(x, axis=1))
+
+    assert isinstance(jask.logsumexp(x, axis=1), jask.DiskArray)
+    assert_close(np.asarray(jask.logsumexp(x, axis=1)), jax.nn.logsumexp(x_np, axis=1))
+    expected = jax.grad(ref)(x_np)
+    for grad_fn in (jax.grad(loss), jax.jit(jax.grad(loss))):
+        assert_grads([grad_fn(x)], [expected])
+    stopped = jax.grad(lambda x: jask.vdot(jax.lax.stop_gradient(x), x))(x)
+    assert_close(np.asarray(stopped), x_np)

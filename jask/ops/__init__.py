@@ -24,6 +24,7 @@ from .rsqrt import Rsqrt
 from .sign import Sign
 from .sqrt import Sqrt
 from .square import Square
+from .stop_gradient import StopGradient
 from .sub import Sub
 from .tanh import Tanh
 from .to_dense import ToDense
@@ -33,7 +34,7 @@ from .where import Where
 # Every registered op; the generic op tests run over this table.
 OPS = (Abs, Add, Astype, BroadcastTo, Div, Equal, Exp, Expm1, Fill, FromDense, Gelu, Greater, GreaterEqual, Less, LessEqual, Log, Log1p,
        Matmul, Maximum, Minimum, Mul, Neg, NotEqual, Pow, PutRows, Reduce, ReduceAxes, ReduceAxesDense, Relu, Reshape, Rows, Rsqrt, Sigmoid, Sign, Softplus,
-       Sqrt, Square, Sub, Tanh, ToDense, Transpose, Where)
+       Sqrt, Square, StopGradient, Sub, Tanh, ToDense, Transpose, Where)
 
 from .._jax import compat as _compat  # noqa: E402
 from .._jax.op import Op as _Op, Release as _Release  # noqa: E402
