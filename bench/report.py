@@ -20,7 +20,8 @@ METHOD = """\
 - Outputs count as written when they are on disk: every contender's output files are flushed and
   `fsync`ed inside the timed part.
 - `jax.jit` programs (Jask and in-memory JAX) are lowered and compiled before timing: compilation is
-  excluded. W5 times one step after a warm-up step (which compiles and creates the optimizer state).
+  excluded. W5 times one step (`opt.update` and `optax.apply_updates` in one jitted function) after a
+  warm-up step (which compiles and creates the optimizer state).
 - Limit: the least time the workload's minimal traffic takes at the disk bandwidths measured with
   direct I/O (bytes read / read bandwidth + bytes written / write bandwidth, one disk), or its flops at
   the in-memory float32 matmul rate, whichever is larger; each rate is the best measured (the disk

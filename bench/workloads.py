@@ -464,21 +464,29 @@ def w4_jax(ctx: Context) -> Trial:
 
 # W5: one optax.adam step on parameters p with gradients g; state on disk. Timed after a warm-up step.
 
+def adam_step(opt):
+    """One jitted training-loop step as a user writes it: the update and its application."""
+    import jax
+    import optax
+
+    @jax.jit
+    def step(p, g, state):
+        updates, state = opt.update(g, state, p)
+        return optax.apply_updates(p, updates), state
+    return lambda p, g, state: jax.block_until_ready(step(p, g, state))
+
+
 def w5_jask(ctx: Context) -> Trial:
     ctx.jask()
     import jax
     import optax
     opt = optax.adam(LR)
     p, g = ctx.disk("p"), ctx.disk("g")
-    update, apply = jax.jit(opt.update), jax.jit(optax.apply_updates)
-
-    def step(state):
-        updates, state = update(g, state, p)
-        return jax.block_until_ready((apply(p, updates), state))
-    _, warm = step(opt.init(p))  # compiles; its state feeds the timed step
+    step = adam_step(opt)
+    _, warm = step(p, g, opt.init(p))  # compiles; its state feeds the timed step
 
     def run():
-        p2, state = step(warm)
+        p2, state = step(p, g, warm)
         fsync(p2.path, state[0].mu.path, state[0].nu.path)
         return p2, state[0].mu
 
@@ -548,15 +556,11 @@ def w5_jax(ctx: Context) -> Trial:
     import optax
     opt = optax.adam(LR)
     p, g = ctx.device("p"), ctx.device("g")
-    update, apply = jax.jit(opt.update), jax.jit(optax.apply_updates)
-
-    def step(state):
-        updates, state = update(g, state, p)
-        return jax.block_until_ready((apply(p, updates), state))
-    _, warm = step(opt.init(p))
+    step = adam_step(opt)
+    _, warm = step(p, g, opt.init(p))
 
     def run():
-        p2, state = step(warm)
+        p2, state = step(p, g, warm)
         return p2, state[0].mu
     return Trial(run, _adam_check(ctx))
 

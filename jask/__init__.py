@@ -12,6 +12,7 @@ from ._api import broadcast_to as broadcast_to
 from ._api import add as add
 from ._api import astype as astype
 from ._api import clip as clip
+from ._api import concatenate as concatenate
 from ._api import divide as divide
 from ._api import dot as dot
 from ._api import equal as equal
@@ -30,6 +31,7 @@ from ._api import less as less
 from ._api import less_equal as less_equal
 from ._api import log as log
 from ._api import materialize as materialize
+from ._api import matmul as matmul
 from ._api import max as max  # noqa: A004
 from ._api import maximum as maximum
 from ._api import min as min  # noqa: A004
@@ -45,9 +47,11 @@ from ._api import rsqrt as rsqrt
 from ._api import sign as sign
 from ._api import sqrt as sqrt
 from ._api import square as square
+from ._api import stack as stack
 from ._api import sub as sub
 from ._api import sum as sum  # noqa: A004
 from ._api import tanh as tanh
+from ._api import take as take
 from ._api import transpose as transpose
 from ._api import vdot as vdot
 from ._api import where as where
@@ -62,11 +66,11 @@ from ._runtime import scratch_dir as scratch_dir
 from ._runtime import set_memory_budget as set_memory_budget
 
 __all__ = [
-    "DiskArray", "abs", "einsum", "outer", "broadcast_to", "log_softmax", "logsumexp", "mean", "softmax", "var", "expm1", "gelu", "log1p", "relu", "sigmoid", "softplus", "add", "astype", "clip", "divide", "dot", "equal", "exp", "full",
+    "DiskArray", "abs", "einsum", "outer", "broadcast_to", "log_softmax", "logsumexp", "mean", "softmax", "var", "expm1", "gelu", "log1p", "relu", "sigmoid", "softplus", "add", "astype", "clip", "concatenate", "divide", "dot", "equal", "exp", "full",
     "full_like", "greater", "greater_equal", "less", "less_equal", "load_tree", "log",
-    "materialize", "max", "maximum", "memory_budget", "min", "minimum", "mul", "negative",
+    "materialize", "matmul", "max", "maximum", "memory_budget", "min", "minimum", "mul", "negative",
     "not_equal", "ones_like", "power", "reshape", "rows", "rsqrt", "save_tree", "scratch_dir",
-    "set_memory_budget", "sign", "sqrt", "square", "sub", "sum", "tanh", "transpose", "vdot",
+    "set_memory_budget", "sign", "sqrt", "square", "stack", "sub", "sum", "take", "tanh", "transpose", "vdot",
     "where", "zeros", "zeros_like",
 ]
 __version__ = "0.1.0"

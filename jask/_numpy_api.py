@@ -142,6 +142,69 @@ def _dynamic_slice(operand, start_indices, slice_sizes, **kwargs):
     return _api.rows(operand, start_indices[0], slice_sizes[0])
 
 
+def _take(a, indices, axis=None, out=None, mode=None, unique_indices=False, indices_are_sorted=False,
+          fill_value=None):
+    # mode=None follows jask.take (IndexError on concrete indices out of range, traced ones
+    # clamped), not jnp's NaN fill; 'fill' is refused rather than silently clamped.
+    _no_extra("take", out=out, fill_value=fill_value)
+    if axis is None:  # jnp.take's default: the flattened array
+        a, axis = _api.reshape(a, (a.size,)), 0
+    if mode in ("clip", "wrap"):  # out-of-range indices are defined: clamp (no wrap) or modulo
+        n = a.shape[0] if a.ndim else 1
+        if compat.is_tracer(indices) or isinstance(indices, jax.Array):
+            indices = jnp.clip(indices, 0, n - 1) if mode == "clip" else jnp.mod(indices, n)
+        else:
+            indices = np.clip(indices, 0, n - 1) if mode == "clip" else np.mod(indices, n)
+    elif mode not in (None, "promise_in_bounds"):
+        _unsupported("take", f"mode={mode!r} (None, 'clip' and 'wrap' are supported)")
+    return _api.take(a, indices, axis)
+
+
+def _holds_disk(x) -> bool:
+    """A DiskArray, or a list or tuple with one (the operands of jnp.concatenate and kin)."""
+    return _is_disk(x) or (isinstance(x, (list, tuple)) and any(_is_disk(v) for v in x))
+
+
+def _concatenate(arrays, axis=0, dtype=None):
+    _no_extra("concatenate", dtype=dtype)
+    if axis is None:  # jnp's: the flattened arrays
+        arrays = [_api.reshape(a, (a.size,)) if _is_disk(a) else jnp.ravel(a) for a in arrays]
+        axis = 0
+    return _api.concatenate(list(arrays), axis)
+
+
+def _stack(arrays, axis=0, out=None, dtype=None):
+    _no_extra("stack", out=out, dtype=dtype)
+    return _api.stack(list(arrays), axis)
+
+
+def _at_least(a, ndim):
+    """a with leading axes of size 1 added up to `ndim` (jnp.atleast_1d / atleast_2d)."""
+    if np.ndim(a) >= ndim:
+        return a
+    shape = (1,) * (ndim - np.ndim(a)) + tuple(np.shape(a))
+    return _api.reshape(a, shape) if _is_disk(a) else jnp.reshape(jnp.asarray(a), shape)
+
+
+def _vstack(tup, dtype=None):
+    _no_extra("vstack", dtype=dtype)
+    return _api.concatenate([_at_least(a, 2) for a in tup], 0)
+
+
+def _hstack(tup, dtype=None):
+    _no_extra("hstack", dtype=dtype)
+    arrays = [_at_least(a, 1) for a in tup]
+    return _api.concatenate(arrays, 0 if arrays and np.ndim(arrays[0]) == 1 else 1)
+
+
+# Functions whose first argument is a sequence of arrays: dispatched when it holds a DiskArray.
+SEQUENCE_TABLE = {
+    "jnp.concatenate": _concatenate,
+    "jnp.stack": _stack,
+    "jnp.vstack": _vstack,
+    "jnp.hstack": _hstack,
+}
+
 TABLE = {
     **{f"jnp.{n}": _unary(f, n) for n, f in {
         "sqrt": _api.sqrt, "abs": _api.abs, "absolute": _api.abs, "sign": _api.sign,
@@ -177,7 +240,7 @@ TABLE = {
     "jnp.linalg.norm": _norm,
     "jnp.vdot": _two_operand(_api.vdot, "vdot"),
     "jnp.dot": _two_operand(_api.dot, "dot"),
-    "jnp.matmul": _two_operand(_api.dot, "matmul"),
+    "jnp.matmul": _two_operand(_api.matmul, "matmul"),
     "jnp.transpose": _transpose,
     "jnp.outer": lambda a, b, **kwargs: _api.outer(a, b),
     "jnp.einsum": lambda subscripts, *operands, **kwargs: _api.einsum(subscripts, *operands),
@@ -192,8 +255,10 @@ TABLE = {
     "jnp.full_like": _like(_api.full_like, "full_like"),
     "jnp.asarray": _asarray,
     "jnp.array": _array,
+    "jnp.take": _take,
 }
 
 compat.install_numpy_dispatch(TABLE, _is_disk)
+compat.install_numpy_dispatch(SEQUENCE_TABLE, _holds_disk)
 compat.accept_in_optax_abs_sq(_is_disk, _api.square)
 compat.name_unsupported_primitives(_is_disk)

@@ -58,3 +58,75 @@ def test_adam_step_fuses_its_elementwise_math(rng):
     state = opt.init(w)
     step = lambda g, s, w: optax.apply_updates(w, opt.update(g, s, w)[0])  # noqa: E731
     assert len(kernels(step, w, state, w)) <= 4
+
+
+def test_whole_adam_step_is_one_pass_with_minimal_traffic(rng, small_budget):
+    """New moments are both outputs and inputs of the update: one pass reads p, g, m, v once
+    and writes p, m, v once."""
+    import optax
+    small_budget("64KB")
+    p_np, g_np = (rng.uniform(-1, 1, (313, 101)).astype(np.float32) for _ in range(2))
+    p, g = jask.DiskArray.from_numpy(p_np), jask.DiskArray.from_numpy(g_np)
+    opt = optax.adam(0.01)
+
+    def step(p, g, state):
+        updates, state = opt.update(g, state, p)
+        return optax.apply_updates(p, updates), state
+    state = opt.init(p)
+    (kernel,) = kernels(step, p, g, state)
+    assert kernel.startswith("map_multi/")
+    ref_p, ref_state = jnp.asarray(p_np), opt.init(jnp.asarray(p_np))
+    for _ in range(3):
+        io_before = sum(_engine.io_counters())
+        p, state = jax.jit(step)(p, g, state)
+        moved = sum(_engine.io_counters()) - io_before
+        assert 7 * p.nbytes <= moved <= 7 * p.nbytes + 3 * 4096  # and a .npy header per result
+        ref_p, ref_state = step(ref_p, jnp.asarray(g_np), ref_state)
+    assert_close(np.asarray(p), ref_p)
+    assert_close(np.asarray(state[0].mu), ref_state[0].mu)
+    assert_close(np.asarray(state[0].nu), ref_state[0].nu)
+
+
+def test_results_read_before_the_consumer_stay_separate(rng):
+    """A result used by an op that runs before the consumer cannot move into the consumer."""
+    x_np = rng.uniform(0.5, 1, (61, 17)).astype(np.float32)
+    x = jask.DiskArray.from_numpy(x_np)
+
+    def f(x):
+        s = jnp.sqrt(x)
+        total = jask.sum(s)  # reads s before the consumer below
+        return s * 2.0 + 1.0, total
+
+    out, total = jax.jit(f)(x)
+    assert_close(np.asarray(out), np.sqrt(x_np) * 2 + 1)
+    assert_close(total, np.sqrt(x_np).sum())
+    def two(x):
+        e = jnp.exp(x)
+        return e, e * 3.0 - x
+    assert [k.split("/")[0] for k in kernels(two, x)] == ["map_multi"]
+    a, b = jax.jit(two)(x)
+    assert_close(np.asarray(a), np.exp(x_np))
+    assert_close(np.asarray(b), np.exp(x_np) * 3 - x_np)
+
+
+def test_long_fused_chains_get_valid_file_names(rng):
+    """A fused op's name lists its ops; its result file's name stays within the file system's limit."""
+    x_np = rng.uniform(-1, 1, (33, 5)).astype(np.float32)
+    x = jask.DiskArray.from_numpy(x_np)
+
+    def chain(x):
+        for _ in range(40):
+            x = x * 1.01 + 0.01
+        return x
+    (kernel,) = kernels(chain, x)
+    assert len(kernel) > 255
+    assert_close(np.asarray(jax.jit(chain)(x)), chain(x_np))
+
+
+def test_gradient_of_a_sum_is_not_written_out(rng):
+    """The cotangent of sum(...) is a scalar broadcast; it joins the pass that uses it."""
+    x_np = rng.uniform(-1, 1, (71, 13)).astype(np.float32)
+    x = jask.DiskArray.from_numpy(x_np)
+    loss = lambda x: jask.sum(jask.square(x))  # noqa: E731
+    assert "fill" not in kernels(jax.grad(loss), x)
+    assert_close(np.asarray(jax.jit(jax.grad(loss))(x)), 2 * x_np)

@@ -282,11 +282,6 @@ def test_max_and_min_reductions(rng):
         assert float(top) == x_np.max() and float(bottom) == x_np.min()
 
 
-def test_vmap_names_the_op(rng):
-    x = jask.DiskArray.from_numpy(rng.uniform(-1, 1, (5, 3)).astype(np.float32))
-    with pytest.raises(NotImplementedError, match="jax.vmap of jask.mul is not supported yet"):
-        jax.vmap(lambda s: jask.sum(x * s))(jnp.arange(3.0))
-
 
 def test_large_logsumexp_and_softmax_stay_on_disk_with_gradients(rng, monkeypatch):
     """Along an axis whose result exceeds DENSE_LIMIT the max is a DiskArray; its stop_gradient

@@ -164,6 +164,143 @@ def _fuse_one(eqns, outvars, prim_base, fuse, merge_operands):
     return None
 
 
+def fuse_shared_results(prim_base, fuse_results, merge_operands):
+    """A lowering pass merging an op into a consumer of its result when the result has other
+    users too: `fuse_results(consumer, k, producer, consumed, kept)` returns one op that also
+    writes the producer's results numbered in `kept` (None: not fusible)."""
+    def rewrite(closed_jaxpr):
+        jaxpr = closed_jaxpr.jaxpr
+        eqns, changed = list(jaxpr.eqns), False
+        while (merged := _share_one(eqns, jaxpr.outvars, prim_base, fuse_results, merge_operands)):
+            eqns, changed = merged, True
+        return closed_jaxpr.replace(jaxpr=jaxpr.replace(eqns=eqns)) if changed else closed_jaxpr
+    return rewrite
+
+
+def _share_one(eqns, outvars, prim_base, fuse_results, merge_operands):
+    users: dict[int, list[int]] = {}  # var -> positions of the eqns using it; len(eqns): an output
+    for i, e in enumerate(eqns):
+        for x in e.invars:
+            if isinstance(x, _core.Var):
+                users.setdefault(id(x), []).append(i)
+    for x in outvars:
+        if isinstance(x, _core.Var):
+            users.setdefault(id(x), []).append(len(eqns))
+    producer_at = {id(v): i for i, e in enumerate(eqns) for v in e.outvars}
+    for ci, consumer in enumerate(eqns):
+        consumer_prim = _jask_prim(consumer, prim_base)
+        if consumer_prim is None:
+            continue
+        for k, v in enumerate(consumer.invars):
+            if not isinstance(v, _core.Var) or id(v) not in producer_at:
+                continue
+            pi = producer_at[id(v)]
+            producer = eqns[pi]
+            producer_prim = _jask_prim(producer, prim_base)
+            results = producer.outvars
+            if producer_prim is None or any(o is not v and o in consumer.invars for o in results):
+                continue
+            # The merged op runs where the consumer did: nothing between may read the results.
+            later = [u for o in results for u in users.get(id(o), []) if u != ci]
+            if any(u < ci for u in later):
+                continue
+            kept = tuple(j for j, o in enumerate(results) if any(u != ci for u in users.get(id(o), [])))
+            ks = tuple(i for i, x in enumerate(consumer.invars) if x is v)
+            prim = fuse_results(consumer_prim, ks, producer_prim, results.index(v), kept)
+            if prim is None:
+                continue
+            invars = [*consumer.invars[:k], *producer.invars,
+                      *(x for i, x in enumerate(consumer.invars) if i > k and i not in ks)]
+            prim, invars = _drop_repeated_operands(prim, invars, merge_operands)
+            fused = _core.new_jaxpr_eqn(invars, [results[j] for j in kept] + list(consumer.outvars),
+                                        _call_hi_primitive_p, {"_prim": prim}, consumer.effects,
+                                        consumer.source_info, consumer.ctx)
+            return [fused if i == ci else e for i, e in enumerate(eqns) if i != pi]
+    return None
+
+
+def fuse_groups(prim_base, find_groups, group_op):
+    """A lowering pass replacing sets of ops by one op each. `find_groups(nodes, check)`
+    chooses the sets from `nodes` (per equation: its op or None, input keys, output keys);
+    `check(members)` is None when the set can run as one step, else the position of an
+    equation outside it that both depends on its results and feeds it. `group_op(members,
+    nodes, avals, used_outside)` returns (op, input keys, output keys). The equations are
+    then reordered (stably) so that each runs after what it reads."""
+    def rewrite(closed_jaxpr):
+        jaxpr = closed_jaxpr.jaxpr
+        eqns = list(jaxpr.eqns)
+        keys: dict[int, object] = {}
+        avals: dict[object, object] = {}
+
+        def key(v):
+            keys[id(v)], avals[id(v)] = v, v.aval
+            return id(v)
+        nodes = [(_jask_prim(e, prim_base), [key(v) for v in e.invars], [key(v) for v in e.outvars])
+                 for e in eqns]
+        producer = {k: i for i, (_, _, outs) in enumerate(nodes) for k in outs}
+        users: dict[int, list[int]] = {}
+        for i, (_, ins, _) in enumerate(nodes):
+            for k in ins:
+                users.setdefault(k, []).append(i)
+        for v in jaxpr.outvars:
+            users.setdefault(key(v), []).append(len(eqns))
+
+        def check(members):
+            inside = set(members)
+            downstream: set[int] = set()  # outside equations that depend on the set's results
+            for i in range(min(members), len(nodes)):
+                if i not in inside and any(producer.get(k) in inside or producer.get(k) in downstream
+                                           for k in nodes[i][1]):
+                    downstream.add(i)
+            feeding = [producer[k] for j in members for k in nodes[j][1] if producer.get(k) in downstream]
+            return min(feeding) if feeding else None
+
+        groups = find_groups(nodes, check)
+        if not groups:
+            return closed_jaxpr
+        units = []  # (position, eqn) with the members of a group replaced by one eqn
+        grouped = set()
+        for members in groups:
+            inside = set(members)
+            used_outside = {k for i in members for k in nodes[i][2]
+                            if any(u not in inside for u in users.get(k, ()))}
+            grouped |= inside
+            if not used_outside:  # nothing reads its results: Jask ops have no other effect
+                continue
+            op, in_keys, out_keys = group_op(members, nodes, avals, used_outside)
+            last = eqns[max(members)]
+            units.append((min(members), _core.new_jaxpr_eqn(
+                [keys[k] for k in in_keys], [keys[k] for k in out_keys], _call_hi_primitive_p,
+                {"_prim": op}, last.effects, last.source_info, last.ctx)))
+        units += [(i, e) for i, e in enumerate(eqns) if i not in grouped]
+        return closed_jaxpr.replace(jaxpr=jaxpr.replace(eqns=_stable_topological_order(units)))
+    return rewrite
+
+
+def _stable_topological_order(units):
+    """The equations of (position, eqn) pairs ordered so each follows the equations whose
+    results it reads, keeping program order where dependencies allow."""
+    import heapq
+    made = {id(v): n for n, (_, e) in enumerate(units) for v in e.outvars}
+    waits = [{made[id(v)] for v in e.invars if isinstance(v, _core.Var) and id(v) in made} for _, e in units]
+    readers: dict[int, list[int]] = {}
+    for n, deps in enumerate(waits):
+        for d in deps:
+            readers.setdefault(d, []).append(n)
+    ready = [(units[n][0], n) for n, deps in enumerate(waits) if not deps]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, n = heapq.heappop(ready)
+        order.append(units[n][1])
+        for r in readers.get(n, ()):
+            waits[r].discard(n)
+            if not waits[r]:
+                heapq.heappush(ready, (units[r][0], r))
+    assert len(order) == len(units), "row-group reordering found a cycle"
+    return order
+
+
 def _drop_repeated_operands(prim, invars, merge_operands):
     i = 0
     while i < len(invars):

@@ -70,6 +70,13 @@ class DiskArrayTy(compat.HiType):
     def vspace_add(self, x, y):
         return _op("add")(x, y)
 
+    # vmap: a batched DiskArray holds every element of the batch along one axis
+    def dec_rank(self, size, spec):
+        return DiskArrayTy(self.shape[:spec] + self.shape[spec + 1:], self.dtype)
+
+    def inc_rank(self, size, spec):
+        return DiskArrayTy(self.shape[:spec] + (size,) + self.shape[spec:], self.dtype)
+
     # operators and methods on tracers (forwarded by JAX to the aval)
     _add = staticmethod(lambda x, y: _op("add")(x, y))
     _radd = staticmethod(lambda x, y: _op("add")(y, x))
@@ -81,8 +88,8 @@ class DiskArrayTy(compat.HiType):
     _rtruediv = staticmethod(lambda x, y: _op("divide")(y, x))
     _pow = staticmethod(lambda x, y: _op("power")(x, y))
     _rpow = staticmethod(lambda x, y: _op("power")(y, x))
-    _matmul = staticmethod(lambda x, y: _op("dot")(x, y))
-    _rmatmul = staticmethod(lambda x, y: _op("dot")(y, x))
+    _matmul = staticmethod(lambda x, y: _op("matmul")(x, y))
+    _rmatmul = staticmethod(lambda x, y: _op("matmul")(y, x))
     _neg = staticmethod(lambda x: _op("negative")(x))
     _pos = staticmethod(lambda x: x)
     _getitem = staticmethod(lambda x, key: _op("getitem")(x, key))
@@ -231,7 +238,8 @@ class DiskArray(metaclass=_DiskArrayMeta):
 
     @property
     def path(self) -> str:
-        """The file that holds this array."""
+        """The file that holds this array (for a view, from reshape or a contiguous slice, the
+        file it shares with the array it views)."""
         return _engine.info(self.handle)[2]
 
     @property

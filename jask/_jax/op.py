@@ -25,7 +25,10 @@ from .diskarray import DiskArray, DiskArrayTy
 #   "dense"  an in-memory jax.Array of the op's output type (materialize, row slices)
 # Operands reach the engine as handles (DiskArrays), scalars (0-d) and
 # buffers (other in-memory arrays), in that order.
-_FFI_TARGET = {"array": "jask_array_op", "scalar": "jask_reduce_op", "dense": "jask_dense_op"}
+#   "arrays" a tuple of new DiskArrays (a fused program with several outputs)
+#   "group"  a tuple of new DiskArrays and 0-d values (a row group, ops/_rowgroup.py)
+_FFI_TARGET = {"array": "jask_array_op", "arrays": "jask_arrays_op", "scalar": "jask_reduce_op",
+               "dense": "jask_dense_op", "group": "jask_group_op"}
 
 
 class Op(compat.VJPHiPrimitive):
@@ -78,15 +81,22 @@ class Op(compat.VJPHiPrimitive):
         dense = [np.asarray(x) for x in operands if not isinstance(x, DiskArray)]
         scalars = [float(x) for x in dense if x.ndim == 0]
         params = list(self.kernel_params())
+        buffers = [np.ascontiguousarray(x).reshape(-1).view(np.uint8) for x in dense if x.ndim]
         if self.result == "array":
-            buffers = [np.ascontiguousarray(x).reshape(-1).view(np.uint8) for x in dense if x.ndim]
             h = _engine.array_op(self.kernel_name(), handles, scalars, params, buffers)
             return DiskArray(self.out_aval, h)
+        if self.result == "arrays":
+            hs = _engine.arrays_op(self.kernel_name(), handles, scalars, params, buffers)
+            return tuple(DiskArray(aval, h) for aval, h in zip(self.out_aval, hs))
+        if self.result == "group":
+            hs, values = _engine.group_op(self.kernel_name(), handles, scalars, params)
+            return _group_results(self.out_aval, hs, values)
         if self.result == "scalar":
             value = _engine.reduce_op(self.kernel_name(), handles, scalars, params)
             return jnp.asarray(value, self.out_aval.dtype)
         out = np.empty(self.out_aval.shape, self.out_aval.dtype)
-        _engine.dense_op(self.kernel_name(), handles, scalars, params, out.reshape(-1).view(np.uint8))
+        _engine.dense_op(self.kernel_name(), handles, scalars, params, out.reshape(-1).view(np.uint8),
+                         buffers)
         return jnp.asarray(out)
 
     def _lower(self, operands):
@@ -96,12 +106,24 @@ class Op(compat.VJPHiPrimitive):
         out = self.out_aval
         if self.result == "array":
             result_type = jax.ShapeDtypeStruct((), jnp.int32)
+        elif self.result == "arrays":
+            result_type = jax.ShapeDtypeStruct((len(out),), jnp.int32)
+        elif self.result == "group":  # handles, then the 0-d values (at least one slot each)
+            n_arrays = sum(isinstance(a, DiskArrayTy) for a in out)
+            values = [a for a in out if not isinstance(a, DiskArrayTy)]
+            result_type = (jax.ShapeDtypeStruct((max(1, n_arrays),), jnp.int32),
+                           jax.ShapeDtypeStruct((max(1, len(values)),),
+                                                values[0].dtype if values else jnp.float32))
         else:
             result_type = jax.ShapeDtypeStruct(out.shape, out.dtype)
         call = jax.ffi.ffi_call(_FFI_TARGET[self.result], result_type, has_side_effect=True)
         value = call(*handles, *dense, kernel=self.kernel_name(),
                      params=np.asarray(self.kernel_params(), np.int64),
                      num_handles=np.int64(len(handles)))
+        if self.result == "arrays":
+            return tuple(DiskArray(aval, value[i]) for i, aval in enumerate(out))
+        if self.result == "group":
+            return _group_results(out, *value)
         return DiskArray(out, value) if self.result == "array" else value
 
     # -- derived: reverse mode ----------------------------------------------
@@ -141,9 +163,10 @@ class Op(compat.VJPHiPrimitive):
         return out, _zeros_like(out) if t_out is None else t_out
 
     def batch(self, axis_data, args, dims):
-        raise NotImplementedError(
-            f"jax.vmap of jask.{self.name} is not supported yet: Jask ops run on whole arrays; "
-            f"loop over the batch in Python, or use jask.materialize for small arrays")
+        # Jask ops are passes over whole arrays: a batch of n runs the op n times and
+        # stacks the results along a new leading axis (on disk for DiskArray results).
+        from ..ops._batching import run_per_element
+        return run_per_element(self, axis_data.size, args, dims)
 
     def lin(self, nzs_in, *primals):
         out = self(*primals)
@@ -157,6 +180,17 @@ class Op(compat.VJPHiPrimitive):
 
     def __repr__(self):
         return f"jask.{self.name}{self.params or ''}"
+
+
+def _group_results(out_avals, handles, values):
+    """The outputs of a row group in order, from its handles and its 0-d values."""
+    results, h, v = [], iter(range(len(handles))), iter(range(len(values)))
+    for aval in out_avals:
+        if isinstance(aval, DiskArrayTy):
+            results.append(DiskArray(aval, handles[next(h)]))
+        else:
+            results.append(jnp.asarray(values[next(v)], aval.dtype))
+    return tuple(results)
 
 
 def _is_bool(aval) -> bool:

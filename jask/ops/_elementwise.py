@@ -34,10 +34,11 @@ def _kind(aval) -> str:
     return "memory" if aval.shape else "scalar"
 
 
-def encode(expr, in_avals, out_shape, out_dtype, reduction: str = "none") -> tuple[int, ...]:
+def encode(expr, in_avals, out_shape, out_dtype, reduction: str = "none", outputs=None) -> tuple[int, ...]:
     """The engine's operand header and program for `expr` (see ProgramOperands in
     src/engine/ops.cpp): DiskArray operands are the first registers, in-memory arrays the
-    next, scalars after them, then one register per instruction."""
+    next, scalars after them, then one register per instruction. `outputs` lists the
+    instructions whose results are stored (default: the last one)."""
     kinds = [_kind(a) for a in in_avals]
     order = [i for k in ("disk", "memory", "scalar") for i, kind in enumerate(kinds) if kind == k]
     register = {operand: r for r, operand in enumerate(order)}
@@ -46,11 +47,14 @@ def encode(expr, in_avals, out_shape, out_dtype, reduction: str = "none") -> tup
         if kinds[i] == "memory":
             header += [dtype_code(in_avals[i].dtype), len(in_avals[i].shape), *in_avals[i].shape]
     base = len(in_avals)
-    params = [base + len(expr), dtype_code(out_dtype), REDUCTIONS[reduction], base + len(expr) - 1,
+    outputs = (len(expr) - 1,) if outputs is None else tuple(outputs)
+    params = [base + len(expr), dtype_code(out_dtype), REDUCTIONS[reduction], base + outputs[0],
               len(expr)]
     for j, (instr, args) in enumerate(expr):
         regs = [register[i] if kind == "in" else base + i for kind, i in args]
         params += [OPCODES[instr], base + j, *(regs + [0, 0, 0])[:3]]
+    if len(outputs) > 1:
+        params += [len(outputs) - 1, *(base + j for j in outputs[1:])]
     return tuple(header + params)
 
 
@@ -252,6 +256,8 @@ def _parts(prim):
         return prim.expr, prim.reduction, np.dtype(prim.out_dtype), prim.label, prim.shape
     if isinstance(prim, Elementwise):
         return prim.expr(), "none", prim.out_aval.dtype, prim.name, prim.out_aval.shape
+    if prim.kernel == "fill":  # a scalar broadcast (the cotangent of a sum): no array to write
+        return single_instruction("copy", 1), "none", prim.out_aval.dtype, "fill", prim.out_aval.shape
     if isinstance(prim, Reduce):
         label = prim.reduction if prim.instr == "copy" else f"{prim.instr}+{prim.reduction}"
         shape, arrays = operand_shape(prim.name, prim.in_avals)
@@ -303,6 +309,74 @@ def fuse(consumer, k: int, producer):
                out_dtype=out_dtype, reduction=reduction)
 
 
+class FusedMulti(Op):
+    """Several elementwise instructions in one pass writing several new DiskArrays: values
+    that are both results of the program and inputs of later instructions (an optimizer's
+    new state and the update computed from it) are written once, never read back."""
+
+    name = "fused"
+    kernel = "map_multi"
+    result = "arrays"
+
+    def out_type(self, *operands, expr, label, shape, out_dtype, outputs):
+        return tuple(DiskArrayTy(shape, out_dtype) for _ in outputs)
+
+    def kernel_params(self):
+        return encode(self.expr, self.in_avals, self.shape, self.out_dtype, outputs=self.outputs)
+
+    def kernel_name(self):
+        return f"map_multi/{self.label}"
+
+
+# Array streams (operands and results) of one multi-output pass.
+MAX_FUSED_STREAMS = 8
+
+
+def _results(prim):
+    """(expr, result instructions, out dtype, label, shape) of a pass writing arrays, or None."""
+    if isinstance(prim, FusedMulti):
+        return prim.expr, prim.outputs, np.dtype(prim.out_dtype), prim.label, prim.shape
+    parts = _parts(prim)
+    if parts is None or parts[1] != "none":
+        return None
+    expr, _, out_dtype, label, shape = parts
+    return expr, (len(expr) - 1,), out_dtype, label, shape
+
+
+def fuse_results(consumer, ks: tuple[int, ...], producer, consumed: int, kept: tuple[int, ...]):
+    """One pass computing `producer` and `consumer`, where the consumer's operands at
+    positions `ks` are the producer's result number `consumed`; the producer's operands take
+    the place of the first of them. Its results are the producer's results listed in `kept`,
+    then the consumer's. None if they cannot share a pass."""
+    c, p = _results(consumer), _results(producer)
+    if c is None or p is None or c[4] != p[4] or c[2] != p[2]:
+        return None
+    k = ks[0]
+    rest = [i for i in range(k + 1, len(consumer.in_avals)) if i not in ks]
+    avals = (*consumer.in_avals[:k], *producer.in_avals, *(consumer.in_avals[i] for i in rest))
+    arrays = sum(1 for a in avals if a.shape or isinstance(a, DiskArrayTy))
+    if arrays + len(kept) + len(c[1]) > MAX_FUSED_STREAMS:
+        return None
+    if not _same_float_dtype((*avals, DiskArrayTy((), c[2]))):
+        return None
+    (c_expr, c_outs, out_dtype, c_label, shape), (p_expr, p_outs, _, p_label, _) = c, p
+    width, offset = len(producer.in_avals), len(p_expr)
+
+    def moved(ref):
+        kind, i = ref
+        if kind == "tmp":
+            return ("tmp", i + offset)
+        if i in ks:
+            return ("tmp", p_outs[consumed])
+        return ("in", i if i < k else k + width + rest.index(i))
+    shifted = tuple((instr, tuple(("in", i + k) if kind == "in" else (kind, i) for kind, i in args))
+                    for instr, args in p_expr)
+    expr = shifted + tuple((instr, tuple(moved(r) for r in args)) for instr, args in c_expr)
+    outputs = tuple(p_outs[j] for j in kept) + tuple(j + offset for j in c_outs)
+    return FusedMulti(*avals, expr=expr, label=f"{p_label}+{c_label}", shape=shape,
+                      out_dtype=out_dtype, outputs=outputs)
+
+
 def merge_operands(prim, keep: int, drop: int):
     """`prim` with operand `drop` read from operand `keep` instead (the same value twice)."""
     def ref(r):
@@ -314,5 +388,8 @@ def merge_operands(prim, keep: int, drop: int):
         return ("in", i - 1 if i > drop else i)
     expr = tuple((instr, tuple(ref(r) for r in args)) for instr, args in prim.expr)
     avals = prim.in_avals[:drop] + prim.in_avals[drop + 1:]
+    if isinstance(prim, FusedMulti):
+        return FusedMulti(*avals, expr=expr, label=prim.label, shape=prim.shape,
+                          out_dtype=prim.out_dtype, outputs=prim.outputs)
     return type(prim)(*avals, expr=expr, label=prim.label, shape=prim.shape,
                       out_dtype=prim.out_dtype, reduction=prim.reduction)

@@ -3,8 +3,10 @@
 // runs here, in C++), and return the new handle or the reduced scalar.
 #include "ffi_handlers.hpp"
 
+#include <algorithm>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "../engine/array_store.hpp"
 #include "../engine/errors.hpp"
@@ -69,6 +71,22 @@ ffi::Error array_op(std::string_view kernel, ffi::Span<const int64_t> params, in
   }
 }
 
+ffi::Error arrays_op(std::string_view kernel, ffi::Span<const int64_t> params, int64_t num_handles,
+                     ffi::RemainingArgs args, ffi::ResultBufferR1<ffi::DataType::S32> out) {
+  try {
+    std::vector<int32_t> handles = run_arrays_op(decode_call(kernel, params, num_handles, args));
+    if (handles.size() != static_cast<size_t>(out->element_count())) {
+      for (int32_t h : handles) Registry::instance().release_floating(h);
+      throw ValueError(std::string(kernel) + ": " + std::to_string(handles.size()) + " results for " +
+                       std::to_string(out->element_count()) + " result slots");
+    }
+    std::copy(handles.begin(), handles.end(), out->typed_data());
+    return ffi::Error::Success();
+  } catch (const std::exception& e) {
+    return to_ffi_error(e);
+  }
+}
+
 void store_scalar(ffi::AnyBuffer& buf, double v) {
   void* p = buf.untyped_data();
   switch (buf.element_type()) {
@@ -86,6 +104,57 @@ ffi::Error reduce_op(std::string_view kernel, ffi::Span<const int64_t> params, i
                      ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> out) {
   try {
     store_scalar(*out, run_reduce_op(decode_call(kernel, params, num_handles, args)));
+    return ffi::Error::Success();
+  } catch (const std::exception& e) {
+    return to_ffi_error(e);
+  }
+}
+
+// Results of a row group: slots for exactly its results, or one unused slot
+// (0) when it has none, as XLA callers may not want zero-length results.
+void check_slots(std::string_view kernel, const char* what, size_t results, int64_t slots) {
+  if (static_cast<int64_t>(results) == slots || (results == 0 && slots == 1)) return;
+  throw ValueError(std::string(kernel) + ": " + std::to_string(results) + " " + what + " for " +
+                   std::to_string(slots) + " result slots");
+}
+
+// The scalar results as float32 or float64 (what JAX holds without or with x64).
+void store_values(std::string_view kernel, ffi::AnyBuffer& buf, const std::vector<double>& values) {
+  if (buf.dimensions().size() != 1) throw ValueError(std::string(kernel) + ": the values result must be 1-D");
+  const int64_t slots = buf.dimensions()[0];
+  check_slots(kernel, "values", values.size(), slots);
+  void* p = buf.untyped_data();
+  switch (buf.element_type()) {
+    case ffi::DataType::F32:
+      for (int64_t i = 0; i < slots; ++i) {
+        static_cast<float*>(p)[i] = i < static_cast<int64_t>(values.size()) ? static_cast<float>(values[i]) : 0.0f;
+      }
+      return;
+    case ffi::DataType::F64:
+      for (int64_t i = 0; i < slots; ++i) {
+        static_cast<double*>(p)[i] = i < static_cast<int64_t>(values.size()) ? values[i] : 0.0;
+      }
+      return;
+    default: throw TypeError(std::string(kernel) + ": the values result must be float32 or float64");
+  }
+}
+
+// A row group: its new arrays' handles, and the values of its sums.
+ffi::Error group_op(std::string_view kernel, ffi::Span<const int64_t> params, int64_t num_handles,
+                    ffi::RemainingArgs args, ffi::ResultBufferR1<ffi::DataType::S32> handles_out,
+                    ffi::Result<ffi::AnyBuffer> values_out) {
+  try {
+    GroupResult r = run_group_op(decode_call(kernel, params, num_handles, args));
+    try {
+      check_slots(kernel, "arrays", r.handles.size(), handles_out->element_count());
+      store_values(kernel, *values_out, r.scalars);
+    } catch (...) {
+      for (int32_t h : r.handles) Registry::instance().release_floating(h);
+      throw;
+    }
+    int32_t* slots = handles_out->typed_data();
+    std::fill(slots, slots + handles_out->element_count(), 0);
+    std::copy(r.handles.begin(), r.handles.end(), slots);
     return ffi::Error::Success();
   } catch (const std::exception& e) {
     return to_ffi_error(e);
@@ -131,6 +200,23 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaskArrayOp, array_op,
                                   .RemainingArgs()
                                   .Ret<ffi::BufferR0<ffi::DataType::S32>>());
 
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaskArraysOp, arrays_op,
+                              ffi::Ffi::Bind()
+                                  .Attr<std::string_view>("kernel")
+                                  .Attr<ffi::Span<const int64_t>>("params")
+                                  .Attr<int64_t>("num_handles")
+                                  .RemainingArgs()
+                                  .Ret<ffi::BufferR1<ffi::DataType::S32>>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaskGroupOp, group_op,
+                              ffi::Ffi::Bind()
+                                  .Attr<std::string_view>("kernel")
+                                  .Attr<ffi::Span<const int64_t>>("params")
+                                  .Attr<int64_t>("num_handles")
+                                  .RemainingArgs()
+                                  .Ret<ffi::BufferR1<ffi::DataType::S32>>()
+                                  .Ret<ffi::AnyBuffer>());
+
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaskReduceOp, reduce_op,
                               ffi::Ffi::Bind()
                                   .Attr<std::string_view>("kernel")
@@ -146,6 +232,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaskRelease, release,
                                   .Ret<ffi::BufferR0<ffi::DataType::S32>>());
 
 void* ffi_array_op_handler() { return reinterpret_cast<void*>(JaskArrayOp); }
+void* ffi_arrays_op_handler() { return reinterpret_cast<void*>(JaskArraysOp); }
+void* ffi_group_op_handler() { return reinterpret_cast<void*>(JaskGroupOp); }
 void* ffi_reduce_op_handler() { return reinterpret_cast<void*>(JaskReduceOp); }
 void* ffi_release_handler() { return reinterpret_cast<void*>(JaskRelease); }
 void* ffi_dense_op_handler() { return reinterpret_cast<void*>(JaskDenseOp); }

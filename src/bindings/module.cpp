@@ -2,6 +2,7 @@
 // I/O releases the GIL. Engine exceptions become the matching Python ones.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
@@ -10,7 +11,6 @@
 #include "../engine/blas.hpp"
 #include "../engine/errors.hpp"
 #include "../engine/file.hpp"
-#include "../engine/kernels.hpp"
 #include "../engine/ops.hpp"
 #include "../engine/pipeline.hpp"
 #include "../engine/planner.hpp"
@@ -108,13 +108,27 @@ NB_MODULE(_engine, m) {
     for (auto& b : buffers) dense.push_back(DenseOperand{b.data(), b.nbytes()});
     return run_array_op(OpCall{kernel, handles, scalars, params, dense});
   }, "kernel"_a, "handles"_a, "scalars"_a, "params"_a, "buffers"_a, Unlocked());
+  m.def("arrays_op", [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
+                        std::vector<int64_t> params, std::vector<ReadOnlyBytes> buffers) {
+    std::vector<DenseOperand> dense;
+    for (auto& b : buffers) dense.push_back(DenseOperand{b.data(), b.nbytes()});
+    return run_arrays_op(OpCall{kernel, handles, scalars, params, dense});
+  }, "kernel"_a, "handles"_a, "scalars"_a, "params"_a, "buffers"_a, Unlocked());
   m.def("dense_op", [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
-                       std::vector<int64_t> params, Bytes out) {
-    run_dense_op(OpCall{kernel, handles, scalars, params, {}}, out.data(), out.nbytes());
-  }, "kernel"_a, "handles"_a, "scalars"_a, "params"_a, "out"_a, Unlocked());
+                       std::vector<int64_t> params, Bytes out, std::vector<ReadOnlyBytes> buffers) {
+    std::vector<DenseOperand> dense;
+    for (auto& b : buffers) dense.push_back(DenseOperand{b.data(), b.nbytes()});
+    run_dense_op(OpCall{kernel, handles, scalars, params, dense}, out.data(), out.nbytes());
+  }, "kernel"_a, "handles"_a, "scalars"_a, "params"_a, "out"_a, "buffers"_a = std::vector<ReadOnlyBytes>(),
+     Unlocked());
   m.def("reduce_op", [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
                         std::vector<int64_t> params) {
     return run_reduce_op(OpCall{kernel, handles, scalars, params, {}});
+  }, "kernel"_a, "handles"_a, "scalars"_a, "params"_a, Unlocked());
+  m.def("group_op", [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
+                       std::vector<int64_t> params) {
+    GroupResult r = run_group_op(OpCall{kernel, handles, scalars, params, {}});
+    return std::make_pair(std::move(r.handles), std::move(r.scalars));
   }, "kernel"_a, "handles"_a, "scalars"_a, "params"_a, Unlocked());
   m.def("opcodes", [] {
     nb::dict d;
@@ -130,14 +144,19 @@ NB_MODULE(_engine, m) {
     read_to_memory(h, dst.data(), dst.nbytes());
   }, "handle"_a, "dst"_a, Unlocked());
 
-  // In-memory kernels, exposed for bench/block_math.py (C++ kernels vs XLA).
-  m.def("block_map", [](const std::string& op, ReadOnlyBytes a, ReadOnlyBytes b, Bytes out, double scalar) {
-    auto code = map_op_from_name(op);
-    if (!code) throw ValueError("unknown map op " + op);
-    map_block(*code, DType::f32, a.data(), b.data(), out.data(), static_cast<int64_t>(out.nbytes() / 4), scalar);
-  }, "op"_a, "a"_a, "b"_a, "out"_a, "scalar"_a, Unlocked());
+  // The in-memory part of one block, exposed for bench/block_math.py (C++ vs
+  // XLA): the program interpreter on float32 buffers the caller holds.
+  m.def("block_map", [](const std::string& instr, ReadOnlyBytes a, ReadOnlyBytes b, Bytes out) {
+    const int64_t n = static_cast<int64_t>(out.nbytes() / 4);
+    if (a.nbytes() != out.nbytes() || b.nbytes() != out.nbytes()) throw ValueError("block_map: buffer sizes differ");
+    Program program{3, DType::f32, Reduction::kNone, 2, {Instr{opcode_from_name(instr), 2, 0, 1, 0}}, {}};
+    ProgramRunner(program, {DType::f32, DType::f32}, {}).run({a.data(), b.data()}, out.data(), n);
+  }, "instr"_a, "a"_a, "b"_a, "out"_a, Unlocked());
   m.def("block_sum", [](ReadOnlyBytes a) {
-    return reduce_block(ReduceOp::kSum, DType::f32, a.data(), nullptr, static_cast<int64_t>(a.nbytes() / 4));
+    Program program{2, DType::f32, Reduction::kSum, 1, {Instr{Opcode::kCopy, 1, 0, 0, 0}}, {}};
+    ProgramRunner runner(program, {DType::f32}, {});
+    runner.run({a.data()}, nullptr, static_cast<int64_t>(a.nbytes() / 4));
+    return runner.reduced();
   }, "a"_a, Unlocked());
   m.def("block_gemm", [](ReadOnlyBytes a, ReadOnlyBytes b, Bytes c, int64_t m, int64_t k, int64_t n) {
     gemm(false, false, m, n, k, static_cast<const float*>(a.data()), k, static_cast<const float*>(b.data()), n,
@@ -147,6 +166,8 @@ NB_MODULE(_engine, m) {
   m.def("ffi_targets", [] {
     nb::dict d;
     d["jask_array_op"] = nb::capsule(ffi_array_op_handler());
+    d["jask_arrays_op"] = nb::capsule(ffi_arrays_op_handler());
+    d["jask_group_op"] = nb::capsule(ffi_group_op_handler());
     d["jask_reduce_op"] = nb::capsule(ffi_reduce_op_handler());
     d["jask_release"] = nb::capsule(ffi_release_handler());
     d["jask_dense_op"] = nb::capsule(ffi_dense_op_handler());

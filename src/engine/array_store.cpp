@@ -131,6 +131,17 @@ ArrayRef StoredArray::reshaped(const ArrayRef& base, const std::vector<int64_t>&
   return ArrayRef(new StoredArray(base->file_, info, base->data_offset_));
 }
 
+ArrayRef StoredArray::viewed(const ArrayRef& base, int64_t first, const std::vector<int64_t>& shape) {
+  check_shape(shape, base->path());
+  ArrayInfo info{base->info().dtype, shape};
+  if (first < 0 || first + info.numel() > base->info().numel()) {
+    throw ValueError("cannot view elements [" + std::to_string(first) + ", " + std::to_string(first + info.numel()) +
+                     ") of " + base->info().describe() + " as " + info.describe());
+  }
+  const uint64_t offset = base->data_offset_ + static_cast<uint64_t>(first) * itemsize(info.dtype);
+  return ArrayRef(new StoredArray(base->file_, info, offset));
+}
+
 void StoredArray::read_elems(void* dst, int64_t first, int64_t count) const {
   size_t isz = itemsize(info_.dtype);
   file_->current()->read_at(dst, static_cast<size_t>(count) * isz, data_offset_ + static_cast<uint64_t>(first) * isz);

@@ -36,6 +36,12 @@ class StoredArray {
   // The same file seen with another shape of equal size (no copy).
   static std::shared_ptr<StoredArray> reshaped(const std::shared_ptr<StoredArray>& base,
                                                const std::vector<int64_t>& shape);
+  // Elements [first, first + numel(shape)) of `base` in C order, seen as an
+  // array of `shape` (no copy): a contiguous slice such as x[i:j]. Its data
+  // offset is generally not 4096-aligned; readers shift their buffers to
+  // match (OperandReader::alignment_shift), so O_DIRECT still applies.
+  static std::shared_ptr<StoredArray> viewed(const std::shared_ptr<StoredArray>& base, int64_t first,
+                                             const std::vector<int64_t>& shape);
   StoredArray(const StoredArray&) = delete;
   StoredArray& operator=(const StoredArray&) = delete;
 

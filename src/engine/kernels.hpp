@@ -1,29 +1,15 @@
-// In-memory block kernels. Storage dtypes are widened to a compute type per
-// element (float for float32/float16/bfloat16, double for float64, int64
-// for int32) and narrowed back on store.
+// In-memory helpers for the blocks of matmul, gathers and transpose: storage
+// dtypes widened in place to a compute type (float for float32/float16/
+// bfloat16, double for float64/int32) and narrowed back, and tile
+// permutation. Elementwise arithmetic and full reductions are programs
+// (program.hpp).
 #pragma once
+#include <cstddef>
 #include <cstdint>
-#include <optional>
-#include <string>
 
 #include "dtype.hpp"
 
 namespace jask {
-
-// Elementwise maps; `scalar` is the operand of the *Scalar ops, kScale and kFill.
-enum class MapOp { kAdd, kSub, kMul, kNeg, kSquare, kScale, kAddScalar, kRsubScalar, kCopy, kFill };
-
-std::optional<MapOp> map_op_from_name(const std::string& name);
-int map_op_arity(MapOp op);  // array inputs: 0, 1 or 2
-
-void map_block(MapOp op, DType dt, const void* a, const void* b, void* out, int64_t n, double scalar);
-
-enum class ReduceOp { kSum, kSumMul };
-std::optional<ReduceOp> reduce_op_from_name(const std::string& name);
-int reduce_op_arity(ReduceOp op);
-
-// Partial result of one block; combined across blocks by addition.
-double reduce_block(ReduceOp op, DType dt, const void* a, const void* b, int64_t n);
 
 // Widen n storage elements to float (for float32/16/bf16) or double (for
 // float64/int32). `dst` may overlap the back of `src`'s storage when widening

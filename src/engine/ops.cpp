@@ -1,6 +1,7 @@
 #include "ops.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -9,9 +10,12 @@
 #include "broadcast.hpp"
 #include "errors.hpp"
 #include "hyperslab.hpp"
+#include "kernels.hpp"
 #include "pipeline.hpp"
 #include "planner.hpp"
 #include "program.hpp"
+#include "slicing.hpp"
+#include "gather.hpp"
 
 namespace jask {
 namespace {
@@ -47,15 +51,6 @@ void check_same_layout(const std::string& name, const std::vector<ArrayRef>& arr
   }
 }
 
-// Double-buffered scratch blocks for one stream.
-struct StreamBuffers {
-  StreamBuffers(int64_t block_bytes) {
-    for (auto& s : slot) s = AlignedBuffer(static_cast<size_t>(block_bytes));
-  }
-  std::byte* at(int64_t task) { return slot[task % kPipelineSlots].data(); }
-  AlignedBuffer slot[kPipelineSlots];
-};
-
 // Streams the flat elements of `inputs` (and `output`, if any) in blocks.
 // `compute(task, input blocks, output block, first, count)` runs on the
 // calling thread while the next block is read and the previous written.
@@ -64,14 +59,22 @@ using BlockFn = std::function<void(int64_t task, const std::vector<const void*>&
 
 // Streams `numel` output elements in blocks: each reader fills its input
 // block (operands broadcast to the output), `compute` runs on the calling
-// thread while the next blocks are read and the previous one written.
-void stream_blocks(const std::string& op, const std::string& operands, int64_t numel,
-                   const std::vector<const OperandReader*>& readers, const std::vector<int64_t>& in_size,
-                   int64_t resident_bytes, const StoredArray* output, const BlockFn& compute) {
+// thread while the next blocks are read and the previous ones written (to
+// every output; a fused program may have several).
+using MultiBlockFn = std::function<void(int64_t task, const std::vector<const void*>& in,
+                                        const std::vector<void*>& out, int64_t first, int64_t count)>;
+
+void stream_blocks_to(const std::string& op, const std::string& operands, int64_t numel,
+                      const std::vector<const OperandReader*>& readers, const std::vector<int64_t>& in_size,
+                      int64_t resident_bytes, const std::vector<const StoredArray*>& outputs,
+                      const MultiBlockFn& compute) {
   int64_t bytes_per_elem = 0;
   for (int64_t s : in_size) bytes_per_elem += s;
-  const int64_t out_size = output ? static_cast<int64_t>(itemsize(output->info().dtype)) : 0;
-  bytes_per_elem += out_size;
+  std::vector<int64_t> out_size;
+  for (const StoredArray* o : outputs) {
+    out_size.push_back(static_cast<int64_t>(itemsize(o->info().dtype)));
+    bytes_per_elem += out_size.back();
+  }
   const int64_t block = plan_stream_block(op, operands, numel, std::max<int64_t>(bytes_per_elem, 1),
                                           resident_bytes);
   std::vector<StreamBuffers> in_bufs;
@@ -79,7 +82,9 @@ void stream_blocks(const std::string& op, const std::string& operands, int64_t n
   // One page of slack per slot lets a block land at its file offset's
   // alignment (see OperandReader::alignment_shift).
   for (size_t i = 0; i < readers.size(); ++i) in_bufs.emplace_back(block * in_size[i] + kIoAlignment);
-  StreamBuffers out_buf(block * out_size);
+  std::vector<StreamBuffers> out_bufs;
+  out_bufs.reserve(outputs.size());
+  for (int64_t size : out_size) out_bufs.emplace_back(block * size);
   const int64_t n_tasks = numel == 0 ? 0 : (numel + block - 1) / block;
   auto range = [&](int64_t t) { return std::pair(t * block, std::min(block, numel - t * block)); };
   auto input_block = [&](size_t i, int64_t t) {
@@ -95,15 +100,29 @@ void stream_blocks(const std::string& op, const std::string& operands, int64_t n
     auto [first, count] = range(t);
     std::vector<const void*> in(readers.size());
     for (size_t i = 0; i < readers.size(); ++i) in[i] = input_block(i, t);
-    compute(t, in, output ? out_buf.at(t) : nullptr, first, count);
+    std::vector<void*> out(outputs.size());
+    for (size_t o = 0; o < outputs.size(); ++o) out[o] = out_bufs[o].at(t);
+    compute(t, in, out, first, count);
   };
-  if (output) {
+  if (!outputs.empty()) {
     stages.write = [&](int64_t t) {
       auto [first, count] = range(t);
-      output->write_elems(out_buf.at(t), first, count);
+      for (size_t o = 0; o < outputs.size(); ++o) outputs[o]->write_elems(out_bufs[o].at(t), first, count);
     };
   }
   run_pipeline(n_tasks, stages);
+}
+
+void stream_blocks(const std::string& op, const std::string& operands, int64_t numel,
+                   const std::vector<const OperandReader*>& readers, const std::vector<int64_t>& in_size,
+                   int64_t resident_bytes, const StoredArray* output, const BlockFn& compute) {
+  std::vector<const StoredArray*> outputs;
+  if (output) outputs.push_back(output);
+  stream_blocks_to(op, operands, numel, readers, in_size, resident_bytes, outputs,
+                   [&](int64_t t, const std::vector<const void*>& in, const std::vector<void*>& out,
+                       int64_t first, int64_t count) {
+                     compute(t, in, output ? out[0] : nullptr, first, count);
+                   });
 }
 
 // The same for arrays of the output's shape.
@@ -119,35 +138,6 @@ void stream_elements(const std::string& op, const std::string& operands, int64_t
   }
   stream_blocks(op, operands, numel, readers, in_size, 0, output, compute);
 }
-
-void check_same_shape(const std::string& name, const std::vector<ArrayRef>& arrays) {
-  for (size_t i = 1; i < arrays.size(); ++i) {
-    if (arrays[0]->info().shape != arrays[i]->info().shape) {
-      throw ValueError(name + ": shapes differ: " + arrays[0]->info().describe() + " and " +
-                       arrays[i]->info().describe());
-    }
-  }
-}
-
-}  // namespace
-
-int32_t map_arrays(MapOp op, const std::string& name, const std::vector<int32_t>& handles, double scalar) {
-  if (static_cast<int>(handles.size()) != map_op_arity(op) || handles.empty()) {
-    throw ValueError(name + ": expected " + std::to_string(map_op_arity(op)) + " array operands, got " +
-                     std::to_string(handles.size()));
-  }
-  auto inputs = lookup(handles);
-  check_same_layout(name, inputs);
-  const ArrayInfo& info = inputs[0]->info();
-  auto out = StoredArray::create_scratch(info, name);
-  stream_elements(name, describe_call(name, inputs), info.numel(), inputs, out.get(),
-                  [&](int64_t, const std::vector<const void*>& in, void* dst, int64_t, int64_t count) {
-                    map_block(op, info.dtype, in[0], in.size() > 1 ? in[1] : nullptr, dst, count, scalar);
-                  });
-  return reg().add(out);
-}
-
-namespace {
 
 // The operands of an elementwise program: arrays on disk, then in-memory
 // arrays, all broadcast to the output shape. params starts with
@@ -177,8 +167,10 @@ struct ProgramOperands {
   }
 };
 
+// `out_bytes_per_elem`: what the outputs' blocks take per element (0 for a reduction).
 ProgramOperands program_operands(const std::string& name, const std::vector<int32_t>& handles,
-                                 const std::vector<DenseOperand>& buffers, const std::vector<int64_t>& params) {
+                                 const std::vector<DenseOperand>& buffers, const std::vector<int64_t>& params,
+                                 int64_t out_bytes_per_elem) {
   auto bad = [&](const std::string& why) { return ValueError(name + ": malformed operand header (" + why + ")"); };
   ProgramOperands ops;
   size_t p = 0;
@@ -186,8 +178,25 @@ ProgramOperands program_operands(const std::string& name, const std::vector<int3
     if (p >= params.size()) throw bad("too short");
     return params[p++];
   };
-  const int64_t out_rank = next();
-  for (int64_t d = 0; d < out_rank; ++d) ops.out_shape.push_back(next());
+  auto shape_at = [&]() {
+    const int64_t rank = next();
+    if (rank < 0 || rank > 64) throw bad("rank " + std::to_string(rank));
+    std::vector<int64_t> shape(static_cast<size_t>(rank));
+    for (auto& d : shape) {
+      d = next();
+      if (d < 0) throw bad("negative extent");
+    }
+    return shape;
+  };
+  // Operands that do not broadcast to the output: name the call.
+  auto named = [&](auto make_reader_fn) {
+    try {
+      return make_reader_fn();
+    } catch (const ValueError& e) {
+      throw ValueError(ops.description + ": " + e.what());
+    }
+  };
+  ops.out_shape = shape_at();
   const int64_t n_memory = next();
   if (n_memory != static_cast<int64_t>(buffers.size())) throw bad("in-memory operand count");
   auto arrays = lookup(handles);
@@ -195,46 +204,97 @@ ProgramOperands program_operands(const std::string& name, const std::vector<int3
   // Small operands are kept whole in memory: a quarter of the budget for all of them.
   int64_t resident_pool = memory_budget() / 4;
   for (const auto& a : arrays) {
-    ops.readers.push_back(make_reader(a, ops.out_shape, resident_pool));
+    ops.readers.push_back(named([&] { return make_reader(a, ops.out_shape, resident_pool); }));
     resident_pool -= ops.readers.back()->resident_bytes();
     ops.dtypes.push_back(a->info().dtype);
   }
   for (const auto& buf : buffers) {
     DType dt = dtype_from_int(next());
-    std::vector<int64_t> shape(static_cast<size_t>(next()));
-    for (auto& d : shape) d = next();
+    std::vector<int64_t> shape = shape_at();
     ArrayInfo info{dt, shape};
     if (info.nbytes() != buf.nbytes) throw bad("in-memory operand size");
-    ops.readers.push_back(make_memory_reader(buf.data, dt, shape, ops.out_shape));
+    ops.readers.push_back(named([&] { return make_memory_reader(buf.data, dt, shape, ops.out_shape); }));
     ops.dtypes.push_back(dt);
   }
   ops.program_params.assign(params.begin() + static_cast<std::ptrdiff_t>(p), params.end());
+  // At a very small budget the operands kept whole can leave no room for the
+  // blocks: then every array operand is read per block instead.
+  int64_t numel = 1;
+  for (int64_t d : ops.out_shape) numel *= d;
+  int64_t bytes_per_elem = out_bytes_per_elem;
+  for (int64_t size : ops.itemsizes()) bytes_per_elem += size;
+  if (ops.resident_bytes() > 0 && !stream_fits(numel, bytes_per_elem, ops.resident_bytes())) {
+    for (size_t i = 0; i < arrays.size(); ++i) ops.readers[i] = make_reader(arrays[i], ops.out_shape, 0);
+  }
   return ops;
+}
+
+// The program after the operand header, its errors naming the op.
+Program decode_program(const std::string& name, const ProgramOperands& ops, size_t n_scalars) {
+  try {
+    return Program::decode(ops.program_params, ops.dtypes.size(), n_scalars);
+  } catch (const ValueError& e) {
+    throw ValueError(name + ": " + e.what());
+  }
 }
 
 }  // namespace
 
+std::vector<int32_t> map_program_outputs(const std::string& name, const std::vector<int32_t>& handles,
+                                         const std::vector<DenseOperand>& buffers,
+                                         const std::vector<double>& scalars, const std::vector<int64_t>& params) {
+  // One output's blocks: with several, a budget too small for all of them runs one pass each (below).
+  ProgramOperands ops = program_operands(name, handles, buffers, params, static_cast<int64_t>(sizeof(double)));
+  Program program = decode_program(name, ops, scalars.size());
+  if (program.reduction != Reduction::kNone) throw ValueError(name + ": program ends in a reduction");
+  ArrayInfo info{program.out_dtype, ops.out_shape};
+  std::vector<ArrayRef> outs;
+  std::vector<const StoredArray*> targets;
+  for (size_t o = 0; o < program.n_outputs(); ++o) {
+    outs.push_back(StoredArray::create_scratch(info, name));
+    targets.push_back(outs.back().get());
+  }
+  auto run = [&](const Program& p, const std::vector<const StoredArray*>& to) {
+    ProgramRunner runner(p, ops.dtypes, scalars);
+    stream_blocks_to(name, ops.description, info.numel(), ops.views(), ops.itemsizes(), ops.resident_bytes(),
+                     to, [&](int64_t, const std::vector<const void*>& in, const std::vector<void*>& dst,
+                             int64_t, int64_t count) { runner.run(in, dst, count); });
+  };
+  int64_t bytes_per_elem = static_cast<int64_t>(targets.size() * itemsize(info.dtype));
+  for (int64_t size : ops.itemsizes()) bytes_per_elem += size;
+  if (targets.size() == 1 || stream_fits(info.numel(), bytes_per_elem, ops.resident_bytes())) {
+    run(program, targets);
+  } else {
+    // A budget too small for every output's buffers at once: one pass per
+    // output (each recomputes what it needs), rather than failing.
+    for (size_t o = 0; o < targets.size(); ++o) {
+      Program single = program;
+      single.out_reg = o == 0 ? program.out_reg : program.more_out_regs[o - 1];
+      single.more_out_regs.clear();
+      run(single, {targets[o]});
+    }
+  }
+  std::vector<int32_t> handles_out;
+  for (auto& o : outs) handles_out.push_back(reg().add(o));
+  return handles_out;
+}
+
 int32_t map_program(const std::string& name, const std::vector<int32_t>& handles,
                     const std::vector<DenseOperand>& buffers, const std::vector<double>& scalars,
                     const std::vector<int64_t>& params) {
-  ProgramOperands ops = program_operands(name, handles, buffers, params);
-  Program program = Program::decode(ops.program_params, ops.dtypes.size(), scalars.size());
-  if (program.reduction != Reduction::kNone) throw ValueError(name + ": program ends in a reduction");
-  ArrayInfo info{program.out_dtype, ops.out_shape};
-  auto out = StoredArray::create_scratch(info, name);
-  ProgramRunner runner(program, ops.dtypes, scalars);
-  stream_blocks(name, ops.description, info.numel(), ops.views(), ops.itemsizes(), ops.resident_bytes(),
-                out.get(), [&](int64_t, const std::vector<const void*>& in, void* dst, int64_t, int64_t count) {
-                  runner.run(in, dst, count);
-                });
-  return reg().add(out);
+  std::vector<int32_t> out = map_program_outputs(name, handles, buffers, scalars, params);
+  if (out.size() != 1) {  // Python never sends these; a misuse, not worth a second header parse
+    for (int32_t h : out) reg().release_floating(h);
+    throw ValueError(name + ": a program with " + std::to_string(out.size()) + " outputs needs map_multi/");
+  }
+  return out[0];
 }
 
 double reduce_program(const std::string& name, const std::vector<int32_t>& handles,
                       const std::vector<DenseOperand>& buffers, const std::vector<double>& scalars,
                       const std::vector<int64_t>& params) {
-  ProgramOperands ops = program_operands(name, handles, buffers, params);
-  Program program = Program::decode(ops.program_params, ops.dtypes.size(), scalars.size());
+  ProgramOperands ops = program_operands(name, handles, buffers, params, 0);
+  Program program = decode_program(name, ops, scalars.size());
   if (program.reduction == Reduction::kNone) throw ValueError(name + ": program has no reduction");
   ProgramRunner runner(program, ops.dtypes, scalars);
   int64_t numel = 1;
@@ -323,7 +383,7 @@ class AxisReducer {
   // Loads `count` storage elements as doubles.
   void widen(const void* src, int64_t count, std::vector<double>& dst) const {
     dst.resize(static_cast<size_t>(count));
-    Program copy{1 + 1, DType::f64, Reduction::kNone, 1, {Instr{Opcode::kCopy, 1, 0, 0, 0}}};
+    Program copy{1 + 1, DType::f64, Reduction::kNone, 1, {Instr{Opcode::kCopy, 1, 0, 0, 0}}, {}};
     ProgramRunner runner(copy, {in_->info().dtype}, {});
     runner.run({src}, dst.data(), count);
   }
@@ -387,7 +447,7 @@ class AxisReducer {
 
 // Converts doubles to `dt` storage.
 void narrow_values(const double* src, int64_t count, DType dt, void* dst) {
-  Program copy{1 + 1, dt, Reduction::kNone, 1, {Instr{Opcode::kCopy, 1, 0, 0, 0}}};
+  Program copy{1 + 1, dt, Reduction::kNone, 1, {Instr{Opcode::kCopy, 1, 0, 0, 0}}, {}};
   ProgramRunner runner(copy, {DType::f64}, {});
   runner.run({src}, dst, count);
 }
@@ -403,29 +463,16 @@ AxisReducer axis_reducer(const OpCall& call) {
 
 int32_t fill_array(const ArrayInfo& info, double value) {
   auto out = StoredArray::create_scratch(info, "fill");
-  if (value == 0.0) return reg().add(out);  // a new file reads as zeros already
+  // A new file reads as (positive) zeros already.
+  if (value == 0.0 && !std::signbit(value)) return reg().add(out);
+  // No instructions: the result is the scalar's register, stored in `info.dtype`.
+  Program fill{1, info.dtype, Reduction::kNone, 0, {}, {}};
+  ProgramRunner runner(fill, {}, {value});
   stream_elements("fill", info.describe(), info.numel(), {}, out.get(),
                   [&](int64_t, const std::vector<const void*>&, void* dst, int64_t, int64_t count) {
-                    map_block(MapOp::kFill, info.dtype, nullptr, nullptr, dst, count, value);
+                    runner.run({}, dst, count);
                   });
   return reg().add(out);
-}
-
-double reduce_arrays(ReduceOp op, const std::string& name, const std::vector<int32_t>& handles) {
-  if (static_cast<int>(handles.size()) != reduce_op_arity(op)) {
-    throw ValueError(name + ": expected " + std::to_string(reduce_op_arity(op)) + " array operands");
-  }
-  auto inputs = lookup(handles);
-  check_same_layout(name, inputs);
-  const ArrayInfo& info = inputs[0]->info();
-  std::vector<double> partial;  // per block, summed in order: deterministic
-  stream_elements(name, describe_call(name, inputs), info.numel(), inputs, nullptr,
-                  [&](int64_t, const std::vector<const void*>& in, void*, int64_t, int64_t count) {
-                    partial.push_back(reduce_block(op, info.dtype, in[0], in.size() > 1 ? in[1] : nullptr, count));
-                  });
-  double total = 0;
-  for (double p : partial) total += p;
-  return total;
 }
 
 int32_t transpose_array(int32_t handle, const std::vector<int64_t>& perm) {
@@ -486,119 +533,6 @@ ArrayRef transposed(const ArrayRef& in, const std::vector<int64_t>& perm) {
   stages.write = [&](int64_t t) { write_slab(*out, out_info.shape, out_slab(t), out_buf.at(t)); };
   run_pipeline(n_tasks, stages);
   return out;
-}
-
-namespace {
-
-// One operand of a matmul viewed as a stored 2-D matrix and the logical
-// op(X) = X or X^T it stands for.
-struct MatOperand {
-  ArrayRef array;
-  std::vector<int64_t> stored;  // 2-D view of the file
-  bool trans;
-  int64_t rows() const { return trans ? stored[1] : stored[0]; }
-  int64_t cols() const { return trans ? stored[0] : stored[1]; }
-  // Reads op(X)[r0:r0+nr, c0:c0+nc]; the tile is stored untransposed, so its
-  // leading dimension is the stored column extent.
-  int64_t read(int64_t r0, int64_t nr, int64_t c0, int64_t nc, void* dst, size_t shift) const {
-    Slab s = trans ? Slab{{c0, r0}, {nc, nr}} : Slab{{r0, c0}, {nr, nc}};
-    read_slab(*array, stored, s, static_cast<unsigned char*>(dst) + shift);
-    return s.extent[1];
-  }
-};
-
-template <class T>
-void run_matmul(const MatOperand& A, const MatOperand& B, const StoredArray& out,
-                const std::vector<int64_t>& out2d, DType dt, const MatmulTiles& tiles) {
-  const int64_t M = A.rows(), K = A.cols(), N = B.cols();
-  const int64_t ni = (M + tiles.mb - 1) / tiles.mb, nj = (N + tiles.nb - 1) / tiles.nb,
-                nk = (K + tiles.kb - 1) / tiles.kb;
-  const size_t cs = sizeof(T), ss = itemsize(dt);
-  StreamBuffers abuf(tiles.mb * tiles.kb * cs), bbuf(tiles.kb * tiles.nb * cs), cbuf(tiles.mb * tiles.nb * cs);
-  struct Task { int64_t i, j, k; };
-  auto task = [&](int64_t t) { return Task{t / (nj * nk), (t / nk) % nj, t % nk}; };
-  auto ext = [](int64_t idx, int64_t block, int64_t dim) { return std::min(block, dim - idx * block); };
-  // Tiles already in a slot are not read again (B is read once when it fits).
-  std::pair<int64_t, int64_t> a_loaded[kPipelineSlots], b_loaded[kPipelineSlots];
-  for (auto& p : a_loaded) p = {-1, -1};
-  for (auto& p : b_loaded) p = {-1, -1};
-  int64_t lda[kPipelineSlots], ldb[kPipelineSlots];
-
-  PipelineStages stages;
-  stages.read = [&](int64_t t) {
-    Task x = task(t);
-    int slot = static_cast<int>(t % kPipelineSlots);
-    int64_t mi = ext(x.i, tiles.mb, M), kk = ext(x.k, tiles.kb, K), nj_ = ext(x.j, tiles.nb, N);
-    if (a_loaded[slot] != std::pair(x.i, x.k)) {
-      // Storage lands in the back of the tile buffer and is widened in place.
-      lda[slot] = A.read(x.i * tiles.mb, mi, x.k * tiles.kb, kk, abuf.at(t), mi * kk * (cs - ss));
-      widen_in_place(dt, abuf.at(t), mi * kk);
-      a_loaded[slot] = {x.i, x.k};
-    }
-    if (b_loaded[slot] != std::pair(x.k, x.j)) {
-      ldb[slot] = B.read(x.k * tiles.kb, kk, x.j * tiles.nb, nj_, bbuf.at(t), kk * nj_ * (cs - ss));
-      widen_in_place(dt, bbuf.at(t), kk * nj_);
-      b_loaded[slot] = {x.k, x.j};
-    }
-  };
-  stages.compute = [&](int64_t t) {
-    Task x = task(t);
-    int slot = static_cast<int>(t % kPipelineSlots);
-    int64_t mi = ext(x.i, tiles.mb, M), kk = ext(x.k, tiles.kb, K), nj_ = ext(x.j, tiles.nb, N);
-    T* c = reinterpret_cast<T*>(cbuf.slot[(x.i * nj + x.j) % kPipelineSlots].data());
-    gemm(A.trans, B.trans, mi, nj_, kk, reinterpret_cast<const T*>(abuf.at(t)), lda[slot],
-         reinterpret_cast<const T*>(bbuf.at(t)), ldb[slot], x.k == 0 ? T(0) : T(1), c, nj_);
-  };
-  stages.write = [&](int64_t t) {
-    Task x = task(t);
-    if (x.k != nk - 1) return;
-    int64_t mi = ext(x.i, tiles.mb, M), nj_ = ext(x.j, tiles.nb, N);
-    void* c = cbuf.slot[(x.i * nj + x.j) % kPipelineSlots].data();
-    narrow_in_place(dt, c, mi * nj_);
-    write_slab(out, out2d, Slab{{x.i * tiles.mb, x.j * tiles.nb}, {mi, nj_}}, c);
-  };
-  int64_t n_tasks = (M == 0 || N == 0) ? 0 : ni * nj * std::max<int64_t>(nk, 1);
-  if (K == 0) {  // empty contraction: zeros
-    std::vector<unsigned char> zero(std::max<int64_t>(M * N, 1) * ss, 0);
-    write_slab(out, out2d, Slab{{0, 0}, {M, N}}, zero.data());
-    return;
-  }
-  run_pipeline(n_tasks, stages);
-}
-
-}  // namespace
-
-int32_t matmul_arrays(int32_t a, int32_t b, bool trans_a, bool trans_b) {
-  ArrayRef A = reg().get(a), B = reg().get(b);
-  const ArrayInfo &ai = A->info(), &bi = B->info();
-  std::string desc = "matmul(" + ai.describe() + (trans_a ? "^T" : "") + ", " + bi.describe() +
-                     (trans_b ? "^T" : "") + ")";
-  if (ai.dtype != bi.dtype) throw TypeError(desc + ": dtypes differ");
-  if (ai.shape.empty() || ai.shape.size() > 2 || bi.shape.empty() || bi.shape.size() > 2) {
-    throw ValueError(desc + ": operands must be 1-D or 2-D");
-  }
-  // 1-D operands are a row vector on the left and a column vector on the right.
-  MatOperand opa{A, ai.shape.size() == 1 ? std::vector<int64_t>{1, ai.shape[0]} : ai.shape,
-                 ai.shape.size() == 2 && trans_a};
-  MatOperand opb{B, bi.shape.size() == 1 ? std::vector<int64_t>{bi.shape[0], 1} : bi.shape,
-                 bi.shape.size() == 2 && trans_b};
-  if (opa.cols() != opb.rows()) {
-    throw ValueError(desc + ": contracted dimensions differ (" + std::to_string(opa.cols()) + " vs " +
-                     std::to_string(opb.rows()) + ")");
-  }
-  const int64_t M = opa.rows(), N = opb.cols();
-  std::vector<int64_t> out_shape;
-  if (ai.shape.size() == 2) out_shape.push_back(M);
-  if (bi.shape.size() == 2) out_shape.push_back(N);
-  auto out = StoredArray::create_scratch(ArrayInfo{ai.dtype, out_shape}, "matmul");
-  const size_t cs = compute_itemsize(ai.dtype);
-  MatmulTiles tiles = plan_matmul(desc, M, opa.cols(), N, static_cast<int64_t>(cs));
-  if (cs == sizeof(double)) {
-    run_matmul<double>(opa, opb, *out, {M, N}, ai.dtype, tiles);
-  } else {
-    run_matmul<float>(opa, opb, *out, {M, N}, ai.dtype, tiles);
-  }
-  return reg().add(out);
 }
 
 void copy_into(int32_t dst, int32_t src) {
@@ -724,6 +658,8 @@ void run_dense_op(const OpCall& call, void* out, uint64_t nbytes) {
       narrow_values(values, count, dt, base + first * static_cast<int64_t>(itemsize(dt)));
     });
   }
+  if (call.kernel == "take") return run_take_dense(call, out, nbytes);
+  if (call.kernel == "slice") return run_slice_dense(call, out, nbytes);
   if (call.kernel == "rows") {
     if (call.scalars.size() != 1 || call.params.size() != 1) throw ValueError("rows: expected a start and a count");
     return read_rows(call.handles[0], static_cast<int64_t>(call.scalars[0]), call.params[0], out, nbytes);
@@ -738,12 +674,13 @@ int32_t run_array_op(const OpCall& call) {
     write_from_memory(h, src.data, src.nbytes);
     return h;
   }
+  if (call.kernel == "take") return run_take(call);
+  if (call.kernel == "scatter_add_rows") return run_scatter_add_rows(call);
+  if (call.kernel == "slice") return run_slice(call);
+  if (call.kernel == "place") return run_place(call);
   if (call.kernel == "put_rows") {
     if (call.scalars.size() != 1) throw ValueError("put_rows: expected a start row");
     return put_rows(info_from_params(call.kernel, call.params), call.scalars[0], single_buffer(call));
-  }
-  if (auto op = map_op_from_name(call.kernel); op && *op != MapOp::kFill) {
-    return map_arrays(*op, call.kernel, call.handles, call.scalars.empty() ? 0.0 : call.scalars[0]);
   }
   // "map/<op name>": an elementwise program; the name is for messages.
   if (call.kernel.rfind("map/", 0) == 0) {
@@ -782,13 +719,19 @@ int32_t run_array_op(const OpCall& call) {
   throw ValueError("unknown array kernel '" + call.kernel + "'");
 }
 
+std::vector<int32_t> run_arrays_op(const OpCall& call) {
+  // "map_multi/<label>": an elementwise program with several outputs.
+  if (call.kernel.rfind("map_multi/", 0) == 0) {
+    return map_program_outputs(call.kernel.substr(10), call.handles, call.buffers, call.scalars, call.params);
+  }
+  throw ValueError("unknown multi-output kernel '" + call.kernel + "'");
+}
+
 double run_reduce_op(const OpCall& call) {
   if (call.kernel.rfind("map_reduce/", 0) == 0) {
     return reduce_program(call.kernel.substr(11), call.handles, call.buffers, call.scalars, call.params);
   }
-  auto op = reduce_op_from_name(call.kernel);
-  if (!op) throw ValueError("unknown reduction kernel '" + call.kernel + "'");
-  return reduce_arrays(*op, call.kernel, call.handles);
+  throw ValueError("unknown reduction kernel '" + call.kernel + "'");
 }
 
 }  // namespace jask

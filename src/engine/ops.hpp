@@ -25,23 +25,38 @@ struct OpCall {
   std::vector<DenseOperand> buffers;  // in-memory operands (from_dense, put_rows)
 };
 int32_t run_array_op(const OpCall& call);
+// Kernels with several DiskArray results (fused multi-output programs).
+std::vector<int32_t> run_arrays_op(const OpCall& call);
 double run_reduce_op(const OpCall& call);
+// "row_group/<label>": ops over tall arrays sharing their rows, in one pass over
+// row blocks (row_group.hpp). New arrays for the non-scalar outputs, in output
+// order, and the values of the scalar outputs, in output order.
+struct GroupResult {
+  std::vector<int32_t> handles;
+  std::vector<double> scalars;
+};
+GroupResult run_group_op(const OpCall& call);
 // Kernels whose result is an in-memory array written to `out`.
 void run_dense_op(const OpCall& call, void* out, uint64_t nbytes);
 
-int32_t map_arrays(MapOp op, const std::string& name, const std::vector<int32_t>& handles, double scalar);
 // Elementwise programs (program.hpp) over arrays of one shape.
 // `name` is the user-facing op name, for messages. Operands broadcast to the
 // output shape given at the start of params (see ProgramOperands in ops.cpp).
 int32_t map_program(const std::string& name, const std::vector<int32_t>& handles,
                     const std::vector<DenseOperand>& buffers, const std::vector<double>& scalars,
                     const std::vector<int64_t>& params);
+// The same with any number of outputs (Program::more_out_regs), all written in one pass.
+std::vector<int32_t> map_program_outputs(const std::string& name, const std::vector<int32_t>& handles,
+                                         const std::vector<DenseOperand>& buffers,
+                                         const std::vector<double>& scalars, const std::vector<int64_t>& params);
 double reduce_program(const std::string& name, const std::vector<int32_t>& handles,
                       const std::vector<DenseOperand>& buffers, const std::vector<double>& scalars,
                       const std::vector<int64_t>& params);
+// A new array with every element `value` (a program with no instructions).
 int32_t fill_array(const ArrayInfo& info, double value);
-double reduce_arrays(ReduceOp op, const std::string& name, const std::vector<int32_t>& handles);
 int32_t transpose_array(int32_t handle, const std::vector<int64_t>& perm);
+// numpy.matmul of op(a) and op(b), batch axes broadcast; op transposes the last two
+// axes of an operand whose flag is set (batched_matmul.cpp).
 int32_t matmul_arrays(int32_t a, int32_t b, bool trans_a, bool trans_b);
 
 // Copies src's contents into dst (same shape and dtype; dst writable), all

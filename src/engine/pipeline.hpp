@@ -5,7 +5,19 @@
 #include <cstdint>
 #include <functional>
 
+#include "file.hpp"
+#include "planner.hpp"
+
 namespace jask {
+
+// Double-buffered blocks for one stream: task t uses slot t % kPipelineSlots.
+struct StreamBuffers {
+  explicit StreamBuffers(int64_t block_bytes) {
+    for (auto& s : slot) s = AlignedBuffer(static_cast<size_t>(block_bytes));
+  }
+  std::byte* at(int64_t task) { return slot[task % kPipelineSlots].data(); }
+  AlignedBuffer slot[kPipelineSlots];
+};
 
 struct PipelineStages {
   std::function<void(int64_t task)> read;

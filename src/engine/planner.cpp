@@ -48,6 +48,11 @@ int64_t plan_stream_block(const std::string& op, const std::string& operands, in
   return std::max(block, min_block);
 }
 
+bool stream_fits(int64_t numel, int64_t bytes_per_elem, int64_t resident_bytes) {
+  const int64_t min_block = std::max<int64_t>(1, std::min(numel, kMinBlockElems));
+  return min_block * bytes_per_elem * kPipelineSlots <= memory_budget() - resident_bytes;
+}
+
 std::vector<int64_t> plan_transpose_tile(const std::string& operands, const std::vector<int64_t>& shape,
                                          const std::vector<int64_t>& perm, int64_t itemsize) {
   const size_t nd = shape.size();

@@ -21,6 +21,9 @@ int64_t memory_budget();
 int64_t plan_stream_block(const std::string& op, const std::string& operands, int64_t numel,
                           int64_t bytes_per_elem, int64_t resident_bytes = 0);
 
+// Whether plan_stream_block would find a block within the budget.
+bool stream_fits(int64_t numel, int64_t bytes_per_elem, int64_t resident_bytes = 0);
+
 // Tile extents per axis for a blocked transposition of `shape` by `perm`.
 std::vector<int64_t> plan_transpose_tile(const std::string& operands,
                                          const std::vector<int64_t>& shape,

@@ -158,6 +158,13 @@ std::vector<std::pair<std::string, int>> opcode_table() {
   return out;
 }
 
+Opcode opcode_from_name(const std::string& name) {
+  for (const auto& [n, op] : kOpcodes) {
+    if (name == n) return op;
+  }
+  throw ValueError("unknown elementwise instruction '" + name + "'");
+}
+
 Program Program::decode(const std::vector<int64_t>& p, size_t n_inputs, size_t n_scalars) {
   auto bad = [](const std::string& why) { return ValueError("malformed elementwise program: " + why); };
   if (p.size() < 5) throw bad("too short");
@@ -168,7 +175,11 @@ Program Program::decode(const std::vector<int64_t>& p, size_t n_inputs, size_t n
   prog.reduction = static_cast<Reduction>(p[2]);
   prog.out_reg = static_cast<int32_t>(p[3]);
   const int64_t n_instr = p[4];
-  if (n_instr < 0 || p.size() != static_cast<size_t>(5 + 5 * n_instr)) throw bad("wrong length");
+  if (n_instr < 0 || p.size() < static_cast<size_t>(5 + 5 * n_instr)) throw bad("wrong length");
+  const size_t trailer = static_cast<size_t>(5 + 5 * n_instr);
+  if (p.size() > trailer && p.size() != trailer + 1 + static_cast<size_t>(std::max<int64_t>(p[trailer], 0))) {
+    throw bad("wrong length of the output list");
+  }
   const int64_t fixed = static_cast<int64_t>(n_inputs + n_scalars);
   if (prog.n_regs < fixed || prog.n_regs > 4096) throw bad("register count");
   auto reg_ok = [&](int64_t r) { return r >= 0 && r < prog.n_regs; };
@@ -183,6 +194,13 @@ Program Program::decode(const std::vector<int64_t>& p, size_t n_inputs, size_t n
     prog.code.push_back(Instr{static_cast<Opcode>(f[0]), static_cast<int32_t>(f[1]),
                               static_cast<int32_t>(f[2]), static_cast<int32_t>(f[3]),
                               static_cast<int32_t>(f[4])});
+  }
+  for (size_t i = trailer + 1; i < p.size(); ++i) {
+    if (!reg_ok(p[i])) throw bad("output register");
+    prog.more_out_regs.push_back(static_cast<int32_t>(p[i]));
+  }
+  if (!prog.more_out_regs.empty() && prog.reduction != Reduction::kNone) {
+    throw bad("a program with several outputs cannot end in a reduction");
   }
   return prog;
 }
@@ -209,7 +227,8 @@ ProgramRunner::ProgramRunner(const Program& program, std::vector<DType> input_dt
 }
 
 template <class C>
-void ProgramRunner::run_typed(const std::vector<const void*>& inputs, void* out, int64_t count) {
+void ProgramRunner::run_typed(const std::vector<const void*>& inputs, const std::vector<void*>& outs,
+                              int64_t count) {
   C* regs = wide_ ? reinterpret_cast<C*>(dregs_.data()) : reinterpret_cast<C*>(fregs_.data());
   const size_t out_size = itemsize(program_.out_dtype);
   for (int64_t start = 0; start < count; start += kChunk) {
@@ -222,7 +241,11 @@ void ProgramRunner::run_typed(const std::vector<const void*>& inputs, void* out,
     const C* result = regs + program_.out_reg * kChunk;
     switch (program_.reduction) {
       case Reduction::kNone:
-        store<C>(program_.out_dtype, result, static_cast<unsigned char*>(out) + start * out_size, n);
+        store<C>(program_.out_dtype, result, static_cast<unsigned char*>(outs[0]) + start * out_size, n);
+        for (size_t o = 0; o < program_.more_out_regs.size(); ++o) {
+          store<C>(program_.out_dtype, regs + program_.more_out_regs[o] * kChunk,
+                   static_cast<unsigned char*>(outs[o + 1]) + start * out_size, n);
+        }
         break;
       case Reduction::kSum: {
         // Eight double lanes (vectorises; double keeps float32 sums exact
@@ -252,9 +275,22 @@ void ProgramRunner::run_typed(const std::vector<const void*>& inputs, void* out,
   any_ = true;
 }
 
+void ProgramRunner::run(const std::vector<const void*>& inputs, const std::vector<void*>& outs,
+                        int64_t count) {
+  if (outs.size() != program_.n_outputs()) {
+    throw ValueError("elementwise program: " + std::to_string(outs.size()) + " output buffers for " +
+                     std::to_string(program_.n_outputs()) + " outputs");
+  }
+  if (wide_) run_typed<double>(inputs, outs, count);
+  else run_typed<float>(inputs, outs, count);
+}
+
 void ProgramRunner::run(const std::vector<const void*>& inputs, void* out, int64_t count) {
-  if (wide_) run_typed<double>(inputs, out, count);
-  else run_typed<float>(inputs, out, count);
+  if (program_.n_outputs() > 1) throw ValueError("elementwise program: one output buffer for several outputs");
+  std::vector<void*> outs;
+  if (program_.reduction == Reduction::kNone) outs.push_back(out);
+  if (wide_) run_typed<double>(inputs, outs, count);
+  else run_typed<float>(inputs, outs, count);
 }
 
 }  // namespace jask

@@ -26,6 +26,7 @@ enum class Opcode : int32_t {
   kSelect,
 };
 std::vector<std::pair<std::string, int>> opcode_table();
+Opcode opcode_from_name(const std::string& name);  // ValueError if unknown
 
 enum class Reduction : int32_t { kNone = 0, kSum = 1, kMax = 2, kMin = 3 };
 
@@ -40,9 +41,14 @@ struct Program {
   Reduction reduction;
   int32_t out_reg;
   std::vector<Instr> code;
+  // Registers stored to further outputs of the same dtype (a program with
+  // several results: one pass writes them all).
+  std::vector<int32_t> more_out_regs;
 
-  // params = [n_regs, out_dtype, reduction, out_reg, n_instr, (op, dst, a, b, c) x n_instr]
+  // params = [n_regs, out_dtype, reduction, out_reg, n_instr, (op, dst, a, b, c) x n_instr,
+  //           optionally n_more, more_out_regs...]
   static Program decode(const std::vector<int64_t>& params, size_t n_inputs, size_t n_scalars);
+  size_t n_outputs() const { return reduction == Reduction::kNone ? 1 + more_out_regs.size() : 0; }
 };
 
 // Runs a program on blocks; holds the registers (one chunk each).
@@ -52,12 +58,14 @@ class ProgramRunner {
   // Evaluates `count` elements; stores to `out` (reduction kNone) or folds
   // into the running reduction.
   void run(const std::vector<const void*>& inputs, void* out, int64_t count);
+  // The same with one destination per output (Program::n_outputs()).
+  void run(const std::vector<const void*>& inputs, const std::vector<void*>& outs, int64_t count);
   double reduced() const { return acc_; }
   bool uses_double() const { return wide_; }
 
  private:
   template <class C>
-  void run_typed(const std::vector<const void*>& inputs, void* out, int64_t count);
+  void run_typed(const std::vector<const void*>& inputs, const std::vector<void*>& outs, int64_t count);
   const Program& program_;
   std::vector<DType> input_dtypes_;
   std::vector<double> scalars_;

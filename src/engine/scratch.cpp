@@ -137,7 +137,14 @@ std::string Scratch::process_dir() const {
 std::string Scratch::new_file_path(const std::string& tag) {
   std::lock_guard<std::mutex> lock(mu_);
   if (dir_.empty()) throw ValueError("scratch space is not configured");
-  return dir_ + "/" + tag + "-" + std::to_string(++counter_) + ".npy";
+  // The tag names the op for people looking at the folder; fused ops have
+  // long names, and a file name has at most 255 bytes.
+  constexpr size_t kMaxTag = 64;
+  std::string name = tag.substr(0, kMaxTag);
+  for (char& c : name) {
+    if (c == '/' || c == '\0') c = '_';
+  }
+  return dir_ + "/" + name + "-" + std::to_string(++counter_) + ".npy";
 }
 
 void Scratch::remove_all_locked() {

@@ -1,6 +1,7 @@
-// Block kernels and dtype conversions, each against a reference computed in
-// the test: every map op on every dtype, sums, float16/bfloat16 rounding,
-// in-place widening and tile permutation.
+// Dtype conversions and the in-memory helpers of matmul, gathers and
+// transpose, each against a reference computed in the test: float16/bfloat16
+// rounding, in-place widening and tile permutation. (Elementwise arithmetic
+// and sums are programs: test_program.cpp.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,12 +20,7 @@
 namespace jask {
 namespace {
 
-using test::map_reference;
-
 const std::vector<DType> kAllDTypes = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32};
-const std::vector<MapOp> kAllMapOps = {MapOp::kAdd,       MapOp::kSub,        MapOp::kMul,  MapOp::kNeg,
-                                       MapOp::kSquare,    MapOp::kScale,      MapOp::kAddScalar,
-                                       MapOp::kRsubScalar, MapOp::kCopy,      MapOp::kFill};
 
 // --- storage <-> double, written independently of the engine's converters ---
 
@@ -75,88 +71,6 @@ Buffer test_buffer(DType dt, int64_t n, int salt) {
   double half = dt == DType::i32 ? 0.0 : 0.5;
   for (int64_t i = 0; i < n; ++i) b.set(i, test::test_value(i, salt) + half);
   return b;
-}
-
-TEST(Kernels, EveryMapOpOnEveryDtypeMatchesAScalarLoop) {
-  const int64_t n = 37;  // not a multiple of any vector width
-  for (DType dt : kAllDTypes) {
-    // A whole-number scalar for int32; 2.5 is exact in every float type.
-    const double scalar = dt == DType::i32 ? 3.0 : 2.5;
-    Buffer a = test_buffer(dt, n, 1), b = test_buffer(dt, n, 2);
-    for (MapOp op : kAllMapOps) {
-      Buffer out(dt, n);
-      map_block(op, dt, a.data(), b.data(), out.data(), n, scalar);
-      for (int64_t i = 0; i < n; ++i) {
-        ASSERT_EQ(out.get(i), map_reference(op, a.get(i), b.get(i), scalar))
-            << dtype_name(dt) << " op " << static_cast<int>(op) << " element " << i;
-      }
-    }
-  }
-}
-
-TEST(Kernels, MapOpsRoundTheirResultToTheStorageDtype) {
-  // 1/3 is not exact in any float type: the result is the reference computed
-  // in the compute type and rounded once.
-  Buffer a(DType::f16, 3), out(DType::f16, 3);
-  for (int i = 0; i < 3; ++i) a.set(i, 1.0 + i);
-  map_block(MapOp::kScale, DType::f16, a.data(), nullptr, out.data(), 3, 1.0 / 3.0);
-  for (int i = 0; i < 3; ++i) {
-    float expected = f16_to_f32(f32_to_f16(static_cast<float>(1.0 + i) * static_cast<float>(1.0 / 3.0)));
-    EXPECT_EQ(out.get(i), expected) << i;
-  }
-}
-
-TEST(Kernels, Int32ArithmeticWrapsAround) {
-  const int32_t big = std::numeric_limits<int32_t>::max();
-  const int32_t small = std::numeric_limits<int32_t>::min();
-  std::vector<int32_t> a = {big, small, big, 65536}, b = {1, -1, big, 65536}, out(4);
-  auto wrap = [](int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v))); };
-
-  map_block(MapOp::kAdd, DType::i32, a.data(), b.data(), out.data(), 4, 0);
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i], wrap(int64_t{a[i]} + b[i])) << i;
-  map_block(MapOp::kMul, DType::i32, a.data(), b.data(), out.data(), 4, 0);
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i], wrap(int64_t{a[i]} * b[i])) << i;
-  map_block(MapOp::kNeg, DType::i32, a.data(), nullptr, out.data(), 4, 0);
-  EXPECT_EQ(out[1], small) << "-INT32_MIN wraps to itself";
-}
-
-TEST(Kernels, MapOpNamesAndArities) {
-  const std::vector<std::pair<std::string, int>> expected = {
-      {"add", 2}, {"sub", 2}, {"mul", 2}, {"neg", 1}, {"square", 1}, {"scale", 1},
-      {"add_scalar", 1}, {"rsub_scalar", 1}, {"copy", 1}, {"fill", 0}};
-  for (const auto& [name, arity] : expected) {
-    auto op = map_op_from_name(name);
-    ASSERT_TRUE(op.has_value()) << name;
-    EXPECT_EQ(map_op_arity(*op), arity) << name;
-  }
-  EXPECT_FALSE(map_op_from_name("exp").has_value());
-  EXPECT_EQ(reduce_op_from_name("sum"), ReduceOp::kSum);
-  EXPECT_EQ(reduce_op_from_name("sum_mul"), ReduceOp::kSumMul);
-  EXPECT_FALSE(reduce_op_from_name("max").has_value());
-  EXPECT_EQ(reduce_op_arity(ReduceOp::kSum), 1);
-  EXPECT_EQ(reduce_op_arity(ReduceOp::kSumMul), 2);
-}
-
-TEST(Kernels, ReduceBlockSumsMatchADoubleLoop) {
-  for (DType dt : kAllDTypes) {
-    for (int64_t n : {0, 1, 3, 4, 37, 1001}) {
-      Buffer a = test_buffer(dt, n, 1), b = test_buffer(dt, n, 2);
-      double sum = 0, dot = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        sum += a.get(i);
-        dot += a.get(i) * b.get(i);
-      }
-      EXPECT_EQ(reduce_block(ReduceOp::kSum, dt, a.data(), nullptr, n), sum) << dtype_name(dt) << " n=" << n;
-      EXPECT_EQ(reduce_block(ReduceOp::kSumMul, dt, a.data(), b.data(), n), dot) << dtype_name(dt) << " n=" << n;
-    }
-  }
-}
-
-TEST(Kernels, ReduceBlockAccumulatesInDouble) {
-  // 2^24 + 1 + 1 + ... is lost entirely when accumulated in float.
-  std::vector<float> a(9, 1.0f);
-  a[0] = 16777216.0f;
-  EXPECT_EQ(reduce_block(ReduceOp::kSum, DType::f32, a.data(), nullptr, 9), 16777224.0);
 }
 
 // --- float16 and bfloat16 conversions ---
@@ -290,7 +204,7 @@ TEST(Kernels, NarrowInPlaceUndoesWiden) {
   }
 }
 
-TEST(Kernels, NarrowInPlaceWrapsInt32LikeTheMapKernels) {
+TEST(Kernels, NarrowInPlaceWrapsInt32) {
   std::vector<double> buf = {2147483648.0, -2147483649.0, 4294967297.0};
   narrow_in_place(DType::i32, buf.data(), 3);
   int32_t out[3];

@@ -1,8 +1,10 @@
 // Out-of-core ops through the handle registry, against naive in-memory
 // references. Budgets are a few KiB and shapes odd (37x23, 97x61) so every
-// op runs through many blocks or tiles with ragged edges.
+// op runs through many blocks or tiles with ragged edges. (Elementwise
+// programs and full reductions: test_program.cpp.)
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
@@ -15,6 +17,7 @@
 #include "ops.hpp"
 #include "pipeline.hpp"
 #include "planner.hpp"
+#include "program.hpp"
 #include "test_util.hpp"
 
 namespace jask {
@@ -23,7 +26,6 @@ namespace {
 using test::array_values;
 using test::BudgetGuard;
 using test::make_array;
-using test::map_reference;
 using test::ScratchDir;
 using test::test_values;
 
@@ -51,53 +53,12 @@ class TaskCount {
   uint64_t before_ = pipeline_tasks_run();
 };
 
-void check_map_op(MapOp op, const std::string& name, DType dt, const std::vector<int64_t>& shape, double scalar) {
-  const int64_t n = test::numel_of(shape);
-  // Halves are exact in every float dtype; int32 takes whole numbers.
-  const double offset = dt == DType::i32 ? 0.0 : 0.5;
-  std::vector<double> a = test_values(n, 1, 6, offset), b = test_values(n, 2, 6, offset);
-  std::vector<int32_t> handles = {make_array(dt, shape, a)};
-  if (map_op_arity(op) == 2) handles.push_back(make_array(dt, shape, b));
-
-  int32_t out = map_arrays(op, name, handles, scalar);
-  ArrayRef arr = Registry::instance().get(out);
-  EXPECT_EQ(arr->info().dtype, dt);
-  EXPECT_EQ(arr->info().shape, shape);
-  EXPECT_TRUE(arr->is_scratch());
-  std::vector<double> got = array_values(out);
-  for (int64_t i = 0; i < n; ++i) {
-    ASSERT_EQ(got[i], map_reference(op, a[i], b[i], scalar)) << name << " on " << dtype_name(dt) << ", element " << i;
-  }
-}
-
-TEST(Ops, EveryMapOpMatchesAnElementwiseReference) {
-  ScratchDir scratch;
-  BudgetGuard budget(8192);
-  const std::vector<int64_t> shape = {97, 61};
-  TaskCount tasks;
-  for (const char* name : {"add", "sub", "mul", "neg", "square", "scale", "add_scalar", "rsub_scalar", "copy"}) {
-    check_map_op(*map_op_from_name(name), name, DType::f32, shape, 2.5);
-  }
-  // Blocks of a few hundred elements: over ten per op, the last one ragged.
-  EXPECT_GT(tasks.delta(), 9u * 10);
-}
-
-TEST(Ops, MapOpsWorkOnEveryDtype) {
-  ScratchDir scratch;
-  BudgetGuard budget(16384);
-  for (DType dt : kAllDTypes) {
-    const double scalar = dt == DType::i32 ? 3.0 : 2.5;
-    for (const char* name : {"add", "mul", "scale", "rsub_scalar"}) {
-      check_map_op(*map_op_from_name(name), name, dt, {37, 23}, scalar);
-    }
-  }
-}
-
-TEST(Ops, MapOpsAcceptZeroDimensionalAndEmptyArrays) {
-  ScratchDir scratch;
-  BudgetGuard budget(4096);
-  check_map_op(MapOp::kAdd, "add", DType::f32, {}, 0);
-  check_map_op(MapOp::kNeg, "neg", DType::f32, {0, 5}, 0);
+// x + y, the program Python's encode writes for it.
+int32_t add_arrays(int32_t x, int32_t y) {
+  test::ProgramBuilder b{.out_shape = test::array_shape(x), .n_operands = 2,
+                         .out_dtype = Registry::instance().get(x)->info().dtype};
+  b.add(Opcode::kAdd, 0, 1);
+  return map_program("add", {x, y}, {}, {}, b.params());
 }
 
 TEST(Ops, FillArrayWritesTheValueEverywhere) {
@@ -112,25 +73,11 @@ TEST(Ops, FillArrayWritesTheValueEverywhere) {
       EXPECT_EQ(array_values(h), std::vector<double>(37 * 23, value)) << dtype_name(dt) << " " << value;
     }
   }
-}
-
-TEST(Ops, SumsMatchADoubleReference) {
-  ScratchDir scratch;
-  BudgetGuard budget(4096);
-  for (DType dt : kAllDTypes) {
-    for (const std::vector<int64_t>& shape : {std::vector<int64_t>{97, 61}, {37, 23}, {1}, {0}}) {
-      const int64_t n = test::numel_of(shape);
-      std::vector<double> a = test_values(n, 1), b = test_values(n, 2);
-      int32_t ha = make_array(dt, shape, a), hb = make_array(dt, shape, b);
-      double sum = 0, dot = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        sum += a[i];
-        dot += a[i] * b[i];
-      }
-      EXPECT_EQ(reduce_arrays(ReduceOp::kSum, "sum", {ha}), sum) << dtype_name(dt) << " n=" << n;
-      EXPECT_EQ(reduce_arrays(ReduceOp::kSumMul, "sum_mul", {ha, hb}), dot) << dtype_name(dt) << " n=" << n;
-    }
-  }
+  EXPECT_EQ(array_values(fill_array(ArrayInfo{DType::b8, {5}}, 1.0)), std::vector<double>(5, 1.0));
+  // -0.0 is not the zeros of a new file: its sign bit is written.
+  float negative_zero = 1.0f;
+  Registry::instance().get(fill_array(ArrayInfo{DType::f32, {5}}, -0.0))->read_elems(&negative_zero, 4, 1);
+  EXPECT_TRUE(negative_zero == 0.0f && std::signbit(negative_zero));
 }
 
 // Brute-force transposition: out index j has in index i with i[perm[d]] = j[d].
@@ -429,7 +376,7 @@ TEST(Ops, ArraysAtUnalignedFileOffsetsStreamCorrectly) {
 
   int32_t raw = Registry::instance().add(
       StoredArray::open_raw(dir.file("raw.bin"), ArrayInfo{DType::f32, {97, 61}}, 100, /*writable=*/true));
-  int32_t doubled = map_arrays(MapOp::kAdd, "add", {raw, raw}, 0);
+  int32_t doubled = add_arrays(raw, raw);
   std::vector<double> expected(values);
   for (double& v : expected) v *= 2;
   EXPECT_EQ(array_values(doubled), expected);
@@ -449,7 +396,7 @@ TEST(Ops, LargeAlignedBlocksGoThroughDirectIo) {
   // 1 MiB over 2 slots x 3 streams x 4 bytes: blocks of 40960 elements.
   ASSERT_EQ(plan_stream_block("add", "x", 100000, 12) % 4096, 0);
   uint64_t direct_before = io_counters().direct_bytes;
-  int32_t out = map_arrays(MapOp::kAdd, "add", {a, a}, 0);
+  int32_t out = add_arrays(a, a);
   EXPECT_GT(io_counters().direct_bytes - direct_before, 100000u * 4);
   std::vector<double> expected = test_values(100000, 1);
   for (double& v : expected) v *= 2;
@@ -457,28 +404,6 @@ TEST(Ops, LargeAlignedBlocksGoThroughDirectIo) {
 }
 
 // --- validation ---
-
-TEST(Ops, MapOpsRejectMismatchedOperandsNamingBoth) {
-  ScratchDir scratch;
-  int32_t a = make_array(DType::f32, {3, 4}, test_values(12));
-  int32_t b = make_array(DType::f32, {4, 3}, test_values(12));
-  int32_t c = make_array(DType::f64, {3, 4}, test_values(12));
-  expect_error_mentioning<ValueError>([&] { map_arrays(MapOp::kAdd, "add", {a, b}, 0); },
-                                      {"add", "float32[3,4]", "float32[4,3]"});
-  expect_error_mentioning<TypeError>([&] { map_arrays(MapOp::kMul, "mul", {a, c}, 0); },
-                                     {"mul", "float32[3,4]", "float64[3,4]"});
-  expect_error_mentioning<ValueError>([&] { reduce_arrays(ReduceOp::kSumMul, "sum_mul", {a, b}); },
-                                      {"sum_mul", "float32[3,4]", "float32[4,3]"});
-}
-
-TEST(Ops, OpsRejectTheWrongNumberOfOperands) {
-  ScratchDir scratch;
-  int32_t a = make_array(DType::f32, {3}, test_values(3));
-  EXPECT_THROW(map_arrays(MapOp::kAdd, "add", {a}, 0), ValueError);
-  EXPECT_THROW(map_arrays(MapOp::kNeg, "neg", {a, a}, 0), ValueError);
-  EXPECT_THROW(reduce_arrays(ReduceOp::kSum, "sum", {a, a}), ValueError);
-  EXPECT_THROW(map_arrays(MapOp::kNeg, "neg", {987654}, 0), ValueError) << "unknown handle";
-}
 
 // `op` must be refused under the smallest budget, naming the op and its
 // operands, and must succeed under the budget the refusal asks for.
@@ -502,7 +427,7 @@ void check_budget_refusal(Op op, const std::vector<std::string>& names) {
 TEST(Ops, BudgetTooSmallForAnOpIsRefusedNamingTheOpAndTheBudgetNeeded) {
   ScratchDir scratch;
   int32_t a = make_array(DType::f64, {100, 100}, test_values(10000));
-  check_budget_refusal([&] { map_arrays(MapOp::kAdd, "add", {a, a}, 0); }, {"add", "float64[100,100]"});
+  check_budget_refusal([&] { add_arrays(a, a); }, {"add", "float64[100,100]"});
   check_budget_refusal([&] { matmul_arrays(a, a, false, false); }, {"matmul", "float64[100,100]"});
 }
 
@@ -527,14 +452,32 @@ TEST(Ops, RunArrayOpDecodesFillReshapeAndMatmulCalls) {
   std::vector<double> at = stored_matrix(values, 6, 4, true);
   EXPECT_EQ(array_values(gram), matmul_reference(at, values, 4, 6, 4));
 
-  int32_t scaled = run_array_op(OpCall{"scale", {a}, {-2.0}, {}});
+  // Elementwise programs: "map/<label>", "map_multi/<label>", "map_reduce/<label>".
+  test::ProgramBuilder scale{.out_shape = {6, 4}, .n_operands = 2};
+  scale.add(Opcode::kMul, 0, 1);
+  int32_t scaled = run_array_op(OpCall{"map/scale", {a}, {-2.0}, scale.params()});
   std::vector<double> expected(values);
   for (double& v : expected) v *= -2.0;
   EXPECT_EQ(array_values(scaled), expected);
+  scale.outputs = {scale.code.back().dst, 0};
+  std::vector<int32_t> both = run_arrays_op(OpCall{"map_multi/scale", {a}, {-2.0}, scale.params()});
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_EQ(array_values(both[0]), expected);
+  EXPECT_EQ(array_values(both[1]), values);
+  test::ProgramBuilder sum{.out_shape = {6, 4}, .n_operands = 1, .reduction = Reduction::kSum};
+  sum.add(Opcode::kCopy, 0);
+  EXPECT_DOUBLE_EQ(run_reduce_op(OpCall{"map_reduce/sum", {a}, {}, sum.params()}),
+                   std::accumulate(values.begin(), values.end(), 0.0));
 
-  EXPECT_DOUBLE_EQ(run_reduce_op(OpCall{"sum", {a}, {}, {}}), std::accumulate(values.begin(), values.end(), 0.0));
+  // The single-op kernels of the old elementwise path are gone.
+  for (const char* old : {"add", "sub", "mul", "neg", "square", "scale", "add_scalar", "rsub_scalar", "copy"}) {
+    expect_error_mentioning<ValueError>([&] { run_array_op(OpCall{old, {a, a}, {1.0}, {}}); }, {"unknown", old});
+  }
+  for (const char* old : {"sum", "sum_mul", "max"}) {
+    expect_error_mentioning<ValueError>([&] { run_reduce_op(OpCall{old, {a}, {}, {}}); }, {"unknown", old});
+  }
   EXPECT_THROW(run_array_op(OpCall{"frobnicate", {a}, {}, {}}), ValueError);
-  EXPECT_THROW(run_reduce_op(OpCall{"max", {a}, {}, {}}), ValueError);
+  EXPECT_THROW(run_arrays_op(OpCall{"map/scale", {a}, {-2.0}, scale.params()}), ValueError);
   EXPECT_THROW(run_array_op(OpCall{"fill", {}, {1.0}, {99, 3}}), TypeError);
 }
 

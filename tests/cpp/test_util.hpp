@@ -16,12 +16,13 @@
 #include <iterator>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "array_store.hpp"
 #include "dtype.hpp"
-#include "kernels.hpp"
 #include "planner.hpp"
+#include "program.hpp"
 #include "scratch.hpp"
 
 namespace jask::test {
@@ -127,7 +128,7 @@ inline void encode_value(DType dt, double v, unsigned char* p) {
     case DType::f16: { uint16_t h = f32_to_f16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
     case DType::bf16: { uint16_t h = f32_to_bf16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
     case DType::i32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); break; }
-    default: throw std::invalid_argument(std::string("test data: no encoding for ") + dtype_name(dt));
+    case DType::b8: *p = v != 0; break;
   }
 }
 
@@ -136,23 +137,6 @@ inline std::vector<unsigned char> encode(DType dt, const std::vector<double>& va
   std::vector<unsigned char> out(values.size() * isz);
   for (size_t i = 0; i < values.size(); ++i) encode_value(dt, values[i], out.data() + i * isz);
   return out;
-}
-
-// Elementwise reference for the engine's map ops, in double (exact for test values).
-inline double map_reference(MapOp op, double a, double b, double s) {
-  switch (op) {
-    case MapOp::kAdd: return a + b;
-    case MapOp::kSub: return a - b;
-    case MapOp::kMul: return a * b;
-    case MapOp::kNeg: return -a;
-    case MapOp::kSquare: return a * a;
-    case MapOp::kScale: return a * s;
-    case MapOp::kAddScalar: return a + s;
-    case MapOp::kRsubScalar: return s - a;
-    case MapOp::kCopy: return a;
-    case MapOp::kFill: return s;
-  }
-  return 0;
 }
 
 inline std::vector<double> decode(DType dt, const void* data, int64_t n) {
@@ -167,7 +151,7 @@ inline std::vector<double> decode(DType dt, const void* data, int64_t n) {
       case DType::f16: { uint16_t h; std::memcpy(&h, p, 2); out[i] = f16_to_f32(h); break; }
       case DType::bf16: { uint16_t h; std::memcpy(&h, p, 2); out[i] = bf16_to_f32(h); break; }
       case DType::i32: { int32_t x; std::memcpy(&x, p, 4); out[i] = x; break; }
-      default: throw std::invalid_argument(std::string("test data: no decoding for ") + dtype_name(dt));
+      case DType::b8: out[i] = *p != 0; break;
     }
   }
   return out;
@@ -209,5 +193,54 @@ inline std::vector<double> test_values(int64_t n, int salt = 0, int range = 6, d
   for (int64_t i = 0; i < n; ++i) v[i] = test_value(i, salt, range) + offset;
   return v;
 }
+
+// An elementwise program's params as jask/ops/_elementwise.py `encode` writes
+// them: the operand header [out_rank, out_shape..., n_memory, (dtype, rank,
+// shape...) per in-memory operand], then [n_regs, out_dtype, reduction,
+// out_reg, n_instr, (op, dst, a, b, c) x n_instr] and, with several outputs,
+// [n_more, more_out_regs...]. Registers 0 .. n_operands - 1 are the operands
+// (disk arrays, in-memory arrays, scalars, in that order); instruction j
+// writes register n_operands + j.
+struct ProgramBuilder {
+  std::vector<int64_t> out_shape;
+  int32_t n_operands = 0;
+  DType out_dtype = DType::f32;
+  Reduction reduction = Reduction::kNone;
+  std::vector<std::pair<DType, std::vector<int64_t>>> memory;  // in-memory operands
+  std::vector<Instr> code;
+  std::vector<int32_t> outputs;  // registers stored; default: the last instruction's
+
+  int32_t add(Opcode op, int32_t a, int32_t b = 0, int32_t c = 0) {
+    const int32_t dst = n_operands + static_cast<int32_t>(code.size());
+    code.push_back(Instr{op, dst, a, b, c});
+    return dst;
+  }
+
+  std::vector<int64_t> program() const {
+    std::vector<int32_t> outs = outputs;
+    if (outs.empty()) outs.push_back(code.empty() ? 0 : code.back().dst);
+    std::vector<int64_t> p = {n_operands + static_cast<int64_t>(code.size()), static_cast<int64_t>(out_dtype),
+                              static_cast<int64_t>(reduction), outs[0], static_cast<int64_t>(code.size())};
+    for (const Instr& in : code) p.insert(p.end(), {static_cast<int64_t>(in.op), in.dst, in.a, in.b, in.c});
+    if (outs.size() > 1) {
+      p.push_back(static_cast<int64_t>(outs.size() - 1));
+      p.insert(p.end(), outs.begin() + 1, outs.end());
+    }
+    return p;
+  }
+
+  std::vector<int64_t> params() const {
+    std::vector<int64_t> p = {static_cast<int64_t>(out_shape.size())};
+    p.insert(p.end(), out_shape.begin(), out_shape.end());
+    p.push_back(static_cast<int64_t>(memory.size()));
+    for (const auto& [dt, shape] : memory) {
+      p.insert(p.end(), {static_cast<int64_t>(dt), static_cast<int64_t>(shape.size())});
+      p.insert(p.end(), shape.begin(), shape.end());
+    }
+    std::vector<int64_t> prog = program();
+    p.insert(p.end(), prog.begin(), prog.end());
+    return p;
+  }
+};
 
 }  // namespace jask::test

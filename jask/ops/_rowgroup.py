@@ -1,0 +1,256 @@
+"""Row groups: ops over tall arrays that share their rows, run as one pass over row blocks.
+
+A matrix product by a small matrix (`x @ w`), elementwise ops on arrays of the same shape,
+a full sum, and the product of two tall arrays over their rows (`x.T @ g`, a gradient) all
+compute each row of their result, or their contribution to it, from the same rows of their
+operands. Under jit, a connected set of such ops on arrays with the same leading dimension
+becomes one engine call (src/engine/row_group.cpp) that reads each tall input once, keeps
+every intermediate in memory and writes only the results used elsewhere: a model's forward
+and backward pass over a dataset on disk is one read of the data.
+
+`find_groups` chooses the sets; `group_op` builds the op that replaces one (the lowering
+pass in compat does the program surgery).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._dtypes import dtype_code
+from .._jax.diskarray import DiskArrayTy
+from .._jax.op import Op
+from ._elementwise import Elementwise, FusedMap, FusedReduce, Reduce, encode
+from .matmul import Matmul
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+# Node codes of the engine's encoding (see src/engine/row_group.hpp).
+MAP, GEMM, GEMM_TN, SUM = 0, 1, 2, 3
+
+
+class RowGroup(Op):
+    """Several row-local ops in one pass; results are DiskArrays and 0-d sums."""
+
+    name = "row_group"
+    kernel = "row_group"
+    result = "group"
+
+    def out_type(self, *operands, encoding, out_avals, label):
+        return tuple(out_avals)
+
+    def kernel_params(self):
+        return self.encoding
+
+    def kernel_name(self):
+        return f"row_group/{self.label}"
+
+
+# -- what each op is to a row group ---------------------------------------------
+
+def _is_float_disk(aval) -> bool:
+    return isinstance(aval, DiskArrayTy) and np.dtype(aval.dtype) in _FLOATS
+
+
+def _elementwise_parts(prim):
+    """(expr, ends in a sum) of an elementwise op over same-shaped operands, or None."""
+    if isinstance(prim, FusedReduce):
+        return (prim.expr, True) if prim.reduction == "sum" else None
+    if isinstance(prim, FusedMap):
+        return (prim.expr, False) if prim.reduction == "none" else None
+    if isinstance(prim, Reduce):
+        return (prim.expr(), True) if prim.reduction == "sum" else None
+    if isinstance(prim, Elementwise) and not prim.bool_result:
+        return prim.expr(), False
+    return None
+
+
+def role(prim):
+    """(kind, rows, dtype) when `prim` is row-local, else None. Kinds: "map", "sum", "gemm",
+    "gemm_tn", "fill"."""
+    if isinstance(prim, Matmul):
+        a, b = prim.in_avals
+        if a.ndim != 2 or b.ndim != 2 or not (_is_float_disk(a) and a.dtype == b.dtype):
+            return None
+        if not prim.trans_a:
+            return "gemm", a.shape[0], np.dtype(a.dtype)
+        if not prim.trans_b:
+            return "gemm_tn", a.shape[0], np.dtype(a.dtype)
+        return None
+    if getattr(prim, "kernel", None) == "fill":
+        out = prim.out_aval
+        return ("fill", out.shape[0], np.dtype(out.dtype)) if out.ndim and _is_float_disk(out) else None
+    parts = _elementwise_parts(prim)
+    if parts is None:
+        return None
+    arrays = [a for a in prim.in_avals if isinstance(a, DiskArrayTy) or a.shape]
+    if not arrays or not all(_is_float_disk(a) for a in arrays):
+        return None
+    shape, dtype = arrays[0].shape, np.dtype(arrays[0].dtype)
+    if not shape or any(a.shape != shape or a.dtype != dtype for a in arrays):
+        return None
+    out = prim.out_aval
+    if not parts[1] and (out.shape != shape or np.dtype(out.dtype) != dtype):
+        return None
+    return ("sum" if parts[1] else "map"), shape[0], dtype
+
+
+def _tall_operands(prim, kind):
+    """Operand positions read row by row (the rest are small matrices or scalars)."""
+    if kind == "gemm":
+        return (0,)
+    if kind == "gemm_tn":
+        return (0, 1)
+    return tuple(i for i, a in enumerate(prim.in_avals) if isinstance(a, DiskArrayTy))
+
+
+def _produces_tall(kind) -> bool:
+    return kind in ("map", "gemm", "fill")
+
+
+# -- choosing the groups ----------------------------------------------------------
+
+def find_groups(nodes, last_use_order):
+    """Index lists of the nodes to fuse. `nodes[i]` is (prim or None, in_keys, out_keys) in
+    program order; `last_use_order(group)` is the compat callback that says whether a group
+    can run at the position of its last member (nothing outside reads its results earlier).
+    A group has a matrix product and at least two ops."""
+    roles = {i: role(p) for i, (p, _, _) in enumerate(nodes) if p is not None}
+    roles = {i: r for i, r in roles.items() if r is not None}
+    producer = {k: i for i, (_, _, outs) in enumerate(nodes) for k in outs}
+    parent = {i: i for i in roles}
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for j, r in roles.items():
+        prim, ins, _ = nodes[j]
+        for pos in _tall_operands(prim, r[0]):
+            i = producer.get(ins[pos])
+            if i in roles and _produces_tall(roles[i][0]) and roles[i][1:] == r[1:]:
+                parent[find(i)] = find(j)
+    components: dict[int, list[int]] = {}
+    for i in roles:
+        components.setdefault(find(i), []).append(i)
+    groups = []
+    for members in components.values():
+        members = _valid_prefix(sorted(members), nodes, producer, last_use_order)
+        if len(members) >= 2 and any(roles[i][0] in ("gemm", "gemm_tn") for i in members):
+            groups.append(members)
+    return groups
+
+
+def _valid_prefix(members, nodes, producer, last_use_order):
+    """The longest prefix of `members` that can run as one pass: no member reads, other
+    than row by row, a value the group computes; nothing outside reads its results before it
+    ends."""
+    while members:
+        inside = set(members)
+        late = next((j for j in members if any(producer.get(k) in inside and not _row_read(nodes, j, pos)
+                                               for pos, k in enumerate(nodes[j][1]))), None)
+        if late is not None:
+            members = [i for i in members if i < late]
+            continue
+        cut = last_use_order(members)
+        if cut is None:
+            return members
+        members = [i for i in members if i < cut]
+    return members
+
+
+def _row_read(nodes, j, pos) -> bool:
+    prim = nodes[j][0]
+    r = role(prim)
+    return pos in _tall_operands(prim, r[0])
+
+
+# -- the op that replaces a group ------------------------------------------------
+
+def group_op(members, nodes, avals, used_outside):
+    """(RowGroup op, its input keys, its output keys) for the nodes `members`."""
+    handles, scalars = [], []       # (key, kind, a, b) / key
+    handle_index, scalar_index = {}, {}
+    refs, produced = {}, {}         # key -> engine ref of values computed inside
+    encoded, outputs = [], []
+    first = members[0]
+    _, rows, dtype = role(nodes[first][0])
+
+    def ref(key, as_tall):
+        if key in produced:
+            return produced[key]
+        aval = avals[key]
+        if not isinstance(aval, DiskArrayTy):
+            if key not in scalar_index:
+                scalar_index[key] = len(scalars)
+                scalars.append(key)
+            return (1, scalar_index[key])
+        kind = 0 if as_tall else 1
+        if (key, kind) not in handle_index:
+            handle_index[key, kind] = len(handles)
+            a, b = ((math.prod(aval.shape[1:]), 0) if as_tall else aval.shape)
+            handles.append((key, kind, a, b))
+        return (0, handle_index[key, kind])
+
+    def node(code, *fields):
+        encoded.append((code, *fields))
+        return (2, len(encoded) - 1)
+
+    for i in members:
+        prim, ins, outs = nodes[i]
+        kind = role(prim)[0]
+        if kind in ("gemm", "gemm_tn"):
+            a, b = prim.in_avals
+            if kind == "gemm":
+                n = b.shape[0] if prim.trans_b else b.shape[1]
+                result = node(GEMM, ref(ins[0], True), ref(ins[1], False), int(prim.trans_b), n)
+            else:
+                result = node(GEMM_TN, ref(ins[0], True), ref(ins[1], True))
+        else:
+            if kind == "fill":
+                expr, total = (("copy", (("in", 0),)),), False
+                in_avals, args = prim.in_avals, [ref(ins[0], False)]
+            else:
+                expr, total = _elementwise_parts(prim)
+                in_avals, args = prim.in_avals, [ref(k, True) for k in ins]
+            shape = (rows, *(prim.out_aval.shape[1:] if not total else prim.in_avals[0].shape[1:]))
+            program = encode(expr, in_avals, shape, dtype)[len(shape) + 2:]
+            order = [j for j, a in enumerate(in_avals) if isinstance(a, DiskArrayTy)] + \
+                    [j for j, a in enumerate(in_avals) if not isinstance(a, DiskArrayTy)]
+            result = node(MAP, math.prod(shape[1:]), [args[j] for j in order], program)
+            if total:
+                result = node(SUM, result)
+        (out_key,) = outs
+        produced[out_key] = result
+        if out_key in used_outside:
+            outputs.append(out_key)
+
+    params = [dtype_code(dtype), rows, len(handles)]
+    for _, kind, a, b in handles:
+        params += [kind, a, b]
+    params.append(len(encoded))
+    for code, *fields in encoded:
+        params.append(code)
+        if code == MAP:
+            width, args, program = fields
+            params += [width, len(args), *(x for r in args for x in r), len(program), *program]
+        elif code == GEMM:
+            (t, s, trans_b, n) = fields
+            params += [*t, *s, trans_b, n]
+        elif code == GEMM_TN:
+            params += [*fields[0], *fields[1]]
+        else:
+            params += [*fields[0]]
+    params.append(len(outputs))
+    for key in outputs:
+        shape = avals[key].shape
+        params += [produced[key][1], len(shape), *shape]
+    out_avals = tuple(avals[k] for k in outputs)
+    label = "+".join(type(nodes[i][0]).__name__.lower() for i in members)
+    in_keys = [k for k, _, _, _ in handles] + scalars
+    op = RowGroup(*(avals[k] for k in in_keys), encoding=tuple(int(x) for x in params),
+                  out_avals=out_avals, label=label)
+    return op, in_keys, outputs
+

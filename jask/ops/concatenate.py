@@ -1,0 +1,56 @@
+"""Arrays joined along one axis: DiskArrays and in-memory arrays of one dtype whose shapes
+agree off that axis. The engine's "place" kernel writes each operand into its range of the
+output, streaming the output in blocks (along axis 0, plain sequential copies).
+The cotangent of each operand is its slice of the output's cotangent."""
+import jax.numpy as jnp
+
+from .._jax.diskarray import DiskArrayTy
+from .._jax.op import Op, apply, describe
+from .place import placement_params
+from .slice import Slice, SliceDense
+
+
+class Concatenate(Op):
+    name = "concatenate"
+    kernel = "place"
+
+    def out_type(self, *parts, axis):
+        first = parts[0]
+        for p in parts[1:]:
+            if p.dtype != first.dtype:
+                raise TypeError(f"jask.concatenate: dtypes differ: {', '.join(describe(q) for q in parts)}; "
+                                f"convert them to one dtype first")
+            if p.ndim != first.ndim or any(a != b for d, (a, b) in enumerate(zip(p.shape, first.shape))
+                                           if d != axis):
+                raise ValueError(f"jask.concatenate: shapes must agree except along axis {axis}, got "
+                                 f"{', '.join(str(tuple(q.shape)) for q in parts)}")
+        size = sum(p.shape[axis] for p in parts)
+        return DiskArrayTy((*first.shape[:axis], size, *first.shape[axis + 1:]), first.dtype)
+
+    def selections(self):
+        """Each operand's (start, step, count) per axis of the output."""
+        out, offset, result = self.out_aval, 0, []
+        for p in self.in_avals:
+            n = p.shape[self.axis]
+            result.append(tuple((offset, 1, n) if d == self.axis else (0, 1, size)
+                                for d, size in enumerate(out.shape)))
+            offset += n
+        return result
+
+    def kernel_params(self):
+        return placement_params(self.out_aval, self.in_avals, self.selections())
+
+    def vjp(self, ct, *parts, out, needs):
+        return tuple(apply(Slice if isinstance(aval, DiskArrayTy) else SliceDense, ct, selection=sel)
+                     if need else None
+                     for aval, sel, need in zip(self.in_avals, self.selections(), needs))
+
+    def tangent(self, out, operands, tangents):
+        filled = [t if t is not None else _zeros(aval) for t, aval in zip(tangents, self.in_avals)]
+        return apply(Concatenate, *filled, axis=self.axis)
+
+
+def _zeros(aval):
+    if isinstance(aval, DiskArrayTy):
+        return aval.vspace_zero()
+    return jnp.zeros(aval.shape, aval.dtype)
