@@ -62,6 +62,8 @@ from ._checkpoint import save_tree as save_tree
 from ._jax.diskarray import DiskArray as DiskArray
 from . import _numpy_api  # noqa: F401 - makes jax.numpy functions accept DiskArrays
 from ._runtime import memory_budget as memory_budget
+from ._runtime import io_mode as io_mode
+from ._runtime import set_io_mode as set_io_mode
 from ._runtime import scratch_dir as scratch_dir
 from ._runtime import set_memory_budget as set_memory_budget
 
@@ -70,7 +72,7 @@ __all__ = [
     "full_like", "greater", "greater_equal", "less", "less_equal", "load_tree", "log",
     "materialize", "matmul", "max", "maximum", "memory_budget", "min", "minimum", "mul", "negative",
     "not_equal", "ones_like", "power", "reshape", "rows", "rsqrt", "save_tree", "scratch_dir",
-    "set_memory_budget", "sign", "sqrt", "square", "stack", "sub", "sum", "take", "tanh", "transpose", "vdot",
+    "set_memory_budget", "set_io_mode", "io_mode", "sign", "sqrt", "square", "stack", "sub", "sum", "take", "tanh", "transpose", "vdot",
     "where", "zeros", "zeros_like",
 ]
 __version__ = "0.1.0"

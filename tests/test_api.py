@@ -193,3 +193,18 @@ def test_read_and_write_paths_agree_with_and_without_direct_io(rng, small_budget
     assert s_direct == s_buffered
     assert direct_bytes > data.nbytes  # aligned blocks bypassed the page cache
     assert buffered_direct_bytes == 0
+
+
+def test_io_modes_give_the_same_values(rng):
+    x_np = rng.uniform(-1, 1, (1 << 16, 65)).astype(np.float32)  # 16 MiB: reads split into parallel parts
+    x = jask.DiskArray.from_numpy(x_np)
+    try:
+        for mode in ("buffered", "direct", "auto"):
+            jask.set_io_mode(mode)
+            assert jask.io_mode() == mode
+            assert_close(np.asarray(jask.square(x))[::997], (x_np ** 2)[::997])
+            assert_close(jask.sum(x), np.sum(x_np.astype(np.float64)))
+    finally:
+        jask.set_io_mode("auto")
+    with pytest.raises(ValueError, match="unknown mode 'fast'"):
+        jask.set_io_mode("fast")

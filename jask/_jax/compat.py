@@ -133,13 +133,24 @@ def _fuse_chains(closed_jaxpr, prim_base, fuse, merge_operands):
     return closed_jaxpr.replace(jaxpr=jaxpr.replace(eqns=eqns)) if changed else closed_jaxpr
 
 
+def _users_and_producers(eqns, outvars):
+    """(var id -> positions of the eqns reading it, len(eqns) for a program output;
+    var id -> position of the eqn computing it)."""
+    users: dict[int, list[int]] = {}
+    for i, e in enumerate(eqns):
+        for x in e.invars:
+            if isinstance(x, _core.Var):
+                users.setdefault(id(x), []).append(i)
+    for x in outvars:
+        if isinstance(x, _core.Var):
+            users.setdefault(id(x), []).append(len(eqns))
+    return users, {id(v): i for i, e in enumerate(eqns) for v in e.outvars}
+
+
 def _fuse_one(eqns, outvars, prim_base, fuse, merge_operands):
     """Eqns with one producer merged into its consumer, or None when nothing fuses."""
-    uses: dict[int, int] = {}
-    for v in [*outvars, *(x for e in eqns for x in e.invars)]:
-        if isinstance(v, _core.Var):
-            uses[id(v)] = uses.get(id(v), 0) + 1
-    producer_at = {id(v): i for i, e in enumerate(eqns) for v in e.outvars}
+    users, producer_at = _users_and_producers(eqns, outvars)
+    uses = {k: len(v) for k, v in users.items()}
     for ci, consumer in enumerate(eqns):
         consumer_prim = _jask_prim(consumer, prim_base)
         if consumer_prim is None:
@@ -178,15 +189,7 @@ def fuse_shared_results(prim_base, fuse_results, merge_operands):
 
 
 def _share_one(eqns, outvars, prim_base, fuse_results, merge_operands):
-    users: dict[int, list[int]] = {}  # var -> positions of the eqns using it; len(eqns): an output
-    for i, e in enumerate(eqns):
-        for x in e.invars:
-            if isinstance(x, _core.Var):
-                users.setdefault(id(x), []).append(i)
-    for x in outvars:
-        if isinstance(x, _core.Var):
-            users.setdefault(id(x), []).append(len(eqns))
-    producer_at = {id(v): i for i, e in enumerate(eqns) for v in e.outvars}
+    users, producer_at = _users_and_producers(eqns, outvars)
     for ci, consumer in enumerate(eqns):
         consumer_prim = _jask_prim(consumer, prim_base)
         if consumer_prim is None:
@@ -237,13 +240,7 @@ def fuse_groups(prim_base, find_groups, group_op):
             return id(v)
         nodes = [(_jask_prim(e, prim_base), [key(v) for v in e.invars], [key(v) for v in e.outvars])
                  for e in eqns]
-        producer = {k: i for i, (_, _, outs) in enumerate(nodes) for k in outs}
-        users: dict[int, list[int]] = {}
-        for i, (_, ins, _) in enumerate(nodes):
-            for k in ins:
-                users.setdefault(k, []).append(i)
-        for v in jaxpr.outvars:
-            users.setdefault(key(v), []).append(len(eqns))
+        users, producer = _users_and_producers(eqns, jaxpr.outvars)
 
         def check(members):
             inside = set(members)

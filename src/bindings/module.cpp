@@ -82,6 +82,19 @@ NB_MODULE(_engine, m) {
   m.def("load_blas", &load_blas, "path"_a, "num_threads"_a);
   m.def("blas_loaded", &blas_loaded);
   m.def("set_direct_io", &set_direct_io_enabled, "enabled"_a);
+  m.def("set_read_mode", [](const std::string& mode) {
+    if (mode == "auto") return set_read_mode(ReadMode::kAuto);
+    if (mode == "direct") return set_read_mode(ReadMode::kDirect);
+    if (mode == "buffered") return set_read_mode(ReadMode::kBuffered);
+    throw ValueError("unknown read mode '" + mode + "': expected 'auto', 'direct' or 'buffered'");
+  }, "mode"_a);
+  m.def("read_mode", [] {
+    switch (read_mode()) {
+      case ReadMode::kDirect: return "direct";
+      case ReadMode::kBuffered: return "buffered";
+      default: return "auto";
+    }
+  });
   m.def("pipeline_tasks_run", &pipeline_tasks_run);
   m.def("io_counters", [] {
     return nb::make_tuple(io_counters().direct_bytes.load(), io_counters().buffered_bytes.load());

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <exception>
 #include <algorithm>
+#include <chrono>
 #include <vector>
 #include <mutex>
 #include <thread>
@@ -69,6 +70,61 @@ std::optional<pid_t> owner_pid(std::string_view tail) {
 bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
 
 }  // namespace
+
+namespace {
+
+std::atomic<int> g_read_mode{static_cast<int>(ReadMode::kAuto)};
+// The smallest aligned read that calibrates kAuto (two halves, each split
+// into concurrent requests).
+constexpr size_t kCalibrationBytes = 32 << 20;
+
+// Bytes each way that kAuto measures before it decides: one sample is at
+// the mercy of a shared disk's moment-to-moment speed.
+constexpr double kCalibrationTotal = 256.0 * (1 << 20);
+
+struct Calibration {
+  std::mutex mu;
+  double direct_bytes = 0, direct_seconds = 0, buffered_bytes = 0, buffered_seconds = 0;
+};
+Calibration& calibration() {
+  static Calibration c;
+  return c;
+}
+
+// Which way the next calibration read goes: alternately, starting direct.
+bool next_calibration_is_direct() {
+  Calibration& c = calibration();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.direct_bytes <= c.buffered_bytes;
+}
+
+// Adds one timed read; once both ways have kCalibrationTotal bytes, kAuto
+// becomes the faster. A direct read the file system refused picks buffered.
+void record_calibration(bool direct, bool ok, size_t bytes, double seconds) {
+  Calibration& c = calibration();
+  std::lock_guard<std::mutex> lock(c.mu);
+  int expected = static_cast<int>(ReadMode::kAuto);
+  if (!ok) {
+    g_read_mode.compare_exchange_strong(expected, static_cast<int>(ReadMode::kBuffered));
+    return;
+  }
+  (direct ? c.direct_bytes : c.buffered_bytes) += static_cast<double>(bytes);
+  (direct ? c.direct_seconds : c.buffered_seconds) += seconds;
+  if (c.direct_bytes < kCalibrationTotal || c.buffered_bytes < kCalibrationTotal) return;
+  const bool direct_faster = c.direct_bytes / c.direct_seconds >= c.buffered_bytes / c.buffered_seconds;
+  g_read_mode.compare_exchange_strong(expected,
+                                      static_cast<int>(direct_faster ? ReadMode::kDirect : ReadMode::kBuffered));
+}
+
+}  // namespace
+
+void set_read_mode(ReadMode mode) {
+  Calibration& c = calibration();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.direct_bytes = c.direct_seconds = c.buffered_bytes = c.buffered_seconds = 0;
+  g_read_mode = static_cast<int>(mode);
+}
+ReadMode read_mode() { return static_cast<ReadMode>(g_read_mode.load()); }
 
 void set_direct_io_enabled(bool enabled) { g_direct_enabled = enabled; }
 bool direct_io_enabled() { return g_direct_enabled; }
@@ -220,22 +276,45 @@ bool in_parallel(size_t n, Io io) {
 
 }  // namespace
 
+void File::parallel_buffered_read(std::byte* dst, size_t n, uint64_t offset) const {
+  in_parallel(n, [&](size_t at, size_t len) {
+    buffered_read(dst + at, len, offset + at);
+    return true;
+  });
+  if (n >= kParallelChunk) ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(n), POSIX_FADV_DONTNEED);
+}
+
+bool File::parallel_direct_read(std::byte* dst, size_t n, uint64_t offset) const {
+  return in_parallel(n, [&](size_t at, size_t len) { return try_direct_read(dst + at, len, offset + at); });
+}
+
 void File::read_at(void* dst_v, size_t n, uint64_t offset) const {
   auto* dst = static_cast<std::byte*>(dst_v);
   // Split into [unaligned head][aligned middle][unaligned tail]; the middle
-  // goes direct when the memory it lands in is aligned too.
+  // may go direct when the memory it lands in is aligned too.
   uint64_t mid_start = (offset + kIoAlignment - 1) / kIoAlignment * kIoAlignment;
   uint64_t end = offset + n;
   uint64_t mid_end = end / kIoAlignment * kIoAlignment;
   bool direct = g_direct_enabled && has_direct() && mid_end > mid_start &&
                 is_aligned(dst + (mid_start - offset));
-  if (!direct) return buffered_read(dst, n, offset);
+  const ReadMode mode = read_mode();
+  if (!direct || mode == ReadMode::kBuffered) return parallel_buffered_read(dst, n, offset);
   if (mid_start > offset) buffered_read(dst, mid_start - offset, offset);
   std::byte* mid = dst + (mid_start - offset);
-  bool done = in_parallel(mid_end - mid_start, [&](size_t at, size_t len) {
-    return try_direct_read(mid + at, len, mid_start + at);
-  });
-  if (!done) buffered_read(mid, mid_end - mid_start, mid_start);
+  const size_t mid_n = mid_end - mid_start;
+  if (mode == ReadMode::kAuto && mid_n >= kCalibrationBytes) {
+    // Whole reads alternate between the two ways until each has been timed
+    // on enough bytes; then the faster one stays.
+    const bool try_direct = next_calibration_is_direct();
+    auto t0 = std::chrono::steady_clock::now();
+    bool direct_ok = try_direct && parallel_direct_read(mid, mid_n, mid_start);
+    if (!try_direct) parallel_buffered_read(mid, mid_n, mid_start);
+    else if (!direct_ok) buffered_read(mid, mid_n, mid_start);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    record_calibration(try_direct, direct_ok || !try_direct, mid_n, seconds);
+  } else if (!parallel_direct_read(mid, mid_n, mid_start)) {
+    buffered_read(mid, mid_n, mid_start);
+  }
   if (end > mid_end) buffered_read(dst + (mid_end - offset), end - mid_end, mid_end);
 }
 

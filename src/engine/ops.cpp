@@ -94,7 +94,9 @@ void stream_blocks_to(const std::string& op, const std::string& operands, int64_
   PipelineStages stages;
   stages.read = [&](int64_t t) {
     auto [first, count] = range(t);
-    for (size_t i = 0; i < readers.size(); ++i) readers[i]->read(first, count, input_block(i, t));
+    // Operands are read at the same time: a disk serves several streams
+    // faster than one (each read is also split, see File::read_at).
+    run_concurrently(readers.size(), [&](size_t i) { readers[i]->read(first, count, input_block(i, t)); });
   };
   stages.compute = [&](int64_t t) {
     auto [first, count] = range(t);

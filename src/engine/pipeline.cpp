@@ -5,6 +5,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "planner.hpp"
 
@@ -58,6 +59,27 @@ void guarded(PipelineState& st, Body body) {
 }  // namespace
 
 uint64_t pipeline_tasks_run() { return g_tasks_run.load(); }
+
+void run_concurrently(size_t n, const std::function<void(size_t)>& fn) {
+  if (n == 0) return;
+  if (n == 1) return fn(0);
+  std::exception_ptr error;
+  std::mutex mu;
+  auto guarded_call = [&](size_t i) {
+    try {
+      fn(i);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!error) error = std::current_exception();
+    }
+  };
+  std::vector<std::thread> threads;
+  threads.reserve(n - 1);
+  for (size_t i = 0; i + 1 < n; ++i) threads.emplace_back(guarded_call, i);
+  guarded_call(n - 1);
+  for (auto& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+}
 
 void run_pipeline(int64_t n_tasks, const PipelineStages& stages) {
   if (n_tasks <= 0) return;

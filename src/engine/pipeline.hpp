@@ -30,6 +30,10 @@ struct PipelineStages {
 // from any stage stop the pipeline and are rethrown here.
 void run_pipeline(int64_t n_tasks, const PipelineStages& stages);
 
+// Calls fn(0) ... fn(n - 1) at the same time (one thread each, the last on
+// the calling thread) and rethrows the first exception once all are done.
+void run_concurrently(size_t n, const std::function<void(size_t)>& fn);
+
 // Tasks run by all pipelines so far: lets tests check how many blocks an op
 // really streamed.
 uint64_t pipeline_tasks_run();

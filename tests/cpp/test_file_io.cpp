@@ -254,3 +254,45 @@ TEST(FileIo, AlignedBufferIsAlignedForODirect) {
 
 }  // namespace
 }  // namespace jask
+
+namespace jask {
+namespace {
+
+// Restores the process's read mode when a test ends.
+class ReadModeScope {
+ public:
+  explicit ReadModeScope(ReadMode mode) : saved_(read_mode()) { set_read_mode(mode); }
+  ~ReadModeScope() { set_read_mode(saved_); }
+
+ private:
+  ReadMode saved_;
+};
+
+// Large reads at an unaligned offset, into memory at the file offset's
+// alignment, in every read mode: the same bytes.
+TEST(FileIo, LargeReadsMatchInEveryReadModeAndAutoSettles) {
+  TempDir dir;
+  std::string path = dir.file("large.bin");
+  const size_t n = (40u << 20) + 123;  // above the size that calibrates kAuto
+  std::vector<char> model = pattern(n + 4096, 5);
+  test::write_file_bytes(path, model);
+  File file(path, OpenMode::kReadOnly);
+  AlignedBuffer buf(n + 2 * kIoAlignment);
+  const uint64_t offset = 100;  // the block lands at offset % 4096 in memory, as readers do
+  for (ReadMode mode : {ReadMode::kDirect, ReadMode::kBuffered, ReadMode::kAuto}) {
+    ReadModeScope scope(mode);
+    // kAuto alternates between the two ways until each has read 256 MiB, then keeps one.
+    const int reads = mode == ReadMode::kAuto ? 16 : 1;
+    for (int r = 0; r < reads; ++r) {
+      std::memset(buf.data(), 0, buf.size());
+      file.read_at(buf.data() + offset, n, offset);
+      ASSERT_EQ(std::memcmp(buf.data() + offset, model.data() + offset, n), 0)
+          << "mode " << static_cast<int>(mode) << " read " << r;
+    }
+    if (mode == ReadMode::kAuto) EXPECT_NE(read_mode(), ReadMode::kAuto);
+    else EXPECT_EQ(read_mode(), mode);
+  }
+}
+
+}  // namespace
+}  // namespace jask
