@@ -67,3 +67,15 @@ def test_per_example_gradients_of_a_batched_argument(data):
     grads = jax.vmap(jax.grad(loss), in_axes=(None, 0))(x, s)  # gradient w.r.t. the DiskArray, per example
     assert isinstance(grads, jask.DiskArray) and grads.shape == (2, M, K)
     assert_close(np.asarray(grads), jax.vmap(jax.grad(ref), in_axes=(None, 0))(x_np, s))
+
+
+def test_an_unbatched_diskarray_output_is_repeated_along_the_batch(data):
+    x_np, x = data
+    for fn in (jax.vmap(lambda s: (x, s * 2.0)), jax.jit(jax.vmap(lambda s: (x, s * 2.0)))):
+        out, doubled = fn(jnp.arange(3.0))
+        assert isinstance(out, jask.DiskArray) and out.shape == (3, M, K)
+        assert_close(np.asarray(out), np.broadcast_to(x_np, (3, M, K)))
+        assert_close(doubled, np.arange(3.0) * 2)
+    out = jax.vmap(lambda s: x, out_axes=1)(jnp.arange(2.0))
+    assert out.shape == (M, 2, K)
+    assert_close(np.asarray(out), np.stack([x_np, x_np], axis=1))

@@ -407,6 +407,28 @@ def _dispatching(original, jask_fn, is_hi):
     return function
 
 
+def broadcast_unbatched_outputs(is_hi, broadcast) -> None:
+    """jax.vmap gives an output that does not depend on the batch (a function returning one
+    of its unbatched DiskArray inputs) a batch axis with `batching.broadcast`, which only knows
+    JAX arrays; for hi values it calls `broadcast(x, size, axis)` instead."""
+    from jax._src.interpreters import batching
+    original = batching.broadcast
+    if getattr(original, "_jask_original", None):
+        return
+
+    @functools.wraps(original)
+    def batching_broadcast(x, sz, axis, mesh_axis=None):
+        if not is_hi(x):
+            return original(x, sz, axis, mesh_axis)
+        # x is not batched: build the copies one level down, outside the vmap being finished
+        trace = _core.trace_ctx.trace
+        with _core.set_current_trace(getattr(trace, "parent_trace", trace)):
+            return broadcast(x, sz, axis)
+
+    batching_broadcast._jask_original = original
+    batching.broadcast = batching_broadcast
+
+
 def install_numpy_dispatch(table: dict, is_hi) -> None:
     """For each "module.name" -> fn in `table` (modules: jnp, jnp.linalg, lax), makes that
     function call fn when any argument satisfies is_hi."""

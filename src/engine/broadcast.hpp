@@ -23,7 +23,7 @@ class OperandReader {
   // `first` should land so that its file-aligned bytes are memory-aligned too
   // (then the read can bypass the page cache even when the file's data offset
   // is not aligned, as in files numpy writes).
-  virtual int64_t alignment_shift(int64_t first) const { return 0; }
+  virtual int64_t alignment_shift(int64_t /*first*/) const { return 0; }
 };
 
 // `out_shape` is the broadcast result; the operand's shape must broadcast to

@@ -17,6 +17,9 @@ constexpr int64_t kMinBlockElems = 64;
 // dtype starts at a 4096-byte file offset (data offsets are 4096-aligned).
 constexpr int64_t kAlignElems = 4096;
 constexpr int64_t kMinTile = 8;
+// The shallowest contraction tile worth trading for fewer reads (BLAS runs
+// well below its peak on thinner panels).
+constexpr int64_t kMinContraction = 256;
 
 [[noreturn]] void budget_too_small(const std::string& op, const std::string& operands, int64_t needed) {
   throw ValueError("memory budget of " + std::to_string(memory_budget()) + " bytes is too small for " +
@@ -121,6 +124,17 @@ MatmulTiles plan_matmul(const std::string& operands, int64_t m, int64_t k, int64
   grow_mb();
   grow_kb();
   grow_nb();
+  // Each A tile is read once per column of C tiles and each B tile once per
+  // row: when all of C fits in half the budget with a deep enough
+  // contraction tile, keeping C whole reads A and B exactly once.
+  auto traffic = [&](const MatmulTiles& p) {
+    return static_cast<double>(m) * k * ((n + p.nb - 1) / p.nb) + static_cast<double>(k) * n * ((m + p.mb - 1) / p.mb);
+  };
+  if (m * n <= cap / 2) {
+    MatmulTiles whole{std::max<int64_t>(m, 1), 1, std::max<int64_t>(n, 1)};
+    whole.kb = fit(k, 1, (cap - whole.mb * whole.nb) / (whole.mb + whole.nb));
+    if (whole.kb >= std::min<int64_t>(k, kMinContraction) && traffic(whole) < traffic(t)) return whole;
+  }
   return t;
 }
 

@@ -237,3 +237,23 @@ TEST(Planner, ZeroDimensionalTransposeTileIsEmpty) {
 
 }  // namespace
 }  // namespace jask
+
+namespace jask {
+namespace {
+
+TEST(Planner, MatmulKeepsAllOfCWhenThatReadsEachOperandOnce) {
+  // W3's shape: C (4096 x 2560) is 40 MiB of a 256 MiB budget; square tiles would read B twice.
+  BudgetGuard guard(int64_t{256} << 20);
+  MatmulTiles t = plan_matmul("mm", 4096, 32768, 2560, 4);
+  EXPECT_EQ(t.mb, 4096);
+  EXPECT_EQ(t.nb, 2560);
+  EXPECT_GE(t.kb, 256);
+  EXPECT_LE(matmul_tile_bytes(t, 4), int64_t{256} << 20);
+  // Too large a C for that: tiles as before, every extent inside its dimension.
+  MatmulTiles big = plan_matmul("mm", 40000, 32768, 40000, 4);
+  EXPECT_LT(big.mb, 40000);
+  EXPECT_LE(matmul_tile_bytes(big, 4), int64_t{256} << 20);
+}
+
+}  // namespace
+}  // namespace jask
