@@ -100,7 +100,8 @@ def measure(workload: str, contender: str, size: int, budget: int, data_dir: str
         "size_bytes": size, "budget_bytes": budget, "data_bytes": read + written, "minimal_read_bytes": read,
         "minimal_written_bytes": written, "flops": flops, "unit": wl.unit, "seconds": None, "throughput": None,
         "limit_seconds": None, "limit_fraction": None, "peak_rss_bytes": None, "baseline_rss_bytes": None,
-        "read_bytes": None, "written_bytes": None, "cached_fraction": None, "check": None, "note": "", "error": None,
+        "read_bytes": None, "written_bytes": None, "cached_fraction": None, "check": None, "io_mode": None,
+        "note": "", "error": None,
     }
     in_memory = contender in IN_MEMORY
     if in_memory and wl.input_bytes(plan) > machine.ram_bytes() // 3:

@@ -6,6 +6,7 @@
 
 import argparse
 import json
+import sys
 import os
 import time
 
@@ -46,6 +47,9 @@ def main() -> None:
         "written_bytes": after["write_bytes"] - before["write_bytes"],
         "cached_fraction": cached,
         "check": trial.check(result),
+        # how Jask's reads went to the disk: "auto" means it had not yet timed 256 MiB of reads
+        # of 32 MiB or more each way (until then smaller reads go direct)
+        "io_mode": sys.modules["jask"].io_mode() if "jask" in sys.modules else None,
     }))
 
 

@@ -63,8 +63,8 @@ def set_io_mode(mode: str) -> None:
     """How large reads reach the disk: "direct" (O_DIRECT, bypassing the page cache: the
     fastest on local NVMe), "buffered" (several concurrent reads through the page cache with
     the kernel's readahead, dropped from the cache after use: faster on some virtual disks), or
-    "auto" (the default: the first large read is timed both ways, half each, and the faster
-    is kept for the process).
+    "auto" (the default: reads of 32 MiB or more alternate between the two ways until each has
+    read 256 MiB, then the faster is kept for the process; smaller reads go direct meanwhile).
 
     >>> import jask
     >>> jask.set_io_mode("auto")
@@ -75,7 +75,7 @@ def set_io_mode(mode: str) -> None:
 
 
 def io_mode() -> str:
-    """The read mode in use: "direct" or "buffered", or "auto" before the first large read."""
+    """The read mode in use: "direct" or "buffered", or "auto" until auto has measured both."""
     return _engine.read_mode()
 
 
