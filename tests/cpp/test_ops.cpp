@@ -24,34 +24,14 @@ namespace jask {
 namespace {
 
 using test::array_values;
+using test::expect_error_mentioning;
+using test::TaskCount;
 using test::BudgetGuard;
 using test::make_array;
 using test::ScratchDir;
 using test::test_values;
 
 const std::vector<DType> kAllDTypes = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32};
-
-// Runs `fn`, expecting exception E whose message contains every `needle`.
-template <class E, class Fn>
-void expect_error_mentioning(Fn fn, const std::vector<std::string>& needles) {
-  try {
-    fn();
-    ADD_FAILURE() << "no exception thrown";
-  } catch (const E& e) {
-    for (const auto& needle : needles) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "'" << needle << "' not in: " << e.what();
-    }
-  }
-}
-
-// Pipeline tasks (blocks or tiles) run since construction.
-class TaskCount {
- public:
-  uint64_t delta() const { return pipeline_tasks_run() - before_; }
-
- private:
-  uint64_t before_ = pipeline_tasks_run();
-};
 
 // x + y, the program Python's encode writes for it.
 int32_t add_arrays(int32_t x, int32_t y) {

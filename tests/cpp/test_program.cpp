@@ -26,6 +26,8 @@ namespace {
 
 using test::array_shape;
 using test::array_values;
+using test::expect_error_mentioning;
+using test::TaskCount;
 using test::BudgetGuard;
 using test::make_array;
 using test::ProgramBuilder;
@@ -422,27 +424,6 @@ TEST(Program, DecodeRejectsMalformedPrograms) {
 }
 
 // --- out of core: map_program, map_program_outputs, reduce_program ---
-
-// Pipeline tasks (blocks) run since construction.
-class TaskCount {
- public:
-  uint64_t delta() const { return pipeline_tasks_run() - before_; }
-
- private:
-  uint64_t before_ = pipeline_tasks_run();
-};
-
-template <class E, class Fn>
-void expect_error_mentioning(Fn fn, const std::vector<std::string>& needles) {
-  try {
-    fn();
-    ADD_FAILURE() << "no exception thrown";
-  } catch (const E& e) {
-    for (const auto& needle : needles) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "'" << needle << "' not in: " << e.what();
-    }
-  }
-}
 
 // The ops the engine once had as single kernels, as Python's encode writes
 // them: the arrays (x, and y for binary ops), then the scalar s, which is

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "array_store.hpp"
+#include "pipeline.hpp"
 #include "dtype.hpp"
 #include "planner.hpp"
 #include "program.hpp"
@@ -241,6 +242,28 @@ struct ProgramBuilder {
     p.insert(p.end(), prog.begin(), prog.end());
     return p;
   }
+};
+
+// Runs `fn`, expecting exception E whose message contains every `needle`.
+template <class E, class Fn>
+void expect_error_mentioning(Fn fn, const std::vector<std::string>& needles) {
+  try {
+    fn();
+    ADD_FAILURE() << "no exception thrown";
+  } catch (const E& e) {
+    for (const auto& needle : needles) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "'" << needle << "' not in: " << e.what();
+    }
+  }
+}
+
+// Pipeline tasks (blocks or tiles) run since construction.
+class TaskCount {
+ public:
+  uint64_t delta() const { return pipeline_tasks_run() - before_; }
+
+ private:
+  uint64_t before_ = pipeline_tasks_run();
 };
 
 }  // namespace jask::test
