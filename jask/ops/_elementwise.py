@@ -278,14 +278,25 @@ def _same_float_dtype(avals) -> bool:
     return len(dtypes) == 1 and dtypes.pop() in _EXACT_DTYPES
 
 
-def _shift(ref, k, width, offset):
-    """A consumer's ref after the producer's operands replace its operand k."""
-    kind, i = ref
-    if kind == "tmp":
-        return ("tmp", i + offset)
-    if i == k:
-        return ("tmp", offset - 1)
-    return ("in", i if i < k else i + width - 1)
+def _splice(consumer, ks, producer, c_expr, p_expr, result):
+    """(operand avals, instructions) of the producer's instructions followed by the
+    consumer's, whose operands at positions `ks` become the producer's instruction `result`;
+    the producer's operands take the place of the first of them."""
+    k = ks[0]
+    rest = [i for i in range(k + 1, len(consumer.in_avals)) if i not in ks]
+    avals = (*consumer.in_avals[:k], *producer.in_avals, *(consumer.in_avals[i] for i in rest))
+    width, offset = len(producer.in_avals), len(p_expr)
+
+    def moved(ref):
+        kind, i = ref
+        if kind == "tmp":
+            return ("tmp", i + offset)
+        if i in ks:
+            return ("tmp", result)
+        return ("in", i if i < k else k + width + rest.index(i))
+    shifted = tuple((instr, tuple(("in", i + k) if kind == "in" else (kind, i) for kind, i in args))
+                    for instr, args in p_expr)
+    return avals, shifted + tuple((instr, tuple(moved(r) for r in args)) for instr, args in c_expr)
 
 
 def fuse(consumer, k: int, producer):
@@ -294,18 +305,14 @@ def fuse(consumer, k: int, producer):
     c, p = _parts(consumer), _parts(producer)
     if c is None or p is None or p[1] != "none":
         return None
-    avals = (*consumer.in_avals[:k], *producer.in_avals, *consumer.in_avals[k + 1:])
+    (c_expr, reduction, out_dtype, c_label, shape), (p_expr, _, _, p_label, _) = c, p
+    avals, expr = _splice(consumer, (k,), producer, c_expr, p_expr, len(p_expr) - 1)
     if sum(1 for a in avals if a.shape or isinstance(a, DiskArrayTy)) > MAX_FUSED_ARRAYS:
         return None
     if not _same_float_dtype((*avals, producer.out_aval, DiskArrayTy((), c[2]))):
         return None
-    (c_expr, reduction, out_dtype, c_label, shape), (p_expr, _, _, p_label, _) = c, p
-    width, offset = len(producer.in_avals), len(p_expr)
-    shifted = tuple((instr, tuple(("in", i + k) if kind == "in" else (kind, i) for kind, i in args))
-                    for instr, args in p_expr)
-    moved = tuple((instr, tuple(_shift(r, k, width, offset) for r in args)) for instr, args in c_expr)
     cls = FusedMap if reduction == "none" else FusedReduce
-    return cls(*avals, expr=shifted + moved, label=f"{p_label}+{c_label}", shape=shape,
+    return cls(*avals, expr=expr, label=f"{p_label}+{c_label}", shape=shape,
                out_dtype=out_dtype, reduction=reduction)
 
 
@@ -351,27 +358,14 @@ def fuse_results(consumer, ks: tuple[int, ...], producer, consumed: int, kept: t
     c, p = _results(consumer), _results(producer)
     if c is None or p is None or c[4] != p[4] or c[2] != p[2]:
         return None
-    k = ks[0]
-    rest = [i for i in range(k + 1, len(consumer.in_avals)) if i not in ks]
-    avals = (*consumer.in_avals[:k], *producer.in_avals, *(consumer.in_avals[i] for i in rest))
+    (c_expr, c_outs, out_dtype, c_label, shape), (p_expr, p_outs, _, p_label, _) = c, p
+    avals, expr = _splice(consumer, ks, producer, c_expr, p_expr, p_outs[consumed])
     arrays = sum(1 for a in avals if a.shape or isinstance(a, DiskArrayTy))
     if arrays + len(kept) + len(c[1]) > MAX_FUSED_STREAMS:
         return None
     if not _same_float_dtype((*avals, DiskArrayTy((), c[2]))):
         return None
-    (c_expr, c_outs, out_dtype, c_label, shape), (p_expr, p_outs, _, p_label, _) = c, p
-    width, offset = len(producer.in_avals), len(p_expr)
-
-    def moved(ref):
-        kind, i = ref
-        if kind == "tmp":
-            return ("tmp", i + offset)
-        if i in ks:
-            return ("tmp", p_outs[consumed])
-        return ("in", i if i < k else k + width + rest.index(i))
-    shifted = tuple((instr, tuple(("in", i + k) if kind == "in" else (kind, i) for kind, i in args))
-                    for instr, args in p_expr)
-    expr = shifted + tuple((instr, tuple(moved(r) for r in args)) for instr, args in c_expr)
+    offset = len(p_expr)
     outputs = tuple(p_outs[j] for j in kept) + tuple(j + offset for j in c_outs)
     return FusedMulti(*avals, expr=expr, label=f"{p_label}+{c_label}", shape=shape,
                       out_dtype=out_dtype, outputs=outputs)

@@ -137,20 +137,21 @@ def find_groups(nodes, last_use_order):
         components.setdefault(find(i), []).append(i)
     groups = []
     for members in components.values():
-        members = _valid_prefix(sorted(members), nodes, producer, last_use_order)
+        members = _valid_prefix(sorted(members), nodes, roles, producer, last_use_order)
         if len(members) >= 2 and any(roles[i][0] in ("gemm", "gemm_tn") for i in members):
             groups.append(members)
     return groups
 
 
-def _valid_prefix(members, nodes, producer, last_use_order):
+def _valid_prefix(members, nodes, roles, producer, last_use_order):
     """The longest prefix of `members` that can run as one pass: no member reads, other
     than row by row, a value the group computes; nothing outside reads its results before it
     ends."""
     while members:
         inside = set(members)
-        late = next((j for j in members if any(producer.get(k) in inside and not _row_read(nodes, j, pos)
-                                               for pos, k in enumerate(nodes[j][1]))), None)
+        late = next((j for j in members
+                     if any(producer.get(k) in inside and pos not in _tall_operands(nodes[j][0], roles[j][0])
+                            for pos, k in enumerate(nodes[j][1]))), None)
         if late is not None:
             members = [i for i in members if i < late]
             continue
@@ -159,12 +160,6 @@ def _valid_prefix(members, nodes, producer, last_use_order):
             return members
         members = [i for i in members if i < cut]
     return members
-
-
-def _row_read(nodes, j, pos) -> bool:
-    prim = nodes[j][0]
-    r = role(prim)
-    return pos in _tall_operands(prim, r[0])
 
 
 # -- the op that replaces a group ------------------------------------------------

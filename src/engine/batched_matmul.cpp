@@ -5,6 +5,7 @@
 #include "blas.hpp"
 #include "errors.hpp"
 #include "hyperslab.hpp"
+#include "kernels.hpp"
 #include "ops.hpp"
 #include "pipeline.hpp"
 #include "planner.hpp"

@@ -6,7 +6,6 @@
 #include <functional>
 #include <limits>
 
-#include "blas.hpp"
 #include "broadcast.hpp"
 #include "errors.hpp"
 #include "hyperslab.hpp"

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "array_store.hpp"
-#include "kernels.hpp"
 
 namespace jask {
 
