@@ -1,6 +1,6 @@
 """Benchmarks Jask against chunked NumPy, Dask and in-memory JAX on the same files and budget.
 
-    python -m bench                       # inputs of 2 GiB each, 256 MiB budget (under 15 minutes)
+    python -m bench                       # inputs of 2 GiB each, 256 MiB budget, 2 rounds (under 15 minutes)
     python -m bench --quick               # 256 MiB inputs, 32 MiB budget (under 2 minutes)
     python -m bench --scale 0.5,1,2,4,8   # W1-W3 at each size: bench/scaling.json and bench/scaling.png
     python -m bench --workloads W1,W3 --size-gib 4 --budget 512MB
@@ -44,12 +44,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", help="records JSON (default bench/results.json; bench/scaling.json with --scale)")
     p.add_argument("--markdown", default="BENCHMARKS.md", help="the report to write")
     p.add_argument("--timeout", type=float, default=900, help="seconds one contender may run")
+    p.add_argument("--repeat", type=int, help="rounds of the out-of-core contenders, each round in the reverse "
+                   "order of the last; the table shows each one's median time (default 2; 1 with --quick or --scale)")
     args = p.parse_args(argv)
     args.budget = args.budget or (32 * MIB if args.quick else 256 * MIB)
     size = args.size_gib or (0.25 if args.quick else 2.0)
     args.sizes = [int(float(s) * GIB) for s in args.scale.split(",")] if args.scale else [int(size * GIB)]
     args.workloads = (args.workloads or ("W1,W2,W3" if args.scale else ",".join(WORKLOADS))).split(",")
     args.contenders = args.contenders.split(",")
+    args.repeat = args.repeat or (1 if args.quick or args.scale else 2)
+    if args.repeat < 1:
+        p.error(f"--repeat must be at least 1, got {args.repeat}")
     for name in args.workloads:
         if name not in WORKLOADS:
             p.error(f"unknown workload {name!r}; choose from {', '.join(WORKLOADS)}")
@@ -100,12 +105,17 @@ def run_workloads(args: argparse.Namespace) -> list[dict]:
         plan = arrays(size, args.budget)
         generate(plan, sorted({n for w in args.workloads for n in WORKLOADS[w].inputs}), args.data)
         for name in args.workloads:
-            group = []
-            for contender in (c for c in args.contenders if c in WORKLOADS[name].contenders):
-                r = harness.measure(name, contender, size, args.budget, args.data, args.timeout)
-                group.append(r)
-                outcome = f"{r['seconds']:8.2f} s" if r["seconds"] is not None else r["error"] or r["note"]
-                print(f"  {name} {CONTENDERS[contender]:24} {outcome}")
+            contenders = [c for c in args.contenders if c in WORKLOADS[name].contenders]
+            runs: dict[str, list[dict]] = {c: [] for c in contenders}
+            for round_ in range(args.repeat):
+                # in-memory contenders do no I/O, so disk noise does not touch them: one round
+                order = [c for c in contenders if round_ == 0 or c not in IN_MEMORY]
+                for contender in order[::-1] if round_ % 2 else order:
+                    r = harness.measure(name, contender, size, args.budget, args.data, args.timeout)
+                    runs[contender].append(r)
+                    outcome = f"{r['seconds']:8.2f} s" if r["seconds"] is not None else r["error"] or r["note"]
+                    print(f"  {name} {CONTENDERS[contender]:24} {outcome}")
+            group = [harness.median_record(runs[c]) for c in contenders]
             report.compare(group)
             records += group
     return records
@@ -138,6 +148,9 @@ def main(argv=None) -> None:
     print("Each contender runs in a fresh process; its input files are evicted from the page cache "
           "(fsync + POSIX_FADV_DONTNEED) before the timed run; jit compilation is excluded; "
           "W5 times one step after a warm-up step.")
+    if args.repeat > 1:
+        print(f"{args.repeat} rounds of the out-of-core contenders, alternating their order; "
+              "the table shows each one's median time.")
     records = run_workloads(args)
     final_limits(args.data, meta["limits"], records)
     for r in records:

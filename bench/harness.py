@@ -11,6 +11,7 @@ import json
 import mmap
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 
@@ -101,6 +102,7 @@ def measure(workload: str, contender: str, size: int, budget: int, data_dir: str
         "minimal_written_bytes": written, "flops": flops, "unit": wl.unit, "seconds": None, "throughput": None,
         "limit_seconds": None, "limit_fraction": None, "peak_rss_bytes": None, "baseline_rss_bytes": None,
         "read_bytes": None, "written_bytes": None, "cached_fraction": None, "check": None, "io_mode": None,
+        "jask_stage_seconds": None,
         "note": "", "error": None,
     }
     in_memory = contender in IN_MEMORY
@@ -114,6 +116,20 @@ def measure(workload: str, contender: str, size: int, budget: int, data_dir: str
         record["error"] = result["error"]
     else:
         record.update(result)
+    return record
+
+
+def median_record(runs: list[dict]) -> dict:
+    """One record for a contender's rounds: the median time over them (with two rounds, their mean),
+    every round's time in `seconds_runs`, the highest peak RSS of any round, and the other
+    measurements of the round nearest the median."""
+    done = [r for r in runs if r["seconds"] is not None]
+    if not done:
+        return runs[0]
+    times = [r["seconds"] for r in done]
+    middle = statistics.median(times)
+    record = dict(min(done, key=lambda r: abs(r["seconds"] - middle)))
+    record.update(seconds=middle, seconds_runs=times, peak_rss_bytes=max(r["peak_rss_bytes"] for r in done))
     return record
 
 

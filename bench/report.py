@@ -11,6 +11,10 @@ from .workloads import CONTENDERS, GIB, MIB, WORKLOADS, arrays
 CHECK_RTOL = 1e-2  # float32 sums over millions of elements in different orders differ in the 4th digit
 
 METHOD = """\
+- The out-of-core contenders run in rounds (`--repeat`, 2 by default), each round in the reverse order
+  of the one before, and the table shows each one's median time (with two rounds, their mean;
+  `seconds_runs` in results.json has every round): the shared disk's speed drifts by tens of percent
+  over minutes, and this gives every contender the same share of it. In-memory contenders run once.
 - Each contender runs in a fresh child process (`python -m bench.run_one`), so its peak RSS (VmHWM) and
   its bytes read and written (`/proc/<pid>/io` read_bytes/write_bytes, all threads) are its own. Bytes
   are counted over the timed part only; peak RSS is the process's, setup included.
@@ -108,6 +112,19 @@ def markdown_table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def profile_table(records: list[dict]) -> str:
+    """Jask's time per pipeline stage (busy seconds, summed over its ops) against its wall time."""
+    lines = ["| Workload | Input | Wall (s) | Pipelines (s) | Read busy (s) | Compute busy (s) | Write busy (s) |",
+             "|---|---|---|---|---|---|---|"]
+    for r in records:
+        stages = r.get("jask_stage_seconds")
+        if r["contender"] != "jask" or not stages or r["seconds"] is None:
+            continue
+        lines.append(f"| {r['workload']} | {r['size_bytes'] / GIB:g} GiB | {r['seconds']:.2f} | {stages['span']:.2f} | "
+                     f"{stages['read']:.2f} | {stages['compute']:.2f} | {stages['write']:.2f} |")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 def meta_path(path: str) -> str:
     return os.path.splitext(path)[0] + ".meta.json"
 
@@ -166,7 +183,18 @@ def _section(title: str, records: list[dict], meta: dict) -> str:
             f"{', '.join(f'{s / GIB:g}' for s in sizes)} GiB (bytes of each large input)\n\n"
             f"Shapes at {sizes[-1] / GIB:g} GiB:\n\n{_shapes(sizes[-1], meta['budget_bytes'], names)}\n\n"
             f"{markdown_table(records)}\n\n"
-            f"`*` in memory: inputs loaded before timing, nothing written (the compute ceiling).\n")
+            f"`*` in memory: inputs loaded before timing, nothing written (the compute ceiling).\n"
+            + _profile_section(records))
+
+
+def _profile_section(records: list[dict]) -> str:
+    table = profile_table(records)
+    if not table:
+        return ""
+    return ("\nWhere Jask's time goes (`jask._engine.pipeline_stage_seconds()` around the timed part): "
+            "seconds its block pipelines ran (from first read to last write) and each stage was busy. "
+            "Stages overlap, so a stage busy for about the whole span is the bound; compute busy "
+            "longer than the same op takes in memory means I/O took CPU from it.\n\n" + table + "\n")
 
 
 def write_markdown(path: str, main, scaling, plot_file: str | None) -> None:

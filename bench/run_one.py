@@ -32,12 +32,14 @@ def main() -> None:
     cached = max(cached_fraction(path) for path in files)  # pages still mapped cannot be evicted
 
     baseline = proc_status("VmRSS")
+    stages_before = jask_stage_seconds()
     before = proc_io()
     start = time.perf_counter()
     result = trial.run()
     seconds = time.perf_counter() - start
     after = proc_io()
     peak = proc_status("VmHWM")  # before the check, which may allocate
+    stages = jask_stage_seconds()
 
     print(json.dumps({
         "seconds": seconds,
@@ -50,7 +52,17 @@ def main() -> None:
         # how Jask's reads went to the disk: "auto" means it had not yet timed 256 MiB of reads
         # of 32 MiB or more each way (until then smaller reads go direct)
         "io_mode": sys.modules["jask"].io_mode() if "jask" in sys.modules else None,
+        # seconds Jask's block pipelines spent reading, computing, writing, and in all (the profile)
+        "jask_stage_seconds": {k: stages[k] - stages_before[k] for k in stages} if stages else None,
     }))
+
+
+def jask_stage_seconds() -> dict | None:
+    """Jask's pipeline stage times so far, if the contender uses Jask."""
+    if "jask" not in sys.modules:
+        return None
+    from jask import _engine
+    return _engine.pipeline_stage_seconds()
 
 
 if __name__ == "__main__":

@@ -64,6 +64,7 @@ from . import _numpy_api  # noqa: F401 - makes jax.numpy functions accept DiskAr
 from ._runtime import memory_budget as memory_budget
 from ._runtime import io_mode as io_mode
 from ._runtime import set_io_mode as set_io_mode
+from ._runtime import set_scratch_recycling as set_scratch_recycling
 from ._runtime import scratch_dir as scratch_dir
 from ._runtime import set_memory_budget as set_memory_budget
 
@@ -72,7 +73,7 @@ __all__ = [
     "full_like", "greater", "greater_equal", "less", "less_equal", "load_tree", "log",
     "materialize", "matmul", "max", "maximum", "memory_budget", "min", "minimum", "mul", "negative",
     "not_equal", "ones_like", "power", "reshape", "rows", "rsqrt", "save_tree", "scratch_dir",
-    "set_memory_budget", "set_io_mode", "io_mode", "sign", "sqrt", "square", "stack", "sub", "sum", "take", "tanh", "transpose", "vdot",
+    "set_memory_budget", "set_io_mode", "io_mode", "set_scratch_recycling", "sign", "sqrt", "square", "stack", "sub", "sum", "take", "tanh", "transpose", "vdot",
     "where", "zeros", "zeros_like",
 ]
 __version__ = "0.1.0"

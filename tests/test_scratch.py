@@ -121,3 +121,64 @@ def test_tmpfs_scratch_is_refused_unless_allowed(tmp_path, scratch_root):
 
 def test_scratch_folder_is_private():
     assert os.stat(jask.scratch_dir()).st_mode & 0o777 == 0o700
+
+
+def _adam_steps(p0, g, steps):
+    """`steps` jitted adam steps on DiskArray parameters; returns the final parameters as numpy and
+    the scratch pool's reused-file count before and after the steps after the first."""
+    import optax
+    opt = optax.adam(0.1)
+
+    @jax.jit
+    def step(p, state):
+        updates, state = opt.update(g, state, p)
+        return optax.apply_updates(p, updates), state
+
+    p = jask.DiskArray.from_numpy(p0)
+    p, state = step(p, opt.init(p))
+    gc.collect()
+    before = _engine.scratch_pool_stats()["reused_files"]
+    for _ in range(steps - 1):
+        p, state = step(p, state)
+        gc.collect()
+    return np.asarray(p), before, _engine.scratch_pool_stats()["reused_files"]
+
+
+def _adam_reference(p0, g, steps):
+    import jax.numpy as jnp
+    import optax
+    opt = optax.adam(0.1)
+    p = jnp.asarray(p0)
+    state = opt.init(p)
+    for _ in range(steps):
+        updates, state = opt.update(jnp.asarray(g), state, p)
+        p = optax.apply_updates(p, updates)
+    return np.asarray(p)
+
+
+def test_training_steps_write_into_the_files_of_the_previous_step(rng):
+    """Each step's new parameters and moments (written whole by one fused pass) take the files
+    the step before freed, and the values are still exactly adam's."""
+    p0 = rng.uniform(-1, 1, (301, 67)).astype(np.float32)
+    g = jask.DiskArray.from_numpy(rng.uniform(-1, 1, (301, 67)).astype(np.float32))
+    got, before, after = _adam_steps(p0, g, steps=4)
+    assert after - before >= 3 * 2, "p, mu and nu of steps 3 and 4 should reuse files"
+    np.testing.assert_allclose(got, _adam_reference(p0, np.asarray(g), 4), rtol=1e-5, atol=1e-6)
+    stats = _engine.scratch_pool_stats()
+    assert stats["pooled_bytes"] <= stats["live_bytes"]
+
+
+def test_scratch_recycling_can_be_turned_off(rng):
+    p0 = rng.uniform(-1, 1, (64, 33)).astype(np.float32)
+    g = jask.DiskArray.from_numpy(rng.uniform(-1, 1, (64, 33)).astype(np.float32))
+    jask.set_scratch_recycling(False)
+    try:
+        got, before, after = _adam_steps(p0, g, steps=3)
+        assert after == before
+        assert _engine.scratch_pool_stats()["pooled_files"] == 0
+        assert not [f for f in os.listdir(jask.scratch_dir()) if f.startswith("recycled-")]
+    finally:
+        jask.set_scratch_recycling(True)
+    np.testing.assert_allclose(got, _adam_reference(p0, np.asarray(g), 3), rtol=1e-5, atol=1e-6)
+    with pytest.raises(TypeError, match="bool"):
+        jask.set_scratch_recycling("yes")

@@ -11,6 +11,7 @@
 #include "../engine/blas.hpp"
 #include "../engine/errors.hpp"
 #include "../engine/file.hpp"
+#include "../engine/scratch_pool.hpp"
 #include "../engine/ops.hpp"
 #include "../engine/pipeline.hpp"
 #include "../engine/planner.hpp"
@@ -95,7 +96,27 @@ NB_MODULE(_engine, m) {
       default: return "auto";
     }
   });
+  m.def("set_scratch_recycling", [](bool enabled) { ScratchPool::instance().set_enabled(enabled); }, "enabled"_a);
+  m.def("scratch_recycling", [] { return ScratchPool::instance().enabled(); });
+  m.def("scratch_pool_stats", [] {
+    ScratchPool::Stats s = ScratchPool::instance().stats();
+    nb::dict stats;
+    stats["live_bytes"] = s.live_bytes;
+    stats["pooled_bytes"] = s.pooled_bytes;
+    stats["pooled_files"] = s.pooled_files;
+    stats["reused_files"] = s.reused_files;
+    return stats;
+  });
   m.def("pipeline_tasks_run", &pipeline_tasks_run);
+  m.def("pipeline_stage_seconds", [] {
+    StageSeconds s = pipeline_stage_seconds();
+    nb::dict seconds;
+    seconds["read"] = s.read;
+    seconds["compute"] = s.compute;
+    seconds["write"] = s.write;
+    seconds["span"] = s.span;
+    return seconds;
+  });
   m.def("io_counters", [] {
     return nb::make_tuple(io_counters().direct_bytes.load(), io_counters().buffered_bytes.load());
   });

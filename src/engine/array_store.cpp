@@ -9,6 +9,7 @@
 #include "npy_format.hpp"
 #include "planner.hpp"
 #include "scratch.hpp"
+#include "scratch_pool.hpp"
 
 namespace jask {
 
@@ -51,12 +52,16 @@ void copy_range(const File& from, const File& to, uint64_t begin, uint64_t end) 
 
 }  // namespace
 
-ArrayRef StoredArray::create_npy(const std::string& path, const ArrayInfo& info, bool scratch) {
+ArrayRef StoredArray::create_npy(const std::string& path, const ArrayInfo& info, bool scratch, bool recycled) {
   check_shape(info.shape, path);
-  auto file = std::make_unique<File>(path, scratch ? OpenMode::kCreateExclusive : OpenMode::kCreateTruncate);
+  const OpenMode mode = recycled ? OpenMode::kReadWrite
+                        : scratch ? OpenMode::kCreateExclusive
+                                  : OpenMode::kCreateTruncate;
+  auto file = std::make_unique<File>(path, mode);
   std::string header = make_npy_header(info.dtype, info.shape);
   file->write_at(header.data(), header.size(), 0);
   file->resize(header.size() + info.nbytes());
+  if (scratch) ScratchPool::instance().created(header.size() + info.nbytes());
   return ArrayRef(new StoredArray(std::move(file), info, header.size(), scratch));
 }
 
@@ -64,8 +69,12 @@ ArrayRef StoredArray::create_file(const std::string& path, const ArrayInfo& info
   return create_npy(path, info, false);
 }
 
-ArrayRef StoredArray::create_scratch(const ArrayInfo& info, const std::string& tag) {
-  return create_npy(Scratch::instance().new_file_path(tag), info, true);
+ArrayRef StoredArray::create_scratch(const ArrayInfo& info, const std::string& tag, ScratchContents contents) {
+  const std::string path = Scratch::instance().new_file_path(tag);
+  check_shape(info.shape, path);
+  const uint64_t bytes = make_npy_header(info.dtype, info.shape).size() + info.nbytes();
+  const bool recycled = contents == ScratchContents::kOverwritten && ScratchPool::instance().take(bytes, path);
+  return create_npy(path, info, true, recycled);
 }
 
 ArrayRef StoredArray::open_npy(const std::string& path, bool writable) {
@@ -107,7 +116,14 @@ StoredArray::OwnedFile::OwnedFile(std::shared_ptr<File> f, bool s)
     : path(f->path()), scratch(s), file_(std::move(f)) {}
 
 StoredArray::OwnedFile::~OwnedFile() {
-  if (scratch) ::unlink(path.c_str());
+  if (!scratch) return;
+  uint64_t bytes = 0;
+  try {
+    bytes = file_->size();
+  } catch (const std::exception&) {
+    // unknown size: release() unlinks it
+  }
+  ScratchPool::instance().release(path, bytes);
 }
 
 std::shared_ptr<const File> StoredArray::OwnedFile::current() const {

@@ -23,11 +23,18 @@ struct ArrayInfo {
   std::string describe() const;  // e.g. "float32[4,6]"
 };
 
+// What the op creating a scratch array will put in it. kZeros: it relies on
+// bytes it does not write reading as zero (a new file). kOverwritten: it
+// writes every data byte before the array is read, so the file of a freed
+// scratch array may be recycled (see scratch_pool.hpp).
+enum class ScratchContents { kZeros, kOverwritten };
+
 class StoredArray {
  public:
-  // A new private .npy file in this process's scratch folder, deleted with
-  // the object.
-  static std::shared_ptr<StoredArray> create_scratch(const ArrayInfo& info, const std::string& tag);
+  // A new private .npy file in this process's scratch folder, deleted (or
+  // recycled) with the object.
+  static std::shared_ptr<StoredArray> create_scratch(const ArrayInfo& info, const std::string& tag,
+                                                     ScratchContents contents = ScratchContents::kZeros);
   // A new .npy file at a user-chosen path (kept).
   static std::shared_ptr<StoredArray> create_file(const std::string& path, const ArrayInfo& info);
   static std::shared_ptr<StoredArray> open_npy(const std::string& path, bool writable);
@@ -93,7 +100,7 @@ class StoredArray {
     std::shared_ptr<File> file_;
   };
   static std::shared_ptr<StoredArray> create_npy(const std::string& path, const ArrayInfo& info,
-                                                 bool scratch);
+                                                 bool scratch, bool recycled = false);
   StoredArray(std::unique_ptr<File> file, ArrayInfo info, uint64_t offset, bool scratch)
       : file_(std::make_shared<OwnedFile>(std::move(file), scratch)),
         info_(std::move(info)),

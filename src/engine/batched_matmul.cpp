@@ -184,15 +184,17 @@ void run_matmul(const MatOperand& A, const MatOperand& B, const BatchBroadcast& 
   const int64_t group = matrices_per_task(tiles, M, K, N, batches.count(), cs);
   const int64_t n_groups = (batches.count() + group - 1) / group;
   OperandTiles a_tiles(group * tiles.mb * tiles.kb * cs), b_tiles(group * tiles.kb * tiles.nb * cs);
+  // One C buffer only when there is one output tile: it is written after the last task.
+  const int64_t c_slots = n_groups * ni * nj == 1 ? tiles.c_slots : kPipelineSlots;
   AlignedBuffer cbuf[kPipelineSlots];
-  for (auto& c : cbuf) c = AlignedBuffer(static_cast<size_t>(group * tiles.mb * tiles.nb) * cs);
+  for (int64_t s = 0; s < c_slots; ++s) cbuf[s] = AlignedBuffer(static_cast<size_t>(group * tiles.mb * tiles.nb) * cs);
   struct Task { int64_t o, g, i, j, k; };  // first output matrix, matrices, tile indices
   auto task = [&](int64_t t) {
     const int64_t r = t % per_group, o = t / per_group * group;
     return Task{o, std::min(group, batches.count() - o), r / (nj * nk), (r / nk) % nj, r % nk};
   };
   auto ext = [](int64_t idx, int64_t block, int64_t dim) { return std::min(block, dim - idx * block); };
-  auto c_slot = [&](const Task& x) { return cbuf[((x.o / group * ni + x.i) * nj + x.j) % kPipelineSlots].data(); };
+  auto c_slot = [&](const Task& x) { return cbuf[((x.o / group * ni + x.i) * nj + x.j) % c_slots].data(); };
 
   PipelineStages stages;
   stages.read = [&](int64_t t) {
@@ -249,9 +251,9 @@ int32_t matmul_arrays(int32_t a, int32_t b, bool trans_a, bool trans_b) {
   std::vector<int64_t> out_shape = batches.shape();  // a 1-D operand's axis is dropped, as in numpy
   if (ai.shape.size() >= 2) out_shape.push_back(M);
   if (bi.shape.size() >= 2) out_shape.push_back(N);
-  auto out = StoredArray::create_scratch(ArrayInfo{ai.dtype, out_shape}, "matmul");
+  auto out = StoredArray::create_scratch(ArrayInfo{ai.dtype, out_shape}, "matmul", ScratchContents::kOverwritten);
   const size_t cs = compute_itemsize(ai.dtype);
-  MatmulTiles tiles = plan_matmul(desc, M, opa.cols(), N, static_cast<int64_t>(cs));
+  MatmulTiles tiles = plan_matmul(desc, M, opa.cols(), N, static_cast<int64_t>(cs), batches.count());
   const std::vector<int64_t> out3d{batches.count(), M, N};
   if (cs == sizeof(double)) {
     run_matmul<double>(opa, opb, batches, *out, out3d, ai.dtype, tiles);

@@ -252,7 +252,7 @@ std::vector<int32_t> map_program_outputs(const std::string& name, const std::vec
   std::vector<ArrayRef> outs;
   std::vector<const StoredArray*> targets;
   for (size_t o = 0; o < program.n_outputs(); ++o) {
-    outs.push_back(StoredArray::create_scratch(info, name));
+    outs.push_back(StoredArray::create_scratch(info, name, ScratchContents::kOverwritten));
     targets.push_back(outs.back().get());
   }
   auto run = [&](const Program& p, const std::vector<const StoredArray*>& to) {
@@ -493,7 +493,7 @@ ArrayRef transposed(const ArrayRef& in, const std::vector<int64_t>& perm) {
                                " axes of " + info.describe());
   ArrayInfo out_info{info.dtype, std::vector<int64_t>(nd)};
   for (int d = 0; d < nd; ++d) out_info.shape[d] = info.shape[perm[d]];
-  auto out = StoredArray::create_scratch(out_info, "transpose");
+  auto out = StoredArray::create_scratch(out_info, "transpose", ScratchContents::kOverwritten);
   const int64_t isz = static_cast<int64_t>(itemsize(info.dtype));
   std::vector<int64_t> ext = plan_transpose_tile("transpose(" + info.describe() + ")", info.shape, perm, isz);
   int64_t tile_elems = 1;

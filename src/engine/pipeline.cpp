@@ -1,6 +1,7 @@
 #include "pipeline.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -13,6 +14,27 @@ namespace jask {
 namespace {
 
 std::atomic<uint64_t> g_tasks_run{0};
+
+// Stage time in nanoseconds, summed over all pipelines.
+std::atomic<int64_t> g_read_ns{0}, g_compute_ns{0}, g_write_ns{0}, g_span_ns{0};
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Runs stage(t) and adds its duration to `total`.
+void timed(const std::function<void(int64_t)>& stage, int64_t t, std::atomic<int64_t>& total) {
+  const int64_t start = now_ns();
+  stage(t);
+  total += now_ns() - start;
+}
+
+// Adds the time from construction to destruction to the span total.
+struct SpanTimer {
+  int64_t start = now_ns();
+  ~SpanTimer() { g_span_ns += now_ns() - start; }
+};
 
 class PipelineState {
  public:
@@ -60,6 +82,11 @@ void guarded(PipelineState& st, Body body) {
 
 uint64_t pipeline_tasks_run() { return g_tasks_run.load(); }
 
+StageSeconds pipeline_stage_seconds() {
+  return StageSeconds{g_read_ns.load() * 1e-9, g_compute_ns.load() * 1e-9, g_write_ns.load() * 1e-9,
+                      g_span_ns.load() * 1e-9};
+}
+
 void run_concurrently(size_t n, const std::function<void(size_t)>& fn) {
   if (n == 0) return;
   if (n == 1) return fn(0);
@@ -84,10 +111,11 @@ void run_concurrently(size_t n, const std::function<void(size_t)>& fn) {
 void run_pipeline(int64_t n_tasks, const PipelineStages& stages) {
   if (n_tasks <= 0) return;
   g_tasks_run += static_cast<uint64_t>(n_tasks);
+  SpanTimer span;
   if (n_tasks == 1) {  // nothing to overlap
-    stages.read(0);
-    stages.compute(0);
-    if (stages.write) stages.write(0);
+    timed(stages.read, 0, g_read_ns);
+    timed(stages.compute, 0, g_compute_ns);
+    if (stages.write) timed(stages.write, 0, g_write_ns);
     return;
   }
   const int64_t lag = kPipelineSlots;
@@ -96,7 +124,7 @@ void run_pipeline(int64_t n_tasks, const PipelineStages& stages) {
     guarded(st, [&] {
       for (int64_t t = 0; t < n_tasks; ++t) {
         if (!st.wait([&] { return st.computed >= t - lag + 1; })) return;
-        stages.read(t);
+        timed(stages.read, t, g_read_ns);
         st.advance(st.read);
       }
     });
@@ -107,7 +135,7 @@ void run_pipeline(int64_t n_tasks, const PipelineStages& stages) {
       guarded(st, [&] {
         for (int64_t t = 0; t < n_tasks; ++t) {
           if (!st.wait([&] { return st.computed > t; })) return;
-          stages.write(t);
+          timed(stages.write, t, g_write_ns);
           st.advance(st.written);
         }
       });
@@ -119,7 +147,7 @@ void run_pipeline(int64_t n_tasks, const PipelineStages& stages) {
         return st.read > t && (!stages.write || st.written >= t - lag + 1);
       });
       if (!ok) return;
-      stages.compute(t);
+      timed(stages.compute, t, g_compute_ns);
       st.advance(st.computed);
     }
   });

@@ -38,4 +38,13 @@ void run_concurrently(size_t n, const std::function<void(size_t)>& fn);
 // really streamed.
 uint64_t pipeline_tasks_run();
 
+// Seconds all pipelines so far spent in each stage, and in all (from the
+// first read to the last write). A stage whose time is close to the span is
+// what bounds an op; compute slower than usual while reads run means the
+// reads take CPU from it.
+struct StageSeconds {
+  double read = 0, compute = 0, write = 0, span = 0;
+};
+StageSeconds pipeline_stage_seconds();
+
 }  // namespace jask

@@ -89,10 +89,11 @@ std::vector<int64_t> plan_transpose_tile(const std::string& operands, const std:
 }
 
 int64_t matmul_tile_bytes(const MatmulTiles& t, int64_t elem_bytes) {
-  return kPipelineSlots * (t.mb * t.kb + t.kb * t.nb + t.mb * t.nb) * elem_bytes;
+  return (kPipelineSlots * (t.mb * t.kb + t.kb * t.nb) + t.c_slots * t.mb * t.nb) * elem_bytes;
 }
 
-MatmulTiles plan_matmul(const std::string& operands, int64_t m, int64_t k, int64_t n, int64_t elem_bytes) {
+MatmulTiles plan_matmul(const std::string& operands, int64_t m, int64_t k, int64_t n, int64_t elem_bytes,
+                        int64_t count) {
   int64_t cap = memory_budget() / (kPipelineSlots * elem_bytes);  // elements across A, B, C tiles
   MatmulTiles t{std::min(m, kMinTile), std::min(k, kMinTile), std::min(n, kMinTile)};
   t.mb = std::max<int64_t>(t.mb, 1);
@@ -130,11 +131,17 @@ MatmulTiles plan_matmul(const std::string& operands, int64_t m, int64_t k, int64
   auto traffic = [&](const MatmulTiles& p) {
     return static_cast<double>(m) * k * ((n + p.nb - 1) / p.nb) + static_cast<double>(k) * n * ((m + p.mb - 1) / p.mb);
   };
+  // A single C tile needs one buffer, which leaves deeper A and B tiles.
+  const bool one_c_tile = count == 1;
   if (m * n <= cap / 2) {
     MatmulTiles whole{std::max<int64_t>(m, 1), 1, std::max<int64_t>(n, 1)};
-    whole.kb = fit(k, 1, (cap - whole.mb * whole.nb) / (whole.mb + whole.nb));
+    const int64_t c_elems = whole.mb * whole.nb;
+    whole.c_slots = one_c_tile ? 1 : kPipelineSlots;
+    const int64_t ab_room = one_c_tile ? cap - c_elems / kPipelineSlots : cap - c_elems;
+    whole.kb = fit(k, 1, ab_room / (whole.mb + whole.nb));
     if (whole.kb >= std::min<int64_t>(k, kMinContraction) && traffic(whole) < traffic(t)) return whole;
   }
+  if (one_c_tile && t.mb >= m && t.nb >= n) t.c_slots = 1;
   return t;
 }
 

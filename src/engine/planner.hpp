@@ -31,10 +31,14 @@ std::vector<int64_t> plan_transpose_tile(const std::string& operands,
 
 struct MatmulTiles {
   int64_t mb, kb, nb;
+  // Buffers for C tiles: one when the whole product is one C tile (it is
+  // written once, after the last task), else one per pipeline slot.
+  int64_t c_slots = kPipelineSlots;
 };
-// Tiles for C(M,N) = A(M,K) B(K,N) with elements of `elem_bytes` in memory.
+// Tiles for `count` products C(M,N) = A(M,K) B(K,N) with elements of
+// `elem_bytes` in memory.
 MatmulTiles plan_matmul(const std::string& operands, int64_t m, int64_t k, int64_t n,
-                        int64_t elem_bytes);
+                        int64_t elem_bytes, int64_t count = 1);
 // Bytes the tiles occupy in the pipeline.
 int64_t matmul_tile_bytes(const MatmulTiles& t, int64_t elem_bytes);
 

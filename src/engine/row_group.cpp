@@ -526,7 +526,7 @@ GroupResult run_single_pass(const Group& g, int64_t block_rows) {
   for (size_t o = 0; o < g.outputs.size(); ++o) {
     const GroupOutput& out = g.outputs[o];
     if (g.nodes[out.node].value.kind == GroupValue::kScalar) continue;
-    arrays[o] = StoredArray::create_scratch(ArrayInfo{g.dtype, out.shape}, "row_group");
+    arrays[o] = StoredArray::create_scratch(ArrayInfo{g.dtype, out.shape}, "row_group", ScratchContents::kOverwritten);
     targets[out.node].push_back(arrays[o]);
   }
   SinglePass<T> pass(g, block_rows, targets);

@@ -14,6 +14,7 @@
 #include <random>
 
 #include "errors.hpp"
+#include "scratch_pool.hpp"
 
 namespace fs = std::filesystem;
 
@@ -92,7 +93,10 @@ void Scratch::configure(const std::string& root, bool allow_tmpfs) {
   }
   fs::path abs_root = fs::absolute(root);
   if (!dir_.empty() && fs::path(root_) == abs_root) return;  // already there
-  if (!dir_.empty()) retired_.emplace_back(dir_, lock_fd_);
+  if (!dir_.empty()) {
+    retired_.emplace_back(dir_, lock_fd_);
+    ScratchPool::instance().clear();  // recycled files stay in the folder they came from
+  }
   // Build and lock the folder under a name other processes ignore, then
   // rename it into place: a "proc-" folder always has a held lock, so no
   // starting process can mistake it for an abandoned one.
@@ -164,6 +168,7 @@ void Scratch::remove_all_locked() {
 
 void Scratch::shutdown() {
   std::lock_guard<std::mutex> lock(mu_);
+  ScratchPool::instance().clear();
   remove_all_locked();
 }
 

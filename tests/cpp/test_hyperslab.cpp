@@ -101,5 +101,19 @@ TEST(Hyperslab, ReadSlabGathersAndWriteSlabScattersOnlyTheSlab) {
   EXPECT_EQ(test::array_values(h), expected);
 }
 
+TEST(Hyperslab, ManyShortRunsReadConcurrentlyLandInPlace) {
+  // 283 runs of 500 elements: enough for read_slab to spread them over threads.
+  ScratchDir scratch;
+  const std::vector<int64_t> shape = {300, 1000};
+  std::vector<double> values(test::numel_of(shape));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(i);
+  int32_t h = test::make_array(DType::f32, shape, values);
+  const Slab slab{{7, 13}, {283, 500}};
+  std::vector<int64_t> positions = slab_positions(shape, slab);
+  std::vector<float> tile(slab.numel(), -1.0f);
+  read_slab(*Registry::instance().get(h), shape, slab, tile.data());
+  for (size_t i = 0; i < positions.size(); ++i) ASSERT_EQ(tile[i], values[positions[i]]) << i;
+}
+
 }  // namespace
 }  // namespace jask

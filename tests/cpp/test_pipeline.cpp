@@ -192,6 +192,23 @@ TEST(Pipeline, PreviousTaskIsWrittenWhileTheNextOneComputes) {
   EXPECT_TRUE(overlapped) << "compute(1) did not start while write(0) ran";
 }
 
+TEST(Pipeline, StageSecondsAddUpEachStageAndTheOverlappedSpan) {
+  // 4 tasks, each stage sleeping 20 ms: every stage is busy ~80 ms, and
+  // overlap makes the span well under their 240 ms sum.
+  Watchdog watchdog(30s);
+  const StageSeconds before = pipeline_stage_seconds();
+  auto sleep = [](int64_t) { std::this_thread::sleep_for(20ms); };
+  run_pipeline(4, PipelineStages{sleep, sleep, sleep});
+  const StageSeconds after = pipeline_stage_seconds();
+  for (double busy : {after.read - before.read, after.compute - before.compute, after.write - before.write}) {
+    EXPECT_GE(busy, 0.079);
+    EXPECT_LT(busy, 0.5);
+  }
+  const double span = after.span - before.span;
+  EXPECT_GE(span, 0.079);
+  EXPECT_LT(span, 0.2) << "stages did not overlap";
+}
+
 // Runs a pipeline of `n` tasks whose `failing` stage throws IoError at task
 // `bad`; returns the highest task each stage started (-1: never).
 std::vector<int64_t> run_failing(int64_t n, Stage failing, int64_t bad) {

@@ -125,20 +125,23 @@ TEST(Planner, MatmulTilesFitTheBudget) {
       for (int64_t m : kMatmulDims) {
         for (int64_t k : kMatmulDims) {
           for (int64_t n : kMatmulDims) {
-            auto plan = [&] { return plan_matmul("mm", m, k, n, elem_bytes); };
-            MatmulTiles t;
-            try {
-              t = plan();
-            } catch (const ValueError& e) {
-              check_refusal_advice(e, plan);
-              continue;
+            for (int64_t count : {1, 3}) {
+              auto plan = [&] { return plan_matmul("mm", m, k, n, elem_bytes, count); };
+              MatmulTiles t;
+              try {
+                t = plan();
+              } catch (const ValueError& e) {
+                check_refusal_advice(e, plan);
+                continue;
+              }
+              SCOPED_TRACE("budget " + std::to_string(budget) + ", M K N = " + std::to_string(m) + " " +
+                           std::to_string(k) + " " + std::to_string(n) + ", count " + std::to_string(count));
+              ASSERT_LE(matmul_tile_bytes(t, elem_bytes), budget);
+              ASSERT_TRUE(t.mb >= 1 && t.mb <= m);
+              ASSERT_TRUE(t.kb >= 1 && t.kb <= k);
+              ASSERT_TRUE(t.nb >= 1 && t.nb <= n);
+              ASSERT_TRUE(t.c_slots == kPipelineSlots || (count == 1 && t.mb >= m && t.nb >= n));
             }
-            SCOPED_TRACE("budget " + std::to_string(budget) + ", M K N = " + std::to_string(m) + " " +
-                         std::to_string(k) + " " + std::to_string(n));
-            ASSERT_LE(matmul_tile_bytes(t, elem_bytes), budget);
-            ASSERT_TRUE(t.mb >= 1 && t.mb <= m);
-            ASSERT_TRUE(t.kb >= 1 && t.kb <= k);
-            ASSERT_TRUE(t.nb >= 1 && t.nb <= n);
           }
         }
       }
@@ -160,6 +163,8 @@ TEST(Planner, MatmulTilesOfEmptyDimensionsAreStillAtLeastOne) {
 TEST(Planner, MatmulTileBytesCountsEveryTileInEverySlot) {
   MatmulTiles t{3, 5, 7};
   EXPECT_EQ(matmul_tile_bytes(t, 4), kPipelineSlots * (3 * 5 + 5 * 7 + 3 * 7) * 4);
+  MatmulTiles one_c{3, 5, 7, /*c_slots=*/1};
+  EXPECT_EQ(matmul_tile_bytes(one_c, 4), (kPipelineSlots * (3 * 5 + 5 * 7) + 3 * 7) * 4);
 }
 
 TEST(Planner, MatmulKeepsASmallBFullyResident) {
@@ -249,6 +254,12 @@ TEST(Planner, MatmulKeepsAllOfCWhenThatReadsEachOperandOnce) {
   EXPECT_EQ(t.nb, 2560);
   EXPECT_GE(t.kb, 256);
   EXPECT_LE(matmul_tile_bytes(t, 4), int64_t{256} << 20);
+  // One product: C is one tile, written once, so one C buffer and deeper A and B tiles.
+  EXPECT_EQ(t.c_slots, 1);
+  MatmulTiles batched = plan_matmul("mm", 4096, 32768, 2560, 4, /*count=*/3);
+  EXPECT_EQ(batched.c_slots, kPipelineSlots);
+  EXPECT_GT(t.kb, batched.kb);
+  EXPECT_LE(matmul_tile_bytes(batched, 4), int64_t{256} << 20);
   // Too large a C for that: tiles as before, every extent inside its dimension.
   MatmulTiles big = plan_matmul("mm", 40000, 32768, 40000, 4);
   EXPECT_LT(big.mb, 40000);
