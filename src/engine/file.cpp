@@ -74,44 +74,71 @@ bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
 namespace {
 
 std::atomic<int> g_read_mode{static_cast<int>(ReadMode::kAuto)};
-// The smallest aligned read that calibrates kAuto (two halves, each split
-// into concurrent requests).
-constexpr size_t kCalibrationBytes = 32 << 20;
+// The smallest aligned read that calibrates kAuto: smaller ones are mostly
+// latency (and go direct until kAuto settles).
+constexpr size_t kCalibrationBytes = 8 << 20;
 
 // Bytes each way that kAuto measures before it decides: one sample is at
 // the mercy of a shared disk's moment-to-moment speed.
 constexpr double kCalibrationTotal = 256.0 * (1 << 20);
+// Calibration runs in phases of this many bytes, all reads of a phase one
+// way (direct, buffered, direct, buffered): reads of several operands run
+// at once, and timing a direct read while a buffered one competes with it
+// measured the mix, not either way.
+constexpr double kPhaseBytes = kCalibrationTotal / 2;
 
+using Clock = std::chrono::steady_clock;
+
+// A phase's throughput is its bytes over the time any of its reads was in
+// flight (the union of their intervals): concurrent reads share the disk,
+// and gaps spent computing are not the disk's.
 struct Calibration {
   std::mutex mu;
-  double direct_bytes = 0, direct_seconds = 0, buffered_bytes = 0, buffered_seconds = 0;
+  bool phase_direct = true;
+  double phase_bytes = 0;
+  int in_flight = 0;
+  Clock::time_point busy_since;
+  double bytes[2] = {0, 0}, busy_seconds[2] = {0, 0};  // [buffered, direct]
 };
 Calibration& calibration() {
   static Calibration c;
   return c;
 }
 
-// Which way the next calibration read goes: alternately, starting direct.
-bool next_calibration_is_direct() {
+// Starts a calibration read: true if it goes direct (the phase's way).
+bool begin_calibration_read() {
   Calibration& c = calibration();
   std::lock_guard<std::mutex> lock(c.mu);
-  return c.direct_bytes <= c.buffered_bytes;
+  if (c.in_flight++ == 0) c.busy_since = Clock::now();
+  return c.phase_direct;
 }
 
-// Adds one timed read; once both ways have kCalibrationTotal bytes, kAuto
-// becomes the faster. A direct read the file system refused picks buffered.
-void record_calibration(bool direct, bool ok, size_t bytes, double seconds) {
+// Ends a calibration read. Once both ways have kCalibrationTotal bytes,
+// kAuto becomes the faster. A direct read the file system refused picks
+// buffered.
+void end_calibration_read(bool direct, bool ok, size_t n) {
   Calibration& c = calibration();
   std::lock_guard<std::mutex> lock(c.mu);
   int expected = static_cast<int>(ReadMode::kAuto);
+  const Clock::time_point now = Clock::now();
+  auto close_busy = [&] {
+    c.busy_seconds[c.phase_direct] += std::chrono::duration<double>(now - c.busy_since).count();
+    c.busy_since = now;
+  };
+  if (--c.in_flight == 0) close_busy();
   if (!ok) {
     g_read_mode.compare_exchange_strong(expected, static_cast<int>(ReadMode::kBuffered));
     return;
   }
-  (direct ? c.direct_bytes : c.buffered_bytes) += static_cast<double>(bytes);
-  (direct ? c.direct_seconds : c.buffered_seconds) += seconds;
-  if (c.direct_bytes < kCalibrationTotal || c.buffered_bytes < kCalibrationTotal) return;
-  const bool direct_faster = c.direct_bytes / c.direct_seconds >= c.buffered_bytes / c.buffered_seconds;
+  c.bytes[direct] += static_cast<double>(n);
+  if (direct == c.phase_direct) c.phase_bytes += static_cast<double>(n);
+  if (c.phase_bytes >= kPhaseBytes) {
+    if (c.in_flight > 0) close_busy();
+    c.phase_direct = !c.phase_direct;
+    c.phase_bytes = 0;
+  }
+  if (c.bytes[0] < kCalibrationTotal || c.bytes[1] < kCalibrationTotal) return;
+  const bool direct_faster = c.bytes[1] / c.busy_seconds[1] >= c.bytes[0] / c.busy_seconds[0];
   g_read_mode.compare_exchange_strong(expected,
                                       static_cast<int>(direct_faster ? ReadMode::kDirect : ReadMode::kBuffered));
 }
@@ -121,7 +148,9 @@ void record_calibration(bool direct, bool ok, size_t bytes, double seconds) {
 void set_read_mode(ReadMode mode) {
   Calibration& c = calibration();
   std::lock_guard<std::mutex> lock(c.mu);
-  c.direct_bytes = c.direct_seconds = c.buffered_bytes = c.buffered_seconds = 0;
+  c.phase_direct = true;
+  c.phase_bytes = 0;
+  c.bytes[0] = c.bytes[1] = c.busy_seconds[0] = c.busy_seconds[1] = 0;
   g_read_mode = static_cast<int>(mode);
 }
 ReadMode read_mode() { return static_cast<ReadMode>(g_read_mode.load()); }
@@ -303,15 +332,17 @@ void File::read_at(void* dst_v, size_t n, uint64_t offset) const {
   std::byte* mid = dst + (mid_start - offset);
   const size_t mid_n = mid_end - mid_start;
   if (mode == ReadMode::kAuto && mid_n >= kCalibrationBytes) {
-    // Whole reads alternate between the two ways until each has been timed
-    // on enough bytes; then the faster one stays.
-    const bool try_direct = next_calibration_is_direct();
-    auto t0 = std::chrono::steady_clock::now();
-    bool direct_ok = try_direct && parallel_direct_read(mid, mid_n, mid_start);
-    if (!try_direct) parallel_buffered_read(mid, mid_n, mid_start);
-    else if (!direct_ok) buffered_read(mid, mid_n, mid_start);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    record_calibration(try_direct, direct_ok || !try_direct, mid_n, seconds);
+    const bool try_direct = begin_calibration_read();
+    bool direct_ok = false;
+    try {
+      direct_ok = try_direct && parallel_direct_read(mid, mid_n, mid_start);
+      if (!try_direct) parallel_buffered_read(mid, mid_n, mid_start);
+      else if (!direct_ok) buffered_read(mid, mid_n, mid_start);
+    } catch (...) {
+      end_calibration_read(try_direct, true, 0);
+      throw;
+    }
+    end_calibration_read(try_direct, direct_ok || !try_direct, mid_n);
   } else if (!parallel_direct_read(mid, mid_n, mid_start)) {
     buffered_read(mid, mid_n, mid_start);
   }

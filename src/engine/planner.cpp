@@ -131,15 +131,17 @@ MatmulTiles plan_matmul(const std::string& operands, int64_t m, int64_t k, int64
   auto traffic = [&](const MatmulTiles& p) {
     return static_cast<double>(m) * k * ((n + p.nb - 1) / p.nb) + static_cast<double>(k) * n * ((m + p.mb - 1) / p.mb);
   };
-  // A single C tile needs one buffer, which leaves deeper A and B tiles.
+  // A single C tile needs one buffer, which leaves deeper A and B tiles and
+  // lets C have half of the whole budget.
   const bool one_c_tile = count == 1;
-  if (m * n <= cap / 2) {
+  if (m * n <= (one_c_tile ? kPipelineSlots * cap : cap) / 2) {
     MatmulTiles whole{std::max<int64_t>(m, 1), 1, std::max<int64_t>(n, 1)};
     const int64_t c_elems = whole.mb * whole.nb;
     whole.c_slots = one_c_tile ? 1 : kPipelineSlots;
     const int64_t ab_room = one_c_tile ? cap - c_elems / kPipelineSlots : cap - c_elems;
     whole.kb = fit(k, 1, ab_room / (whole.mb + whole.nb));
-    if (whole.kb >= std::min<int64_t>(k, kMinContraction) && traffic(whole) < traffic(t)) return whole;
+    const bool fits = matmul_tile_bytes(whole, elem_bytes) <= memory_budget();  // kb >= 1 may not
+    if (fits && whole.kb >= std::min<int64_t>(k, kMinContraction) && traffic(whole) < traffic(t)) return whole;
   }
   if (one_c_tile && t.mb >= m && t.nb >= n) t.c_slots = 1;
   return t;

@@ -281,7 +281,7 @@ TEST(FileIo, LargeReadsMatchInEveryReadModeAndAutoSettles) {
   const uint64_t offset = 100;  // the block lands at offset % 4096 in memory, as readers do
   for (ReadMode mode : {ReadMode::kDirect, ReadMode::kBuffered, ReadMode::kAuto}) {
     ReadModeScope scope(mode);
-    // kAuto alternates between the two ways until each has read 256 MiB, then keeps one.
+    // kAuto reads in phases of 128 MiB each way until each has read 256 MiB, then keeps one.
     const int reads = mode == ReadMode::kAuto ? 16 : 1;
     for (int r = 0; r < reads; ++r) {
       std::memset(buf.data(), 0, buf.size());
@@ -292,6 +292,27 @@ TEST(FileIo, LargeReadsMatchInEveryReadModeAndAutoSettles) {
     if (mode == ReadMode::kAuto) EXPECT_NE(read_mode(), ReadMode::kAuto);
     else EXPECT_EQ(read_mode(), mode);
   }
+}
+
+TEST(FileIo, AutoTimesWholePhasesOfReadsOneWayAtATime) {
+  // Concurrent reads of several operands share the disk, so every read of a
+  // 128 MiB phase goes the same way: 4 reads of 40 MiB direct, then buffered.
+  TempDir dir;
+  std::string path = dir.file("phases.bin");
+  const size_t n = 40u << 20;
+  test::write_file_bytes(path, pattern(n, 9));
+  File file(path, OpenMode::kReadOnly);
+  AlignedBuffer buf(n);
+  ReadModeScope scope(ReadMode::kAuto);
+  auto read_once = [&] {
+    const uint64_t direct = io_counters().direct_bytes, buffered = io_counters().buffered_bytes;
+    file.read_at(buf.data(), n, 0);
+    return std::pair<uint64_t, uint64_t>{io_counters().direct_bytes - direct,
+                                         io_counters().buffered_bytes - buffered};
+  };
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(read_once(), (std::pair<uint64_t, uint64_t>{n, 0})) << "read " << r;
+  for (int r = 4; r < 8; ++r) EXPECT_EQ(read_once(), (std::pair<uint64_t, uint64_t>{0, n})) << "read " << r;
+  EXPECT_EQ(read_once().first, n) << "third phase: direct again";
 }
 
 }  // namespace

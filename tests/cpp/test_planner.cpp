@@ -260,6 +260,14 @@ TEST(Planner, MatmulKeepsAllOfCWhenThatReadsEachOperandOnce) {
   EXPECT_EQ(batched.c_slots, kPipelineSlots);
   EXPECT_GT(t.kb, batched.kb);
   EXPECT_LE(matmul_tile_bytes(batched, 4), int64_t{256} << 20);
+  // W3 at 4 GiB: C is 80 MiB, more than half of one slot's share but less than half the budget;
+  // a single C buffer still leaves room for A and B tiles, so both are read once.
+  MatmulTiles w3_4g = plan_matmul("mm", 8192, 32768, 2560, 4);
+  EXPECT_EQ(w3_4g.mb, 8192);
+  EXPECT_EQ(w3_4g.nb, 2560);
+  EXPECT_EQ(w3_4g.c_slots, 1);
+  EXPECT_GE(w3_4g.kb, 256);
+  EXPECT_LE(matmul_tile_bytes(w3_4g, 4), int64_t{256} << 20);
   // Too large a C for that: tiles as before, every extent inside its dimension.
   MatmulTiles big = plan_matmul("mm", 40000, 32768, 40000, 4);
   EXPECT_LT(big.mb, 40000);
