@@ -117,13 +117,14 @@ StoredArray::OwnedFile::OwnedFile(std::shared_ptr<File> f, bool s)
 
 StoredArray::OwnedFile::~OwnedFile() {
   if (!scratch) return;
-  uint64_t bytes = 0;
+  uint64_t bytes = 0, allocated = 0;
   try {
     bytes = file_->size();
+    allocated = file_->allocated_bytes();
   } catch (const std::exception&) {
-    // unknown size: release() unlinks it
+    bytes = 0;  // unknown size: release() unlinks it
   }
-  ScratchPool::instance().release(path, bytes);
+  ScratchPool::instance().release(path, bytes, allocated);
 }
 
 std::shared_ptr<const File> StoredArray::OwnedFile::current() const {

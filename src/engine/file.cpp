@@ -373,6 +373,12 @@ uint64_t File::size() const {
   return static_cast<uint64_t>(st.st_size);
 }
 
+uint64_t File::allocated_bytes() const {
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) throw IoError(errno_message("fstat", path_, errno));
+  return static_cast<uint64_t>(st.st_blocks) * 512;
+}
+
 void File::resize(uint64_t bytes) const {
   if (::ftruncate(fd_, static_cast<off_t>(bytes)) != 0) {
     throw IoError(errno_message("ftruncate", path_, errno));

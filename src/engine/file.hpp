@@ -66,6 +66,8 @@ class File {
   void write_at(const void* src, size_t n, uint64_t offset) const;
   void write_all(const void* src, size_t n, uint64_t offset) const { write_at(src, n, offset); }
   uint64_t size() const;
+  // Bytes of disk the file occupies (holes of a sparse file take none).
+  uint64_t allocated_bytes() const;
   void resize(uint64_t bytes) const;
   void sync() const;
   // Exactly these permission bits (e.g. 0644); the umask does not apply.

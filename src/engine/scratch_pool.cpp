@@ -17,7 +17,7 @@ void ScratchPool::created(uint64_t bytes) {
   live_bytes_ += bytes;
 }
 
-void ScratchPool::release(const std::string& path, uint64_t bytes) {
+void ScratchPool::release(const std::string& path, uint64_t bytes, uint64_t allocated) {
   std::vector<std::string> doomed;  // unlinked outside the lock: freeing a large file takes time
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -26,7 +26,7 @@ void ScratchPool::release(const std::string& path, uint64_t bytes) {
     std::string pooled = path.substr(0, path.rfind('/') + 1) + "recycled-" + std::to_string(counter_ + 1);
     if (keep && ::rename(path.c_str(), pooled.c_str()) == 0) {
       ++counter_;
-      pooled_.push_back(Entry{std::move(pooled), bytes});
+      pooled_.push_back(Entry{std::move(pooled), bytes, allocated});
       pooled_bytes_ += bytes;
     } else {
       doomed.push_back(path);  // gone already (its folder removed at exit) is fine
@@ -43,12 +43,18 @@ void ScratchPool::release(const std::string& path, uint64_t bytes) {
 
 bool ScratchPool::take(uint64_t bytes, const std::string& path) {
   std::lock_guard<std::mutex> lock(mu_);
-  // The smallest file that is big enough: a training step's outputs find
-  // the files of the previous step's, byte for byte.
+  // A training step's outputs find the files of the previous step's, byte
+  // for byte; an optimizer's zero-initialized state (never written, sparse)
+  // is worth less than a written file of the same size.
+  auto better = [&](const Entry& a, const Entry& b) {
+    const uint64_t ua = std::min(a.allocated, bytes), ub = std::min(b.allocated, bytes);
+    return ua != ub ? ua > ub : a.bytes < b.bytes;
+  };
   size_t best = pooled_.size();
   for (size_t i = 0; i < pooled_.size(); ++i) {
-    const uint64_t have = pooled_[i].bytes;
-    if (have >= bytes && have <= 2 * bytes && (best == pooled_.size() || have < pooled_[best].bytes)) best = i;
+    const Entry& e = pooled_[i];
+    if (e.bytes < bytes || e.bytes > 2 * bytes) continue;
+    if (best == pooled_.size() || better(e, pooled_[best])) best = i;
   }
   if (best == pooled_.size()) return false;
   Entry entry = std::move(pooled_[best]);

@@ -25,9 +25,12 @@ class ScratchPool {
   // scratch arrays and at most kMaxFiles files; otherwise it is unlinked.
   // When live bytes fall below pooled ones, the oldest pooled files are
   // unlinked: recycling never more than doubles scratch space.
-  void release(const std::string& path, uint64_t bytes);
+  // `allocated` is how much of it is on disk (a file never written is sparse).
+  void release(const std::string& path, uint64_t bytes, uint64_t allocated);
   // Renames a pooled file of between `bytes` and twice that to `path` and
-  // returns true (the caller resizes it), or returns false.
+  // returns true (the caller resizes it), or returns false. Of those, the
+  // one with the most bytes already on disk wins (writing them is what is
+  // faster), then the smallest.
   bool take(uint64_t bytes, const std::string& path);
   // Unlinks every pooled file (when scratch moves or shuts down).
   void clear();
@@ -46,7 +49,7 @@ class ScratchPool {
   ScratchPool() = default;
   struct Entry {
     std::string path;
-    uint64_t bytes;
+    uint64_t bytes, allocated;
   };
   mutable std::mutex mu_;
   std::vector<Entry> pooled_;

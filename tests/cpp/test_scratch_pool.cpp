@@ -118,6 +118,18 @@ TEST_F(ScratchPoolTest, FilesMoreThanTwiceTheSizeAreLeftForLargerOutputs) {
   EXPECT_EQ(static_cast<uint64_t>(st.st_size), close->data_offset() + close->info().nbytes()) << "shrunk to fit";
 }
 
+TEST_F(ScratchPoolTest, AWrittenFileIsPreferredToASparseOneOfTheSameSize) {
+  ArrayRef keep = written_array(100000, 1.0f);
+  ArrayRef sparse = StoredArray::create_scratch(ArrayInfo{DType::f32, {40000}}, "sparse");  // never written
+  ArrayRef written = written_array(40000, 3.0f);
+  const ino_t written_inode = inode_of(written->path());
+  written.reset();
+  sparse.reset();  // freed last, and the first a size-only choice would take
+  ASSERT_EQ(pool.stats().pooled_files, 2u);
+  ArrayRef next = StoredArray::create_scratch(ArrayInfo{DType::f32, {40000}}, "next", ScratchContents::kOverwritten);
+  EXPECT_EQ(inode_of(next->path()), written_inode);
+}
+
 TEST_F(ScratchPoolTest, DisablingDeletesPooledFilesAndStopsRecycling) {
   ArrayRef keep = written_array(2048, 1.0f);
   ArrayRef old = written_array(2048, 1.0f);
