@@ -7,6 +7,9 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <initializer_list>
+#include <utility>
+
 #include "../engine/array_store.hpp"
 #include "../engine/blas.hpp"
 #include "../engine/errors.hpp"
@@ -27,6 +30,14 @@ namespace {
 
 using Bytes = nb::ndarray<nb::c_contig, nb::device::cpu>;
 using ReadOnlyBytes = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
+
+// A Python dict of named numbers (engine statistics).
+template <class T>
+nb::dict named(std::initializer_list<std::pair<const char*, T>> items) {
+  nb::dict d;
+  for (const auto& [name, value] : items) d[name] = value;
+  return d;
+}
 
 void translate_errors() {
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
@@ -100,22 +111,13 @@ NB_MODULE(_engine, m) {
   m.def("scratch_recycling", [] { return ScratchPool::instance().enabled(); });
   m.def("scratch_pool_stats", [] {
     ScratchPool::Stats s = ScratchPool::instance().stats();
-    nb::dict stats;
-    stats["live_bytes"] = s.live_bytes;
-    stats["pooled_bytes"] = s.pooled_bytes;
-    stats["pooled_files"] = s.pooled_files;
-    stats["reused_files"] = s.reused_files;
-    return stats;
+    return named<uint64_t>({{"live_bytes", s.live_bytes}, {"pooled_bytes", s.pooled_bytes},
+                            {"pooled_files", s.pooled_files}, {"reused_files", s.reused_files}});
   });
   m.def("pipeline_tasks_run", &pipeline_tasks_run);
   m.def("pipeline_stage_seconds", [] {
     StageSeconds s = pipeline_stage_seconds();
-    nb::dict seconds;
-    seconds["read"] = s.read;
-    seconds["compute"] = s.compute;
-    seconds["write"] = s.write;
-    seconds["span"] = s.span;
-    return seconds;
+    return named<double>({{"read", s.read}, {"compute", s.compute}, {"write", s.write}, {"span", s.span}});
   });
   m.def("io_counters", [] {
     return nb::make_tuple(io_counters().direct_bytes.load(), io_counters().buffered_bytes.load());
