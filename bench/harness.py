@@ -129,7 +129,8 @@ def median_record(runs: list[dict]) -> dict:
     times = [r["seconds"] for r in done]
     middle = statistics.median(times)
     record = dict(min(done, key=lambda r: abs(r["seconds"] - middle)))
-    record.update(seconds=middle, seconds_runs=times, peak_rss_bytes=max(r["peak_rss_bytes"] for r in done))
+    record.update(seconds=middle, seconds_runs=times, peak_rss_bytes=max(r["peak_rss_bytes"] for r in done),
+                  measured_run_seconds=record["seconds"])  # the round whose bytes and profile these are
     return record
 
 

@@ -50,7 +50,7 @@ def main() -> None:
         "cached_fraction": cached,
         "check": trial.check(result),
         # how Jask's reads went to the disk: "auto" means it had not yet timed 256 MiB of reads
-        # of 32 MiB or more each way (until then smaller reads go direct)
+        # of 8 MiB or more each way (until then reads go direct)
         "io_mode": sys.modules["jask"].io_mode() if "jask" in sys.modules else None,
         # seconds Jask's block pipelines spent reading, computing, writing, and in all (the profile)
         "jask_stage_seconds": {k: stages[k] - stages_before[k] for k in stages} if stages else None,

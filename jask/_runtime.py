@@ -62,9 +62,11 @@ def set_memory_budget(budget: int | str, scratch_dir: str | os.PathLike | None =
 def set_io_mode(mode: str) -> None:
     """How large reads reach the disk: "direct" (O_DIRECT, bypassing the page cache: the
     fastest on local NVMe), "buffered" (several concurrent reads through the page cache with
-    the kernel's readahead, dropped from the cache after use: faster on some virtual disks), or
-    "auto" (the default: reads of 32 MiB or more alternate between the two ways until each has
-    read 256 MiB, then the faster is kept for the process; smaller reads go direct meanwhile).
+    the kernel's readahead, marked as used once so they are the first pages the kernel reclaims:
+    faster on some virtual disks), or
+    "auto" (the default: reads of 8 MiB or more run in phases of 128 MiB, all of a phase one way,
+    direct and buffered in turn, until each way has read 256 MiB; then the way that moved more
+    bytes per second of disk-busy time is kept for the process; smaller reads go direct meanwhile).
 
     >>> import jask
     >>> jask.set_io_mode("auto")
