@@ -147,7 +147,7 @@ def main(argv=None) -> None:
     meta["limits"] = measure_limits(args.data, args.sizes)
     print("Each contender runs in a fresh process; its input files are evicted from the page cache "
           "(fsync + POSIX_FADV_DONTNEED) before the timed run; jit compilation is excluded; "
-          "W5 times one step after a warm-up step.")
+          "W5 times the third step of a training loop.")
     if args.repeat > 1:
         print(f"{args.repeat} rounds of the out-of-core contenders, alternating their order; "
               "the table shows each one's median time.")

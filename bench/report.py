@@ -18,14 +18,17 @@ METHOD = """\
 - Each contender runs in a fresh child process (`python -m bench.run_one`), so its peak RSS (VmHWM) and
   its bytes read and written (`/proc/<pid>/io` read_bytes/write_bytes, all threads) are its own. Bytes
   are counted over the timed part only; peak RSS is the process's, setup included.
-- Input files (and state files from a warm-up step) are evicted from the page cache before each timed run
+- Input files (and state files from the warm-up steps) are evicted from the page cache before each timed run
   (`os.fsync`, then `os.posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)`); the child then checks with
   `mincore` that none of their pages is still cached (the Check column flags it otherwise).
 - Outputs count as written when they are on disk: every contender's output files are flushed and
   `fsync`ed inside the timed part.
 - `jax.jit` programs (Jask and in-memory JAX) are lowered and compiled before timing: compilation is
-  excluded. W5 times one step (`opt.update` and `optax.apply_updates` in one jitted function) after a
-  warm-up step (which compiles and creates the optimizer state).
+  excluded. W5 times the third step of a training loop (`opt.update` and `optax.apply_updates` in one
+  jitted function), as a loop runs after its first steps: the first compiles and creates the
+  optimizer state, the second is the first whose outputs can overwrite files an earlier step
+  wrote (NumPy updates m and v in place; Jask writes into the files freed by the step before;
+  Dask writes new files every step). All contenders take the same two steps first.
 - Limit: the least time the workload's minimal traffic takes at the disk bandwidths measured with
   direct I/O (bytes read / read bandwidth + bytes written / write bandwidth, one disk), or its flops at
   the in-memory float32 matmul rate, whichever is larger; each rate is the best measured (the disk
