@@ -31,6 +31,13 @@ namespace {
 using Bytes = nb::ndarray<nb::c_contig, nb::device::cpu>;
 using ReadOnlyBytes = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
 
+// The in-memory operands of an op, as the engine takes them.
+std::vector<DenseOperand> dense_operands(const std::vector<ReadOnlyBytes>& buffers) {
+  std::vector<DenseOperand> dense;
+  for (const auto& b : buffers) dense.push_back(DenseOperand{b.data(), b.nbytes()});
+  return dense;
+}
+
 // A Python dict of named numbers (engine statistics).
 template <class T>
 nb::dict named(std::initializer_list<std::pair<const char*, T>> items) {
@@ -140,21 +147,15 @@ NB_MODULE(_engine, m) {
 
   m.def("array_op", [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
                        std::vector<int64_t> params, std::vector<ReadOnlyBytes> buffers) {
-    std::vector<DenseOperand> dense;
-    for (auto& b : buffers) dense.push_back(DenseOperand{b.data(), b.nbytes()});
-    return run_array_op(OpCall{kernel, handles, scalars, params, dense});
+    return run_array_op(OpCall{kernel, handles, scalars, params, dense_operands(buffers)});
   }, "kernel"_a, "handles"_a, "scalars"_a, "params"_a, "buffers"_a, Unlocked());
   m.def("arrays_op", [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
                         std::vector<int64_t> params, std::vector<ReadOnlyBytes> buffers) {
-    std::vector<DenseOperand> dense;
-    for (auto& b : buffers) dense.push_back(DenseOperand{b.data(), b.nbytes()});
-    return run_arrays_op(OpCall{kernel, handles, scalars, params, dense});
+    return run_arrays_op(OpCall{kernel, handles, scalars, params, dense_operands(buffers)});
   }, "kernel"_a, "handles"_a, "scalars"_a, "params"_a, "buffers"_a, Unlocked());
   m.def("dense_op", [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
                        std::vector<int64_t> params, Bytes out, std::vector<ReadOnlyBytes> buffers) {
-    std::vector<DenseOperand> dense;
-    for (auto& b : buffers) dense.push_back(DenseOperand{b.data(), b.nbytes()});
-    run_dense_op(OpCall{kernel, handles, scalars, params, dense}, out.data(), out.nbytes());
+    run_dense_op(OpCall{kernel, handles, scalars, params, dense_operands(buffers)}, out.data(), out.nbytes());
   }, "kernel"_a, "handles"_a, "scalars"_a, "params"_a, "out"_a, "buffers"_a = std::vector<ReadOnlyBytes>(),
      Unlocked());
   m.def("reduce_op", [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,

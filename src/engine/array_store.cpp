@@ -52,16 +52,20 @@ void copy_range(const File& from, const File& to, uint64_t begin, uint64_t end) 
 
 }  // namespace
 
-ArrayRef StoredArray::create_npy(const std::string& path, const ArrayInfo& info, bool scratch, bool recycled) {
+ArrayRef StoredArray::create_npy(const std::string& path, const ArrayInfo& info, bool scratch,
+                                 ScratchContents contents) {
   check_shape(info.shape, path);
+  std::string header = make_npy_header(info.dtype, info.shape);
+  const uint64_t bytes = header.size() + info.nbytes();
+  const bool recycled =
+      scratch && contents == ScratchContents::kOverwritten && ScratchPool::instance().take(bytes, path);
   const OpenMode mode = recycled ? OpenMode::kReadWrite
                         : scratch ? OpenMode::kCreateExclusive
                                   : OpenMode::kCreateTruncate;
   auto file = std::make_unique<File>(path, mode);
-  std::string header = make_npy_header(info.dtype, info.shape);
   file->write_at(header.data(), header.size(), 0);
-  file->resize(header.size() + info.nbytes());
-  if (scratch) ScratchPool::instance().created(header.size() + info.nbytes());
+  file->resize(bytes);
+  if (scratch) ScratchPool::instance().created(bytes);
   return ArrayRef(new StoredArray(std::move(file), info, header.size(), scratch));
 }
 
@@ -70,11 +74,7 @@ ArrayRef StoredArray::create_file(const std::string& path, const ArrayInfo& info
 }
 
 ArrayRef StoredArray::create_scratch(const ArrayInfo& info, const std::string& tag, ScratchContents contents) {
-  const std::string path = Scratch::instance().new_file_path(tag);
-  check_shape(info.shape, path);
-  const uint64_t bytes = make_npy_header(info.dtype, info.shape).size() + info.nbytes();
-  const bool recycled = contents == ScratchContents::kOverwritten && ScratchPool::instance().take(bytes, path);
-  return create_npy(path, info, true, recycled);
+  return create_npy(Scratch::instance().new_file_path(tag), info, true, contents);
 }
 
 ArrayRef StoredArray::open_npy(const std::string& path, bool writable) {

@@ -100,7 +100,7 @@ class StoredArray {
     std::shared_ptr<File> file_;
   };
   static std::shared_ptr<StoredArray> create_npy(const std::string& path, const ArrayInfo& info,
-                                                 bool scratch, bool recycled = false);
+                                                 bool scratch, ScratchContents contents = ScratchContents::kZeros);
   StoredArray(std::unique_ptr<File> file, ArrayInfo info, uint64_t offset, bool scratch)
       : file_(std::make_shared<OwnedFile>(std::move(file), scratch)),
         info_(std::move(info)),

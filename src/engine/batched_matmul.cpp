@@ -184,8 +184,8 @@ void run_matmul(const MatOperand& A, const MatOperand& B, const BatchBroadcast& 
   const int64_t group = matrices_per_task(tiles, M, K, N, batches.count(), cs);
   const int64_t n_groups = (batches.count() + group - 1) / group;
   OperandTiles a_tiles(group * tiles.mb * tiles.kb * cs), b_tiles(group * tiles.kb * tiles.nb * cs);
-  // One C buffer only when there is one output tile: it is written after the last task.
-  const int64_t c_slots = n_groups * ni * nj == 1 ? tiles.c_slots : kPipelineSlots;
+  // One C buffer when the plan has one output tile: it is written after the last task.
+  const int64_t c_slots = tiles.c_slots;
   AlignedBuffer cbuf[kPipelineSlots];
   for (int64_t s = 0; s < c_slots; ++s) cbuf[s] = AlignedBuffer(static_cast<size_t>(group * tiles.mb * tiles.nb) * cs);
   struct Task { int64_t o, g, i, j, k; };  // first output matrix, matrices, tile indices
