@@ -34,13 +34,30 @@ _FFI_TARGET = {"array": "jask_array_op", "arrays": "jask_arrays_op", "scalar": "
 class Op(compat.VJPHiPrimitive):
     """One Jask op applied to operands of given types, with given static params.
 
-    Subclasses set `name` and `kernel`, implement `out_type` and `vjp`, and
+    Subclasses set `name` and `kernel`, implement `out_type`, declare their derivative, and
     may override `kernel_params` and `result`.
+
+    The derivative is declared once, in the first of these forms that fits; `vjp` (reverse
+    mode), `tangent` (forward mode: jvp, linearize, checkpoint) and the transpose of a tangent
+    computation all follow from it:
+      zero_derivative = True   the output is piecewise constant in the operands (sign, ==).
+      linear = True            linear in its operands jointly (a tuple: in those operands; the
+                               others are indices or conditions), with `transpose_rule`; the
+                               tangent is the op applied to the tangents.
+      bilinear = True          linear in each operand separately (a product), with
+                               `transpose_rule`; the tangent is the sum over operands of the op
+                               with that operand's tangent in its place.
+      slope / slopes           d out / d operand (a family combines it with a tangent in
+                               `tangent_term`, with a cotangent in `cotangent_term`).
+    Only an op whose two rules really differ writes `vjp` and `tangent` itself.
     """
 
     name: ClassVar[str]
     kernel: ClassVar[str]
     result: ClassVar[str] = "array"
+    zero_derivative: ClassVar[bool] = False
+    linear: ClassVar[bool | tuple[int, ...]] = False
+    bilinear: ClassVar[bool] = False
 
     def __init__(self, *in_avals, **params):
         self.in_avals = tuple(in_avals)
@@ -59,13 +76,91 @@ class Op(compat.VJPHiPrimitive):
         """The engine kernel to call (families add the op's name, for messages)."""
         return self.kernel
 
+    def transpose_rule(self, ct, *operands, needs=None):
+        """Linear and bilinear ops: the cotangent of the linear operand given the output's (the
+        op's transpose; a rule linear in an operand never reads that operand's value). An op
+        linear in several operands gets `needs` and returns one cotangent per operand (None
+        where not needed)."""
+        raise NotImplementedError(f"jax.grad of jask.{self.name} needs a transpose rule")
+
+    def slope(self, x, out):
+        """Ops of one operand: d out / d x, written with Jask ops (None: no derivative)."""
+        raise NotImplementedError(f"jax.grad of jask.{self.name} needs a derivative rule "
+                                  f"(a slope, a transpose rule, or vjp and tangent)")
+
+    def slopes(self, *operands_and_out):
+        """d out / d operand, one per operand (None: no derivative); `out` comes last. Each is
+        a value, a number (1 and -1 cost no op), or a zero-argument function for a slope worth
+        computing only when its operand needs a derivative."""
+        *operands, out = operands_and_out
+        return (self.slope(*operands, out),)
+
+    def tangent_term(self, t, slope):
+        """One operand's share of the output's tangent (families say how a slope applies)."""
+        raise NotImplementedError(f"jax.jvp of jask.{self.name} needs a forward rule")
+
+    def cotangent_term(self, ct, slope, operand):
+        """The operand's cotangent given the output's (families say how a slope applies)."""
+        raise NotImplementedError(f"jax.grad of jask.{self.name} needs a backward rule")
+
+    def zero_tangent(self, aval):
+        """A zero tangent for an operand of type `aval` (the op applied to tangents needs one
+        for each operand without a tangent)."""
+        return _zeros_like(aval)
+
+    def tangent_like(self, t, out):
+        """A sum of tangent terms as the output's tangent (a family may broadcast it)."""
+        return t
+
+    # -- derived: the derivative rules -----------------------------------------
+    def linear_operands(self) -> tuple[int, ...]:
+        if self.linear is True or self.bilinear:
+            return tuple(range(len(self.in_avals)))
+        return tuple(self.linear) if self.linear else ()
+
     def vjp(self, ct, *operands, out, needs):
         """Cotangents of the operands, one per operand (None where not needed)."""
-        raise NotImplementedError(f"jax.grad of jask.{self.name} needs a backward rule")
+        if self.zero_derivative:
+            return (None,) * len(operands)
+        if self.linear or self.bilinear:
+            return self._transposed(ct, operands, needs)
+        slopes = self.slopes(*operands, out)
+        return tuple(self.cotangent_term(ct, _resolved(s), x) if need and s is not None else None
+                     for s, x, need in zip(slopes, operands, needs))
+
+    def _transposed(self, ct, operands, needs):
+        linear = self.linear_operands()
+        if len(linear) == 1:
+            cts = [None] * len(operands)
+            if needs[linear[0]]:
+                cts[linear[0]] = self.transpose_rule(ct, *operands)
+            return tuple(cts)
+        return tuple(self.transpose_rule(ct, *operands,
+                                         needs=tuple(n and i in linear for i, n in enumerate(needs))))
 
     def tangent(self, out, operands, tangents):
         """The output's tangent given the operands' (None for a zero tangent); None if zero."""
-        raise NotImplementedError(f"jax.jvp of jask.{self.name} needs a forward rule")
+        if self.zero_derivative:
+            return None
+        if self.bilinear:
+            return add_terms(*(self._rebound(operands, {i: t}) for i, t in enumerate(tangents)
+                               if t is not None))
+        if self.linear:
+            linear = self.linear_operands()
+            if all(tangents[i] is None for i in linear):
+                return None
+            return self._rebound(operands, {i: self.zero_tangent(self.in_avals[i])
+                                            if tangents[i] is None else tangents[i] for i in linear})
+        slopes = self.slopes(*operands, out)
+        terms = [self.tangent_term(t, _resolved(s)) for t, s in zip(tangents, slopes)
+                 if t is not None and s is not None]
+        total = add_terms(*terms)
+        return None if total is None else self.tangent_like(total, out)
+
+    def _rebound(self, operands, replaced):
+        """This op (same params) applied to `operands` with those at `replaced`'s keys replaced."""
+        args = [replaced.get(i, x) for i, x in enumerate(operands)]
+        return apply(type(self), *args, **self.params)
 
     # -- derived: evaluation ------------------------------------------------
     def expand(self, *operands):
@@ -199,9 +294,25 @@ def _is_bool(aval) -> bool:
 
 
 def _zeros_like(x):
+    """Zeros of the type of `x`, a value or a type."""
+    if isinstance(x, DiskArrayTy):
+        return x.vspace_zero()
     if isinstance(x, DiskArray):
         return x.aval.vspace_zero()
     return jnp.zeros(x.shape, x.dtype)
+
+
+def _resolved(slope):
+    """A slope given as a function (computed only when needed) evaluated; others as they are."""
+    return slope() if callable(slope) else slope
+
+
+def scaled(t, slope):
+    """t * slope with the DiskArray first (two in-memory and DiskArray tracers of one trace have
+    no common operator); a slope of 1 or -1 costs no multiply."""
+    if isinstance(slope, (int, float)) and slope in (1, -1):
+        return t if slope == 1 else -t
+    return t * slope if isinstance(t, DiskArray) or not isinstance(slope, DiskArray) else slope * t
 
 
 def add_terms(*terms):

@@ -13,7 +13,7 @@ from .. import _engine
 from .._dtypes import dtype_code
 from .._jax import compat
 from .._jax.diskarray import DiskArray, DiskArrayTy
-from .._jax.op import Op, apply, describe
+from .._jax.op import Op, apply, describe, scaled
 
 OPCODES: dict[str, int] = dict(_engine.opcodes())
 REDUCTIONS = {"none": 0, "sum": 1, "max": 2, "min": 3}
@@ -117,7 +117,10 @@ def reduce_to(g, operand):
 
 
 class Elementwise(Op):
-    """Base of ops that are one engine instruction; subclasses set `instr` and `vjp`."""
+    """Base of ops that are one engine instruction; subclasses set `instr` and declare their
+    derivative: `slope(x, out)` for one operand, `slopes(x, y, out)` for several (a tangent
+    scales by its slope; a cotangent too, summed back over the axes its operand was broadcast
+    along), or `linear` with `transpose_rule`."""
 
     kernel = "map"
     instr: ClassVar[str]
@@ -137,6 +140,21 @@ class Elementwise(Op):
     def kernel_name(self):
         return f"map/{self.name}"
 
+    def tangent_term(self, t, slope):
+        return scaled(t, slope)
+
+    def cotangent_term(self, ct, slope, operand):
+        return reduce_to(scaled(ct, slope), operand)
+
+    def zero_tangent(self, aval):
+        return jnp.zeros((), jax.dtypes.canonicalize_dtype(aval.dtype))  # broadcasts
+
+    def tangent_like(self, t, out):
+        """A tangent term of a broadcast operand (or an in-memory one) spread to the output."""
+        if isinstance(t, DiskArray) and tuple(t.shape) == tuple(out.shape):
+            return t
+        return apply(BroadcastTo, t, shape=tuple(out.shape))
+
 
 class BroadcastTo(Elementwise):
     """An array, in memory or on disk (or a scalar), broadcast to a larger shape as a new
@@ -144,17 +162,15 @@ class BroadcastTo(Elementwise):
 
     name = "broadcast_to"
     instr = "copy"
+    linear = True
 
     def out_type(self, x, *, shape):
         if broadcast_shape(self.name, [x, tuple(shape)]) != tuple(shape):
             raise ValueError(f"jask.broadcast_to: cannot broadcast {describe(x)} to {shape}")
         return DiskArrayTy(tuple(shape), x.dtype)
 
-    def vjp(self, ct, x, *, out, needs):
-        return (reduce_to(ct, x),)
-
-    def tangent(self, out, operands, tangents):
-        return apply(BroadcastTo, tangents[0], shape=self.shape)
+    def transpose_rule(self, ct, x):
+        return reduce_to(ct, x)
 
 
 class Reduce(Op):
@@ -178,33 +194,35 @@ class Reduce(Op):
     def kernel_name(self):
         return f"map_reduce/{self.reduction}"
 
-    def vjp(self, ct, *operands, out, needs):
+    @property
+    def linear(self):  # sum(x)
+        return self.reduction == "sum" and self.instr == "copy"
+
+    @property
+    def bilinear(self):  # sum(x * y)
+        return self.reduction == "sum" and self.instr == "mul"
+
+    def transpose_rule(self, ct, *operands, needs=None):
         from .fill import Fill
         from .mul import Mul
-        if self.reduction == "sum" and self.instr == "copy":
+        if self.linear:
             (x,) = operands
-            return (apply(Fill, ct, shape=x.shape, dtype=x.dtype),)
-        if self.reduction == "sum" and self.instr == "mul":
-            a, b = operands
-            return (apply(Mul, b, scalar_like(ct, b)) if needs[0] else None,
-                    apply(Mul, a, scalar_like(ct, a)) if needs[1] else None)
-        if self.instr == "copy":  # max or min: ct split evenly among the elements that attain it
-            (x,) = operands
-            return (_chosen(x, out) * scalar_like(ct, x),)
-        raise NotImplementedError(f"jax.grad of jask.{self.reduction} of {self.instr} needs a backward rule")
+            return apply(Fill, ct, shape=x.shape, dtype=x.dtype)
+        a, b = operands
+        return (apply(Mul, b, scalar_like(ct, b)) if needs[0] else None,
+                apply(Mul, a, scalar_like(ct, a)) if needs[1] else None)
 
-    def tangent(self, out, operands, tangents):
-        if self.reduction == "sum" and self.instr == "copy":
-            return apply(Reduce, tangents[0], instr="copy", reduction="sum")
-        if self.reduction == "sum" and self.instr == "mul":
-            (a, b), (ta, tb) = operands, tangents
-            vdot = lambda u, v: apply(Reduce, u, v, instr="mul", reduction="sum")  # noqa: E731
-            terms = [None if ta is None else vdot(ta, b), None if tb is None else vdot(a, tb)]
-            return terms[0] if terms[1] is None else terms[1] if terms[0] is None else terms[0] + terms[1]
-        if self.instr == "copy":  # max or min
-            x, tx = operands[0], tangents[0]
-            return apply(Reduce, tx * _chosen(x, out), instr="copy", reduction="sum")
-        raise NotImplementedError(f"jax.jvp of jask.{self.reduction} of {self.instr} needs a forward rule")
+    def slope(self, x, out):
+        if self.reduction not in ("max", "min"):
+            raise NotImplementedError(f"jax.grad of jask.{self.reduction} of {self.instr} needs a "
+                                      f"derivative rule")
+        return _chosen(x, out)  # ct split evenly among the elements that attain the max (min)
+
+    def tangent_term(self, t, slope):
+        return apply(Reduce, t, slope, instr="mul", reduction="sum")
+
+    def cotangent_term(self, ct, slope, x):
+        return slope * scalar_like(ct, x)
 
 
 def _chosen(x, out):

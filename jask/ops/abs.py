@@ -1,21 +1,12 @@
 """|x|, elementwise."""
-from ._elementwise import Elementwise
-
-
-def _slope(x, like):
-    """d|x|/dx: 1 for x >= 0 (as in JAX, which treats |x| as x at 0), -1 below."""
-    from .._jax.op import apply
-    from .where import Where, zero_like
-    one = zero_like(like) + 1.0
-    return apply(Where, x >= 0.0, one, -one)
+from .._jax.op import apply
+from ._elementwise import Elementwise, scalar_like
 
 
 class Abs(Elementwise):
     name = "abs"
     instr = "abs"
 
-    def vjp(self, ct, x, *, out, needs):
-        return (ct * _slope(x, ct),)
-
-    def tangent(self, out, operands, tangents):
-        return tangents[0] * _slope(operands[0], tangents[0])
+    def slope(self, x, out):  # 1 for x >= 0 (as in JAX, which treats |x| as x at 0), -1 below
+        from .where import Where
+        return apply(Where, x >= 0.0, scalar_like(1, x), scalar_like(-1, x))

@@ -10,53 +10,38 @@ from .tanh import Tanh
 class Log1p(Elementwise):
     name, instr = "log1p", "log1p"
 
-    def vjp(self, ct, x, *, out, needs):
-        return (ct / (x + 1.0),)
-
-    def tangent(self, out, operands, tangents):
-        return tangents[0] / (operands[0] + 1.0)
+    def slope(self, x, out):
+        return 1.0 / (x + 1.0)
 
 
 class Expm1(Elementwise):
     name, instr = "expm1", "expm1"
 
-    def vjp(self, ct, x, *, out, needs):
-        return (ct * (out + 1.0),)
-
-    def tangent(self, out, operands, tangents):
-        return tangents[0] * (out + 1.0)
+    def slope(self, x, out):
+        return out + 1.0
 
 
 class Sigmoid(Elementwise):
     name, instr = "sigmoid", "sigmoid"
 
-    def vjp(self, ct, x, *, out, needs):
-        return (ct * (out * (1.0 - out)),)
-
-    def tangent(self, out, operands, tangents):
-        return tangents[0] * (out * (1.0 - out))
+    def slope(self, x, out):
+        return out * (1.0 - out)
 
 
 class Relu(Elementwise):
     """max(x, 0); its derivative at 0 is 0, as in jax.nn.relu."""
     name, instr = "relu", "relu"
 
-    def vjp(self, ct, x, *, out, needs):
-        return (ct * (x > 0.0).astype(ct.dtype),)
-
-    def tangent(self, out, operands, tangents):
-        return tangents[0] * (operands[0] > 0.0).astype(tangents[0].dtype)
+    def slope(self, x, out):
+        return (x > 0.0).astype(x.dtype)
 
 
 class Softplus(Elementwise):
     """log(1 + exp(x)), computed stably; its derivative is sigmoid(x)."""
     name, instr = "softplus", "softplus"
 
-    def vjp(self, ct, x, *, out, needs):
-        return (ct * apply(Sigmoid, x),)
-
-    def tangent(self, out, operands, tangents):
-        return tangents[0] * apply(Sigmoid, operands[0])
+    def slope(self, x, out):
+        return apply(Sigmoid, x)
 
 
 _K = math.sqrt(2.0 / math.pi)
@@ -74,11 +59,8 @@ class Gelu(Elementwise):
     """jax.nn.gelu with approximate=True (its default)."""
     name, instr = "gelu", "gelu"
 
-    def vjp(self, ct, x, *, out, needs):
-        return (ct * _gelu_slope(x),)
-
-    def tangent(self, out, operands, tangents):
-        return tangents[0] * _gelu_slope(operands[0])
+    def slope(self, x, out):
+        return _gelu_slope(x)
 
 
 __all__ = ["Exp", "Expm1", "Gelu", "Log1p", "Relu", "Sigmoid", "Softplus"]

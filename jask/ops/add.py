@@ -1,15 +1,10 @@
 """x + y, elementwise (DiskArrays of one shape, or a DiskArray and a scalar)."""
-from .._jax.op import add_terms
-from ._elementwise import Elementwise, reduce_to
+from ._elementwise import Elementwise
 
 
 class Add(Elementwise):
     name = "add"
     instr = "add"
 
-    def vjp(self, ct, x, y, *, out, needs):
-        return reduce_to(ct, x), reduce_to(ct, y)
-
-    def tangent(self, out, operands, tangents):
-        tx, ty = tangents
-        return add_terms(tx, ty)
+    def slopes(self, x, y, out):
+        return 1, 1

@@ -8,13 +8,11 @@ from ._elementwise import Elementwise, operand_shape
 class Astype(Elementwise):
     name = "astype"
     instr = "copy"
+    linear = True
 
     def out_type(self, x, *, dtype):
         shape, _ = operand_shape(self.name, (x,))
         return DiskArrayTy(shape, storage_dtype(dtype))
 
-    def vjp(self, ct, x, *, out, needs):
-        return (apply(Astype, ct, dtype=x.dtype),)
-
-    def tangent(self, out, operands, tangents):
-        return apply(Astype, tangents[0], dtype=self.dtype)
+    def transpose_rule(self, ct, x):
+        return apply(Astype, ct, dtype=x.dtype)

@@ -2,8 +2,6 @@
 agree off that axis. The engine's "place" kernel writes each operand into its range of the
 output, streaming the output in blocks (along axis 0, plain sequential copies).
 The cotangent of each operand is its slice of the output's cotangent."""
-import jax.numpy as jnp
-
 from .._jax.diskarray import DiskArrayTy
 from .._jax.op import Op, apply, describe
 from .place import placement_params
@@ -13,6 +11,7 @@ from .slice import Slice, SliceDense
 class Concatenate(Op):
     name = "concatenate"
     kernel = "place"
+    linear = True
 
     def out_type(self, *parts, axis):
         first = parts[0]
@@ -40,17 +39,7 @@ class Concatenate(Op):
     def kernel_params(self):
         return placement_params(self.out_aval, self.in_avals, self.selections())
 
-    def vjp(self, ct, *parts, out, needs):
+    def transpose_rule(self, ct, *parts, needs):
         return tuple(apply(Slice if isinstance(aval, DiskArrayTy) else SliceDense, ct, selection=sel)
                      if need else None
                      for aval, sel, need in zip(self.in_avals, self.selections(), needs))
-
-    def tangent(self, out, operands, tangents):
-        filled = [t if t is not None else _zeros(aval) for t, aval in zip(tangents, self.in_avals)]
-        return apply(Concatenate, *filled, axis=self.axis)
-
-
-def _zeros(aval):
-    if isinstance(aval, DiskArrayTy):
-        return aval.vspace_zero()
-    return jnp.zeros(aval.shape, aval.dtype)

@@ -6,8 +6,5 @@ class Exp(Elementwise):
     name = "exp"
     instr = "exp"
 
-    def vjp(self, ct, x, *, out, needs):
-        return (ct * out,)
-
-    def tangent(self, out, operands, tangents):
-        return tangents[0] * out
+    def slope(self, x, out):
+        return out

@@ -8,6 +8,7 @@ from ._elementwise import reduce_to
 class Fill(Op):
     name = "full"
     kernel = "fill"
+    linear = True
 
     def out_type(self, value, *, shape, dtype):
         scalar_type(self.name, value)
@@ -16,9 +17,5 @@ class Fill(Op):
     def kernel_params(self):
         return (dtype_code(self.out_aval.dtype), *self.shape)
 
-    def vjp(self, ct, value, *, out, needs):
-        return (reduce_to(ct, value),)
-
-    def tangent(self, out, operands, tangents):
-        from .._jax.op import apply
-        return apply(Fill, tangents[0], shape=self.shape, dtype=self.dtype)
+    def transpose_rule(self, ct, value):
+        return reduce_to(ct, value)

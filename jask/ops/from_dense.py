@@ -7,6 +7,7 @@ from .._jax.op import Op, apply
 class FromDense(Op):
     name = "from_dense"
     kernel = "from_dense"
+    linear = True
 
     def out_type(self, x):
         return DiskArrayTy(x.shape, storage_dtype(x.dtype))
@@ -14,9 +15,6 @@ class FromDense(Op):
     def kernel_params(self):
         return (dtype_code(self.out_aval.dtype), *self.out_aval.shape)
 
-    def vjp(self, ct, x, *, out, needs):
+    def transpose_rule(self, ct, x):
         from .to_dense import ToDense
-        return (apply(ToDense, ct).astype(x.dtype),)
-
-    def tangent(self, out, operands, tangents):
-        return apply(FromDense, tangents[0].astype(self.out_aval.dtype))
+        return apply(ToDense, ct).astype(x.dtype)

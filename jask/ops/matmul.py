@@ -4,7 +4,7 @@ per the trans_* flags. Leading (batch) axes broadcast as in jnp.matmul.
 The flags let backward rules multiply by a transpose without writing it out.
 """
 from .._jax.diskarray import DiskArrayTy
-from .._jax.op import Op, add_terms, apply, describe
+from .._jax.op import Op, apply, describe
 from ._elementwise import reduce_to
 
 
@@ -32,6 +32,7 @@ def matmul_type(a, b, trans_a=False, trans_b=False, fn="matmul") -> DiskArrayTy:
 class Matmul(Op):
     name = "matmul"
     kernel = "matmul"
+    bilinear = True
 
     def out_type(self, a, b, *, trans_a=False, trans_b=False):
         return matmul_type(a, b, trans_a, trans_b)
@@ -39,7 +40,7 @@ class Matmul(Op):
     def kernel_params(self):
         return (int(self.trans_a), int(self.trans_b))
 
-    def vjp(self, ct, a, b, *, out, needs):
+    def transpose_rule(self, ct, a, b, *, needs):
         # The products have the broadcast batch shape; reduce_to sums them back over the
         # batch axes along which an operand was broadcast.
         ta, tb = self.trans_a, self.trans_b
@@ -51,9 +52,3 @@ class Matmul(Op):
             gb = (apply(Matmul, a, ct, trans_a=not ta, trans_b=False) if not tb
                   else apply(Matmul, ct, a, trans_a=True, trans_b=ta))
         return reduce_to(ga, a), reduce_to(gb, b)
-
-    def tangent(self, out, operands, tangents):
-        (a, b), (ta, tb) = operands, tangents
-        flags = dict(trans_a=self.trans_a, trans_b=self.trans_b)
-        return add_terms(None if ta is None else apply(Matmul, ta, b, **flags),
-                         None if tb is None else apply(Matmul, a, tb, **flags))

@@ -24,6 +24,7 @@ def placement_params(out, parts, selections) -> tuple[int, ...]:
 class Place(Op):
     name = "place"
     kernel = "place"
+    linear = True
 
     def out_type(self, values, *, shape, dtype, selection):
         counts = tuple(count for _, _, count in selection)
@@ -37,13 +38,10 @@ class Place(Op):
     def kernel_params(self):
         return placement_params(self.out_aval, self.in_avals, (self.selection,))
 
-    def vjp(self, ct, values, *, out, needs):
-        from .slice import Slice, SliceDense  # each is the other's backward rule
+    def transpose_rule(self, ct, values):
+        from .slice import Slice, SliceDense  # each is the other's transpose
         gather = Slice if isinstance(self.in_avals[0], DiskArrayTy) else SliceDense
-        return (apply(gather, ct, selection=self.selection),)
-
-    def tangent(self, out, operands, tangents):
-        return apply(Place, tangents[0], shape=self.shape, dtype=self.dtype, selection=self.selection)
+        return apply(gather, ct, selection=self.selection)
 
 
 def place(values, shape, dtype, selection):

@@ -8,6 +8,7 @@ from .._jax.op import Op, apply, scalar_type
 class PutRows(Op):
     name = "put_rows"
     kernel = "put_rows"
+    linear = (0,)  # in the rows; the start is an index
 
     def out_type(self, rows, start, *, shape, dtype):
         scalar_type(self.name, start)
@@ -16,11 +17,6 @@ class PutRows(Op):
     def kernel_params(self):
         return (dtype_code(self.dtype), *self.shape)
 
-    def vjp(self, ct, rows, start, *, out, needs):
+    def transpose_rule(self, ct, rows, start):
         from .rows import Rows
-        return apply(Rows, ct, start, count=rows.shape[0]), None
-
-    def tangent(self, out, operands, tangents):
-        if tangents[0] is None:
-            return None
-        return apply(PutRows, tangents[0], operands[1], shape=self.shape, dtype=self.dtype)
+        return apply(Rows, ct, start, count=rows.shape[0])

@@ -38,15 +38,21 @@ class ReduceAxes(Op):
     def kernel_params(self):
         return (REDUCTIONS[self.reduction], *self.axes)
 
-    def vjp(self, ct, x, *, out, needs):
-        return (spread(ct, x, out, self.axes, self.reduction),)
+    @property
+    def linear(self):
+        return self.reduction == "sum"
 
-    def tangent(self, out, operands, tangents):
-        (x,), (tx,) = operands, tangents
-        if self.reduction == "sum":
-            return apply(type(self), tx, axes=self.axes, reduction="sum")
-        weights = chosen(x, out, self.axes)
-        return apply(type(self), tx * weights, axes=self.axes, reduction="sum")
+    def transpose_rule(self, ct, x):
+        return _broadcast(ct, self.axes, x)
+
+    def slope(self, x, out):  # max, min: ct split evenly among the elements that attain it
+        return chosen(x, out, self.axes)
+
+    def tangent_term(self, t, slope):
+        return apply(type(self), t * slope, axes=self.axes, reduction="sum")
+
+    def cotangent_term(self, ct, slope, x):
+        return _broadcast(ct, self.axes, x) * slope
 
 
 class ReduceAxesDense(ReduceAxes):
@@ -68,9 +74,3 @@ def _broadcast(value, axes, x):
     kept = kept_shape(x, axes)
     value = apply(Reshape, value, shape=kept) if isinstance(value, DiskArray) else jnp.reshape(value, kept)
     return apply(BroadcastTo, value, shape=x.shape)
-
-
-def spread(ct, x, out, axes, reduction):
-    """The cotangent of x for a reduction over `axes` with output cotangent ct."""
-    g = _broadcast(ct, axes, x)
-    return g if reduction == "sum" else g * chosen(x, out, axes)

@@ -8,6 +8,7 @@ from .._jax.op import Op, apply, describe
 class Reshape(Op):
     name = "reshape"
     kernel = "reshape"
+    linear = True
 
     def out_type(self, x, *, shape):
         if math.prod(shape) != x.size:
@@ -18,8 +19,5 @@ class Reshape(Op):
     def kernel_params(self):
         return self.shape
 
-    def vjp(self, ct, x, *, out, needs):
-        return (apply(Reshape, ct, shape=x.shape),)
-
-    def tangent(self, out, operands, tangents):
-        return apply(Reshape, tangents[0], shape=self.shape)
+    def transpose_rule(self, ct, x):
+        return apply(Reshape, ct, shape=x.shape)

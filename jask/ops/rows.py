@@ -12,6 +12,7 @@ class Rows(Op):
     name = "rows"
     kernel = "rows"
     result = "dense"
+    linear = (0,)  # in x; the start is an index
 
     def out_type(self, x, start, *, count):
         scalar_type(self.name, start)
@@ -22,8 +23,5 @@ class Rows(Op):
     def kernel_params(self):
         return (self.count,)
 
-    def vjp(self, ct, x, start, *, out, needs):
-        return apply(PutRows, ct, start, shape=x.shape, dtype=x.dtype), None
-
-    def tangent(self, out, operands, tangents):
-        return None if tangents[0] is None else apply(Rows, tangents[0], operands[1], count=self.count)
+    def transpose_rule(self, ct, x, start):
+        return apply(PutRows, ct, start, shape=x.shape, dtype=x.dtype)

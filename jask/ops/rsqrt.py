@@ -6,8 +6,5 @@ class Rsqrt(Elementwise):
     name = "rsqrt"
     instr = "rsqrt"
 
-    def vjp(self, ct, x, *, out, needs):
-        return (((ct * out) / x) * -0.5,)
-
-    def tangent(self, out, operands, tangents):
-        return ((tangents[0] * out) / operands[0]) * -0.5
+    def slope(self, x, out):
+        return (out / x) * -0.5

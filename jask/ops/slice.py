@@ -29,6 +29,7 @@ def selected_shape(x, selection) -> tuple[int, ...]:
 class Slice(Op):
     name = "slice"
     kernel = "slice"
+    linear = True
 
     def out_type(self, x, *, selection):
         return DiskArrayTy(selected_shape(x, selection), x.dtype)
@@ -36,12 +37,9 @@ class Slice(Op):
     def kernel_params(self):
         return tuple(v for axis in self.selection for v in axis)
 
-    def vjp(self, ct, x, *, out, needs):
+    def transpose_rule(self, ct, x):
         from .place import place
-        return (place(ct, x.shape, x.dtype, self.selection),)
-
-    def tangent(self, out, operands, tangents):
-        return apply(type(self), tangents[0], selection=self.selection)
+        return place(ct, x.shape, x.dtype, self.selection)
 
 
 class SliceDense(Slice):

@@ -6,8 +6,5 @@ class Sqrt(Elementwise):
     name = "sqrt"
     instr = "sqrt"
 
-    def vjp(self, ct, x, *, out, needs):
-        return ((ct * 0.5) / out,)
-
-    def tangent(self, out, operands, tangents):
-        return (tangents[0] * 0.5) / out
+    def slope(self, x, out):
+        return 0.5 / out

@@ -5,15 +5,10 @@ from .._jax.op import Op
 class StopGradient(Op):
     name = "stop_gradient"
     kernel = "reshape"  # a same-shape reshape: a new handle on the same file
+    zero_derivative = True
 
     def out_type(self, x):
         return x
 
     def kernel_params(self):
         return self.in_avals[0].shape
-
-    def vjp(self, ct, x, *, out, needs):
-        return (None,)
-
-    def tangent(self, out, operands, tangents):
-        return None

@@ -28,6 +28,7 @@ def _aval(x):
 class Take(Op):
     name = "take"
     kernel = "take"
+    linear = (0,)  # in x; the indices are indices
 
     def out_type(self, x, indices):
         _check_indices(self.name, indices)
@@ -42,11 +43,8 @@ class Take(Op):
         indices = self.in_avals[1]
         return (indices.dtype.itemsize, *indices.shape)
 
-    def vjp(self, ct, x, indices, *, out, needs):
-        return apply(ScatterAddRows, ct, indices, shape=x.shape, dtype=x.dtype), None
-
-    def tangent(self, out, operands, tangents):
-        return None if tangents[0] is None else apply(type(self), tangents[0], operands[1])
+    def transpose_rule(self, ct, x, indices):
+        return apply(ScatterAddRows, ct, indices, shape=x.shape, dtype=x.dtype)
 
 
 class TakeDense(Take):
@@ -60,6 +58,7 @@ class ScatterAddRows(Op):
     """zeros(shape, dtype) with rows[i] added at row indices[i]; rows on disk or in memory."""
     name = "scatter_add_rows"
     kernel = "scatter_add_rows"
+    linear = (0,)  # in the rows
 
     def out_type(self, rows, indices, *, shape, dtype):
         _check_indices(self.name, indices)
@@ -71,12 +70,7 @@ class ScatterAddRows(Op):
     def kernel_params(self):
         return (dtype_code(self.dtype), self.in_avals[1].dtype.itemsize, *self.shape)
 
-    def vjp(self, ct, rows, indices, *, out, needs):
+    def transpose_rule(self, ct, rows, indices):
         # the rows' cotangent has the rows' type: in memory or on disk
         gather = Take if isinstance(_aval(rows), DiskArrayTy) else TakeDense
-        return apply(gather, ct, indices), None
-
-    def tangent(self, out, operands, tangents):
-        if tangents[0] is None:
-            return None
-        return apply(ScatterAddRows, tangents[0], operands[1], shape=self.shape, dtype=self.dtype)
+        return apply(gather, ct, indices)

@@ -9,13 +9,11 @@ class ToDense(Op):
     name = "materialize"
     kernel = "to_dense"
     result = "dense"  # the whole array: the explicit bridge
+    linear = True
 
     def out_type(self, x):
         return compat.ShapedArray(x.shape, jax.dtypes.canonicalize_dtype(x.dtype))
 
-    def vjp(self, ct, x, *, out, needs):
-        from .from_dense import FromDense  # each is the other's backward rule
-        return (apply(FromDense, ct.astype(x.dtype)),)
-
-    def tangent(self, out, operands, tangents):
-        return apply(ToDense, tangents[0])
+    def transpose_rule(self, ct, x):
+        from .from_dense import FromDense  # each is the other's transpose
+        return apply(FromDense, ct.astype(x.dtype))

@@ -6,6 +6,7 @@ from .._jax.op import Op, apply, describe
 class Transpose(Op):
     name = "transpose"
     kernel = "transpose"
+    linear = True
 
     def out_type(self, x, *, perm):
         if sorted(perm) != list(range(x.ndim)):
@@ -16,9 +17,6 @@ class Transpose(Op):
     def kernel_params(self):
         return self.perm
 
-    def vjp(self, ct, x, *, out, needs):
+    def transpose_rule(self, ct, x):
         inverse = tuple(sorted(range(len(self.perm)), key=lambda i: self.perm[i]))
-        return (apply(Transpose, ct, perm=inverse),)
-
-    def tangent(self, out, operands, tangents):
-        return apply(Transpose, tangents[0], perm=self.perm)
+        return apply(Transpose, ct, perm=inverse)

@@ -10,6 +10,7 @@ from ._elementwise import Elementwise, common_dtype, operand_shape, reduce_to
 class Where(Elementwise):
     name = "where"
     instr = "select"
+    linear = (1, 2)  # in the branches; the condition has no derivative
 
     def out_type(self, cond, x, y):
         shape, _ = operand_shape(self.name, (cond, x, y))
@@ -18,15 +19,10 @@ class Where(Elementwise):
                  else np.dtype(jax.dtypes.canonicalize_dtype(x.dtype)))
         return DiskArrayTy(shape, dtype)
 
-    def vjp(self, ct, cond, x, y, *, out, needs):
+    def transpose_rule(self, ct, cond, x, y, *, needs):
         return (None,
                 reduce_to(apply(Where, cond, ct, zero_like(ct)), x) if needs[1] else None,
                 reduce_to(apply(Where, cond, zero_like(ct), ct), y) if needs[2] else None)
-
-    def tangent(self, out, operands, tangents):
-        cond, tx, ty = operands[0], tangents[1], tangents[2]
-        zero = zero_like(out)
-        return apply(Where, cond, zero if tx is None else tx, zero if ty is None else ty)
 
 
 def zero_like(x):
