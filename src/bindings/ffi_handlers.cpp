@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "../engine/array_store.hpp"
-#include "../engine/errors.hpp"
-#include "../engine/ops.hpp"
+#include "storage/array_store.hpp"
+#include "base/errors.hpp"
+#include "kernels/ops.hpp"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;

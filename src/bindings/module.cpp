@@ -10,16 +10,16 @@
 #include <initializer_list>
 #include <utility>
 
-#include "../engine/array_store.hpp"
-#include "../engine/blas.hpp"
-#include "../engine/errors.hpp"
-#include "../engine/file.hpp"
-#include "../engine/scratch_pool.hpp"
-#include "../engine/ops.hpp"
-#include "../engine/pipeline.hpp"
-#include "../engine/planner.hpp"
-#include "../engine/program.hpp"
-#include "../engine/scratch.hpp"
+#include "storage/array_store.hpp"
+#include "kernels/blas.hpp"
+#include "base/errors.hpp"
+#include "io/file.hpp"
+#include "storage/scratch_pool.hpp"
+#include "kernels/ops.hpp"
+#include "exec/pipeline.hpp"
+#include "plan/planner.hpp"
+#include "program/program.hpp"
+#include "storage/scratch.hpp"
 #include "ffi_handlers.hpp"
 
 namespace nb = nanobind;

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "batched_matmul.hpp"
-#include "errors.hpp"
-#include "ops.hpp"
-#include "pipeline.hpp"
+#include "kernels/batched_matmul.hpp"
+#include "base/errors.hpp"
+#include "kernels/ops.hpp"
+#include "exec/pipeline.hpp"
 #include "test_util.hpp"
 
 namespace jask {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "errors.hpp"
-#include "file.hpp"
+#include "base/errors.hpp"
+#include "io/file.hpp"
 #include "test_util.hpp"
 
 namespace jask {

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "errors.hpp"
-#include "gather.hpp"
-#include "pipeline.hpp"
+#include "base/errors.hpp"
+#include "kernels/gather.hpp"
+#include "exec/pipeline.hpp"
 #include "test_util.hpp"
 
 namespace jask {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "hyperslab.hpp"
+#include "storage/hyperslab.hpp"
 #include "test_util.hpp"
 
 namespace jask {

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "dtype.hpp"
-#include "kernels.hpp"
+#include "base/dtype.hpp"
+#include "kernels/kernels.hpp"
 #include "test_util.hpp"
 
 namespace jask {

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "errors.hpp"
-#include "npy_format.hpp"
+#include "base/errors.hpp"
+#include "formats/npy_format.hpp"
 #include "test_util.hpp"
 
 namespace jask {

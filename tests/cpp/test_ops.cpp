@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "errors.hpp"
-#include "file.hpp"
-#include "npy_format.hpp"
-#include "ops.hpp"
-#include "pipeline.hpp"
-#include "planner.hpp"
-#include "program.hpp"
+#include "base/errors.hpp"
+#include "io/file.hpp"
+#include "formats/npy_format.hpp"
+#include "kernels/ops.hpp"
+#include "exec/pipeline.hpp"
+#include "plan/planner.hpp"
+#include "program/program.hpp"
 #include "test_util.hpp"
 
 namespace jask {

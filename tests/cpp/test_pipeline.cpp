@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
-#include "errors.hpp"
-#include "pipeline.hpp"
-#include "planner.hpp"
+#include "base/errors.hpp"
+#include "exec/pipeline.hpp"
+#include "plan/planner.hpp"
 
 namespace jask {
 namespace {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "errors.hpp"
-#include "planner.hpp"
+#include "base/errors.hpp"
+#include "plan/planner.hpp"
 #include "test_util.hpp"
 
 namespace jask {

@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "errors.hpp"
-#include "ops.hpp"
-#include "pipeline.hpp"
-#include "program.hpp"
+#include "base/errors.hpp"
+#include "kernels/ops.hpp"
+#include "exec/pipeline.hpp"
+#include "program/program.hpp"
 #include "test_util.hpp"
 
 namespace jask {

@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "errors.hpp"
-#include "file.hpp"
-#include "ops.hpp"
-#include "pipeline.hpp"
-#include "program.hpp"
-#include "row_group.hpp"
+#include "base/errors.hpp"
+#include "io/file.hpp"
+#include "kernels/ops.hpp"
+#include "exec/pipeline.hpp"
+#include "program/program.hpp"
+#include "kernels/row_group.hpp"
 #include "test_util.hpp"
 
 namespace jask {

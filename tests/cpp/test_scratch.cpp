@@ -10,9 +10,9 @@
 #include <set>
 #include <string>
 
-#include "array_store.hpp"
-#include "errors.hpp"
-#include "scratch.hpp"
+#include "storage/array_store.hpp"
+#include "base/errors.hpp"
+#include "storage/scratch.hpp"
 #include "test_util.hpp"
 
 namespace jask {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "array_store.hpp"
-#include "scratch_pool.hpp"
+#include "storage/array_store.hpp"
+#include "storage/scratch_pool.hpp"
 #include "test_util.hpp"
 
 namespace jask {

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "errors.hpp"
-#include "file.hpp"
-#include "ops.hpp"
-#include "pipeline.hpp"
-#include "slicing.hpp"
+#include "base/errors.hpp"
+#include "io/file.hpp"
+#include "kernels/ops.hpp"
+#include "exec/pipeline.hpp"
+#include "kernels/slicing.hpp"
 #include "test_util.hpp"
 
 namespace jask {
@@ -120,7 +120,9 @@ TEST(Slicing, ViewsAtUnalignedOffsetsStillReadDirect) {
   std::vector<float> got(static_cast<size_t>(view->info().numel()));
   const uint64_t direct_before = io_counters().direct_bytes;
   read_to_memory(Registry::instance().add(view), got.data(), got.size() * sizeof(float));
-  if (x->file()->has_direct()) EXPECT_GT(io_counters().direct_bytes - direct_before, 300000u);
+  if (x->file()->has_direct()) {
+    EXPECT_GT(io_counters().direct_bytes - direct_before, 300000u);
+  }
   for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], values[i + 5]) << i;
 }
 

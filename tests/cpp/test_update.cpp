@@ -17,9 +17,9 @@
 #include <thread>
 #include <vector>
 
-#include "errors.hpp"
-#include "file.hpp"
-#include "ops.hpp"
+#include "base/errors.hpp"
+#include "io/file.hpp"
+#include "kernels/ops.hpp"
 #include "test_util.hpp"
 
 namespace jask {

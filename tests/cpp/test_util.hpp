@@ -19,12 +19,12 @@
 #include <utility>
 #include <vector>
 
-#include "array_store.hpp"
-#include "pipeline.hpp"
-#include "dtype.hpp"
-#include "planner.hpp"
-#include "program.hpp"
-#include "scratch.hpp"
+#include "storage/array_store.hpp"
+#include "exec/pipeline.hpp"
+#include "base/dtype.hpp"
+#include "plan/planner.hpp"
+#include "program/program.hpp"
+#include "storage/scratch.hpp"
 
 namespace jask::test {
 
@@ -203,13 +203,13 @@ inline std::vector<double> test_values(int64_t n, int salt = 0, int range = 6, d
 // (disk arrays, in-memory arrays, scalars, in that order); instruction j
 // writes register n_operands + j.
 struct ProgramBuilder {
-  std::vector<int64_t> out_shape;
+  std::vector<int64_t> out_shape = {};
   int32_t n_operands = 0;
   DType out_dtype = DType::f32;
   Reduction reduction = Reduction::kNone;
-  std::vector<std::pair<DType, std::vector<int64_t>>> memory;  // in-memory operands
-  std::vector<Instr> code;
-  std::vector<int32_t> outputs;  // registers stored; default: the last instruction's
+  std::vector<std::pair<DType, std::vector<int64_t>>> memory = {};  // in-memory operands
+  std::vector<Instr> code = {};
+  std::vector<int32_t> outputs = {};  // registers stored; default: the last instruction's
 
   int32_t add(Opcode op, int32_t a, int32_t b = 0, int32_t c = 0) {
     const int32_t dst = n_operands + static_cast<int32_t>(code.size());
