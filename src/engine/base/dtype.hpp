@@ -11,11 +11,11 @@ namespace jask {
 enum class DType : int32_t { f32 = 0, f64 = 1, f16 = 2, bf16 = 3, i32 = 4, b8 = 5 };
 
 size_t itemsize(DType dt);
-const char* dtype_name(DType dt);              // numpy-style name, e.g. "float32"
-std::string npy_descr(DType dt);               // .npy header descr, e.g. "<f4"
+const char* dtype_name(DType dt);  // numpy-style name, e.g. "float32"
+std::string npy_descr(DType dt);   // .npy header descr, e.g. "<f4"
 std::optional<DType> dtype_from_descr(const std::string& descr);
 std::optional<DType> dtype_from_name(const std::string& name);
-DType dtype_from_int(int64_t code);            // checked conversion for FFI attributes
+DType dtype_from_int(int64_t code);  // checked conversion for FFI attributes
 
 inline float bf16_to_f32(uint16_t h) {
   uint32_t bits = static_cast<uint32_t>(h) << 16;

@@ -14,8 +14,8 @@ std::atomic<int64_t> g_budget{256LL << 20};
 
 void set_memory_budget(int64_t bytes) {
   if (bytes < kMinBudget) {
-    throw ValueError("memory budget must be at least " + std::to_string(kMinBudget) + " bytes, got " +
-                     std::to_string(bytes));
+    throw ValueError("memory budget must be at least " + std::to_string(kMinBudget) +
+                     " bytes, got " + std::to_string(bytes));
   }
   g_budget = bytes;
 }

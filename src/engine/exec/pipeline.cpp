@@ -19,7 +19,8 @@ std::atomic<uint64_t> g_tasks_run{0};
 std::atomic<int64_t> g_read_ns{0}, g_compute_ns{0}, g_write_ns{0}, g_span_ns{0};
 
 int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -122,9 +123,8 @@ void run_pipeline(int64_t n_tasks, const PipelineStages& stages) {
   }
   guarded(st, [&] {
     for (int64_t t = 0; t < n_tasks; ++t) {
-      bool ok = st.wait([&] {
-        return st.read > t && (!stages.write || st.written >= t - lag + 1);
-      });
+      bool ok =
+          st.wait([&] { return st.read > t && (!stages.write || st.written >= t - lag + 1); });
       if (!ok) return;
       timed(stages.compute, t, g_compute_ns);
       st.advance(st.computed);

@@ -90,12 +90,14 @@ class LiteralReader {
 
 uint64_t npy_header_length(const std::string& first, const std::string& path) {
   if (first.size() < 10 || std::memcmp(first.data(), kMagic, kMagicLen) != 0) {
-    throw ValueError(path + ": not a .npy file (missing the \\x93NUMPY magic); to open a raw "
-                            "binary file pass shape= and dtype=");
+    throw ValueError(path +
+                     ": not a .npy file (missing the \\x93NUMPY magic); to open a raw "
+                     "binary file pass shape= and dtype=");
   }
   auto major = static_cast<unsigned char>(first[6]);
   if (major == 1) {
-    uint16_t len = static_cast<unsigned char>(first[8]) | (static_cast<unsigned char>(first[9]) << 8);
+    uint16_t len =
+        static_cast<unsigned char>(first[8]) | (static_cast<unsigned char>(first[9]) << 8);
     return 10 + len;
   }
   if (major == 2 || major == 3) {
@@ -122,8 +124,9 @@ NpyHeader parse_npy_header(const std::string& bytes, const std::string& path) {
     reader.expect(':');
     if (key == "descr") {
       if (reader.try_consume('[')) {
-        throw TypeError(path + ": structured dtypes are not supported; Jask stores float32, "
-                               "float64, float16, bfloat16 and int32");
+        throw TypeError(path +
+                        ": structured dtypes are not supported; Jask stores float32, "
+                        "float64, float16, bfloat16 and int32");
       }
       descr = reader.read_string();
       have_descr = true;

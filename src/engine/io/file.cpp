@@ -6,23 +6,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <exception>
 #include <algorithm>
-#include <chrono>
-#include <vector>
-#include <mutex>
-#include <thread>
+#include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <random>
 #include <string_view>
+#include <thread>
+#include <vector>
 
 #include "base/errors.hpp"
 
@@ -62,7 +62,8 @@ std::optional<pid_t> owner_pid(std::string_view tail) {
   long pid = 0;
   auto [end, ec] = std::from_chars(tail.data(), tail.data() + dash, pid);
   // pid 0 and negative pids would make kill() address process groups.
-  if (ec != std::errc() || end != tail.data() + dash || pid <= 0 || pid > INT_MAX) return std::nullopt;
+  if (ec != std::errc() || end != tail.data() + dash || pid <= 0 || pid > INT_MAX)
+    return std::nullopt;
   return static_cast<pid_t>(pid);
 }
 
@@ -139,8 +140,8 @@ void end_calibration_read(bool direct, bool ok, size_t n) {
   }
   if (c.bytes[0] < kCalibrationTotal || c.bytes[1] < kCalibrationTotal) return;
   const bool direct_faster = c.bytes[1] / c.busy_seconds[1] >= c.bytes[0] / c.busy_seconds[0];
-  g_read_mode.compare_exchange_strong(expected,
-                                      static_cast<int>(direct_faster ? ReadMode::kDirect : ReadMode::kBuffered));
+  g_read_mode.compare_exchange_strong(
+      expected, static_cast<int>(direct_faster ? ReadMode::kDirect : ReadMode::kBuffered));
 }
 
 }  // namespace
@@ -301,7 +302,10 @@ bool in_parallel(size_t n, Io io) {
         if (!error) error = std::current_exception();
       }
     };
-    if (p + 1 == parts) run(); else threads.emplace_back(run);
+    if (p + 1 == parts)
+      run();
+    else
+      threads.emplace_back(run);
   }
   for (auto& t : threads) t.join();
   if (error) std::rethrow_exception(error);
@@ -318,7 +322,8 @@ void File::parallel_buffered_read(std::byte* dst, size_t n, uint64_t offset) con
 }
 
 bool File::parallel_direct_read(std::byte* dst, size_t n, uint64_t offset) const {
-  return in_parallel(n, [&](size_t at, size_t len) { return try_direct_read(dst + at, len, offset + at); });
+  return in_parallel(
+      n, [&](size_t at, size_t len) { return try_direct_read(dst + at, len, offset + at); });
 }
 
 void File::read_at(void* dst_v, size_t n, uint64_t offset) const {
@@ -340,8 +345,10 @@ void File::read_at(void* dst_v, size_t n, uint64_t offset) const {
     bool direct_ok = false;
     try {
       direct_ok = try_direct && parallel_direct_read(mid, mid_n, mid_start);
-      if (!try_direct) parallel_buffered_read(mid, mid_n, mid_start);
-      else if (!direct_ok) buffered_read(mid, mid_n, mid_start);
+      if (!try_direct)
+        parallel_buffered_read(mid, mid_n, mid_start);
+      else if (!direct_ok)
+        buffered_read(mid, mid_n, mid_start);
     } catch (...) {
       end_calibration_read(try_direct, true, 0);
       throw;
@@ -394,7 +401,8 @@ void File::sync() const {
 }
 
 void File::set_permissions(unsigned mode) const {
-  if (::fchmod(fd_, static_cast<mode_t>(mode)) != 0) throw IoError(errno_message("fchmod", path_, errno));
+  if (::fchmod(fd_, static_cast<mode_t>(mode)) != 0)
+    throw IoError(errno_message("fchmod", path_, errno));
 }
 
 void File::rename_over(const std::string& target, const std::string& shown_as) {
@@ -411,13 +419,16 @@ ReplacementFile::ReplacementFile(const std::string& target, uint64_t size) : tar
   if (ec) throw IoError("cannot replace " + target + ": " + ec.message());
   struct stat st;
   if (::stat(resolved_.c_str(), &st) != 0) throw IoError(errno_message("stat", resolved_, errno));
-  temp_path_ = resolved_ + std::string(kReplacementTag) + std::to_string(::getpid()) + "-" + random_hex();
+  temp_path_ =
+      resolved_ + std::string(kReplacementTag) + std::to_string(::getpid()) + "-" + random_hex();
   try {
     // Created private (0600), so nobody opens it before its bits are set.
     file_ = std::make_shared<File>(temp_path_, OpenMode::kCreateExclusive);
   } catch (const IoError& e) {
-    throw IoError("cannot replace " + target + ": its new contents go to a file beside it, renamed "
-                  "over it when complete, and that file could not be created: " + e.what());
+    throw IoError("cannot replace " + target +
+                  ": its new contents go to a file beside it, renamed "
+                  "over it when complete, and that file could not be created: " +
+                  e.what());
   }
   try {
     file_->set_permissions(st.st_mode & 07777);
@@ -455,7 +466,8 @@ int remove_stale_replacements(const std::string& target) {
   if (ec) return 0;
   const std::string prefix = resolved.filename().string() + std::string(kReplacementTag);
   int removed = 0;
-  for (fs::directory_iterator it(resolved.parent_path(), ec), end; !ec && it != end; it.increment(ec)) {
+  for (fs::directory_iterator it(resolved.parent_path(), ec), end; !ec && it != end;
+       it.increment(ec)) {
     std::string name = it->path().filename().string();
     if (name.rfind(prefix, 0) != 0) continue;
     std::optional<pid_t> pid = owner_pid(std::string_view(name).substr(prefix.size()));

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "base/errors.hpp"
+#include "exec/pipeline.hpp"
 #include "io/file.hpp"
 #include "kernels/kernels.hpp"
-#include "exec/pipeline.hpp"
 #include "plan/planner.hpp"
 
 namespace jask {
@@ -53,9 +53,10 @@ int64_t plan_row_block(const std::string& op, const std::string& operands, int64
                        int64_t bytes_per_row) {
   const int64_t per_row = bytes_per_row * kPipelineSlots;
   if (per_row > memory_budget()) {
-    throw ValueError("memory budget of " + std::to_string(memory_budget()) + " bytes is too small for " + op +
-                     " on " + operands + ": it needs at least " + std::to_string(per_row) +
-                     " bytes; raise it with jask.set_memory_budget(" + std::to_string(per_row) + ")");
+    throw ValueError("memory budget of " + std::to_string(memory_budget()) +
+                     " bytes is too small for " + op + " on " + operands + ": it needs at least " +
+                     std::to_string(per_row) + " bytes; raise it with jask.set_memory_budget(" +
+                     std::to_string(per_row) + ")");
   }
   return std::clamp<int64_t>(memory_budget() / per_row, 1, std::max<int64_t>(total_rows, 1));
 }
@@ -70,7 +71,8 @@ struct SlotBuffers {
 
 // Reads the distinct, sorted rows `sorted` of x packed into `dst`, one read
 // per run of adjacent rows.
-void read_row_runs(const StoredArray& x, int64_t row_elems, std::span<const int64_t> sorted, std::byte* dst) {
+void read_row_runs(const StoredArray& x, int64_t row_elems, std::span<const int64_t> sorted,
+                   std::byte* dst) {
   const int64_t row_bytes = row_elems * static_cast<int64_t>(itemsize(x.info().dtype));
   size_t i = 0;
   while (i < sorted.size()) {
@@ -92,7 +94,8 @@ struct GatherPlan {
 GatherPlan plan_gather_block(std::span<const int64_t> rows) {
   std::vector<int64_t> order(rows.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return rows[a] < rows[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return rows[a] < rows[b]; });
   GatherPlan plan;
   plan.source_of.resize(rows.size());
   for (int64_t k : order) {
@@ -105,20 +108,27 @@ GatherPlan plan_gather_block(std::span<const int64_t> rows) {
 // Streams the gather in blocks of output rows: the reader thread reads each
 // block's distinct source rows, the compute step copies them to their output
 // rows (straight into `memory_out`, or into a slot that `array_out` gets).
-void run_gather(const ArrayRef& x, const RowIndices& idx, std::byte* memory_out, const StoredArray* array_out) {
+void run_gather(const ArrayRef& x, const RowIndices& idx, std::byte* memory_out,
+                const StoredArray* array_out) {
   const ArrayInfo& info = x->info();
-  if (info.shape.empty()) throw ValueError("take: " + info.describe() + " has no leading axis to index");
+  if (info.shape.empty())
+    throw ValueError("take: " + info.describe() + " has no leading axis to index");
   const int64_t n = info.shape[0], row_elems = row_elems_of(info.shape);
   const int64_t row_bytes = row_elems * static_cast<int64_t>(itemsize(info.dtype));
   if (idx.count == 0 || row_bytes == 0) return;
-  if (n == 0) throw ValueError("take: cannot take " + describe_indices(idx) + " rows of the empty " + info.describe());
+  if (n == 0)
+    throw ValueError("take: cannot take " + describe_indices(idx) + " rows of the empty " +
+                     info.describe());
   const std::vector<int64_t> rows = normalized_rows(idx, n);
   const std::string operands = "take(" + info.describe() + ", " + describe_indices(idx) + ")";
   // Per output row of a block: its source row in the read slot, and its
   // output row in the write slot when the result goes to disk.
-  const int64_t block = plan_row_block("take", operands, idx.count, row_bytes * (array_out ? 2 : 1));
+  const int64_t block =
+      plan_row_block("take", operands, idx.count, row_bytes * (array_out ? 2 : 1));
   const int64_t n_tasks = (idx.count + block - 1) / block;
-  auto range = [&](int64_t t) { return std::pair(t * block, std::min(block, idx.count - t * block)); };
+  auto range = [&](int64_t t) {
+    return std::pair(t * block, std::min(block, idx.count - t * block));
+  };
   SlotBuffers in(block * row_bytes), out(array_out ? block * row_bytes : 0);
   GatherPlan plans[kPipelineSlots];
 
@@ -134,7 +144,8 @@ void run_gather(const ArrayRef& x, const RowIndices& idx, std::byte* memory_out,
     const GatherPlan& plan = plans[t % kPipelineSlots];
     std::byte* dst = array_out ? out.at(t) : memory_out + first * row_bytes;
     for (int64_t k = 0; k < count; ++k) {
-      std::memcpy(dst + k * row_bytes, in.at(t) + plan.source_of[k] * row_bytes, static_cast<size_t>(row_bytes));
+      std::memcpy(dst + k * row_bytes, in.at(t) + plan.source_of[k] * row_bytes,
+                  static_cast<size_t>(row_bytes));
     }
   };
   if (array_out) {
@@ -166,7 +177,8 @@ void add_row(DType dt, const std::byte* src, std::byte* acc, int64_t n) {
     case DType::bf16: {
       auto* a = reinterpret_cast<float*>(acc);
       const auto* s = reinterpret_cast<const uint16_t*>(src);
-      for (int64_t i = 0; i < n; ++i) a[i] += dt == DType::f16 ? f16_to_f32(s[i]) : bf16_to_f32(s[i]);
+      for (int64_t i = 0; i < n; ++i)
+        a[i] += dt == DType::f16 ? f16_to_f32(s[i]) : bf16_to_f32(s[i]);
       return;
     }
     case DType::i32: {
@@ -193,7 +205,8 @@ struct ScatterTask {
 // gap of more than `gap_rows` rows without entries ends a block too, so
 // rows far from every index are never written (a new file reads as zeros).
 // Each block's entries are cut into tasks of at most `block` entries.
-std::vector<ScatterTask> plan_scatter(std::span<const int64_t> sorted_rows, int64_t block, int64_t gap_rows) {
+std::vector<ScatterTask> plan_scatter(std::span<const int64_t> sorted_rows, int64_t block,
+                                      int64_t gap_rows) {
   std::vector<ScatterTask> tasks;
   int64_t blocks = 0;
   size_t e = 0;
@@ -207,8 +220,8 @@ std::vector<ScatterTask> plan_scatter(std::span<const int64_t> sorted_rows, int6
     const int64_t count = sorted_rows[end - 1] - first + 1;
     for (size_t b = e; b < end; b += static_cast<size_t>(block)) {
       const size_t stop = std::min(end, b + static_cast<size_t>(block));
-      tasks.push_back(ScatterTask{first, count, static_cast<int64_t>(b), static_cast<int64_t>(stop), b == e,
-                                  stop == end, blocks % kPipelineSlots});
+      tasks.push_back(ScatterTask{first, count, static_cast<int64_t>(b), static_cast<int64_t>(stop),
+                                  b == e, stop == end, blocks % kPipelineSlots});
     }
     ++blocks;
     e = end;
@@ -220,31 +233,35 @@ std::vector<ScatterTask> plan_scatter(std::span<const int64_t> sorted_rows, int6
 
 RowIndices row_indices(const std::string& op, const DenseOperand& buffer, int64_t itemsize) {
   if (itemsize != 4 && itemsize != 8) {
-    throw ValueError(op + ": indices must be int32 or int64, got " + std::to_string(itemsize) + "-byte items");
+    throw ValueError(op + ": indices must be int32 or int64, got " + std::to_string(itemsize) +
+                     "-byte items");
   }
   if (buffer.nbytes % static_cast<uint64_t>(itemsize) != 0) {
-    throw ValueError(op + ": an index buffer of " + std::to_string(buffer.nbytes) + " bytes does not hold whole " +
-                     std::to_string(itemsize) + "-byte indices");
+    throw ValueError(op + ": an index buffer of " + std::to_string(buffer.nbytes) +
+                     " bytes does not hold whole " + std::to_string(itemsize) + "-byte indices");
   }
   return RowIndices{buffer.data, static_cast<int64_t>(buffer.nbytes) / itemsize, itemsize};
 }
 
 void gather_rows_into(const ArrayRef& x, const RowIndices& idx, void* out, uint64_t nbytes) {
   const ArrayInfo& info = x->info();
-  const uint64_t expected = static_cast<uint64_t>(idx.count * row_elems_of(info.shape)) * itemsize(info.dtype);
+  const uint64_t expected =
+      static_cast<uint64_t>(idx.count * row_elems_of(info.shape)) * itemsize(info.dtype);
   if (info.shape.empty() || nbytes != expected) {
-    throw ValueError("take: an output buffer of " + std::to_string(nbytes) + " bytes does not hold " +
-                     std::to_string(idx.count) + " rows of " + info.describe());
+    throw ValueError("take: an output buffer of " + std::to_string(nbytes) +
+                     " bytes does not hold " + std::to_string(idx.count) + " rows of " +
+                     info.describe());
   }
   run_gather(x, idx, static_cast<std::byte*>(out), nullptr);
 }
 
-ArrayRef gather_rows(const ArrayRef& x, const RowIndices& idx, const std::vector<int64_t>& out_shape) {
+ArrayRef gather_rows(const ArrayRef& x, const RowIndices& idx,
+                     const std::vector<int64_t>& out_shape) {
   const ArrayInfo& info = x->info();
   ArrayInfo out_info{info.dtype, out_shape};
   if (info.shape.empty() || out_info.numel() != idx.count * row_elems_of(info.shape)) {
-    throw ValueError("take: " + out_info.describe() + " does not hold " + std::to_string(idx.count) + " rows of " +
-                     info.describe());
+    throw ValueError("take: " + out_info.describe() + " does not hold " +
+                     std::to_string(idx.count) + " rows of " + info.describe());
   }
   auto out = StoredArray::create_scratch(out_info, "take");
   run_gather(x, idx, nullptr, out.get());
@@ -252,10 +269,12 @@ ArrayRef gather_rows(const ArrayRef& x, const RowIndices& idx, const std::vector
 }
 
 ArrayRef scatter_add_rows(const ArrayInfo& info, const RowSource& rows, const RowIndices& idx) {
-  if (info.shape.empty()) throw ValueError("scatter_add_rows: " + info.describe() + " has no leading axis");
+  if (info.shape.empty())
+    throw ValueError("scatter_add_rows: " + info.describe() + " has no leading axis");
   const int64_t n = info.shape[0], row_elems = row_elems_of(info.shape);
   const int64_t row_bytes = row_elems * static_cast<int64_t>(itemsize(info.dtype));
-  const std::string operands = "scatter_add_rows(" + info.describe() + ", " + describe_indices(idx) + ")";
+  const std::string operands =
+      "scatter_add_rows(" + info.describe() + ", " + describe_indices(idx) + ")";
   const uint64_t rows_bytes = rows.array ? rows.array->info().nbytes() : rows.nbytes;
   if (rows.array && rows.array->info().dtype != info.dtype) {
     throw TypeError(operands + ": the rows are " + rows.array->info().describe());
@@ -272,15 +291,18 @@ ArrayRef scatter_add_rows(const ArrayInfo& info, const RowSource& rows, const Ro
   const std::vector<int64_t> target = normalized_rows(idx, n);
   std::vector<int64_t> order(target.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return target[a] < target[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return target[a] < target[b]; });
   std::vector<int64_t> sorted_rows(order.size());
   for (size_t i = 0; i < order.size(); ++i) sorted_rows[i] = target[order[i]];
 
   // Per block row: an accumulator row in the compute type, and one input
   // row in storage form when the rows come from disk.
   const int64_t acc_row = row_elems * static_cast<int64_t>(compute_itemsize(info.dtype));
-  const int64_t block = plan_row_block("scatter_add_rows", operands, n, acc_row + (rows.array ? row_bytes : 0));
-  const auto tasks = plan_scatter(sorted_rows, block, std::max<int64_t>(1, kScatterGapBytes / row_bytes));
+  const int64_t block =
+      plan_row_block("scatter_add_rows", operands, n, acc_row + (rows.array ? row_bytes : 0));
+  const auto tasks =
+      plan_scatter(sorted_rows, block, std::max<int64_t>(1, kScatterGapBytes / row_bytes));
   SlotBuffers acc(block * acc_row), in(rows.array ? block * row_bytes : 0);
   // Per slot: the task's entries as (input row, output row in the block),
   // sorted by input row so disk rows are read in file order.
@@ -293,7 +315,8 @@ ArrayRef scatter_add_rows(const ArrayInfo& info, const RowSource& rows, const Ro
     const ScatterTask& task = tasks[t];
     auto& mv = moves[t % kPipelineSlots];
     mv.clear();
-    for (int64_t e = task.begin; e < task.end; ++e) mv.emplace_back(order[e], sorted_rows[e] - task.first);
+    for (int64_t e = task.begin; e < task.end; ++e)
+      mv.emplace_back(order[e], sorted_rows[e] - task.first);
     std::sort(mv.begin(), mv.end());
     if (!rows.array) return;
     auto& src = sources[t % kPipelineSlots];
@@ -317,7 +340,8 @@ ArrayRef scatter_add_rows(const ArrayInfo& info, const RowSource& rows, const Ro
   // waits for the writes two tasks back: this block's last write included.
   stages.write = [&](int64_t t) {
     const ScatterTask& task = tasks[t];
-    if (task.closes) out->write_elems(acc.at(task.acc), task.first * row_elems, task.count * row_elems);
+    if (task.closes)
+      out->write_elems(acc.at(task.acc), task.first * row_elems, task.count * row_elems);
   };
   run_pipeline(static_cast<int64_t>(tasks.size()), stages);
   return out;
@@ -327,8 +351,8 @@ namespace {
 
 const DenseOperand& index_buffer(const OpCall& call, size_t expected_buffers) {
   if (call.buffers.size() != expected_buffers) {
-    throw ValueError(call.kernel + ": expected " + std::to_string(expected_buffers) + " in-memory operands, got " +
-                     std::to_string(call.buffers.size()));
+    throw ValueError(call.kernel + ": expected " + std::to_string(expected_buffers) +
+                     " in-memory operands, got " + std::to_string(call.buffers.size()));
   }
   return call.buffers.back();
 }
@@ -356,11 +380,14 @@ int32_t run_take(const OpCall& call) {
 
 int32_t run_scatter_add_rows(const OpCall& call) {
   if (call.params.size() < 2 || call.handles.size() > 1) {
-    throw ValueError("scatter_add_rows: expected [dtype, index width, shape...] and at most one array operand");
+    throw ValueError(
+        "scatter_add_rows: expected [dtype, index width, shape...] and at most one array operand");
   }
-  const ArrayInfo info{dtype_from_int(call.params[0]), {call.params.begin() + 2, call.params.end()}};
+  const ArrayInfo info{dtype_from_int(call.params[0]),
+                       {call.params.begin() + 2, call.params.end()}};
   const bool on_disk = call.handles.size() == 1;
-  const RowIndices idx = row_indices("scatter_add_rows", index_buffer(call, on_disk ? 1 : 2), call.params[1]);
+  const RowIndices idx =
+      row_indices("scatter_add_rows", index_buffer(call, on_disk ? 1 : 2), call.params[1]);
   RowSource rows;
   if (on_disk) {
     rows.array = Registry::instance().get(call.handles[0]);

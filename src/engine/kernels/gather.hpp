@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "storage/array_store.hpp"
 #include "kernels/op_call.hpp"
+#include "storage/array_store.hpp"
 
 namespace jask {
 
@@ -28,7 +28,8 @@ RowIndices row_indices(const std::string& op, const DenseOperand& buffer, int64_
 // (idx.count rows of x's row size).
 void gather_rows_into(const ArrayRef& x, const RowIndices& idx, void* out, uint64_t nbytes);
 // The same into a new array of `out_shape` (idx's shape + x's row shape).
-ArrayRef gather_rows(const ArrayRef& x, const RowIndices& idx, const std::vector<int64_t>& out_shape);
+ArrayRef gather_rows(const ArrayRef& x, const RowIndices& idx,
+                     const std::vector<int64_t>& out_shape);
 
 // Rows to scatter: an array on disk, or idx.count rows in memory.
 struct RowSource {

@@ -74,7 +74,8 @@ void permute_tile(const void* in_v, void* out_v, const int64_t* in_ext, const in
   const int64_t inner = out_ext[nd - 1], inner_stride = src_stride[nd - 1];
   for (int64_t o = 0; o < total; o += inner) {
     for (int64_t j = 0; j < inner; ++j) {
-      std::memcpy(out + (o + j) * elem_bytes, in + (src + j * inner_stride) * elem_bytes, elem_bytes);
+      std::memcpy(out + (o + j) * elem_bytes, in + (src + j * inner_stride) * elem_bytes,
+                  elem_bytes);
     }
     for (int d = nd - 2; d >= 0; --d) {
       src += src_stride[d];

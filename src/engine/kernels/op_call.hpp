@@ -12,10 +12,10 @@ struct DenseOperand {
   uint64_t nbytes;
 };
 struct OpCall {
-  std::string kernel;                 // e.g. "map/add", "fill", "transpose", "matmul"
-  std::vector<int32_t> handles;       // array operands
-  std::vector<double> scalars;        // 0-d operands
-  std::vector<int64_t> params;        // static integer parameters
+  std::string kernel;                      // e.g. "map/add", "fill", "transpose", "matmul"
+  std::vector<int32_t> handles;            // array operands
+  std::vector<double> scalars;             // 0-d operands
+  std::vector<int64_t> params;             // static integer parameters
   std::vector<DenseOperand> buffers = {};  // in-memory operands (from_dense, put_rows)
 };
 

@@ -7,15 +7,15 @@
 #include <limits>
 
 #include "base/concurrency.hpp"
-#include "program/broadcast.hpp"
 #include "base/errors.hpp"
-#include "storage/hyperslab.hpp"
-#include "kernels/kernels.hpp"
 #include "exec/pipeline.hpp"
-#include "plan/planner.hpp"
-#include "program/program.hpp"
-#include "kernels/slicing.hpp"
 #include "kernels/gather.hpp"
+#include "kernels/kernels.hpp"
+#include "kernels/slicing.hpp"
+#include "plan/planner.hpp"
+#include "program/broadcast.hpp"
+#include "program/program.hpp"
+#include "storage/hyperslab.hpp"
 
 namespace jask {
 namespace {
@@ -61,13 +61,14 @@ using BlockFn = std::function<void(int64_t task, const std::vector<const void*>&
 // block (operands broadcast to the output), `compute` runs on the calling
 // thread while the next blocks are read and the previous ones written (to
 // every output; a fused program may have several).
-using MultiBlockFn = std::function<void(int64_t task, const std::vector<const void*>& in,
-                                        const std::vector<void*>& out, int64_t first, int64_t count)>;
+using MultiBlockFn =
+    std::function<void(int64_t task, const std::vector<const void*>& in,
+                       const std::vector<void*>& out, int64_t first, int64_t count)>;
 
 void stream_blocks_to(const std::string& op, const std::string& operands, int64_t numel,
-                      const std::vector<const OperandReader*>& readers, const std::vector<int64_t>& in_size,
-                      int64_t resident_bytes, const std::vector<const StoredArray*>& outputs,
-                      const MultiBlockFn& compute) {
+                      const std::vector<const OperandReader*>& readers,
+                      const std::vector<int64_t>& in_size, int64_t resident_bytes,
+                      const std::vector<const StoredArray*>& outputs, const MultiBlockFn& compute) {
   int64_t bytes_per_elem = 0;
   for (int64_t s : in_size) bytes_per_elem += s;
   std::vector<int64_t> out_size;
@@ -75,13 +76,14 @@ void stream_blocks_to(const std::string& op, const std::string& operands, int64_
     out_size.push_back(static_cast<int64_t>(itemsize(o->info().dtype)));
     bytes_per_elem += out_size.back();
   }
-  const int64_t block = plan_stream_block(op, operands, numel, std::max<int64_t>(bytes_per_elem, 1),
-                                          resident_bytes);
+  const int64_t block =
+      plan_stream_block(op, operands, numel, std::max<int64_t>(bytes_per_elem, 1), resident_bytes);
   std::vector<StreamBuffers> in_bufs;
   in_bufs.reserve(readers.size());
   // One page of slack per slot lets a block land at its file offset's
   // alignment (see OperandReader::alignment_shift).
-  for (size_t i = 0; i < readers.size(); ++i) in_bufs.emplace_back(block * in_size[i] + kIoAlignment);
+  for (size_t i = 0; i < readers.size(); ++i)
+    in_bufs.emplace_back(block * in_size[i] + kIoAlignment);
   std::vector<StreamBuffers> out_bufs;
   out_bufs.reserve(outputs.size());
   for (int64_t size : out_size) out_bufs.emplace_back(block * size);
@@ -96,7 +98,8 @@ void stream_blocks_to(const std::string& op, const std::string& operands, int64_
     auto [first, count] = range(t);
     // Operands are read at the same time: a disk serves several streams
     // faster than one (each read is also split, see File::read_at).
-    run_concurrently(readers.size(), [&](size_t i) { readers[i]->read(first, count, input_block(i, t)); });
+    run_concurrently(readers.size(),
+                     [&](size_t i) { readers[i]->read(first, count, input_block(i, t)); });
   };
   stages.compute = [&](int64_t t) {
     auto [first, count] = range(t);
@@ -109,27 +112,29 @@ void stream_blocks_to(const std::string& op, const std::string& operands, int64_
   if (!outputs.empty()) {
     stages.write = [&](int64_t t) {
       auto [first, count] = range(t);
-      for (size_t o = 0; o < outputs.size(); ++o) outputs[o]->write_elems(out_bufs[o].at(t), first, count);
+      for (size_t o = 0; o < outputs.size(); ++o)
+        outputs[o]->write_elems(out_bufs[o].at(t), first, count);
     };
   }
   run_pipeline(n_tasks, stages);
 }
 
 void stream_blocks(const std::string& op, const std::string& operands, int64_t numel,
-                   const std::vector<const OperandReader*>& readers, const std::vector<int64_t>& in_size,
-                   int64_t resident_bytes, const StoredArray* output, const BlockFn& compute) {
+                   const std::vector<const OperandReader*>& readers,
+                   const std::vector<int64_t>& in_size, int64_t resident_bytes,
+                   const StoredArray* output, const BlockFn& compute) {
   std::vector<const StoredArray*> outputs;
   if (output) outputs.push_back(output);
   stream_blocks_to(op, operands, numel, readers, in_size, resident_bytes, outputs,
                    [&](int64_t t, const std::vector<const void*>& in, const std::vector<void*>& out,
-                       int64_t first, int64_t count) {
-                     compute(t, in, output ? out[0] : nullptr, first, count);
-                   });
+                       int64_t first,
+                       int64_t count) { compute(t, in, output ? out[0] : nullptr, first, count); });
 }
 
 // The same for arrays of the output's shape.
 void stream_elements(const std::string& op, const std::string& operands, int64_t numel,
-                     const std::vector<ArrayRef>& inputs, const StoredArray* output, const BlockFn& compute) {
+                     const std::vector<ArrayRef>& inputs, const StoredArray* output,
+                     const BlockFn& compute) {
   std::vector<std::unique_ptr<OperandReader>> owned;
   std::vector<const OperandReader*> readers;
   std::vector<int64_t> in_size;
@@ -171,9 +176,11 @@ struct ProgramOperands {
 
 // `out_bytes_per_elem`: what the outputs' blocks take per element (0 for a reduction).
 ProgramOperands program_operands(const std::string& name, const std::vector<int32_t>& handles,
-                                 const std::vector<DenseOperand>& buffers, const std::vector<int64_t>& params,
-                                 int64_t out_bytes_per_elem) {
-  auto bad = [&](const std::string& why) { return ValueError(name + ": malformed operand header (" + why + ")"); };
+                                 const std::vector<DenseOperand>& buffers,
+                                 const std::vector<int64_t>& params, int64_t out_bytes_per_elem) {
+  auto bad = [&](const std::string& why) {
+    return ValueError(name + ": malformed operand header (" + why + ")");
+  };
   ProgramOperands ops;
   size_t p = 0;
   auto next = [&]() {
@@ -215,7 +222,8 @@ ProgramOperands program_operands(const std::string& name, const std::vector<int3
     std::vector<int64_t> shape = shape_at();
     ArrayInfo info{dt, shape};
     if (info.nbytes() != buf.nbytes) throw bad("in-memory operand size");
-    ops.readers.push_back(named([&] { return make_memory_reader(buf.data, dt, shape, ops.out_shape); }));
+    ops.readers.push_back(
+        named([&] { return make_memory_reader(buf.data, dt, shape, ops.out_shape); }));
     ops.dtypes.push_back(dt);
   }
   ops.program_params.assign(params.begin() + static_cast<std::ptrdiff_t>(p), params.end());
@@ -226,7 +234,8 @@ ProgramOperands program_operands(const std::string& name, const std::vector<int3
   int64_t bytes_per_elem = out_bytes_per_elem;
   for (int64_t size : ops.itemsizes()) bytes_per_elem += size;
   if (ops.resident_bytes() > 0 && !stream_fits(numel, bytes_per_elem, ops.resident_bytes())) {
-    for (size_t i = 0; i < arrays.size(); ++i) ops.readers[i] = make_reader(arrays[i], ops.out_shape, 0);
+    for (size_t i = 0; i < arrays.size(); ++i)
+      ops.readers[i] = make_reader(arrays[i], ops.out_shape, 0);
   }
   return ops;
 }
@@ -242,13 +251,18 @@ Program decode_program(const std::string& name, const ProgramOperands& ops, size
 
 }  // namespace
 
-std::vector<int32_t> map_program_outputs(const std::string& name, const std::vector<int32_t>& handles,
+std::vector<int32_t> map_program_outputs(const std::string& name,
+                                         const std::vector<int32_t>& handles,
                                          const std::vector<DenseOperand>& buffers,
-                                         const std::vector<double>& scalars, const std::vector<int64_t>& params) {
-  // One output's blocks: with several, a budget too small for all of them runs one pass each (below).
-  ProgramOperands ops = program_operands(name, handles, buffers, params, static_cast<int64_t>(sizeof(double)));
+                                         const std::vector<double>& scalars,
+                                         const std::vector<int64_t>& params) {
+  // One output's blocks: with several, a budget too small for all of them runs one pass each
+  // (below).
+  ProgramOperands ops =
+      program_operands(name, handles, buffers, params, static_cast<int64_t>(sizeof(double)));
   Program program = decode_program(name, ops, scalars.size());
-  if (program.reduction != Reduction::kNone) throw ValueError(name + ": program ends in a reduction");
+  if (program.reduction != Reduction::kNone)
+    throw ValueError(name + ": program ends in a reduction");
   ArrayInfo info{program.out_dtype, ops.out_shape};
   std::vector<ArrayRef> outs;
   std::vector<const StoredArray*> targets;
@@ -258,9 +272,10 @@ std::vector<int32_t> map_program_outputs(const std::string& name, const std::vec
   }
   auto run = [&](const Program& p, const std::vector<const StoredArray*>& to) {
     ProgramRunner runner(p, ops.dtypes, scalars);
-    stream_blocks_to(name, ops.description, info.numel(), ops.views(), ops.itemsizes(), ops.resident_bytes(),
-                     to, [&](int64_t, const std::vector<const void*>& in, const std::vector<void*>& dst,
-                             int64_t, int64_t count) { runner.run(in, dst, count); });
+    stream_blocks_to(name, ops.description, info.numel(), ops.views(), ops.itemsizes(),
+                     ops.resident_bytes(), to,
+                     [&](int64_t, const std::vector<const void*>& in, const std::vector<void*>& dst,
+                         int64_t, int64_t count) { runner.run(in, dst, count); });
   };
   int64_t bytes_per_elem = static_cast<int64_t>(targets.size() * itemsize(info.dtype));
   for (int64_t size : ops.itemsizes()) bytes_per_elem += size;
@@ -287,7 +302,8 @@ int32_t map_program(const std::string& name, const std::vector<int32_t>& handles
   std::vector<int32_t> out = map_program_outputs(name, handles, buffers, scalars, params);
   if (out.size() != 1) {  // Python never sends these; a misuse, not worth a second header parse
     for (int32_t h : out) reg().release_floating(h);
-    throw ValueError(name + ": a program with " + std::to_string(out.size()) + " outputs needs map_multi/");
+    throw ValueError(name + ": a program with " + std::to_string(out.size()) +
+                     " outputs needs map_multi/");
   }
   return out[0];
 }
@@ -301,7 +317,8 @@ double reduce_program(const std::string& name, const std::vector<int32_t>& handl
   ProgramRunner runner(program, ops.dtypes, scalars);
   int64_t numel = 1;
   for (int64_t d : ops.out_shape) numel *= d;
-  stream_blocks(name, ops.description, numel, ops.views(), ops.itemsizes(), ops.resident_bytes(), nullptr,
+  stream_blocks(name, ops.description, numel, ops.views(), ops.itemsizes(), ops.resident_bytes(),
+                nullptr,
                 [&](int64_t, const std::vector<const void*>& in, void*, int64_t, int64_t count) {
                   runner.run(in, nullptr, count);
                 });
@@ -329,7 +346,8 @@ class AxisReducer {
       }
       reduced_[a] = true;
     }
-    for (int d = 0; d < nd; ++d) if (!reduced_[d]) out_shape_.push_back(shape[d]);
+    for (int d = 0; d < nd; ++d)
+      if (!reduced_[d]) out_shape_.push_back(shape[d]);
     out_numel_ = 1;
     for (int64_t d : out_shape_) out_numel_ *= d;
     // output strides in input index space (0 along reduced axes)
@@ -353,10 +371,13 @@ class AxisReducer {
       // Too large to accumulate in memory: move the reduced axes last (one
       // out-of-core transpose), then each output element is a contiguous run.
       std::vector<int64_t> perm;
-      for (size_t d = 0; d < reduced_.size(); ++d) if (!reduced_[d]) perm.push_back(static_cast<int64_t>(d));
-      for (size_t d = 0; d < reduced_.size(); ++d) if (reduced_[d]) perm.push_back(static_cast<int64_t>(d));
+      for (size_t d = 0; d < reduced_.size(); ++d)
+        if (!reduced_[d]) perm.push_back(static_cast<int64_t>(d));
+      for (size_t d = 0; d < reduced_.size(); ++d)
+        if (reduced_[d]) perm.push_back(static_cast<int64_t>(d));
       std::vector<int64_t> trailing_axes;
-      for (size_t d = out_shape_.size(); d < perm.size(); ++d) trailing_axes.push_back(static_cast<int64_t>(d));
+      for (size_t d = out_shape_.size(); d < perm.size(); ++d)
+        trailing_axes.push_back(static_cast<int64_t>(d));
       AxisReducer moved(transposed(in_, perm), trailing_axes, kind_);
       return moved.run_trailing(name, emit);
     }
@@ -370,15 +391,20 @@ class AxisReducer {
     return 0.0;
   }
   void fold(double& acc, double v) const {
-    if (kind_ == Reduction::kSum) acc += v;
-    else if (v != v || acc != acc) acc = acc != acc ? acc : v;  // NaN wins
-    else if (kind_ == Reduction::kMax ? v > acc : v < acc) acc = v;
+    if (kind_ == Reduction::kSum)
+      acc += v;
+    else if (v != v || acc != acc)
+      acc = acc != acc ? acc : v;  // NaN wins
+    else if (kind_ == Reduction::kMax ? v > acc : v < acc)
+      acc = v;
   }
   bool trailing() const {
     bool seen = false;
     for (bool r : reduced_) {
-      if (r) seen = true;
-      else if (seen) return false;
+      if (r)
+        seen = true;
+      else if (seen)
+        return false;
     }
     return true;
   }
@@ -395,26 +421,27 @@ class AxisReducer {
     std::vector<double> acc(static_cast<size_t>(out_numel_), initial()), values;
     const auto& shape = in_->info().shape;
     const int nd = static_cast<int>(shape.size());
-    stream_elements(name, in_->info().describe(), in_->info().numel(), {in_}, nullptr,
-                    [&](int64_t, const std::vector<const void*>& in, void*, int64_t first, int64_t count) {
-                      widen(in[0], count, values);
-                      std::vector<int64_t> idx(nd);
-                      int64_t rest = first, o = 0;
-                      for (int d = nd - 1; d >= 0; --d) {
-                        idx[d] = rest % shape[d];
-                        rest /= shape[d];
-                        o += idx[d] * out_strides_[d];
-                      }
-                      for (int64_t i = 0; i < count; ++i) {
-                        fold(acc[static_cast<size_t>(o)], values[static_cast<size_t>(i)]);
-                        for (int d = nd - 1; d >= 0; --d) {  // odometer step
-                          o += out_strides_[d];
-                          if (++idx[d] < shape[d]) break;
-                          o -= out_strides_[d] * shape[d];
-                          idx[d] = 0;
-                        }
-                      }
-                    });
+    stream_elements(
+        name, in_->info().describe(), in_->info().numel(), {in_}, nullptr,
+        [&](int64_t, const std::vector<const void*>& in, void*, int64_t first, int64_t count) {
+          widen(in[0], count, values);
+          std::vector<int64_t> idx(nd);
+          int64_t rest = first, o = 0;
+          for (int d = nd - 1; d >= 0; --d) {
+            idx[d] = rest % shape[d];
+            rest /= shape[d];
+            o += idx[d] * out_strides_[d];
+          }
+          for (int64_t i = 0; i < count; ++i) {
+            fold(acc[static_cast<size_t>(o)], values[static_cast<size_t>(i)]);
+            for (int d = nd - 1; d >= 0; --d) {  // odometer step
+              o += out_strides_[d];
+              if (++idx[d] < shape[d]) break;
+              o -= out_strides_[d] * shape[d];
+              idx[d] = 0;
+            }
+          }
+        });
     if (out_numel_ > 0) emit(0, out_numel_, acc.data());
   }
 
@@ -424,20 +451,21 @@ class AxisReducer {
     std::vector<double> values, done;
     int64_t next_out = 0;
     double acc = initial();
-    stream_elements(name, in_->info().describe(), in_->info().numel(), {in_}, nullptr,
-                    [&](int64_t, const std::vector<const void*>& in, void*, int64_t first, int64_t count) {
-                      widen(in[0], count, values);
-                      for (int64_t i = 0; i < count; ++i) {
-                        fold(acc, values[static_cast<size_t>(i)]);
-                        if ((first + i + 1) % run == 0) {
-                          done.push_back(acc);
-                          acc = initial();
-                        }
-                      }
-                      emit(next_out, static_cast<int64_t>(done.size()), done.data());
-                      next_out += static_cast<int64_t>(done.size());
-                      done.clear();
-                    });
+    stream_elements(
+        name, in_->info().describe(), in_->info().numel(), {in_}, nullptr,
+        [&](int64_t, const std::vector<const void*>& in, void*, int64_t first, int64_t count) {
+          widen(in[0], count, values);
+          for (int64_t i = 0; i < count; ++i) {
+            fold(acc, values[static_cast<size_t>(i)]);
+            if ((first + i + 1) % run == 0) {
+              done.push_back(acc);
+              acc = initial();
+            }
+          }
+          emit(next_out, static_cast<int64_t>(done.size()), done.data());
+          next_out += static_cast<int64_t>(done.size());
+          done.clear();
+        });
   }
 
   ArrayRef in_;
@@ -455,7 +483,8 @@ void narrow_values(const double* src, int64_t count, DType dt, void* dst) {
 }
 
 AxisReducer axis_reducer(const OpCall& call) {
-  if (call.handles.size() != 1 || call.params.empty()) throw ValueError("reduce_axes: expected an array and a kind");
+  if (call.handles.size() != 1 || call.params.empty())
+    throw ValueError("reduce_axes: expected an array and a kind");
   if (call.params[0] < 1 || call.params[0] > 3) throw ValueError("reduce_axes: unknown reduction");
   return AxisReducer(reg().get(call.handles[0]), {call.params.begin() + 1, call.params.end()},
                      static_cast<Reduction>(call.params[0]));
@@ -487,16 +516,21 @@ ArrayRef transposed(const ArrayRef& in, const std::vector<int64_t>& perm) {
   std::vector<bool> seen(nd, false);
   bool valid = static_cast<int>(perm.size()) == nd;
   for (int64_t p : perm) {
-    if (!valid || p < 0 || p >= nd || seen[p]) { valid = false; break; }
+    if (!valid || p < 0 || p >= nd || seen[p]) {
+      valid = false;
+      break;
+    }
     seen[p] = true;
   }
-  if (!valid) throw ValueError("transpose: axes are not a permutation of the " + std::to_string(nd) +
-                               " axes of " + info.describe());
+  if (!valid)
+    throw ValueError("transpose: axes are not a permutation of the " + std::to_string(nd) +
+                     " axes of " + info.describe());
   ArrayInfo out_info{info.dtype, std::vector<int64_t>(nd)};
   for (int d = 0; d < nd; ++d) out_info.shape[d] = info.shape[perm[d]];
   auto out = StoredArray::create_scratch(out_info, "transpose", ScratchContents::kOverwritten);
   const int64_t isz = static_cast<int64_t>(itemsize(info.dtype));
-  std::vector<int64_t> ext = plan_transpose_tile("transpose(" + info.describe() + ")", info.shape, perm, isz);
+  std::vector<int64_t> ext =
+      plan_transpose_tile("transpose(" + info.describe() + ")", info.shape, perm, isz);
   int64_t tile_elems = 1;
   for (int64_t e : ext) tile_elems *= e;
   // Tiles are visited in output order so that writes advance through the file.
@@ -540,17 +574,19 @@ ArrayRef transposed(const ArrayRef& in, const std::vector<int64_t>& perm) {
 void copy_into(int32_t dst, int32_t src) {
   ArrayRef d = reg().get(dst), s = reg().get(src);
   if (!d->writable()) {
-    throw ReadOnlyError("cannot update " + d->path() + ": it was opened read-only (open it with mode=\"r+\")");
+    throw ReadOnlyError("cannot update " + d->path() +
+                        ": it was opened read-only (open it with mode=\"r+\")");
   }
   check_same_layout("update_", {d, s});
   const ArrayInfo& info = d->info();
   // Into a new file renamed over dst's, not over dst's bytes in place: a
   // crash part-way must not leave some blocks new and some old.
   d->replace_data([&](const StoredArray& staged) {
-    stream_elements("update_", describe_call("update_", {d, s}), info.numel(), {s}, &staged,
-                    [&](int64_t, const std::vector<const void*>& in, void* out, int64_t, int64_t count) {
-                      std::memcpy(out, in[0], static_cast<size_t>(count) * itemsize(info.dtype));
-                    });
+    stream_elements(
+        "update_", describe_call("update_", {d, s}), info.numel(), {s}, &staged,
+        [&](int64_t, const std::vector<const void*>& in, void* out, int64_t, int64_t count) {
+          std::memcpy(out, in[0], static_cast<size_t>(count) * itemsize(info.dtype));
+        });
   });
 }
 
@@ -558,10 +594,11 @@ void save_array(int32_t handle, const std::string& path) {
   ArrayRef src = reg().get(handle);
   auto dst = StoredArray::create_file(path, src->info());
   const ArrayInfo& info = src->info();
-  stream_elements("save", info.describe(), info.numel(), {src}, dst.get(),
-                  [&](int64_t, const std::vector<const void*>& in, void* out, int64_t, int64_t count) {
-                    std::memcpy(out, in[0], static_cast<size_t>(count) * itemsize(info.dtype));
-                  });
+  stream_elements(
+      "save", info.describe(), info.numel(), {src}, dst.get(),
+      [&](int64_t, const std::vector<const void*>& in, void* out, int64_t, int64_t count) {
+        std::memcpy(out, in[0], static_cast<size_t>(count) * itemsize(info.dtype));
+      });
   dst->file()->sync();
 }
 
@@ -569,30 +606,33 @@ void write_from_memory(int32_t handle, const void* src, uint64_t nbytes) {
   ArrayRef arr = reg().get(handle);
   const ArrayInfo& info = arr->info();
   if (nbytes != info.nbytes()) {
-    throw ValueError("buffer of " + std::to_string(nbytes) + " bytes does not match " + info.describe() +
-                     " (" + std::to_string(info.nbytes()) + " bytes)");
+    throw ValueError("buffer of " + std::to_string(nbytes) + " bytes does not match " +
+                     info.describe() + " (" + std::to_string(info.nbytes()) + " bytes)");
   }
   const size_t isz = itemsize(info.dtype);
   auto* base = static_cast<const unsigned char*>(src);
   // Copy into aligned blocks so the writes can bypass the page cache.
-  stream_elements("from_numpy", info.describe(), info.numel(), {}, arr.get(),
-                  [&](int64_t, const std::vector<const void*>&, void* out, int64_t first, int64_t count) {
-                    std::memcpy(out, base + first * isz, static_cast<size_t>(count) * isz);
-                  });
+  stream_elements(
+      "from_numpy", info.describe(), info.numel(), {}, arr.get(),
+      [&](int64_t, const std::vector<const void*>&, void* out, int64_t first, int64_t count) {
+        std::memcpy(out, base + first * isz, static_cast<size_t>(count) * isz);
+      });
 }
 
 void read_to_memory(int32_t handle, void* dst, uint64_t nbytes) {
   ArrayRef arr = reg().get(handle);
   const ArrayInfo& info = arr->info();
   if (nbytes != info.nbytes()) {
-    throw ValueError("buffer of " + std::to_string(nbytes) + " bytes does not match " + info.describe());
+    throw ValueError("buffer of " + std::to_string(nbytes) + " bytes does not match " +
+                     info.describe());
   }
   const size_t isz = itemsize(info.dtype);
   auto* base = static_cast<unsigned char*>(dst);
-  stream_elements("materialize", info.describe(), info.numel(), {arr}, nullptr,
-                  [&](int64_t, const std::vector<const void*>& in, void*, int64_t first, int64_t count) {
-                    std::memcpy(base + first * isz, in[0], static_cast<size_t>(count) * isz);
-                  });
+  stream_elements(
+      "materialize", info.describe(), info.numel(), {arr}, nullptr,
+      [&](int64_t, const std::vector<const void*>& in, void*, int64_t first, int64_t count) {
+        std::memcpy(base + first * isz, in[0], static_cast<size_t>(count) * isz);
+      });
 }
 
 namespace {
@@ -622,7 +662,8 @@ int64_t clamp_start(double start, int64_t count, int64_t rows) {
 int32_t put_rows(const ArrayInfo& info, double start, const DenseOperand& rows) {
   if (info.shape.empty()) throw ValueError("put_rows: the array needs a leading axis");
   const int64_t per_row = row_elems(info) * static_cast<int64_t>(itemsize(info.dtype));
-  if (per_row == 0 || rows.nbytes % per_row != 0) throw ValueError("put_rows: rows do not match " + info.describe());
+  if (per_row == 0 || rows.nbytes % per_row != 0)
+    throw ValueError("put_rows: rows do not match " + info.describe());
   const int64_t count = static_cast<int64_t>(rows.nbytes) / per_row;
   auto out = StoredArray::create_scratch(info, "put_rows");
   const int64_t first = clamp_start(start, count, info.shape[0]);
@@ -640,7 +681,8 @@ void read_rows(int32_t handle, int64_t start, int64_t count, void* dst, uint64_t
   }
   const int64_t per_row = row_elems(info);
   if (nbytes != static_cast<uint64_t>(count * per_row) * itemsize(info.dtype)) {
-    throw ValueError("rows: output buffer does not match " + std::to_string(count) + " rows of " + info.describe());
+    throw ValueError("rows: output buffer does not match " + std::to_string(count) + " rows of " +
+                     info.describe());
   }
   const int64_t first = clamp_start(static_cast<double>(start), count, info.shape[0]);
   arr->read_elems(dst, first * per_row, count * per_row);
@@ -654,7 +696,8 @@ void run_dense_op(const OpCall& call, void* out, uint64_t nbytes) {
     const DType dt = reg().get(call.handles[0])->info().dtype;
     int64_t numel = 1;
     for (int64_t d : reducer.out_shape()) numel *= d;
-    if (nbytes != static_cast<uint64_t>(numel) * itemsize(dt)) throw ValueError("reduce_axes: output size");
+    if (nbytes != static_cast<uint64_t>(numel) * itemsize(dt))
+      throw ValueError("reduce_axes: output size");
     auto* base = static_cast<std::byte*>(out);
     return reducer.run("reduce_axes", [&](int64_t first, int64_t count, const double* values) {
       narrow_values(values, count, dt, base + first * static_cast<int64_t>(itemsize(dt)));
@@ -663,8 +706,10 @@ void run_dense_op(const OpCall& call, void* out, uint64_t nbytes) {
   if (call.kernel == "take") return run_take_dense(call, out, nbytes);
   if (call.kernel == "slice") return run_slice_dense(call, out, nbytes);
   if (call.kernel == "rows") {
-    if (call.scalars.size() != 1 || call.params.size() != 1) throw ValueError("rows: expected a start and a count");
-    return read_rows(call.handles[0], static_cast<int64_t>(call.scalars[0]), call.params[0], out, nbytes);
+    if (call.scalars.size() != 1 || call.params.size() != 1)
+      throw ValueError("rows: expected a start and a count");
+    return read_rows(call.handles[0], static_cast<int64_t>(call.scalars[0]), call.params[0], out,
+                     nbytes);
   }
   throw ValueError("unknown dense kernel '" + call.kernel + "'");
 }
@@ -672,7 +717,8 @@ void run_dense_op(const OpCall& call, void* out, uint64_t nbytes) {
 int32_t run_array_op(const OpCall& call) {
   if (call.kernel == "from_dense") {
     const DenseOperand& src = single_buffer(call);
-    int32_t h = reg().add(StoredArray::create_scratch(info_from_params(call.kernel, call.params), "from_dense"));
+    int32_t h = reg().add(
+        StoredArray::create_scratch(info_from_params(call.kernel, call.params), "from_dense"));
     write_from_memory(h, src.data, src.nbytes);
     return h;
   }
@@ -682,11 +728,13 @@ int32_t run_array_op(const OpCall& call) {
   if (call.kernel == "place") return run_place(call);
   if (call.kernel == "put_rows") {
     if (call.scalars.size() != 1) throw ValueError("put_rows: expected a start row");
-    return put_rows(info_from_params(call.kernel, call.params), call.scalars[0], single_buffer(call));
+    return put_rows(info_from_params(call.kernel, call.params), call.scalars[0],
+                    single_buffer(call));
   }
   // "map/<op name>": an elementwise program; the name is for messages.
   if (call.kernel.rfind("map/", 0) == 0) {
-    return map_program(call.kernel.substr(4), call.handles, call.buffers, call.scalars, call.params);
+    return map_program(call.kernel.substr(4), call.handles, call.buffers, call.scalars,
+                       call.params);
   }
   if (call.kernel == "fill") {
     if (call.scalars.empty()) throw ValueError("fill: needs a value");
@@ -716,7 +764,8 @@ int32_t run_array_op(const OpCall& call) {
     if (call.handles.size() != 2 || call.params.size() != 2) {
       throw ValueError("matmul: expected two array operands and two transpose flags");
     }
-    return matmul_arrays(call.handles[0], call.handles[1], call.params[0] != 0, call.params[1] != 0);
+    return matmul_arrays(call.handles[0], call.handles[1], call.params[0] != 0,
+                         call.params[1] != 0);
   }
   throw ValueError("unknown array kernel '" + call.kernel + "'");
 }
@@ -724,14 +773,16 @@ int32_t run_array_op(const OpCall& call) {
 std::vector<int32_t> run_arrays_op(const OpCall& call) {
   // "map_multi/<label>": an elementwise program with several outputs.
   if (call.kernel.rfind("map_multi/", 0) == 0) {
-    return map_program_outputs(call.kernel.substr(10), call.handles, call.buffers, call.scalars, call.params);
+    return map_program_outputs(call.kernel.substr(10), call.handles, call.buffers, call.scalars,
+                               call.params);
   }
   throw ValueError("unknown multi-output kernel '" + call.kernel + "'");
 }
 
 double run_reduce_op(const OpCall& call) {
   if (call.kernel.rfind("map_reduce/", 0) == 0) {
-    return reduce_program(call.kernel.substr(11), call.handles, call.buffers, call.scalars, call.params);
+    return reduce_program(call.kernel.substr(11), call.handles, call.buffers, call.scalars,
+                          call.params);
   }
   throw ValueError("unknown reduction kernel '" + call.kernel + "'");
 }

@@ -28,9 +28,11 @@ int32_t map_program(const std::string& name, const std::vector<int32_t>& handles
                     const std::vector<DenseOperand>& buffers, const std::vector<double>& scalars,
                     const std::vector<int64_t>& params);
 // The same with any number of outputs (Program::more_out_regs), all written in one pass.
-std::vector<int32_t> map_program_outputs(const std::string& name, const std::vector<int32_t>& handles,
+std::vector<int32_t> map_program_outputs(const std::string& name,
+                                         const std::vector<int32_t>& handles,
                                          const std::vector<DenseOperand>& buffers,
-                                         const std::vector<double>& scalars, const std::vector<int64_t>& params);
+                                         const std::vector<double>& scalars,
+                                         const std::vector<int64_t>& params);
 double reduce_program(const std::string& name, const std::vector<int32_t>& handles,
                       const std::vector<DenseOperand>& buffers, const std::vector<double>& scalars,
                       const std::vector<int64_t>& params);

@@ -7,13 +7,13 @@
 #include <utility>
 #include <vector>
 
+#include "base/errors.hpp"
+#include "exec/pipeline.hpp"
+#include "io/file.hpp"
 #include "kernels/blas.hpp"
 #include "kernels/ops.hpp"
-#include "program/broadcast.hpp"
-#include "base/errors.hpp"
-#include "io/file.hpp"
-#include "exec/pipeline.hpp"
 #include "plan/planner.hpp"
+#include "program/broadcast.hpp"
 #include "program/program.hpp"
 
 namespace jask {
@@ -37,9 +37,9 @@ struct GroupValue {
 
 struct GroupNode {
   NodeKind kind;
-  GroupValue value;                  // what it produces
-  std::vector<GroupRef> tall;        // MAP: tall args; GEMM: X; GEMM_TN: X1, X2; SUM: X
-  std::vector<GroupRef> scalars;     // MAP: scalar args
+  GroupValue value;                     // what it produces
+  std::vector<GroupRef> tall;           // MAP: tall args; GEMM: X; GEMM_TN: X1, X2; SUM: X
+  std::vector<GroupRef> scalars;        // MAP: scalar args
   GroupRef small{RefKind::kHandle, 0};  // GEMM: S
   bool trans_b = false;
   std::vector<int64_t> program_params;  // MAP, as sent
@@ -77,7 +77,8 @@ std::string shape_text(const std::vector<int64_t>& s) {
 std::string describe(const GroupValue& v) {
   switch (v.kind) {
     case GroupValue::kTall: return "a tall value of width " + std::to_string(v.a);
-    case GroupValue::kSmall: return "a " + std::to_string(v.a) + "x" + std::to_string(v.b) + " matrix";
+    case GroupValue::kSmall:
+      return "a " + std::to_string(v.a) + "x" + std::to_string(v.b) + " matrix";
     case GroupValue::kScalar: return "a scalar";
   }
   return "?";
@@ -111,7 +112,8 @@ class GroupParser {
 
   Group parse() {
     g_.name = call_.kernel;
-    if (call_.kernel.rfind("row_group/", 0) != 0) throw ValueError("unknown group kernel '" + call_.kernel + "'");
+    if (call_.kernel.rfind("row_group/", 0) != 0)
+      throw ValueError("unknown group kernel '" + call_.kernel + "'");
     if (!call_.buffers.empty()) throw bad("in-memory operands are not supported");
     parse_dtype();
     g_.rows = next("the row count");
@@ -122,14 +124,17 @@ class GroupParser {
     const int64_t n_nodes = count("node count", 1);
     for (int64_t j = 0; j < n_nodes; ++j) g_.nodes.push_back(parse_node(j));
     parse_outputs();
-    if (pos_ != p().size()) throw bad(std::to_string(p().size() - pos_) + " params left after the outputs");
+    if (pos_ != p().size())
+      throw bad(std::to_string(p().size() - pos_) + " params left after the outputs");
     return std::move(g_);
   }
 
  private:
   const std::vector<int64_t>& p() const { return call_.params; }
 
-  ValueError bad(const std::string& why) const { return ValueError(g_.name + ": malformed params: " + why); }
+  ValueError bad(const std::string& why) const {
+    return ValueError(g_.name + ": malformed params: " + why);
+  }
 
   int64_t next(const std::string& what) {
     if (pos_ >= p().size()) throw bad("they end before " + what);
@@ -141,7 +146,8 @@ class GroupParser {
     const int64_t n = next("the " + what);
     const int64_t left = static_cast<int64_t>(p().size() - pos_);
     if (n < 0 || n > left / min_size) {
-      throw bad(what + " " + std::to_string(n) + ", but only " + std::to_string(left) + " params are left");
+      throw bad(what + " " + std::to_string(n) + ", but only " + std::to_string(left) +
+                " params are left");
     }
     return n;
   }
@@ -155,14 +161,16 @@ class GroupParser {
   void parse_dtype() {
     g_.dtype = dtype_from_int(next("the dtype"));
     if (g_.dtype != DType::f32 && g_.dtype != DType::f64) {
-      throw TypeError(g_.name + ": row groups run on float32 or float64, not " + dtype_name(g_.dtype));
+      throw TypeError(g_.name + ": row groups run on float32 or float64, not " +
+                      dtype_name(g_.dtype));
     }
   }
 
   void parse_inputs() {
     const int64_t n_in = count("input count", 3);
     if (n_in != static_cast<int64_t>(call_.handles.size())) {
-      throw bad(std::to_string(n_in) + " inputs declared for " + std::to_string(call_.handles.size()) + " handles");
+      throw bad(std::to_string(n_in) + " inputs declared for " +
+                std::to_string(call_.handles.size()) + " handles");
     }
     for (int64_t i = 0; i < n_in; ++i) {
       const std::string what = "input " + std::to_string(i);
@@ -170,22 +178,24 @@ class GroupParser {
       ArrayRef arr = reg().get(call_.handles[i]);
       const ArrayInfo& info = arr->info();
       if (info.dtype != g_.dtype) {
-        throw TypeError(g_.name + ": " + what + " is " + info.describe() + ", not " + dtype_name(g_.dtype));
+        throw TypeError(g_.name + ": " + what + " is " + info.describe() + ", not " +
+                        dtype_name(g_.dtype));
       }
       GroupValue v;
       if (kind == 0) {
         v = {GroupValue::kTall, positive(what + "'s width"), 0};
         next(what + "'s unused field");
         if (info.shape.empty() || info.shape[0] != g_.rows || product(info.shape, 1) != v.a) {
-          throw ValueError(g_.name + ": " + what + " is " + info.describe() + ", not " + std::to_string(g_.rows) +
-                           " rows of " + std::to_string(v.a) + " elements");
+          throw ValueError(g_.name + ": " + what + " is " + info.describe() + ", not " +
+                           std::to_string(g_.rows) + " rows of " + std::to_string(v.a) +
+                           " elements");
         }
       } else if (kind == 1) {
         const int64_t rows = positive(what + "'s rows");
         v = {GroupValue::kSmall, rows, positive(what + "'s columns")};
         if (info.shape != std::vector<int64_t>{v.a, v.b}) {
-          throw ValueError(g_.name + ": " + what + " is " + info.describe() + ", not a " + std::to_string(v.a) +
-                           "x" + std::to_string(v.b) + " matrix");
+          throw ValueError(g_.name + ": " + what + " is " + info.describe() + ", not a " +
+                           std::to_string(v.a) + "x" + std::to_string(v.b) + " matrix");
         }
       } else {
         throw bad(what + " has unknown kind " + std::to_string(kind));
@@ -202,23 +212,32 @@ class GroupParser {
     auto in_range = [&](size_t n) {
       if (index < 0 || index >= static_cast<int64_t>(n)) {
         throw bad("node " + std::to_string(j) + ": " + what + " refers to " +
-                  (kind == 0 ? "handle " : kind == 1 ? "scalar " : "node ") + std::to_string(index) + " of " +
-                  std::to_string(n) + (kind == 2 ? " earlier nodes" : ""));
+                  (kind == 0   ? "handle "
+                   : kind == 1 ? "scalar "
+                               : "node ") +
+                  std::to_string(index) + " of " + std::to_string(n) +
+                  (kind == 2 ? " earlier nodes" : ""));
       }
     };
     switch (kind) {
       case 0: in_range(g_.inputs.size()); return {{RefKind::kHandle, index}, g_.inputs[index]};
-      case 1: in_range(g_.scalars.size()); return {{RefKind::kScalar, index}, {GroupValue::kScalar}};
-      case 2: in_range(static_cast<size_t>(j)); return {{RefKind::kNode, index}, g_.nodes[index].value};
-      default: throw bad("node " + std::to_string(j) + ": " + what + " has unknown ref kind " + std::to_string(kind));
+      case 1:
+        in_range(g_.scalars.size());
+        return {{RefKind::kScalar, index}, {GroupValue::kScalar}};
+      case 2:
+        in_range(static_cast<size_t>(j));
+        return {{RefKind::kNode, index}, g_.nodes[index].value};
+      default:
+        throw bad("node " + std::to_string(j) + ": " + what + " has unknown ref kind " +
+                  std::to_string(kind));
     }
   }
 
   GroupRef tall_ref(int64_t j, NodeKind k, const std::string& what) {
     auto [r, v] = ref(j, what);
     if (v.kind != GroupValue::kTall) {
-      throw bad("node " + std::to_string(j) + " (" + node_name(k) + "): " + what + " is " + describe(v) +
-                ", not a tall value");
+      throw bad("node " + std::to_string(j) + " (" + node_name(k) + "): " + what + " is " +
+                describe(v) + ", not a tall value");
     }
     return r;
   }
@@ -255,13 +274,16 @@ class GroupParser {
       auto [r, v] = ref(j, what);
       if (v.kind == GroupValue::kTall) {
         if (!n.scalars.empty()) throw bad(at + ": tall " + what + " after a scalar argument");
-        if (v.a != n.value.a) throw bad(at + ": " + what + " is " + describe(v) + ", the node's width is " + std::to_string(n.value.a));
+        if (v.a != n.value.a)
+          throw bad(at + ": " + what + " is " + describe(v) + ", the node's width is " +
+                    std::to_string(n.value.a));
         n.tall.push_back(r);
       } else if (v.kind == GroupValue::kScalar && r.kind == RefKind::kScalar) {
         n.scalars.push_back(r);
       } else {
         // A sum is known only after the pass; a small matrix has no rows.
-        throw bad(at + ": " + what + " is " + describe(v) + (r.kind == RefKind::kNode ? " computed in the group" : "") +
+        throw bad(at + ": " + what + " is " + describe(v) +
+                  (r.kind == RefKind::kNode ? " computed in the group" : "") +
                   "; arguments are tall values or scalar operands");
       }
     }
@@ -278,7 +300,8 @@ class GroupParser {
       throw bad(at + ": its program must have one output and no reduction");
     }
     if (n.program.out_dtype != g_.dtype) {
-      throw bad(at + ": its program writes " + dtype_name(n.program.out_dtype) + ", the group is " + dtype_name(g_.dtype));
+      throw bad(at + ": its program writes " + dtype_name(n.program.out_dtype) + ", the group is " +
+                dtype_name(g_.dtype));
     }
   }
 
@@ -287,8 +310,8 @@ class GroupParser {
     n.tall = {tall_ref(j, n.kind, "X")};
     auto [s, v] = ref(j, "S");
     if (s.kind != RefKind::kHandle || v.kind != GroupValue::kSmall) {
-      throw bad(at + ": S is " + describe(v) + (s.kind == RefKind::kNode ? " computed in the group" : "") +
-                ", not a small input");
+      throw bad(at + ": S is " + describe(v) +
+                (s.kind == RefKind::kNode ? " computed in the group" : "") + ", not a small input");
     }
     n.small = s;
     const int64_t trans = next(at + "'s trans_b");
@@ -296,11 +319,12 @@ class GroupParser {
     n.trans_b = trans == 1;
     n.value = {GroupValue::kTall, positive(at + "'s width")};
     const int64_t k = g_.width(n.tall[0]);
-    const std::vector<int64_t> expected = n.trans_b ? std::vector<int64_t>{n.value.a, k} : std::vector<int64_t>{k, n.value.a};
+    const std::vector<int64_t> expected =
+        n.trans_b ? std::vector<int64_t>{n.value.a, k} : std::vector<int64_t>{k, n.value.a};
     if (std::vector<int64_t>{v.a, v.b} != expected) {
-      throw bad(at + ": X has width " + std::to_string(k) + " and the result width " + std::to_string(n.value.a) +
-                ", so S must be " + shape_text(expected) + (n.trans_b ? " (trans_b)" : "") + ", not " +
-                shape_text({v.a, v.b}));
+      throw bad(at + ": X has width " + std::to_string(k) + " and the result width " +
+                std::to_string(n.value.a) + ", so S must be " + shape_text(expected) +
+                (n.trans_b ? " (trans_b)" : "") + ", not " + shape_text({v.a, v.b}));
     }
   }
 
@@ -311,7 +335,8 @@ class GroupParser {
       const std::string what = "output " + std::to_string(o);
       const int64_t node = next(what + "'s node");
       if (node < 0 || node >= static_cast<int64_t>(g_.nodes.size())) {
-        throw bad(what + " names node " + std::to_string(node) + " of " + std::to_string(g_.nodes.size()));
+        throw bad(what + " names node " + std::to_string(node) + " of " +
+                  std::to_string(g_.nodes.size()));
       }
       const int64_t rank = count(what + "'s rank", 1);
       std::vector<int64_t> shape(static_cast<size_t>(rank));
@@ -322,13 +347,17 @@ class GroupParser {
       const GroupValue& v = g_.nodes[node].value;
       bool fits = false;
       switch (v.kind) {
-        case GroupValue::kTall: fits = rank >= 1 && shape[0] == g_.rows && product(shape, 1) == v.a; break;
+        case GroupValue::kTall:
+          fits = rank >= 1 && shape[0] == g_.rows && product(shape, 1) == v.a;
+          break;
         case GroupValue::kSmall: fits = rank >= 1 && product(shape) == v.a * v.b; break;
         case GroupValue::kScalar: fits = rank == 0; break;
       }
       if (!fits) {
-        throw bad(what + " has shape " + shape_text(shape) + " for node " + std::to_string(node) + ", " + describe(v) +
-                  (v.kind == GroupValue::kTall ? " over " + std::to_string(g_.rows) + " rows" : ""));
+        throw bad(
+            what + " has shape " + shape_text(shape) + " for node " + std::to_string(node) + ", " +
+            describe(v) +
+            (v.kind == GroupValue::kTall ? " over " + std::to_string(g_.rows) + " rows" : ""));
       }
       if (v.kind != GroupValue::kScalar) g_.stored[node] = true;
       g_.outputs.push_back(GroupOutput{node, std::move(shape)});
@@ -393,7 +422,8 @@ class SinglePass {
       const GroupValue& v = g.inputs[i];
       if (v.kind == GroupValue::kTall) {
         readers_[i] = make_reader(g.arrays[i], g.arrays[i]->info().shape, 0);
-        in_bufs_[i] = std::make_unique<StreamBuffers>(bytes(block_ * v.a) + static_cast<int64_t>(kIoAlignment));
+        in_bufs_[i] = std::make_unique<StreamBuffers>(bytes(block_ * v.a) +
+                                                      static_cast<int64_t>(kIoAlignment));
       } else {
         small_[i] = AlignedBuffer(static_cast<size_t>(bytes(v.a * v.b)));
         g.arrays[i]->read_elems(small_[i].data(), 0, v.a * v.b);
@@ -406,7 +436,8 @@ class SinglePass {
     for (size_t j = 0; j < n_nodes; ++j) {
       const GroupNode& n = g.nodes[j];
       if (n.value.kind == GroupValue::kTall && g.stored[j]) {
-        out_bufs_[j] = std::make_unique<StreamBuffers>(bytes(block_ * n.value.a) + static_cast<int64_t>(kIoAlignment));
+        out_bufs_[j] = std::make_unique<StreamBuffers>(bytes(block_ * n.value.a) +
+                                                       static_cast<int64_t>(kIoAlignment));
       } else if (n.value.kind == GroupValue::kTall) {
         local_[j] = AlignedBuffer(static_cast<size_t>(bytes(block_ * n.value.a)));
       } else if (n.value.kind == GroupValue::kSmall) {
@@ -416,9 +447,11 @@ class SinglePass {
       if (n.kind == NodeKind::kMap) {
         std::vector<double> values;
         for (const GroupRef& r : n.scalars) values.push_back(g.scalars[r.index]);
-        runners_[j] = std::make_unique<ProgramRunner>(n.program, std::vector<DType>(n.tall.size(), g.dtype), values);
+        runners_[j] = std::make_unique<ProgramRunner>(
+            n.program, std::vector<DType>(n.tall.size(), g.dtype), values);
       } else if (n.kind == NodeKind::kSum) {
-        runners_[j] = std::make_unique<ProgramRunner>(n.program, std::vector<DType>{g.dtype}, std::vector<double>{});
+        runners_[j] = std::make_unique<ProgramRunner>(n.program, std::vector<DType>{g.dtype},
+                                                      std::vector<double>{});
       }
     }
   }
@@ -428,7 +461,8 @@ class SinglePass {
     PipelineStages stages;
     stages.read = [this](int64_t t) { read(t); };
     stages.compute = [this](int64_t t) { compute(t); };
-    if (std::any_of(out_bufs_.begin(), out_bufs_.end(), [](const auto& b) { return b != nullptr; })) {
+    if (std::any_of(out_bufs_.begin(), out_bufs_.end(),
+                    [](const auto& b) { return b != nullptr; })) {
       stages.write = [this](int64_t t) { write(t); };
     }
     run_pipeline(n_tasks, stages);
@@ -484,13 +518,14 @@ class SinglePass {
         case NodeKind::kGemm: {
           const int64_t k = g_.width(n.tall[0]), m = n.value.a;
           const T* s = reinterpret_cast<const T*>(small_[n.small.index].data());
-          gemm(false, n.trans_b, rows, m, k, block_of(n.tall[0], t), k, s, n.trans_b ? k : m, T(0), node_block(j, t), m);
+          gemm(false, n.trans_b, rows, m, k, block_of(n.tall[0], t), k, s, n.trans_b ? k : m, T(0),
+               node_block(j, t), m);
           break;
         }
         case NodeKind::kGemmTN: {
           const int64_t w1 = n.value.a, w2 = n.value.b;
-          gemm(true, false, w1, w2, rows, block_of(n.tall[0], t), w1, block_of(n.tall[1], t), w2, T(1),
-               reinterpret_cast<T*>(acc_[j].data()), w2);
+          gemm(true, false, w1, w2, rows, block_of(n.tall[0], t), w1, block_of(n.tall[1], t), w2,
+               T(1), reinterpret_cast<T*>(acc_[j].data()), w2);
           break;
         }
         case NodeKind::kSum:
@@ -504,7 +539,8 @@ class SinglePass {
     for (size_t j = 0; j < g_.nodes.size(); ++j) {
       if (!out_bufs_[j]) continue;
       const int64_t w = g_.nodes[j].value.a;
-      for (const ArrayRef& a : targets_[j]) a->write_elems(node_block(j, t), first_row(t) * w, block_rows(t) * w);
+      for (const ArrayRef& a : targets_[j])
+        a->write_elems(node_block(j, t), first_row(t) * w, block_rows(t) * w);
     }
   }
 
@@ -513,10 +549,10 @@ class SinglePass {
   const std::vector<std::vector<ArrayRef>>& targets_;
   std::vector<std::unique_ptr<OperandReader>> readers_;   // per tall input
   std::vector<std::unique_ptr<StreamBuffers>> in_bufs_;   // per tall input
-  std::vector<AlignedBuffer> small_;                       // per small input
+  std::vector<AlignedBuffer> small_;                      // per small input
   std::vector<std::unique_ptr<StreamBuffers>> out_bufs_;  // per stored tall node
-  std::vector<AlignedBuffer> local_;                       // per other tall node
-  std::vector<AlignedBuffer> acc_;                         // per GEMM_TN node
+  std::vector<AlignedBuffer> local_;                      // per other tall node
+  std::vector<AlignedBuffer> acc_;                        // per GEMM_TN node
   std::vector<std::unique_ptr<ProgramRunner>> runners_;   // per MAP and SUM node
 };
 
@@ -527,15 +563,18 @@ GroupResult run_single_pass(const Group& g, int64_t block_rows) {
   for (size_t o = 0; o < g.outputs.size(); ++o) {
     const GroupOutput& out = g.outputs[o];
     if (g.nodes[out.node].value.kind == GroupValue::kScalar) continue;
-    arrays[o] = StoredArray::create_scratch(ArrayInfo{g.dtype, out.shape}, "row_group", ScratchContents::kOverwritten);
+    arrays[o] = StoredArray::create_scratch(ArrayInfo{g.dtype, out.shape}, "row_group",
+                                            ScratchContents::kOverwritten);
     targets[out.node].push_back(arrays[o]);
   }
   SinglePass<T> pass(g, block_rows, targets);
   pass.run();
   GroupResult result;
   for (size_t o = 0; o < g.outputs.size(); ++o) {
-    if (arrays[o]) result.handles.push_back(reg().add(arrays[o]));
-    else result.scalars.push_back(pass.sum(static_cast<size_t>(g.outputs[o].node)));
+    if (arrays[o])
+      result.handles.push_back(reg().add(arrays[o]));
+    else
+      result.scalars.push_back(pass.sum(static_cast<size_t>(g.outputs[o].node)));
   }
   return result;
 }
@@ -581,7 +620,9 @@ GroupResult run_node_by_node(const Group& g) {
   }
   std::vector<int32_t> value(g.nodes.size(), 0);
   std::vector<double> sum(g.nodes.size(), 0.0);
-  auto handle_of = [&](const GroupRef& r) { return r.kind == RefKind::kHandle ? input[r.index] : value[r.index]; };
+  auto handle_of = [&](const GroupRef& r) {
+    return r.kind == RefKind::kHandle ? input[r.index] : value[r.index];
+  };
   const int64_t dtype = static_cast<int64_t>(g.dtype);
   for (size_t j = 0; j < g.nodes.size(); ++j) {
     const GroupNode& n = g.nodes[j];
@@ -591,16 +632,19 @@ GroupResult run_node_by_node(const Group& g) {
         for (const GroupRef& r : n.tall) handles.push_back(handle_of(r));
         std::vector<double> scalars;
         for (const GroupRef& r : n.scalars) scalars.push_back(g.scalars[r.index]);
-        std::vector<int64_t> params{2, N, n.value.a, 0};  // operand header: out shape (N, width), nothing in memory
+        std::vector<int64_t> params{2, N, n.value.a,
+                                    0};  // operand header: out shape (N, width), nothing in memory
         params.insert(params.end(), n.program_params.begin(), n.program_params.end());
         value[j] = temps.add(map_program(g.name, handles, {}, scalars, params));
         break;
       }
       case NodeKind::kGemm:
-        value[j] = temps.add(matmul_arrays(handle_of(n.tall[0]), input[n.small.index], false, n.trans_b));
+        value[j] =
+            temps.add(matmul_arrays(handle_of(n.tall[0]), input[n.small.index], false, n.trans_b));
         break;
       case NodeKind::kGemmTN:
-        value[j] = temps.add(matmul_arrays(handle_of(n.tall[0]), handle_of(n.tall[1]), true, false));
+        value[j] =
+            temps.add(matmul_arrays(handle_of(n.tall[0]), handle_of(n.tall[1]), true, false));
         break;
       case NodeKind::kSum: {
         const int64_t w = g.width(n.tall[0]);
@@ -622,7 +666,8 @@ GroupResult run_node_by_node(const Group& g) {
     if (g.nodes[out.node].value.kind == GroupValue::kScalar) {
       result.scalars.push_back(sum[out.node]);
     } else {
-      result.handles.push_back(made.add(reg().add(StoredArray::reshaped(reg().get(value[out.node]), out.shape))));
+      result.handles.push_back(
+          made.add(reg().add(StoredArray::reshaped(reg().get(value[out.node]), out.shape))));
     }
   }
   made.keep();
@@ -637,7 +682,8 @@ GroupResult run_group_op(const OpCall& call) {
   const Group g = GroupParser(call).parse();
   const int64_t block_rows = plan_rows(g);
   if (block_rows == 0) return run_node_by_node(g);
-  return g.dtype == DType::f64 ? run_single_pass<double>(g, block_rows) : run_single_pass<float>(g, block_rows);
+  return g.dtype == DType::f64 ? run_single_pass<double>(g, block_rows)
+                               : run_single_pass<float>(g, block_rows);
 }
 
 }  // namespace jask

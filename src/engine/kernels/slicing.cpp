@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "base/errors.hpp"
-#include "io/file.hpp"
 #include "exec/pipeline.hpp"
+#include "io/file.hpp"
 #include "plan/planner.hpp"
 
 namespace jask {
@@ -38,7 +38,8 @@ struct Walk {
 
   // The selected elements are one run of the array.
   bool contiguous() const {
-    for (int d = 0; d < last(); ++d) if (sel[d].count != 1) return false;
+    for (int d = 0; d < last(); ++d)
+      if (sel[d].count != 1) return false;
     return sel[last()].step == 1;
   }
 
@@ -63,9 +64,11 @@ struct Walk {
       const AxisSlice& s = sel[d];
       inner /= s.count;
       const int64_t i = idx[d];
-      const int64_t below = i <= s.start ? 0 : std::min(s.count, (i - s.start + s.step - 1) / s.step);
+      const int64_t below =
+          i <= s.start ? 0 : std::min(s.count, (i - s.start + s.step - 1) / s.step);
       r += below * inner;
-      const bool selected = i >= s.start && (i - s.start) % s.step == 0 && (i - s.start) / s.step < s.count;
+      const bool selected =
+          i >= s.start && (i - s.start) % s.step == 0 && (i - s.start) / s.step < s.count;
       if (!selected) break;
     }
     return r;
@@ -109,7 +112,8 @@ Walk make_walk(std::vector<int64_t> shape, Selection sel) {
     sel = {{0, 1, 1}};
   }
   for (auto& s : sel) {
-    if (s.count <= 1) s = {s.count == 0 ? 0 : s.start, 1, s.count};  // the step of one index is moot
+    if (s.count <= 1)
+      s = {s.count == 0 ? 0 : s.start, 1, s.count};  // the step of one index is moot
   }
   int d = static_cast<int>(sel.size()) - 2;
   int64_t inner_shape = shape.back();
@@ -138,7 +142,9 @@ void copy_strided(std::byte* dst, const std::byte* src, int64_t step, int64_t n,
     std::memcpy(dst, src, static_cast<size_t>(n) * isz);
     return;
   }
-  for (int64_t j = 0; j < n; ++j) std::memcpy(dst + j * static_cast<int64_t>(isz), src + step * j * static_cast<int64_t>(isz), isz);
+  for (int64_t j = 0; j < n; ++j)
+    std::memcpy(dst + j * static_cast<int64_t>(isz), src + step * j * static_cast<int64_t>(isz),
+                isz);
 }
 
 // dst[step * j] = src[j] for j < n.
@@ -147,7 +153,9 @@ void scatter_strided(std::byte* dst, int64_t step, const std::byte* src, int64_t
     std::memcpy(dst, src, static_cast<size_t>(n) * isz);
     return;
   }
-  for (int64_t j = 0; j < n; ++j) std::memcpy(dst + step * j * static_cast<int64_t>(isz), src + j * static_cast<int64_t>(isz), isz);
+  for (int64_t j = 0; j < n; ++j)
+    std::memcpy(dst + step * j * static_cast<int64_t>(isz), src + j * static_cast<int64_t>(isz),
+                isz);
 }
 
 // Reads strided runs of an array (elements pos + step * j, j < n) into
@@ -159,7 +167,8 @@ class RunReader {
   // Uses `memory` bytes at most: the scratch buffer and the list of pending runs.
   RunReader(const StoredArray& array, int64_t memory)
       : array_(array), isz_(itemsize(array.info().dtype)) {
-    max_runs_ = static_cast<size_t>(std::max<int64_t>(1, memory / (4 * static_cast<int64_t>(sizeof(Run)))));
+    max_runs_ =
+        static_cast<size_t>(std::max<int64_t>(1, memory / (4 * static_cast<int64_t>(sizeof(Run)))));
     const int64_t scratch = memory - static_cast<int64_t>(max_runs_ * sizeof(Run));
     capacity_ = std::max<int64_t>(1, scratch / static_cast<int64_t>(isz_));
     gap_ = kGapBytes / static_cast<int64_t>(isz_);
@@ -184,7 +193,8 @@ class RunReader {
         return;
       }
       const int64_t per = (capacity_ - 1) / stride + 1;  // elements whose span fits the scratch
-      for (int64_t j = 0; j < n; j += per) add(pos + step * j, step, std::min(per, n - j), dst + j * isz);
+      for (int64_t j = 0; j < n; j += per)
+        add(pos + step * j, step, std::min(per, n - j), dst + j * isz);
       return;
     }
     const int64_t lo = step > 0 ? pos : pos + step * (n - 1);
@@ -204,7 +214,8 @@ class RunReader {
     } else {
       array_.read_elems(scratch_.data(), lo_, hi_ - lo_);
       for (const Run& r : runs_) {
-        copy_strided(r.dst, scratch_.data() + (r.pos - lo_) * static_cast<int64_t>(isz_), r.step, r.n, isz_);
+        copy_strided(r.dst, scratch_.data() + (r.pos - lo_) * static_cast<int64_t>(isz_), r.step,
+                     r.n, isz_);
       }
     }
     runs_.clear();
@@ -232,24 +243,28 @@ std::string describe_slice(const ArrayInfo& info, const Selection& sel) {
   std::string s = "slice(" + info.describe() + ", [";
   for (size_t d = 0; d < sel.size(); ++d) {
     if (d) s += ", ";
-    s += std::to_string(sel[d].start) + ":" + std::to_string(sel[d].start + sel[d].step * sel[d].count) + ":" +
+    s += std::to_string(sel[d].start) + ":" +
+         std::to_string(sel[d].start + sel[d].step * sel[d].count) + ":" +
          std::to_string(sel[d].step);
   }
   return s + "])";
 }
 
-Selection selection_from(const std::vector<int64_t>& params, size_t at, size_t rank, const std::string& op) {
+Selection selection_from(const std::vector<int64_t>& params, size_t at, size_t rank,
+                         const std::string& op) {
   if (params.size() < at + 3 * rank) throw ValueError(op + ": selection parameters are too short");
   Selection sel(rank);
-  for (size_t d = 0; d < rank; ++d) sel[d] = {params[at + 3 * d], params[at + 3 * d + 1], params[at + 3 * d + 2]};
+  for (size_t d = 0; d < rank; ++d)
+    sel[d] = {params[at + 3 * d], params[at + 3 * d + 1], params[at + 3 * d + 2]};
   return sel;
 }
 
 Selection slice_params(const OpCall& call, const ArrayRef& x) {
   const size_t rank = x->info().shape.size();
   if (call.params.size() != 3 * rank) {
-    throw ValueError("slice: expected (start, step, count) for each of the " + std::to_string(rank) + " axes of " +
-                     x->info().describe() + ", got " + std::to_string(call.params.size()) + " parameters");
+    throw ValueError("slice: expected (start, step, count) for each of the " +
+                     std::to_string(rank) + " axes of " + x->info().describe() + ", got " +
+                     std::to_string(call.params.size()) + " parameters");
   }
   return selection_from(call.params, 0, rank, "slice");
 }
@@ -263,21 +278,23 @@ ArrayRef single_handle(const OpCall& call) {
 
 void check_selection(const std::string& op, const ArrayInfo& info, const Selection& sel) {
   if (sel.size() != info.shape.size()) {
-    throw ValueError(op + ": a selection of " + std::to_string(sel.size()) + " axes for " + info.describe());
+    throw ValueError(op + ": a selection of " + std::to_string(sel.size()) + " axes for " +
+                     info.describe());
   }
   for (size_t d = 0; d < sel.size(); ++d) {
     const AxisSlice& s = sel[d];
     if (s.count < 0 || (s.step == 0 && s.count > 1)) {
       throw ValueError(op + ": invalid selection (start " + std::to_string(s.start) + ", step " +
-                       std::to_string(s.step) + ", count " + std::to_string(s.count) + ") on axis " +
-                       std::to_string(d) + " of " + info.describe());
+                       std::to_string(s.step) + ", count " + std::to_string(s.count) +
+                       ") on axis " + std::to_string(d) + " of " + info.describe());
     }
     if (s.count == 0) continue;
     const int64_t last = s.start + s.step * (s.count - 1);
     for (int64_t i : {s.start, last}) {
       if (i < 0 || i >= info.shape[d]) {
-        throw ValueError(op + ": index " + std::to_string(i) + " is out of bounds for axis " + std::to_string(d) +
-                         " with size " + std::to_string(info.shape[d]) + " of " + info.describe());
+        throw ValueError(op + ": index " + std::to_string(i) + " is out of bounds for axis " +
+                         std::to_string(d) + " with size " + std::to_string(info.shape[d]) +
+                         " of " + info.describe());
       }
     }
   }
@@ -293,17 +310,21 @@ ArrayRef slice_array(const ArrayRef& x, const Selection& sel) {
   check_selection("slice", x->info(), sel);
   const ArrayInfo out_info{x->info().dtype, selected_shape(sel)};
   const Walk walk = make_walk(x->info().shape, sel);
-  if (walk.numel > 0 && walk.contiguous()) return StoredArray::viewed(x, walk.first_position(), out_info.shape);
+  if (walk.numel > 0 && walk.contiguous())
+    return StoredArray::viewed(x, walk.first_position(), out_info.shape);
 
   auto out = StoredArray::create_scratch(out_info, "slice");
   const int64_t isz = static_cast<int64_t>(itemsize(out_info.dtype));
   const int64_t memory = reader_memory();
-  const int64_t block = plan_stream_block("slice", describe_slice(x->info(), sel), walk.numel, isz, memory);
+  const int64_t block =
+      plan_stream_block("slice", describe_slice(x->info(), sel), walk.numel, isz, memory);
   RunReader reader(*x, memory);
   AlignedBuffer slots[kPipelineSlots];
   for (auto& s : slots) s = AlignedBuffer(static_cast<size_t>(block * isz));
   auto slot = [&](int64_t t) { return slots[t % kPipelineSlots].data(); };
-  auto range = [&](int64_t t) { return std::pair(t * block, std::min(block, walk.numel - t * block)); };
+  auto range = [&](int64_t t) {
+    return std::pair(t * block, std::min(block, walk.numel - t * block));
+  };
 
   // The gather runs in the compute stage, straight into the output slot (free
   // once write(t - 2) ended), while the writer writes the block before.
@@ -329,8 +350,9 @@ void slice_into(const ArrayRef& x, const Selection& sel, void* dst, uint64_t nby
   check_selection("slice", x->info(), sel);
   const ArrayInfo out_info{x->info().dtype, selected_shape(sel)};
   if (nbytes != out_info.nbytes()) {
-    throw ValueError(describe_slice(x->info(), sel) + ": the output buffer has " + std::to_string(nbytes) +
-                     " bytes, the selection " + out_info.describe() + " needs " + std::to_string(out_info.nbytes()));
+    throw ValueError(describe_slice(x->info(), sel) + ": the output buffer has " +
+                     std::to_string(nbytes) + " bytes, the selection " + out_info.describe() +
+                     " needs " + std::to_string(out_info.nbytes()));
   }
   const Walk walk = make_walk(x->info().shape, sel);
   const int64_t isz = static_cast<int64_t>(itemsize(out_info.dtype));
@@ -354,8 +376,9 @@ ArrayRef place_arrays(const ArrayInfo& info, const std::vector<Placement>& parts
     const ArrayInfo values{info.dtype, selected_shape(p.selection)};
     if (p.array) {
       if (p.array->info().dtype != info.dtype || p.array->info().shape != values.shape) {
-        throw ValueError("place: values " + p.array->info().describe() + " do not match the selection " +
-                         values.describe() + " of " + info.describe());
+        throw ValueError("place: values " + p.array->info().describe() +
+                         " do not match the selection " + values.describe() + " of " +
+                         info.describe());
       }
       ++on_disk;
     }
@@ -382,7 +405,8 @@ ArrayRef place_arrays(const ArrayInfo& info, const std::vector<Placement>& parts
   };
   Slot slots[kPipelineSlots];
   for (auto& s : slots) {
-    s.in = AlignedBuffer(static_cast<size_t>(block * isz + aligned_parts * static_cast<int64_t>(kIoAlignment)));
+    s.in = AlignedBuffer(
+        static_cast<size_t>(block * isz + aligned_parts * static_cast<int64_t>(kIoAlignment)));
     s.out = AlignedBuffer(static_cast<size_t>(block * isz));
     s.spans.resize(parts.size());
   }
@@ -424,9 +448,11 @@ ArrayRef place_arrays(const ArrayInfo& info, const std::vector<Placement>& parts
     if (s.covered < count) std::memset(s.out.data(), 0, static_cast<size_t>(count * isz));
     for (size_t k = 0; k < parts.size(); ++k) {
       const Span& span = s.spans[k];
-      walks[k].for_each_run(span.lo, span.hi - span.lo, [&](int64_t pos, int64_t step, int64_t n, int64_t offset) {
-        scatter_strided(s.out.data() + (pos - first) * isz, step, span.values + offset * isz, n, static_cast<size_t>(isz));
-      });
+      walks[k].for_each_run(
+          span.lo, span.hi - span.lo, [&](int64_t pos, int64_t step, int64_t n, int64_t offset) {
+            scatter_strided(s.out.data() + (pos - first) * isz, step, span.values + offset * isz, n,
+                            static_cast<size_t>(isz));
+          });
     }
   };
   stages.write = [&](int64_t t) {
@@ -467,16 +493,18 @@ int32_t run_place(const OpCall& call) {
     const bool in_memory = next() != 0;
     for (int64_t d = 0; d < rank; ++d) part.selection.push_back({next(), next(), next()});
     if (in_memory) {
-      if (buffer >= call.buffers.size()) throw ValueError("place: fewer in-memory operands than parts in memory");
+      if (buffer >= call.buffers.size())
+        throw ValueError("place: fewer in-memory operands than parts in memory");
       const DenseOperand& b = call.buffers[buffer++];
       const ArrayInfo values{dtype, selected_shape(part.selection)};
       if (b.nbytes != values.nbytes()) {
-        throw ValueError("place: an in-memory part of " + std::to_string(b.nbytes) + " bytes does not match " +
-                         values.describe());
+        throw ValueError("place: an in-memory part of " + std::to_string(b.nbytes) +
+                         " bytes does not match " + values.describe());
       }
       part.data = b.data;
     } else {
-      if (handle >= call.handles.size()) throw ValueError("place: fewer array operands than parts on disk");
+      if (handle >= call.handles.size())
+        throw ValueError("place: fewer array operands than parts on disk");
       part.array = Registry::instance().get(call.handles[handle++]);
     }
     parts.push_back(std::move(part));

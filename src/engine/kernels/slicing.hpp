@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "storage/array_store.hpp"
 #include "kernels/op_call.hpp"
+#include "storage/array_store.hpp"
 
 namespace jask {
 

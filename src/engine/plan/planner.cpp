@@ -19,10 +19,12 @@ constexpr int64_t kMinTile = 8;
 // well below its peak on thinner panels).
 constexpr int64_t kMinContraction = 256;
 
-[[noreturn]] void budget_too_small(const std::string& op, const std::string& operands, int64_t needed) {
-  throw ValueError("memory budget of " + std::to_string(memory_budget()) + " bytes is too small for " +
-                   op + " on " + operands + ": it needs at least " + std::to_string(needed) +
-                   " bytes; raise it with jask.set_memory_budget(" + std::to_string(needed) + ")");
+[[noreturn]] void budget_too_small(const std::string& op, const std::string& operands,
+                                   int64_t needed) {
+  throw ValueError("memory budget of " + std::to_string(memory_budget()) +
+                   " bytes is too small for " + op + " on " + operands + ": it needs at least " +
+                   std::to_string(needed) + " bytes; raise it with jask.set_memory_budget(" +
+                   std::to_string(needed) + ")");
 }
 
 }  // namespace
@@ -32,7 +34,8 @@ int64_t plan_stream_block(const std::string& op, const std::string& operands, in
   int64_t per_elem = bytes_per_elem * kPipelineSlots;
   int64_t min_block = std::max<int64_t>(1, std::min(numel, kMinBlockElems));
   const int64_t available = memory_budget() - resident_bytes;
-  if (min_block * per_elem > available) budget_too_small(op, operands, min_block * per_elem + resident_bytes);
+  if (min_block * per_elem > available)
+    budget_too_small(op, operands, min_block * per_elem + resident_bytes);
   int64_t block = available / per_elem;
   if (block >= numel) return std::max<int64_t>(numel, 1);
   if (block >= kAlignElems) block = block / kAlignElems * kAlignElems;
@@ -44,7 +47,8 @@ bool stream_fits(int64_t numel, int64_t bytes_per_elem, int64_t resident_bytes) 
   return min_block * bytes_per_elem * kPipelineSlots <= memory_budget() - resident_bytes;
 }
 
-std::vector<int64_t> plan_transpose_tile(const std::string& operands, const std::vector<int64_t>& shape,
+std::vector<int64_t> plan_transpose_tile(const std::string& operands,
+                                         const std::vector<int64_t>& shape,
                                          const std::vector<int64_t>& perm, int64_t itemsize) {
   const size_t nd = shape.size();
   std::vector<int64_t> ext(nd, 1);
@@ -58,7 +62,8 @@ std::vector<int64_t> plan_transpose_tile(const std::string& operands, const std:
   if (cap < min_elems) budget_too_small("transpose", operands, min_elems * per_elem);
   auto grow = [&](size_t axis, int64_t room) {
     int64_t others = 1;
-    for (size_t i = 0; i < nd; ++i) if (i != axis) others *= ext[i];
+    for (size_t i = 0; i < nd; ++i)
+      if (i != axis) others *= ext[i];
     ext[axis] = std::max<int64_t>(1, std::min(shape[axis], std::min(room, cap / others)));
   };
   if (last_in == last_out) {
@@ -80,8 +85,8 @@ int64_t matmul_tile_bytes(const MatmulTiles& t, int64_t elem_bytes) {
   return (kPipelineSlots * (t.mb * t.kb + t.kb * t.nb) + t.c_slots * t.mb * t.nb) * elem_bytes;
 }
 
-MatmulTiles plan_matmul(const std::string& operands, int64_t m, int64_t k, int64_t n, int64_t elem_bytes,
-                        int64_t count) {
+MatmulTiles plan_matmul(const std::string& operands, int64_t m, int64_t k, int64_t n,
+                        int64_t elem_bytes, int64_t count) {
   int64_t cap = memory_budget() / (kPipelineSlots * elem_bytes);  // elements across A, B, C tiles
   MatmulTiles t{std::min(m, kMinTile), std::min(k, kMinTile), std::min(n, kMinTile)};
   t.mb = std::max<int64_t>(t.mb, 1);
@@ -96,9 +101,12 @@ MatmulTiles plan_matmul(const std::string& operands, int64_t m, int64_t k, int64
   t.kb = std::max(t.kb, std::min(k, side));
   t.nb = std::max(t.nb, std::min(n, side));
   while (used() > cap) {  // sqrt rounding
-    if (t.mb >= t.kb && t.mb >= t.nb && t.mb > 1) --t.mb;
-    else if (t.kb >= t.nb && t.kb > 1) --t.kb;
-    else --t.nb;
+    if (t.mb >= t.kb && t.mb >= t.nb && t.mb > 1)
+      --t.mb;
+    else if (t.kb >= t.nb && t.kb > 1)
+      --t.kb;
+    else
+      --t.nb;
   }
   // grow one extent as far as the budget allows, the others fixed; extents
   // stay >= 1 even for an empty dimension (callers divide by them)
@@ -117,7 +125,8 @@ MatmulTiles plan_matmul(const std::string& operands, int64_t m, int64_t k, int64
   // row: when all of C fits in half the budget with a deep enough
   // contraction tile, keeping C whole reads A and B exactly once.
   auto traffic = [&](const MatmulTiles& p) {
-    return static_cast<double>(m) * k * ((n + p.nb - 1) / p.nb) + static_cast<double>(k) * n * ((m + p.mb - 1) / p.mb);
+    return static_cast<double>(m) * k * ((n + p.nb - 1) / p.nb) +
+           static_cast<double>(k) * n * ((m + p.mb - 1) / p.mb);
   };
   // A single C tile needs one buffer, which leaves deeper A and B tiles and
   // lets C have half of the whole budget.
@@ -129,7 +138,8 @@ MatmulTiles plan_matmul(const std::string& operands, int64_t m, int64_t k, int64
     const int64_t ab_room = one_c_tile ? cap - c_elems / kPipelineSlots : cap - c_elems;
     whole.kb = fit(k, 1, ab_room / (whole.mb + whole.nb));
     const bool fits = matmul_tile_bytes(whole, elem_bytes) <= memory_budget();  // kb >= 1 may not
-    if (fits && whole.kb >= std::min<int64_t>(k, kMinContraction) && traffic(whole) < traffic(t)) return whole;
+    if (fits && whole.kb >= std::min<int64_t>(k, kMinContraction) && traffic(whole) < traffic(t))
+      return whole;
   }
   if (one_c_tile && t.mb >= m && t.nb >= n) t.c_slots = 1;
   return t;

@@ -23,7 +23,8 @@ std::vector<int64_t> padded(const std::vector<int64_t>& shape, size_t rank) {
 }
 
 // Element strides of the operand in output index space: 0 along broadcast axes.
-std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& shape, const std::vector<int64_t>& out) {
+std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& shape,
+                                       const std::vector<int64_t>& out) {
   std::vector<int64_t> p = padded(shape, out.size()), strides(out.size());
   int64_t s = 1;
   for (size_t d = out.size(); d-- > 0;) {
@@ -83,10 +84,13 @@ class ResidentReader : public OperandReader {
 
   void read(int64_t first, int64_t count, void* dst_v) const override {
     auto* dst = static_cast<std::byte*>(dst_v);
-    walk_runs(out_, strides_, first, count, [&](int64_t pos, int64_t src, int64_t run, int64_t stride) {
-      if (stride == 1) std::memcpy(dst + pos * itemsize_, data_ + src * itemsize_, run * itemsize_);
-      else repeat_value(dst + pos * itemsize_, data_ + src * itemsize_, run, itemsize_);
-    });
+    walk_runs(out_, strides_, first, count,
+              [&](int64_t pos, int64_t src, int64_t run, int64_t stride) {
+                if (stride == 1)
+                  std::memcpy(dst + pos * itemsize_, data_ + src * itemsize_, run * itemsize_);
+                else
+                  repeat_value(dst + pos * itemsize_, data_ + src * itemsize_, run, itemsize_);
+              });
   }
 
   int64_t resident_bytes() const override { return static_cast<int64_t>(owned_.size()); }
@@ -104,19 +108,22 @@ class ResidentReader : public OperandReader {
 class FileGatherReader : public OperandReader {
  public:
   FileGatherReader(ArrayRef array, const std::vector<int64_t>& out)
-      : array_(std::move(array)), out_(out), strides_(broadcast_strides(array_->info().shape, out)) {}
+      : array_(std::move(array)),
+        out_(out),
+        strides_(broadcast_strides(array_->info().shape, out)) {}
 
   void read(int64_t first, int64_t count, void* dst_v) const override {
     auto* dst = static_cast<std::byte*>(dst_v);
     const size_t isz = itemsize(array_->info().dtype);
-    walk_runs(out_, strides_, first, count, [&](int64_t pos, int64_t src, int64_t run, int64_t stride) {
-      if (stride == 1) {
-        array_->read_elems(dst + pos * isz, src, run);
-      } else {
-        array_->read_elems(dst + pos * isz, src, 1);
-        repeat_value(dst + (pos + 1) * isz, dst + pos * isz, run - 1, isz);
-      }
-    });
+    walk_runs(out_, strides_, first, count,
+              [&](int64_t pos, int64_t src, int64_t run, int64_t stride) {
+                if (stride == 1) {
+                  array_->read_elems(dst + pos * isz, src, run);
+                } else {
+                  array_->read_elems(dst + pos * isz, src, 1);
+                  repeat_value(dst + (pos + 1) * isz, dst + pos * isz, run - 1, isz);
+                }
+              });
   }
 
  private:
@@ -150,9 +157,12 @@ class RepeatReader : public OperandReader {
 class DirectReader : public OperandReader {
  public:
   explicit DirectReader(ArrayRef array) : array_(std::move(array)) {}
-  void read(int64_t first, int64_t count, void* dst) const override { array_->read_elems(dst, first, count); }
+  void read(int64_t first, int64_t count, void* dst) const override {
+    array_->read_elems(dst, first, count);
+  }
   int64_t alignment_shift(int64_t first) const override {
-    const uint64_t offset = array_->data_offset() + static_cast<uint64_t>(first) * itemsize(array_->info().dtype);
+    const uint64_t offset =
+        array_->data_offset() + static_cast<uint64_t>(first) * itemsize(array_->info().dtype);
     return static_cast<int64_t>(offset % kIoAlignment);
   }
 
@@ -162,7 +172,8 @@ class DirectReader : public OperandReader {
 
 }  // namespace
 
-std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a,
+                                      const std::vector<int64_t>& b) {
   const size_t rank = std::max(a.size(), b.size());
   std::vector<int64_t> pa = padded(a, rank), pb = padded(b, rank), out(rank);
   for (size_t d = 0; d < rank; ++d) {
@@ -185,7 +196,8 @@ std::unique_ptr<OperandReader> make_reader(ArrayRef array, const std::vector<int
   if (static_cast<int64_t>(info.nbytes()) <= resident_limit) {
     std::vector<std::byte> data(info.nbytes());
     array->read_elems(data.data(), 0, info.numel());
-    return std::make_unique<ResidentReader>(std::move(data), nullptr, itemsize(info.dtype), info.shape, out_shape);
+    return std::make_unique<ResidentReader>(std::move(data), nullptr, itemsize(info.dtype),
+                                            info.shape, out_shape);
   }
   // Large operands that vary only along leading axes repeat each element:
   // one contiguous read per block. Anything else is gathered run by run.
@@ -204,10 +216,12 @@ std::unique_ptr<OperandReader> make_memory_reader(const void* data, DType dtype,
                                                   const std::vector<int64_t>& shape,
                                                   const std::vector<int64_t>& out_shape) {
   if (broadcast_shapes(shape, out_shape) != out_shape) {
-    throw ValueError("an operand of shape " + shape_str(shape) + " does not broadcast to " + shape_str(out_shape));
+    throw ValueError("an operand of shape " + shape_str(shape) + " does not broadcast to " +
+                     shape_str(out_shape));
   }
-  return std::make_unique<ResidentReader>(std::vector<std::byte>{}, static_cast<const std::byte*>(data),
-                                          itemsize(dtype), shape, out_shape);
+  return std::make_unique<ResidentReader>(std::vector<std::byte>{},
+                                          static_cast<const std::byte*>(data), itemsize(dtype),
+                                          shape, out_shape);
 }
 
 }  // namespace jask

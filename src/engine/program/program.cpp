@@ -12,16 +12,40 @@ namespace {
 constexpr int64_t kChunk = 1024;  // elements per register: stays in L1/L2
 
 const std::pair<const char*, Opcode> kOpcodes[] = {
-    {"copy", Opcode::kCopy}, {"neg", Opcode::kNeg}, {"square", Opcode::kSquare},
-    {"sqrt", Opcode::kSqrt}, {"rsqrt", Opcode::kRsqrt}, {"abs", Opcode::kAbs},
-    {"sign", Opcode::kSign}, {"exp", Opcode::kExp}, {"log", Opcode::kLog},
-    {"log1p", Opcode::kLog1p}, {"expm1", Opcode::kExpm1}, {"tanh", Opcode::kTanh},
-    {"sigmoid", Opcode::kSigmoid}, {"relu", Opcode::kRelu}, {"softplus", Opcode::kSoftplus},
-    {"gelu", Opcode::kGelu}, {"reciprocal", Opcode::kReciprocal}, {"not", Opcode::kNot},
-    {"add", Opcode::kAdd}, {"sub", Opcode::kSub}, {"mul", Opcode::kMul}, {"div", Opcode::kDiv},
-    {"max", Opcode::kMax}, {"min", Opcode::kMin}, {"pow", Opcode::kPow}, {"lt", Opcode::kLt},
-    {"le", Opcode::kLe}, {"gt", Opcode::kGt}, {"ge", Opcode::kGe}, {"eq", Opcode::kEq},
-    {"ne", Opcode::kNe}, {"and", Opcode::kAnd}, {"or", Opcode::kOr}, {"select", Opcode::kSelect},
+    {"copy", Opcode::kCopy},
+    {"neg", Opcode::kNeg},
+    {"square", Opcode::kSquare},
+    {"sqrt", Opcode::kSqrt},
+    {"rsqrt", Opcode::kRsqrt},
+    {"abs", Opcode::kAbs},
+    {"sign", Opcode::kSign},
+    {"exp", Opcode::kExp},
+    {"log", Opcode::kLog},
+    {"log1p", Opcode::kLog1p},
+    {"expm1", Opcode::kExpm1},
+    {"tanh", Opcode::kTanh},
+    {"sigmoid", Opcode::kSigmoid},
+    {"relu", Opcode::kRelu},
+    {"softplus", Opcode::kSoftplus},
+    {"gelu", Opcode::kGelu},
+    {"reciprocal", Opcode::kReciprocal},
+    {"not", Opcode::kNot},
+    {"add", Opcode::kAdd},
+    {"sub", Opcode::kSub},
+    {"mul", Opcode::kMul},
+    {"div", Opcode::kDiv},
+    {"max", Opcode::kMax},
+    {"min", Opcode::kMin},
+    {"pow", Opcode::kPow},
+    {"lt", Opcode::kLt},
+    {"le", Opcode::kLe},
+    {"gt", Opcode::kGt},
+    {"ge", Opcode::kGe},
+    {"eq", Opcode::kEq},
+    {"ne", Opcode::kNe},
+    {"and", Opcode::kAnd},
+    {"or", Opcode::kOr},
+    {"select", Opcode::kSelect},
 };
 
 bool is_wide(DType dt) { return dt == DType::f64 || dt == DType::i32; }
@@ -135,14 +159,16 @@ void execute(const Instr& in, C* regs, int64_t n) {
       return binary(d, a, b, n, [](C x, C y) { return (x != x || x > y) ? x : y; });
     case Opcode::kMin:
       return binary(d, a, b, n, [](C x, C y) { return (x != x || x < y) ? x : y; });
-    case Opcode::kPow: return binary(d, a, b, n, [](C x, C y) { return y == C(2) ? x * x : pow(x, y); });
+    case Opcode::kPow:
+      return binary(d, a, b, n, [](C x, C y) { return y == C(2) ? x * x : pow(x, y); });
     case Opcode::kLt: return binary(d, a, b, n, [](C x, C y) { return C(x < y); });
     case Opcode::kLe: return binary(d, a, b, n, [](C x, C y) { return C(x <= y); });
     case Opcode::kGt: return binary(d, a, b, n, [](C x, C y) { return C(x > y); });
     case Opcode::kGe: return binary(d, a, b, n, [](C x, C y) { return C(x >= y); });
     case Opcode::kEq: return binary(d, a, b, n, [](C x, C y) { return C(x == y); });
     case Opcode::kNe: return binary(d, a, b, n, [](C x, C y) { return C(x != y); });
-    case Opcode::kAnd: return binary(d, a, b, n, [](C x, C y) { return C(x != C(0) && y != C(0)); });
+    case Opcode::kAnd:
+      return binary(d, a, b, n, [](C x, C y) { return C(x != C(0) && y != C(0)); });
     case Opcode::kOr: return binary(d, a, b, n, [](C x, C y) { return C(x != C(0) || y != C(0)); });
     case Opcode::kSelect:
       for (int64_t i = 0; i < n; ++i) d[i] = a[i] != C(0) ? b[i] : c[i];
@@ -166,7 +192,9 @@ Opcode opcode_from_name(const std::string& name) {
 }
 
 Program Program::decode(const std::vector<int64_t>& p, size_t n_inputs, size_t n_scalars) {
-  auto bad = [](const std::string& why) { return ValueError("malformed elementwise program: " + why); };
+  auto bad = [](const std::string& why) {
+    return ValueError("malformed elementwise program: " + why);
+  };
   if (p.size() < 5) throw bad("too short");
   Program prog;
   prog.n_regs = static_cast<int32_t>(p[0]);
@@ -177,7 +205,8 @@ Program Program::decode(const std::vector<int64_t>& p, size_t n_inputs, size_t n
   const int64_t n_instr = p[4];
   if (n_instr < 0 || p.size() < static_cast<size_t>(5 + 5 * n_instr)) throw bad("wrong length");
   const size_t trailer = static_cast<size_t>(5 + 5 * n_instr);
-  if (p.size() > trailer && p.size() != trailer + 1 + static_cast<size_t>(std::max<int64_t>(p[trailer], 0))) {
+  if (p.size() > trailer &&
+      p.size() != trailer + 1 + static_cast<size_t>(std::max<int64_t>(p[trailer], 0))) {
     throw bad("wrong length of the output list");
   }
   const int64_t fixed = static_cast<int64_t>(n_inputs + n_scalars);
@@ -211,12 +240,17 @@ ProgramRunner::ProgramRunner(const Program& program, std::vector<DType> input_dt
   wide_ = is_wide(program.out_dtype) ||
           std::any_of(input_dtypes_.begin(), input_dtypes_.end(), is_wide);
   const size_t n = static_cast<size_t>(program.n_regs) * kChunk;
-  if (wide_) dregs_.resize(n); else fregs_.resize(n);
+  if (wide_)
+    dregs_.resize(n);
+  else
+    fregs_.resize(n);
   const size_t first_scalar = input_dtypes_.size();
   for (size_t s = 0; s < scalars_.size(); ++s) {
     for (int64_t i = 0; i < kChunk; ++i) {
-      if (wide_) dregs_[(first_scalar + s) * kChunk + i] = scalars_[s];
-      else fregs_[(first_scalar + s) * kChunk + i] = static_cast<float>(scalars_[s]);
+      if (wide_)
+        dregs_[(first_scalar + s) * kChunk + i] = scalars_[s];
+      else
+        fregs_[(first_scalar + s) * kChunk + i] = static_cast<float>(scalars_[s]);
     }
   }
   switch (program.reduction) {
@@ -227,21 +261,23 @@ ProgramRunner::ProgramRunner(const Program& program, std::vector<DType> input_dt
 }
 
 template <class C>
-void ProgramRunner::run_typed(const std::vector<const void*>& inputs, const std::vector<void*>& outs,
-                              int64_t count) {
+void ProgramRunner::run_typed(const std::vector<const void*>& inputs,
+                              const std::vector<void*>& outs, int64_t count) {
   C* regs = wide_ ? reinterpret_cast<C*>(dregs_.data()) : reinterpret_cast<C*>(fregs_.data());
   const size_t out_size = itemsize(program_.out_dtype);
   for (int64_t start = 0; start < count; start += kChunk) {
     const int64_t n = std::min(kChunk, count - start);
     for (size_t i = 0; i < inputs.size(); ++i) {
-      const auto* src = static_cast<const unsigned char*>(inputs[i]) + start * itemsize(input_dtypes_[i]);
+      const auto* src =
+          static_cast<const unsigned char*>(inputs[i]) + start * itemsize(input_dtypes_[i]);
       load<C>(input_dtypes_[i], src, regs + i * kChunk, n);
     }
     for (const Instr& in : program_.code) execute<C>(in, regs, n);
     const C* result = regs + program_.out_reg * kChunk;
     switch (program_.reduction) {
       case Reduction::kNone:
-        store<C>(program_.out_dtype, result, static_cast<unsigned char*>(outs[0]) + start * out_size, n);
+        store<C>(program_.out_dtype, result,
+                 static_cast<unsigned char*>(outs[0]) + start * out_size, n);
         for (size_t o = 0; o < program_.more_out_regs.size(); ++o) {
           store<C>(program_.out_dtype, regs + program_.more_out_regs[o] * kChunk,
                    static_cast<unsigned char*>(outs[o + 1]) + start * out_size, n);
@@ -255,7 +291,8 @@ void ProgramRunner::run_typed(const std::vector<const void*>& inputs, const std:
         for (; i + 8 <= n; i += 8)
           for (int j = 0; j < 8; ++j) part[j] += static_cast<double>(result[i + j]);
         for (; i < n; ++i) part[0] += static_cast<double>(result[i]);
-        acc_ += ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+        acc_ += ((part[0] + part[1]) + (part[2] + part[3])) +
+                ((part[4] + part[5]) + (part[6] + part[7]));
         break;
       }
       case Reduction::kMax:
@@ -278,19 +315,24 @@ void ProgramRunner::run_typed(const std::vector<const void*>& inputs, const std:
 void ProgramRunner::run(const std::vector<const void*>& inputs, const std::vector<void*>& outs,
                         int64_t count) {
   if (outs.size() != program_.n_outputs()) {
-    throw ValueError("elementwise program: " + std::to_string(outs.size()) + " output buffers for " +
-                     std::to_string(program_.n_outputs()) + " outputs");
+    throw ValueError("elementwise program: " + std::to_string(outs.size()) +
+                     " output buffers for " + std::to_string(program_.n_outputs()) + " outputs");
   }
-  if (wide_) run_typed<double>(inputs, outs, count);
-  else run_typed<float>(inputs, outs, count);
+  if (wide_)
+    run_typed<double>(inputs, outs, count);
+  else
+    run_typed<float>(inputs, outs, count);
 }
 
 void ProgramRunner::run(const std::vector<const void*>& inputs, void* out, int64_t count) {
-  if (program_.n_outputs() > 1) throw ValueError("elementwise program: one output buffer for several outputs");
+  if (program_.n_outputs() > 1)
+    throw ValueError("elementwise program: one output buffer for several outputs");
   std::vector<void*> outs;
   if (program_.reduction == Reduction::kNone) outs.push_back(out);
-  if (wide_) run_typed<double>(inputs, outs, count);
-  else run_typed<float>(inputs, outs, count);
+  if (wide_)
+    run_typed<double>(inputs, outs, count);
+  else
+    run_typed<float>(inputs, outs, count);
 }
 
 }  // namespace jask

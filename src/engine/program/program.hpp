@@ -18,10 +18,40 @@ namespace jask {
 
 enum class Opcode : int32_t {
   // unary: dst = f(a)
-  kCopy, kNeg, kSquare, kSqrt, kRsqrt, kAbs, kSign, kExp, kLog, kLog1p, kExpm1, kTanh, kSigmoid,
-  kRelu, kSoftplus, kGelu, kReciprocal, kNot,
+  kCopy,
+  kNeg,
+  kSquare,
+  kSqrt,
+  kRsqrt,
+  kAbs,
+  kSign,
+  kExp,
+  kLog,
+  kLog1p,
+  kExpm1,
+  kTanh,
+  kSigmoid,
+  kRelu,
+  kSoftplus,
+  kGelu,
+  kReciprocal,
+  kNot,
   // binary: dst = f(a, b)
-  kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kLt, kLe, kGt, kGe, kEq, kNe, kAnd, kOr,
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kMax,
+  kMin,
+  kPow,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  kEq,
+  kNe,
+  kAnd,
+  kOr,
   // ternary: dst = a != 0 ? b : c
   kSelect,
 };
@@ -54,7 +84,8 @@ struct Program {
 // Runs a program on blocks; holds the registers (one chunk each).
 class ProgramRunner {
  public:
-  ProgramRunner(const Program& program, std::vector<DType> input_dtypes, std::vector<double> scalars);
+  ProgramRunner(const Program& program, std::vector<DType> input_dtypes,
+                std::vector<double> scalars);
   // Evaluates `count` elements; stores to `out` (reduction kNone) or folds
   // into the running reduction.
   void run(const std::vector<const void*>& inputs, void* out, int64_t count);
@@ -65,7 +96,8 @@ class ProgramRunner {
 
  private:
   template <class C>
-  void run_typed(const std::vector<const void*>& inputs, const std::vector<void*>& outs, int64_t count);
+  void run_typed(const std::vector<const void*>& inputs, const std::vector<void*>& outs,
+                 int64_t count);
   const Program& program_;
   std::vector<DType> input_dtypes_;
   std::vector<double> scalars_;

@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "base/errors.hpp"
-#include "formats/npy_format.hpp"
 #include "base/memory_budget.hpp"
+#include "formats/npy_format.hpp"
 #include "storage/scratch.hpp"
 #include "storage/scratch_pool.hpp"
 
@@ -57,9 +57,9 @@ ArrayRef StoredArray::create_npy(const std::string& path, const ArrayInfo& info,
   check_shape(info.shape, path);
   std::string header = make_npy_header(info.dtype, info.shape);
   const uint64_t bytes = header.size() + info.nbytes();
-  const bool recycled =
-      scratch && contents == ScratchContents::kOverwritten && ScratchPool::instance().take(bytes, path);
-  const OpenMode mode = recycled ? OpenMode::kReadWrite
+  const bool recycled = scratch && contents == ScratchContents::kOverwritten &&
+                        ScratchPool::instance().take(bytes, path);
+  const OpenMode mode = recycled  ? OpenMode::kReadWrite
                         : scratch ? OpenMode::kCreateExclusive
                                   : OpenMode::kCreateTruncate;
   auto file = std::make_unique<File>(path, mode);
@@ -73,7 +73,8 @@ ArrayRef StoredArray::create_file(const std::string& path, const ArrayInfo& info
   return create_npy(path, info, false);
 }
 
-ArrayRef StoredArray::create_scratch(const ArrayInfo& info, const std::string& tag, ScratchContents contents) {
+ArrayRef StoredArray::create_scratch(const ArrayInfo& info, const std::string& tag,
+                                     ScratchContents contents) {
   return create_npy(Scratch::instance().new_file_path(tag), info, true, contents);
 }
 
@@ -148,12 +149,14 @@ ArrayRef StoredArray::reshaped(const ArrayRef& base, const std::vector<int64_t>&
   return ArrayRef(new StoredArray(base->file_, info, base->data_offset_));
 }
 
-ArrayRef StoredArray::viewed(const ArrayRef& base, int64_t first, const std::vector<int64_t>& shape) {
+ArrayRef StoredArray::viewed(const ArrayRef& base, int64_t first,
+                             const std::vector<int64_t>& shape) {
   check_shape(shape, base->path());
   ArrayInfo info{base->info().dtype, shape};
   if (first < 0 || first + info.numel() > base->info().numel()) {
-    throw ValueError("cannot view elements [" + std::to_string(first) + ", " + std::to_string(first + info.numel()) +
-                     ") of " + base->info().describe() + " as " + info.describe());
+    throw ValueError("cannot view elements [" + std::to_string(first) + ", " +
+                     std::to_string(first + info.numel()) + ") of " + base->info().describe() +
+                     " as " + info.describe());
   }
   const uint64_t offset = base->data_offset_ + static_cast<uint64_t>(first) * itemsize(info.dtype);
   return ArrayRef(new StoredArray(base->file_, info, offset));
@@ -161,12 +164,14 @@ ArrayRef StoredArray::viewed(const ArrayRef& base, int64_t first, const std::vec
 
 void StoredArray::read_elems(void* dst, int64_t first, int64_t count) const {
   size_t isz = itemsize(info_.dtype);
-  file_->current()->read_at(dst, static_cast<size_t>(count) * isz, data_offset_ + static_cast<uint64_t>(first) * isz);
+  file_->current()->read_at(dst, static_cast<size_t>(count) * isz,
+                            data_offset_ + static_cast<uint64_t>(first) * isz);
 }
 
 void StoredArray::write_elems(const void* src, int64_t first, int64_t count) const {
   size_t isz = itemsize(info_.dtype);
-  file_->current()->write_at(src, static_cast<size_t>(count) * isz, data_offset_ + static_cast<uint64_t>(first) * isz);
+  file_->current()->write_at(src, static_cast<size_t>(count) * isz,
+                             data_offset_ + static_cast<uint64_t>(first) * isz);
 }
 
 void StoredArray::replace_data(const DataWriter& write_data) {
@@ -181,7 +186,8 @@ void StoredArray::replace_data(const DataWriter& write_data) {
   ReplacementFile next(path(), size);
   copy_range(*old, *next.file(), 0, data_offset_);
   copy_range(*old, *next.file(), data_offset_ + info_.nbytes(), size);
-  StoredArray staged(std::make_shared<OwnedFile>(next.file(), /*scratch=*/false), info_, data_offset_);
+  StoredArray staged(std::make_shared<OwnedFile>(next.file(), /*scratch=*/false), info_,
+                     data_offset_);
   write_data(staged);
   // A scratch file never outlives its process (its folder is reclaimed after
   // a crash), so flushing it to disk would buy nothing.

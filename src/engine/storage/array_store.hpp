@@ -33,8 +33,9 @@ class StoredArray {
  public:
   // A new private .npy file in this process's scratch folder, deleted (or
   // recycled) with the object.
-  static std::shared_ptr<StoredArray> create_scratch(const ArrayInfo& info, const std::string& tag,
-                                                     ScratchContents contents = ScratchContents::kZeros);
+  static std::shared_ptr<StoredArray> create_scratch(
+      const ArrayInfo& info, const std::string& tag,
+      ScratchContents contents = ScratchContents::kZeros);
   // A new .npy file at a user-chosen path (kept).
   static std::shared_ptr<StoredArray> create_file(const std::string& path, const ArrayInfo& info);
   static std::shared_ptr<StoredArray> open_npy(const std::string& path, bool writable);
@@ -47,8 +48,8 @@ class StoredArray {
   // array of `shape` (no copy): a contiguous slice such as x[i:j]. Its data
   // offset is generally not 4096-aligned; readers shift their buffers to
   // match (OperandReader::alignment_shift), so O_DIRECT still applies.
-  static std::shared_ptr<StoredArray> viewed(const std::shared_ptr<StoredArray>& base, int64_t first,
-                                             const std::vector<int64_t>& shape);
+  static std::shared_ptr<StoredArray> viewed(const std::shared_ptr<StoredArray>& base,
+                                             int64_t first, const std::vector<int64_t>& shape);
   StoredArray(const StoredArray&) = delete;
   StoredArray& operator=(const StoredArray&) = delete;
 
@@ -99,8 +100,9 @@ class StoredArray {
     mutable std::mutex mu_;
     std::shared_ptr<File> file_;
   };
-  static std::shared_ptr<StoredArray> create_npy(const std::string& path, const ArrayInfo& info,
-                                                 bool scratch, ScratchContents contents = ScratchContents::kZeros);
+  static std::shared_ptr<StoredArray> create_npy(
+      const std::string& path, const ArrayInfo& info, bool scratch,
+      ScratchContents contents = ScratchContents::kZeros);
   StoredArray(std::unique_ptr<File> file, ArrayInfo info, uint64_t offset, bool scratch)
       : file_(std::make_shared<OwnedFile>(std::move(file), scratch)),
         info_(std::move(info)),

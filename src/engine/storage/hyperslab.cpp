@@ -27,7 +27,8 @@ int64_t Slab::numel() const {
   return n;
 }
 
-void read_slab(const StoredArray& array, const std::vector<int64_t>& shape, const Slab& slab, void* dst) {
+void read_slab(const StoredArray& array, const std::vector<int64_t>& shape, const Slab& slab,
+               void* dst) {
   const int64_t isz = static_cast<int64_t>(itemsize(array.info().dtype));
   auto* out = static_cast<unsigned char*>(dst);
   std::vector<Run> runs;
@@ -39,7 +40,8 @@ void read_slab(const StoredArray& array, const std::vector<int64_t>& shape, cons
       short_runs ? std::clamp<size_t>(runs.size() / kMinRunsPerReader, 1, kRunReaders) : 1;
   auto read_share = [&](size_t reader) {
     const size_t begin = runs.size() * reader / readers, end = runs.size() * (reader + 1) / readers;
-    for (size_t r = begin; r < end; ++r) array.read_elems(out + runs[r].tile_pos * isz, runs[r].file_pos, runs[r].len);
+    for (size_t r = begin; r < end; ++r)
+      array.read_elems(out + runs[r].tile_pos * isz, runs[r].file_pos, runs[r].len);
   };
   run_concurrently(readers, read_share);
 }

@@ -30,7 +30,8 @@ void for_each_run(const std::vector<int64_t>& shape, const Slab& slab, Fn fn) {
   }
   const int64_t run = slab.extent[m] * stride[m];
   if (run == 0) return;
-  for (int d = 0; d < m; ++d) if (slab.extent[d] == 0) return;
+  for (int d = 0; d < m; ++d)
+    if (slab.extent[d] == 0) return;
   std::vector<int64_t> idx(m, 0);
   int64_t tile_pos = 0;
   while (true) {
@@ -47,7 +48,8 @@ void for_each_run(const std::vector<int64_t>& shape, const Slab& slab, Fn fn) {
   }
 }
 
-void read_slab(const StoredArray& array, const std::vector<int64_t>& shape, const Slab& slab, void* dst);
+void read_slab(const StoredArray& array, const std::vector<int64_t>& shape, const Slab& slab,
+               void* dst);
 void write_slab(const StoredArray& array, const std::vector<int64_t>& shape, const Slab& slab,
                 const void* src);
 

@@ -2,8 +2,8 @@
 
 #include <fcntl.h>
 #include <linux/magic.h>
-#include <sys/file.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
@@ -48,8 +48,9 @@ int reclaim_abandoned(const fs::path& root, const fs::path& own) {
     const fs::path& p = entry.path();
     if (!entry.is_directory() || p == own) continue;
     const std::string name = p.filename().string();
-    bool stale = name.rfind(kFolderPrefix, 0) == 0 ? folder_is_abandoned(p)
-                 : name.rfind(kStagingPrefix, 0) == 0 && staging_is_abandoned(name);
+    bool stale = name.rfind(kFolderPrefix, 0) == 0
+                     ? folder_is_abandoned(p)
+                     : name.rfind(kStagingPrefix, 0) == 0 && staging_is_abandoned(name);
     if (stale) {
       fs::remove_all(p, ec);
       if (!ec) ++removed;

@@ -22,8 +22,10 @@ void ScratchPool::release(const std::string& path, uint64_t bytes, uint64_t allo
   {
     std::lock_guard<std::mutex> lock(mu_);
     live_bytes_ -= std::min(live_bytes_, bytes);
-    const bool keep = enabled_ && bytes > 0 && pooled_.size() < kMaxFiles && pooled_bytes_ + bytes <= live_bytes_;
-    std::string pooled = path.substr(0, path.rfind('/') + 1) + "recycled-" + std::to_string(counter_ + 1);
+    const bool keep =
+        enabled_ && bytes > 0 && pooled_.size() < kMaxFiles && pooled_bytes_ + bytes <= live_bytes_;
+    std::string pooled =
+        path.substr(0, path.rfind('/') + 1) + "recycled-" + std::to_string(counter_ + 1);
     if (keep && ::rename(path.c_str(), pooled.c_str()) == 0) {
       ++counter_;
       pooled_.push_back(Entry{std::move(pooled), bytes, allocated});

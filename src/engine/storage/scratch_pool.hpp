@@ -2,10 +2,10 @@
 // faster than writing new ones: on this project's disk (ext4 mounted with
 // discard, on a thin-provisioned virtual disk) freed blocks go back to the
 // host, and direct writes into fresh blocks ran at 0.25-0.27 GB/s against
-// 0.31-0.40 GB/s for overwriting (measured with 512 MiB of 4 MiB direct writes, 4 in flight; see log.md).
-// Files of freed scratch arrays wait here for an op that overwrites every
-// byte of its output (an elementwise pass, a matmul); ops that rely on a new
-// file reading as zeros never get one.
+// 0.31-0.40 GB/s for overwriting (measured with 512 MiB of 4 MiB direct writes, 4 in flight; see
+// log.md). Files of freed scratch arrays wait here for an op that overwrites every byte of its
+// output (an elementwise pass, a matmul); ops that rely on a new file reading as zeros never get
+// one.
 #pragma once
 #include <cstdint>
 #include <mutex>
