@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 CPP_BUILD := build/cpp-tests
 
-.PHONY: demo test test-python test-cpp install bench clean
+.PHONY: demo test test-python test-cpp test-sanitize lint-cpp install bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,28 @@ test-cpp:
 	cmake -S . -B $(CPP_BUILD) -DJASK_BUILD_PYTHON=OFF -DJASK_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build $(CPP_BUILD) -j2
 	ctest --test-dir $(CPP_BUILD) --output-on-failure
+
+# The engine's GoogleTests under AddressSanitizer + UndefinedBehaviorSanitizer (all of
+# them), then under ThreadSanitizer (the threaded parts: pipeline, file I/O, slabs, update_).
+SANITIZE_BUILD := -DJASK_BUILD_PYTHON=OFF -DJASK_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O1
+TSAN_TESTS := Pipeline*:FileIo*:Hyperslab*:Update*
+test-sanitize:
+	./scripts/ensure-gtest.sh
+	cmake -S . -B build/asan $(SANITIZE_BUILD) -DJASK_SANITIZE=address,undefined >/dev/null
+	cmake --build build/asan -j2
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --test-dir build/asan -j2 --output-on-failure
+	cmake -S . -B build/tsan $(SANITIZE_BUILD) -DJASK_SANITIZE=thread >/dev/null
+	cmake --build build/tsan -j2
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ./scripts/without-aslr.sh \
+	  build/tsan/engine_tests --gtest_filter='$(TSAN_TESTS)'
+
+# clang-format 14 (Debian's; scripts/ensure-clang-format.sh installs it) over the engine,
+# its bindings and its tests.
+CPP_SOURCES = $(shell git ls-files 'src/*.cpp' 'src/*.hpp' 'tests/cpp/*.cpp' 'tests/cpp/*.hpp')
+lint-cpp:
+	./scripts/ensure-clang-format.sh
+	clang-format --dry-run -Werror $(CPP_SOURCES)
 
 # python -m bench --quick: the same in under 2 minutes; see BENCHMARKS.md for the scaling sweep.
 bench: install

@@ -4,7 +4,7 @@ Times the in-memory part of one block, the same block both ways, on this
 machine: an elementwise map (x - y), a reduction (sum), and a matmul tile.
 The XLA column includes copying the block into an XLA buffer (what an FFI
 read into an XLA-side loop would cost); the C++ column runs the engine's own
-program interpreter (src/engine/program.cpp, the code every elementwise op and
+program interpreter (src/engine/program/program.cpp, the code every elementwise op and
 full reduction runs) and OpenBLAS on the buffers the pipeline already holds.
 
     python -m bench.block_math

@@ -3,7 +3,8 @@
 Run with `pytest --memray` (make test does): every allocation of the process during a test is
 tracked, including the engine's block buffers (mmap'd) and XLA's. The arrays here are 64 MiB each
 against a 4 MiB budget, so an op that materialized an operand would exceed its limit many times over.
-Not counted: OpenBLAS's one-time workspace (see the fixture).
+Not counted: OpenBLAS's workspace, allocated once per BLAS thread and kept for the life of the
+process (see the fixture).
 """
 
 import jax
@@ -26,9 +27,13 @@ def arrays():
     y = jask.full((ROWS, COLS), 0.5)
     w = jask.DiskArray.from_numpy(rng.uniform(-1, 1, (COLS, 8)).astype(np.float32))
     bias = jax.numpy.asarray(rng.uniform(-1, 1, COLS).astype(np.float32))
-    # OpenBLAS allocates its packing workspace (32 MiB per thread) once per process, on its
-    # first multiply; do that here, so the tests measure what Jask's ops allocate.
-    jask.dot(w.T, w)
+    # OpenBLAS allocates a packing workspace (32 MiB) for each of its threads the first time
+    # that thread multiplies, and keeps it. Which threads a product uses depends only on its
+    # tile shapes, so running the tests' own product here (same shapes, same budget) reaches
+    # every thread they will use, and the tests measure what Jask's ops allocate on every run.
+    # (A small warm-up such as w.T @ w ran on one thread only, and the test's product then
+    # allocated the second thread's workspace inside the limit.)
+    jask.dot(x, w)
     yield x, y, w, bias
     jask.set_memory_budget("64MB")
 

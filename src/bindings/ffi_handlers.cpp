@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "../engine/array_store.hpp"
-#include "../engine/errors.hpp"
-#include "../engine/ops.hpp"
+#include "base/errors.hpp"
+#include "kernels/ops.hpp"
+#include "storage/array_store.hpp"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
@@ -19,15 +19,19 @@ namespace jask {
 namespace {
 
 ffi::Error to_ffi_error(const std::exception& e) {
-  if (dynamic_cast<const NotFoundError*>(&e)) return ffi::Error(ffi::ErrorCode::kNotFound, e.what());
-  if (dynamic_cast<const ReadOnlyError*>(&e)) return ffi::Error(ffi::ErrorCode::kPermissionDenied, e.what());
+  if (dynamic_cast<const NotFoundError*>(&e))
+    return ffi::Error(ffi::ErrorCode::kNotFound, e.what());
+  if (dynamic_cast<const ReadOnlyError*>(&e))
+    return ffi::Error(ffi::ErrorCode::kPermissionDenied, e.what());
   if (dynamic_cast<const ValueError*>(&e) || dynamic_cast<const TypeError*>(&e)) {
     return ffi::Error::InvalidArgument(e.what());
   }
   return ffi::Error::Internal(e.what());
 }
 
-int32_t handle_value(const ffi::AnyBuffer& buf) { return *static_cast<const int32_t*>(buf.untyped_data()); }
+int32_t handle_value(const ffi::AnyBuffer& buf) {
+  return *static_cast<const int32_t*>(buf.untyped_data());
+}
 
 double scalar_value(const ffi::AnyBuffer& buf) {
   const void* p = buf.untyped_data();
@@ -49,7 +53,8 @@ OpCall decode_call(std::string_view kernel, ffi::Span<const int64_t> params, int
   OpCall call{std::string(kernel), {}, {}, {params.begin(), params.end()}, {}};
   for (size_t i = 0; i < args.size(); ++i) {
     auto buf = args.get<ffi::AnyBuffer>(i);
-    if (!buf.has_value()) throw ValueError("jask FFI call: cannot decode operand " + std::to_string(i));
+    if (!buf.has_value())
+      throw ValueError("jask FFI call: cannot decode operand " + std::to_string(i));
     if (static_cast<int64_t>(i) < num_handles) {
       call.handles.push_back(handle_value(*buf));
     } else if (buf->dimensions().size() == 0) {
@@ -77,8 +82,8 @@ ffi::Error arrays_op(std::string_view kernel, ffi::Span<const int64_t> params, i
     std::vector<int32_t> handles = run_arrays_op(decode_call(kernel, params, num_handles, args));
     if (handles.size() != static_cast<size_t>(out->element_count())) {
       for (int32_t h : handles) Registry::instance().release_floating(h);
-      throw ValueError(std::string(kernel) + ": " + std::to_string(handles.size()) + " results for " +
-                       std::to_string(out->element_count()) + " result slots");
+      throw ValueError(std::string(kernel) + ": " + std::to_string(handles.size()) +
+                       " results for " + std::to_string(out->element_count()) + " result slots");
     }
     std::copy(handles.begin(), handles.end(), out->typed_data());
     return ffi::Error::Success();
@@ -92,9 +97,13 @@ void store_scalar(ffi::AnyBuffer& buf, double v) {
   switch (buf.element_type()) {
     case ffi::DataType::F32: *static_cast<float*>(p) = static_cast<float>(v); return;
     case ffi::DataType::F64: *static_cast<double*>(p) = v; return;
-    case ffi::DataType::S32: *static_cast<int32_t*>(p) = static_cast<int32_t>(static_cast<int64_t>(v)); return;
+    case ffi::DataType::S32:
+      *static_cast<int32_t*>(p) = static_cast<int32_t>(static_cast<int64_t>(v));
+      return;
     case ffi::DataType::F16: *static_cast<uint16_t*>(p) = f32_to_f16(static_cast<float>(v)); return;
-    case ffi::DataType::BF16: *static_cast<uint16_t*>(p) = f32_to_bf16(static_cast<float>(v)); return;
+    case ffi::DataType::BF16:
+      *static_cast<uint16_t*>(p) = f32_to_bf16(static_cast<float>(v));
+      return;
     case ffi::DataType::PRED: *static_cast<uint8_t*>(p) = v != 0; return;
     default: throw TypeError("unsupported reduction result dtype");
   }
@@ -120,14 +129,16 @@ void check_slots(std::string_view kernel, const char* what, size_t results, int6
 
 // The scalar results as float32 or float64 (what JAX holds without or with x64).
 void store_values(std::string_view kernel, ffi::AnyBuffer& buf, const std::vector<double>& values) {
-  if (buf.dimensions().size() != 1) throw ValueError(std::string(kernel) + ": the values result must be 1-D");
+  if (buf.dimensions().size() != 1)
+    throw ValueError(std::string(kernel) + ": the values result must be 1-D");
   const int64_t slots = buf.dimensions()[0];
   check_slots(kernel, "values", values.size(), slots);
   void* p = buf.untyped_data();
   switch (buf.element_type()) {
     case ffi::DataType::F32:
       for (int64_t i = 0; i < slots; ++i) {
-        static_cast<float*>(p)[i] = i < static_cast<int64_t>(values.size()) ? static_cast<float>(values[i]) : 0.0f;
+        static_cast<float*>(p)[i] =
+            i < static_cast<int64_t>(values.size()) ? static_cast<float>(values[i]) : 0.0f;
       }
       return;
     case ffi::DataType::F64:
@@ -135,7 +146,8 @@ void store_values(std::string_view kernel, ffi::AnyBuffer& buf, const std::vecto
         static_cast<double*>(p)[i] = i < static_cast<int64_t>(values.size()) ? values[i] : 0.0;
       }
       return;
-    default: throw TypeError(std::string(kernel) + ": the values result must be float32 or float64");
+    default:
+      throw TypeError(std::string(kernel) + ": the values result must be float32 or float64");
   }
 }
 
@@ -163,7 +175,8 @@ ffi::Error group_op(std::string_view kernel, ffi::Span<const int64_t> params, in
 
 // Frees the first `num_handles` operands if no Python object owns them; the
 // other operands are only there to order this call after their producers.
-ffi::Error release(int64_t num_handles, ffi::RemainingArgs args, ffi::ResultBufferR0<ffi::DataType::S32> out) {
+ffi::Error release(int64_t num_handles, ffi::RemainingArgs args,
+                   ffi::ResultBufferR0<ffi::DataType::S32> out) {
   for (int64_t i = 0; i < num_handles && i < static_cast<int64_t>(args.size()); ++i) {
     auto buf = args.get<ffi::AnyBuffer>(i);
     if (buf.has_value()) Registry::instance().release_floating(handle_value(*buf));
@@ -175,7 +188,8 @@ ffi::Error release(int64_t num_handles, ffi::RemainingArgs args, ffi::ResultBuff
 ffi::Error dense_op(std::string_view kernel, ffi::Span<const int64_t> params, int64_t num_handles,
                     ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> out) {
   try {
-    run_dense_op(decode_call(kernel, params, num_handles, args), out->untyped_data(), out->size_bytes());
+    run_dense_op(decode_call(kernel, params, num_handles, args), out->untyped_data(),
+                 out->size_bytes());
     return ffi::Error::Success();
   } catch (const std::exception& e) {
     return to_ffi_error(e);

@@ -10,17 +10,17 @@
 #include <initializer_list>
 #include <utility>
 
-#include "../engine/array_store.hpp"
-#include "../engine/blas.hpp"
-#include "../engine/errors.hpp"
-#include "../engine/file.hpp"
-#include "../engine/scratch_pool.hpp"
-#include "../engine/ops.hpp"
-#include "../engine/pipeline.hpp"
-#include "../engine/planner.hpp"
-#include "../engine/program.hpp"
-#include "../engine/scratch.hpp"
+#include "base/errors.hpp"
+#include "exec/pipeline.hpp"
 #include "ffi_handlers.hpp"
+#include "io/file.hpp"
+#include "kernels/blas.hpp"
+#include "kernels/ops.hpp"
+#include "plan/planner.hpp"
+#include "program/program.hpp"
+#include "storage/array_store.hpp"
+#include "storage/scratch.hpp"
+#include "storage/scratch_pool.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -68,8 +68,8 @@ nb::tuple array_info(int32_t handle) {
   ArrayRef a = Registry::instance().get(handle);
   nb::list shape;
   for (int64_t d : a->info().shape) shape.append(d);
-  return nb::make_tuple(static_cast<int>(a->info().dtype), nb::tuple(shape), a->path(), a->data_offset(),
-                        a->writable(), a->is_scratch());
+  return nb::make_tuple(static_cast<int>(a->info().dtype), nb::tuple(shape), a->path(),
+                        a->data_offset(), a->writable(), a->is_scratch());
 }
 
 int32_t register_array(ArrayRef a) { return Registry::instance().add(std::move(a)); }
@@ -87,26 +87,36 @@ NB_MODULE(_engine, m) {
 
   m.def("set_memory_budget", &set_memory_budget, "nbytes"_a);
   m.def("memory_budget", &memory_budget);
-  m.def("configure_scratch", [](const std::string& root, bool allow_tmpfs) {
-    Scratch::instance().configure(root, allow_tmpfs);
-  }, "root"_a, "allow_tmpfs"_a);
+  m.def(
+      "configure_scratch",
+      [](const std::string& root, bool allow_tmpfs) {
+        Scratch::instance().configure(root, allow_tmpfs);
+      },
+      "root"_a, "allow_tmpfs"_a);
   m.def("scratch_configured", [] { return Scratch::instance().configured(); });
   m.def("scratch_process_dir", [] { return Scratch::instance().process_dir(); });
   m.def("scratch_reclaimed_folders", [] { return Scratch::instance().reclaimed_folders(); });
-  m.def("shutdown", [] {
-    Registry::instance().clear();
-    Scratch::instance().shutdown();
-  }, Unlocked());
+  m.def(
+      "shutdown",
+      [] {
+        Registry::instance().clear();
+        Scratch::instance().shutdown();
+      },
+      Unlocked());
   m.def("is_ram_backed", &is_ram_backed, "path"_a);
   m.def("load_blas", &load_blas, "path"_a, "num_threads"_a);
   m.def("blas_loaded", &blas_loaded);
   m.def("set_direct_io", &set_direct_io_enabled, "enabled"_a);
-  m.def("set_read_mode", [](const std::string& mode) {
-    if (mode == "auto") return set_read_mode(ReadMode::kAuto);
-    if (mode == "direct") return set_read_mode(ReadMode::kDirect);
-    if (mode == "buffered") return set_read_mode(ReadMode::kBuffered);
-    throw ValueError("unknown read mode '" + mode + "': expected 'auto', 'direct' or 'buffered'");
-  }, "mode"_a);
+  m.def(
+      "set_read_mode",
+      [](const std::string& mode) {
+        if (mode == "auto") return set_read_mode(ReadMode::kAuto);
+        if (mode == "direct") return set_read_mode(ReadMode::kDirect);
+        if (mode == "buffered") return set_read_mode(ReadMode::kBuffered);
+        throw ValueError("unknown read mode '" + mode +
+                         "': expected 'auto', 'direct' or 'buffered'");
+      },
+      "mode"_a);
   m.def("read_mode", [] {
     switch (read_mode()) {
       case ReadMode::kDirect: return "direct";
@@ -114,59 +124,93 @@ NB_MODULE(_engine, m) {
       default: return "auto";
     }
   });
-  m.def("set_scratch_recycling", [](bool enabled) { ScratchPool::instance().set_enabled(enabled); }, "enabled"_a);
+  m.def(
+      "set_scratch_recycling", [](bool enabled) { ScratchPool::instance().set_enabled(enabled); },
+      "enabled"_a);
   m.def("scratch_recycling", [] { return ScratchPool::instance().enabled(); });
   m.def("scratch_pool_stats", [] {
     ScratchPool::Stats s = ScratchPool::instance().stats();
-    return named<uint64_t>({{"live_bytes", s.live_bytes}, {"pooled_bytes", s.pooled_bytes},
-                            {"pooled_files", s.pooled_files}, {"reused_files", s.reused_files}});
+    return named<uint64_t>({{"live_bytes", s.live_bytes},
+                            {"pooled_bytes", s.pooled_bytes},
+                            {"pooled_files", s.pooled_files},
+                            {"reused_files", s.reused_files}});
   });
   m.def("pipeline_tasks_run", &pipeline_tasks_run);
   m.def("pipeline_stage_seconds", [] {
     StageSeconds s = pipeline_stage_seconds();
-    return named<double>({{"read", s.read}, {"compute", s.compute}, {"write", s.write}, {"span", s.span}});
+    return named<double>(
+        {{"read", s.read}, {"compute", s.compute}, {"write", s.write}, {"span", s.span}});
   });
   m.def("io_counters", [] {
     return nb::make_tuple(io_counters().direct_bytes.load(), io_counters().buffered_bytes.load());
   });
 
-  m.def("open_npy", [](const std::string& path, bool writable) {
-    return register_array(StoredArray::open_npy(path, writable));
-  }, "path"_a, "writable"_a, Unlocked());
-  m.def("open_raw", [](const std::string& path, int dtype, std::vector<int64_t> shape, uint64_t offset,
-                       bool writable) {
-    return register_array(StoredArray::open_raw(path, ArrayInfo{checked_dtype(dtype), shape}, offset, writable));
-  }, "path"_a, "dtype"_a, "shape"_a, "offset"_a, "writable"_a, Unlocked());
-  m.def("create", [](int dtype, std::vector<int64_t> shape) {
-    return register_array(StoredArray::create_scratch(ArrayInfo{checked_dtype(dtype), shape}, "array"));
-  }, "dtype"_a, "shape"_a, Unlocked());
+  m.def(
+      "open_npy",
+      [](const std::string& path, bool writable) {
+        return register_array(StoredArray::open_npy(path, writable));
+      },
+      "path"_a, "writable"_a, Unlocked());
+  m.def(
+      "open_raw",
+      [](const std::string& path, int dtype, std::vector<int64_t> shape, uint64_t offset,
+         bool writable) {
+        return register_array(
+            StoredArray::open_raw(path, ArrayInfo{checked_dtype(dtype), shape}, offset, writable));
+      },
+      "path"_a, "dtype"_a, "shape"_a, "offset"_a, "writable"_a, Unlocked());
+  m.def(
+      "create",
+      [](int dtype, std::vector<int64_t> shape) {
+        return register_array(
+            StoredArray::create_scratch(ArrayInfo{checked_dtype(dtype), shape}, "array"));
+      },
+      "dtype"_a, "shape"_a, Unlocked());
   m.def("info", &array_info, "handle"_a);
-  m.def("acquire", [](int32_t h) { Registry::instance().acquire(h); }, "handle"_a);
-  m.def("release", [](int32_t h) { Registry::instance().release(h); }, "handle"_a, Unlocked());
+  m.def(
+      "acquire", [](int32_t h) { Registry::instance().acquire(h); }, "handle"_a);
+  m.def(
+      "release", [](int32_t h) { Registry::instance().release(h); }, "handle"_a, Unlocked());
   m.def("live_arrays", [] { return Registry::instance().size(); });
 
-  m.def("array_op", [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
-                       std::vector<int64_t> params, std::vector<ReadOnlyBytes> buffers) {
-    return run_array_op(OpCall{kernel, handles, scalars, params, dense_operands(buffers)});
-  }, "kernel"_a, "handles"_a, "scalars"_a, "params"_a, "buffers"_a, Unlocked());
-  m.def("arrays_op", [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
-                        std::vector<int64_t> params, std::vector<ReadOnlyBytes> buffers) {
-    return run_arrays_op(OpCall{kernel, handles, scalars, params, dense_operands(buffers)});
-  }, "kernel"_a, "handles"_a, "scalars"_a, "params"_a, "buffers"_a, Unlocked());
-  m.def("dense_op", [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
-                       std::vector<int64_t> params, Bytes out, std::vector<ReadOnlyBytes> buffers) {
-    run_dense_op(OpCall{kernel, handles, scalars, params, dense_operands(buffers)}, out.data(), out.nbytes());
-  }, "kernel"_a, "handles"_a, "scalars"_a, "params"_a, "out"_a, "buffers"_a = std::vector<ReadOnlyBytes>(),
-     Unlocked());
-  m.def("reduce_op", [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
-                        std::vector<int64_t> params) {
-    return run_reduce_op(OpCall{kernel, handles, scalars, params, {}});
-  }, "kernel"_a, "handles"_a, "scalars"_a, "params"_a, Unlocked());
-  m.def("group_op", [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
-                       std::vector<int64_t> params) {
-    GroupResult r = run_group_op(OpCall{kernel, handles, scalars, params, {}});
-    return std::make_pair(std::move(r.handles), std::move(r.scalars));
-  }, "kernel"_a, "handles"_a, "scalars"_a, "params"_a, Unlocked());
+  m.def(
+      "array_op",
+      [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
+         std::vector<int64_t> params, std::vector<ReadOnlyBytes> buffers) {
+        return run_array_op(OpCall{kernel, handles, scalars, params, dense_operands(buffers)});
+      },
+      "kernel"_a, "handles"_a, "scalars"_a, "params"_a, "buffers"_a, Unlocked());
+  m.def(
+      "arrays_op",
+      [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
+         std::vector<int64_t> params, std::vector<ReadOnlyBytes> buffers) {
+        return run_arrays_op(OpCall{kernel, handles, scalars, params, dense_operands(buffers)});
+      },
+      "kernel"_a, "handles"_a, "scalars"_a, "params"_a, "buffers"_a, Unlocked());
+  m.def(
+      "dense_op",
+      [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
+         std::vector<int64_t> params, Bytes out, std::vector<ReadOnlyBytes> buffers) {
+        run_dense_op(OpCall{kernel, handles, scalars, params, dense_operands(buffers)}, out.data(),
+                     out.nbytes());
+      },
+      "kernel"_a, "handles"_a, "scalars"_a, "params"_a, "out"_a,
+      "buffers"_a = std::vector<ReadOnlyBytes>(), Unlocked());
+  m.def(
+      "reduce_op",
+      [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
+         std::vector<int64_t> params) {
+        return run_reduce_op(OpCall{kernel, handles, scalars, params, {}});
+      },
+      "kernel"_a, "handles"_a, "scalars"_a, "params"_a, Unlocked());
+  m.def(
+      "group_op",
+      [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
+         std::vector<int64_t> params) {
+        GroupResult r = run_group_op(OpCall{kernel, handles, scalars, params, {}});
+        return std::make_pair(std::move(r.handles), std::move(r.scalars));
+      },
+      "kernel"_a, "handles"_a, "scalars"_a, "params"_a, Unlocked());
   m.def("opcodes", [] {
     nb::dict d;
     for (const auto& [name, code] : opcode_table()) d[nb::str(name.c_str())] = code;
@@ -174,31 +218,44 @@ NB_MODULE(_engine, m) {
   });
   m.def("copy_into", &copy_into, "dst"_a, "src"_a, Unlocked());
   m.def("save", &save_array, "handle"_a, "path"_a, Unlocked());
-  m.def("write_from", [](int32_t h, ReadOnlyBytes src) {
-    write_from_memory(h, src.data(), src.nbytes());
-  }, "handle"_a, "src"_a, Unlocked());
-  m.def("read_into", [](int32_t h, Bytes dst) {
-    read_to_memory(h, dst.data(), dst.nbytes());
-  }, "handle"_a, "dst"_a, Unlocked());
+  m.def(
+      "write_from",
+      [](int32_t h, ReadOnlyBytes src) { write_from_memory(h, src.data(), src.nbytes()); },
+      "handle"_a, "src"_a, Unlocked());
+  m.def(
+      "read_into", [](int32_t h, Bytes dst) { read_to_memory(h, dst.data(), dst.nbytes()); },
+      "handle"_a, "dst"_a, Unlocked());
 
   // The in-memory part of one block, exposed for bench/block_math.py (C++ vs
   // XLA): the program interpreter on float32 buffers the caller holds.
-  m.def("block_map", [](const std::string& instr, ReadOnlyBytes a, ReadOnlyBytes b, Bytes out) {
-    const int64_t n = static_cast<int64_t>(out.nbytes() / 4);
-    if (a.nbytes() != out.nbytes() || b.nbytes() != out.nbytes()) throw ValueError("block_map: buffer sizes differ");
-    Program program{3, DType::f32, Reduction::kNone, 2, {Instr{opcode_from_name(instr), 2, 0, 1, 0}}, {}};
-    ProgramRunner(program, {DType::f32, DType::f32}, {}).run({a.data(), b.data()}, out.data(), n);
-  }, "instr"_a, "a"_a, "b"_a, "out"_a, Unlocked());
-  m.def("block_sum", [](ReadOnlyBytes a) {
-    Program program{2, DType::f32, Reduction::kSum, 1, {Instr{Opcode::kCopy, 1, 0, 0, 0}}, {}};
-    ProgramRunner runner(program, {DType::f32}, {});
-    runner.run({a.data()}, nullptr, static_cast<int64_t>(a.nbytes() / 4));
-    return runner.reduced();
-  }, "a"_a, Unlocked());
-  m.def("block_gemm", [](ReadOnlyBytes a, ReadOnlyBytes b, Bytes c, int64_t m, int64_t k, int64_t n) {
-    gemm(false, false, m, n, k, static_cast<const float*>(a.data()), k, static_cast<const float*>(b.data()), n,
-         0.0f, static_cast<float*>(c.data()), n);
-  }, "a"_a, "b"_a, "c"_a, "m"_a, "k"_a, "n"_a, Unlocked());
+  m.def(
+      "block_map",
+      [](const std::string& instr, ReadOnlyBytes a, ReadOnlyBytes b, Bytes out) {
+        const int64_t n = static_cast<int64_t>(out.nbytes() / 4);
+        if (a.nbytes() != out.nbytes() || b.nbytes() != out.nbytes())
+          throw ValueError("block_map: buffer sizes differ");
+        Program program{
+            3, DType::f32, Reduction::kNone, 2, {Instr{opcode_from_name(instr), 2, 0, 1, 0}}, {}};
+        ProgramRunner(program, {DType::f32, DType::f32}, {})
+            .run({a.data(), b.data()}, out.data(), n);
+      },
+      "instr"_a, "a"_a, "b"_a, "out"_a, Unlocked());
+  m.def(
+      "block_sum",
+      [](ReadOnlyBytes a) {
+        Program program{2, DType::f32, Reduction::kSum, 1, {Instr{Opcode::kCopy, 1, 0, 0, 0}}, {}};
+        ProgramRunner runner(program, {DType::f32}, {});
+        runner.run({a.data()}, nullptr, static_cast<int64_t>(a.nbytes() / 4));
+        return runner.reduced();
+      },
+      "a"_a, Unlocked());
+  m.def(
+      "block_gemm",
+      [](ReadOnlyBytes a, ReadOnlyBytes b, Bytes c, int64_t m, int64_t k, int64_t n) {
+        gemm(false, false, m, n, k, static_cast<const float*>(a.data()), k,
+             static_cast<const float*>(b.data()), n, 0.0f, static_cast<float*>(c.data()), n);
+      },
+      "a"_a, "b"_a, "c"_a, "m"_a, "k"_a, "n"_a, Unlocked());
 
   m.def("ffi_targets", [] {
     nb::dict d;

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "batched_matmul.hpp"
-#include "errors.hpp"
-#include "ops.hpp"
-#include "pipeline.hpp"
+#include "base/errors.hpp"
+#include "exec/pipeline.hpp"
+#include "kernels/batched_matmul.hpp"
+#include "kernels/ops.hpp"
 #include "test_util.hpp"
 
 namespace jask {
@@ -32,8 +32,8 @@ struct BatchedCase {
 
 // Element (r, c) of op(X) for X's `matrix`-th stored matrix (a 1-D operand:
 // a row vector on the left, a column on the right).
-double element(const std::vector<double>& x, const std::vector<int64_t>& shape, bool left, bool trans,
-               int64_t matrix, int64_t r, int64_t c) {
+double element(const std::vector<double>& x, const std::vector<int64_t>& shape, bool left,
+               bool trans, int64_t matrix, int64_t r, int64_t c) {
   if (shape.size() == 1) return x[left ? c : r];
   const int64_t rows = shape[shape.size() - 2], cols = shape.back();
   if (trans) std::swap(r, c);
@@ -41,7 +41,8 @@ double element(const std::vector<double>& x, const std::vector<int64_t>& shape, 
 }
 
 // The reference: batch indices broadcast by hand, right-aligned.
-std::vector<double> reference(const BatchedCase& c, const std::vector<double>& a, const std::vector<double>& b) {
+std::vector<double> reference(const BatchedCase& c, const std::vector<double>& a,
+                              const std::vector<double>& b) {
   auto batch_of = [](const std::vector<int64_t>& s) {
     return s.size() <= 2 ? std::vector<int64_t>{} : std::vector<int64_t>(s.begin(), s.end() - 2);
   };
@@ -76,7 +77,8 @@ std::vector<double> reference(const BatchedCase& c, const std::vector<double>& a
       for (int64_t j = 0; j < N; ++j) {
         double s = 0;
         for (int64_t k = 0; k < K; ++k)
-          s += element(a, c.a_shape, true, c.trans_a, ma, i, k) * element(b, c.b_shape, false, c.trans_b, mb, k, j);
+          s += element(a, c.a_shape, true, c.trans_a, ma, i, k) *
+               element(b, c.b_shape, false, c.trans_b, mb, k, j);
         out.push_back(s);
       }
   }
@@ -85,10 +87,13 @@ std::vector<double> reference(const BatchedCase& c, const std::vector<double>& a
 
 void check_batched(DType dt, const BatchedCase& c) {
   // Entries in [-3, 3] and K <= 28: sums stay exact in every float dtype.
-  std::vector<double> a = test_values(numel_of(c.a_shape), 1, 3), b = test_values(numel_of(c.b_shape), 2, 3);
-  int32_t out = matmul_arrays(make_array(dt, c.a_shape, a), make_array(dt, c.b_shape, b), c.trans_a, c.trans_b);
+  std::vector<double> a = test_values(numel_of(c.a_shape), 1, 3),
+                      b = test_values(numel_of(c.b_shape), 2, 3);
+  int32_t out = matmul_arrays(make_array(dt, c.a_shape, a), make_array(dt, c.b_shape, b), c.trans_a,
+                              c.trans_b);
   EXPECT_EQ(array_shape(out), c.out_shape);
-  EXPECT_EQ(array_values(out), reference(c, a, b)) << dtype_name(dt) << " out " << c.out_shape.size() << "-D";
+  EXPECT_EQ(array_values(out), reference(c, a, b))
+      << dtype_name(dt) << " out " << c.out_shape.size() << "-D";
 }
 
 TEST(BatchedMatmul, BroadcastMapsOutputMatricesToOperandMatrices) {
@@ -112,7 +117,8 @@ TEST(BatchedMatmul, MatchesTheReferenceWithBroadcastBatchesAtATinyBudget) {
   BudgetGuard budget(4096);
   const uint64_t before = pipeline_tasks_run();
   check_batched(DType::f32, {{3, 1, 37, 23}, {4, 23, 29}, false, false, {3, 4, 37, 29}});
-  EXPECT_GE(pipeline_tasks_run() - before, 12u * 8u) << "each of the 12 output matrices should run in several tiles";
+  EXPECT_GE(pipeline_tasks_run() - before, 12u * 8u)
+      << "each of the 12 output matrices should run in several tiles";
   check_batched(DType::f32, {{5, 37, 23}, {5, 23, 29}, false, false, {5, 37, 29}});
   check_batched(DType::f32, {{37, 23}, {2, 3, 23, 29}, false, false, {2, 3, 37, 29}});
   check_batched(DType::f32, {{2, 1, 23, 37}, {1, 3, 29, 23}, true, true, {2, 3, 37, 29}});
@@ -130,7 +136,8 @@ TEST(BatchedMatmul, SmallMatricesGoSeveralToATask) {
   check_batched(DType::f32, {{12, 5, 4}, {12, 4, 3}, false, false, {12, 5, 3}});
   check_batched(DType::f32, {{4, 5}, {12, 4, 3}, true, false, {12, 5, 3}});
   check_batched(DType::f64, {{2, 6, 4, 5}, {6, 3, 4}, true, true, {2, 6, 5, 3}});
-  EXPECT_LT(pipeline_tasks_run() - before, 12u * 4u / 2u) << "48 products should take far fewer tasks";
+  EXPECT_LT(pipeline_tasks_run() - before, 12u * 4u / 2u)
+      << "48 products should take far fewer tasks";
 }
 
 TEST(BatchedMatmul, OneDimensionalOperandsAreDroppedFromTheResult) {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "errors.hpp"
-#include "file.hpp"
+#include "base/errors.hpp"
+#include "io/file.hpp"
 #include "test_util.hpp"
 
 namespace jask {
@@ -23,7 +23,8 @@ constexpr size_t kFileBytes = 8 * kIoAlignment;
 
 std::vector<char> pattern(size_t n, int salt) {
   std::vector<char> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = static_cast<char>((i * 31 + static_cast<size_t>(salt) * 7 + i / 251) & 0xff);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = static_cast<char>((i * 31 + static_cast<size_t>(salt) * 7 + i / 251) & 0xff);
   return v;
 }
 
@@ -289,8 +290,10 @@ TEST(FileIo, LargeReadsMatchInEveryReadModeAndAutoSettles) {
       ASSERT_EQ(std::memcmp(buf.data() + offset, model.data() + offset, n), 0)
           << "mode " << static_cast<int>(mode) << " read " << r;
     }
-    if (mode == ReadMode::kAuto) EXPECT_NE(read_mode(), ReadMode::kAuto);
-    else EXPECT_EQ(read_mode(), mode);
+    if (mode == ReadMode::kAuto)
+      EXPECT_NE(read_mode(), ReadMode::kAuto);
+    else
+      EXPECT_EQ(read_mode(), mode);
   }
 }
 
@@ -310,8 +313,10 @@ TEST(FileIo, AutoTimesWholePhasesOfReadsOneWayAtATime) {
     return std::pair<uint64_t, uint64_t>{io_counters().direct_bytes - direct,
                                          io_counters().buffered_bytes - buffered};
   };
-  for (int r = 0; r < 4; ++r) EXPECT_EQ(read_once(), (std::pair<uint64_t, uint64_t>{n, 0})) << "read " << r;
-  for (int r = 4; r < 8; ++r) EXPECT_EQ(read_once(), (std::pair<uint64_t, uint64_t>{0, n})) << "read " << r;
+  for (int r = 0; r < 4; ++r)
+    EXPECT_EQ(read_once(), (std::pair<uint64_t, uint64_t>{n, 0})) << "read " << r;
+  for (int r = 4; r < 8; ++r)
+    EXPECT_EQ(read_once(), (std::pair<uint64_t, uint64_t>{0, n})) << "read " << r;
   EXPECT_EQ(read_once().first, n) << "third phase: direct again";
 }
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "errors.hpp"
-#include "gather.hpp"
-#include "pipeline.hpp"
+#include "base/errors.hpp"
+#include "exec/pipeline.hpp"
+#include "kernels/gather.hpp"
 #include "test_util.hpp"
 
 namespace jask {
@@ -25,9 +25,12 @@ using test::test_values;
 const std::vector<DType> kDTypes = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32};
 
 // Duplicates, runs of adjacent rows, negatives and (clamped) out-of-range rows.
-const std::vector<int32_t> kIndices = {5, 6, 7, 5, 0, -1, 36, 36, 36, 12, 11, 10, -37, 40, -50, 6, 20, 21, 22};
+const std::vector<int32_t> kIndices = {5,  6,  7,   5,  0,   -1, 36, 36, 36, 12,
+                                       11, 10, -37, 40, -50, 6,  20, 21, 22};
 
-int64_t clamped_row(int64_t i, int64_t rows) { return std::clamp<int64_t>(i < 0 ? i + rows : i, 0, rows - 1); }
+int64_t clamped_row(int64_t i, int64_t rows) {
+  return std::clamp<int64_t>(i < 0 ? i + rows : i, 0, rows - 1);
+}
 
 RowIndices indices_of(const std::vector<int32_t>& idx) {
   return RowIndices{idx.data(), static_cast<int64_t>(idx.size()), 4};
@@ -43,8 +46,8 @@ std::vector<double> gathered_reference(const std::vector<double>& x, int64_t row
   return out;
 }
 
-std::vector<double> scattered_reference(const std::vector<double>& rows_in, int64_t rows, int64_t row,
-                                        const std::vector<int32_t>& idx) {
+std::vector<double> scattered_reference(const std::vector<double>& rows_in, int64_t rows,
+                                        int64_t row, const std::vector<int32_t>& idx) {
   std::vector<double> out(static_cast<size_t>(rows * row), 0.0);
   for (size_t k = 0; k < idx.size(); ++k) {
     const int64_t r = clamped_row(idx[k], rows);
@@ -63,13 +66,15 @@ TEST(Gather, RowsToDiskAndMemoryInManyBlocks) {
     ArrayRef xa = Registry::instance().get(make_array(dt, shape, x));
     const std::vector<double> expected = gathered_reference(x, 37, row, kIndices);
     const uint64_t before = pipeline_tasks_run();
-    ArrayRef out = gather_rows(xa, indices_of(kIndices), {static_cast<int64_t>(kIndices.size()), 4, 6});
+    ArrayRef out =
+        gather_rows(xa, indices_of(kIndices), {static_cast<int64_t>(kIndices.size()), 4, 6});
     EXPECT_GE(pipeline_tasks_run() - before, 4u) << dtype_name(dt);
     EXPECT_EQ(array_values(*out), expected) << dtype_name(dt);
 
     std::vector<unsigned char> memory(kIndices.size() * row * itemsize(dt));
     gather_rows_into(xa, indices_of(kIndices), memory.data(), memory.size());
-    EXPECT_EQ(test::decode(dt, memory.data(), static_cast<int64_t>(kIndices.size() * row)), expected);
+    EXPECT_EQ(test::decode(dt, memory.data(), static_cast<int64_t>(kIndices.size() * row)),
+              expected);
   }
 }
 
@@ -113,12 +118,14 @@ TEST(ScatterAdd, DuplicatesAccumulateFromMemoryAndFromDisk) {
     in_memory.memory = bytes.data();
     in_memory.nbytes = bytes.size();
     const uint64_t before = pipeline_tasks_run();
-    EXPECT_EQ(array_values(*scatter_add_rows(info, in_memory, indices_of(kIndices))), expected) << dtype_name(dt);
+    EXPECT_EQ(array_values(*scatter_add_rows(info, in_memory, indices_of(kIndices))), expected)
+        << dtype_name(dt);
     EXPECT_GE(pipeline_tasks_run() - before, 4u) << dtype_name(dt);
 
     RowSource on_disk;
     on_disk.array = Registry::instance().get(make_array(dt, {count, row}, values));
-    EXPECT_EQ(array_values(*scatter_add_rows(info, on_disk, indices_of(kIndices))), expected) << dtype_name(dt);
+    EXPECT_EQ(array_values(*scatter_add_rows(info, on_disk, indices_of(kIndices))), expected)
+        << dtype_name(dt);
   }
 }
 
@@ -146,8 +153,10 @@ TEST(ScatterAdd, RowsThatDoNotMatchTheIndicesAreRefused) {
   const std::vector<double> values = test_values(3 * 4);
   RowSource on_disk;
   on_disk.array = Registry::instance().get(make_array(DType::f32, {3, 4}, values));
-  EXPECT_THROW(scatter_add_rows(ArrayInfo{DType::f32, {10, 4}}, on_disk, indices_of({1, 2})), ValueError);
-  EXPECT_THROW(scatter_add_rows(ArrayInfo{DType::f64, {10, 4}}, on_disk, indices_of({1, 2, 3})), TypeError);
+  EXPECT_THROW(scatter_add_rows(ArrayInfo{DType::f32, {10, 4}}, on_disk, indices_of({1, 2})),
+               ValueError);
+  EXPECT_THROW(scatter_add_rows(ArrayInfo{DType::f64, {10, 4}}, on_disk, indices_of({1, 2, 3})),
+               TypeError);
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "hyperslab.hpp"
+#include "storage/hyperslab.hpp"
 #include "test_util.hpp"
 
 namespace jask {
@@ -34,7 +34,8 @@ std::vector<int64_t> slab_positions(const std::vector<int64_t>& shape, const Sla
 
 // Expands the runs for_each_run reports into element positions, checking
 // that tile positions advance densely.
-std::vector<int64_t> run_positions(const std::vector<int64_t>& shape, const Slab& slab, int64_t* n_runs) {
+std::vector<int64_t> run_positions(const std::vector<int64_t>& shape, const Slab& slab,
+                                   int64_t* n_runs) {
   std::vector<int64_t> out;
   *n_runs = 0;
   for_each_run(shape, slab, [&](int64_t file_pos, int64_t tile_pos, int64_t len) {
@@ -54,7 +55,8 @@ TEST(Hyperslab, RunsCoverExactlyTheSlabInCOrder) {
   for (const Slab& slab : slabs) {
     int64_t n_runs = 0;
     EXPECT_EQ(run_positions(shape, slab, &n_runs), slab_positions(shape, slab))
-        << "start " << testing::PrintToString(slab.start) << " extent " << testing::PrintToString(slab.extent);
+        << "start " << testing::PrintToString(slab.start) << " extent "
+        << testing::PrintToString(slab.extent);
   }
 }
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "dtype.hpp"
-#include "kernels.hpp"
+#include "base/dtype.hpp"
+#include "kernels/kernels.hpp"
 #include "test_util.hpp"
 
 namespace jask {
@@ -54,12 +54,33 @@ struct Buffer {
   double get(int64_t i) const {
     const unsigned char* p = bytes.data() + i * itemsize(dt);
     switch (dt) {
-      case DType::f32: { float f; std::memcpy(&f, p, 4); return f; }
-      case DType::f64: { double d; std::memcpy(&d, p, 8); return d; }
-      case DType::f16: { uint16_t h; std::memcpy(&h, p, 2); return f16_reference(h); }
-      case DType::bf16: { uint16_t h; std::memcpy(&h, p, 2); return bf16_reference(h); }
-      case DType::i32: { int32_t x; std::memcpy(&x, p, 4); return x; }
-      default: throw std::invalid_argument(std::string("test data: no decoding for ") + dtype_name(dt));
+      case DType::f32: {
+        float f;
+        std::memcpy(&f, p, 4);
+        return f;
+      }
+      case DType::f64: {
+        double d;
+        std::memcpy(&d, p, 8);
+        return d;
+      }
+      case DType::f16: {
+        uint16_t h;
+        std::memcpy(&h, p, 2);
+        return f16_reference(h);
+      }
+      case DType::bf16: {
+        uint16_t h;
+        std::memcpy(&h, p, 2);
+        return bf16_reference(h);
+      }
+      case DType::i32: {
+        int32_t x;
+        std::memcpy(&x, p, 4);
+        return x;
+      }
+      default:
+        throw std::invalid_argument(std::string("test data: no decoding for ") + dtype_name(dt));
     }
     return 0;
   }
@@ -112,19 +133,19 @@ TEST(Float16, RoundsToNearestEven) {
 TEST(Float16, SubnormalsRoundToNearestEven) {
   const float unit = std::ldexp(1.0f, -24);  // smallest subnormal
   EXPECT_EQ(f32_to_f16(unit), 0x0001);
-  EXPECT_EQ(f32_to_f16(0.5f * unit), 0x0000);   // tie with 0: even
+  EXPECT_EQ(f32_to_f16(0.5f * unit), 0x0000);  // tie with 0: even
   EXPECT_EQ(f32_to_f16(0.75f * unit), 0x0001);
-  EXPECT_EQ(f32_to_f16(1.5f * unit), 0x0002);   // tie between 1 and 2 units: even
-  EXPECT_EQ(f32_to_f16(2.5f * unit), 0x0002);   // tie between 2 and 3 units: even
+  EXPECT_EQ(f32_to_f16(1.5f * unit), 0x0002);     // tie between 1 and 2 units: even
+  EXPECT_EQ(f32_to_f16(2.5f * unit), 0x0002);     // tie between 2 and 3 units: even
   EXPECT_EQ(f32_to_f16(1023.5f * unit), 0x0400);  // tie with the smallest normal
   EXPECT_EQ(f32_to_f16(-unit), 0x8001);
   EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -30)), 0x0000);
 }
 
 TEST(Float16, OverflowInfinityAndNan) {
-  EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);   // largest float16
-  EXPECT_EQ(f32_to_f16(65519.0f), 0x7bff);   // below the midpoint to 65536
-  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);   // midpoint rounds to even: infinity
+  EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);  // largest float16
+  EXPECT_EQ(f32_to_f16(65519.0f), 0x7bff);  // below the midpoint to 65536
+  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);  // midpoint rounds to even: infinity
   EXPECT_EQ(f32_to_f16(1e10f), 0x7c00);
   EXPECT_EQ(f32_to_f16(-1e10f), 0xfc00);
   EXPECT_EQ(f32_to_f16(INFINITY), 0x7c00);
@@ -217,7 +238,8 @@ TEST(Kernels, NarrowInPlaceWrapsInt32) {
 // --- tile permutation ---
 
 // out[j] = in[i] where out index j_d = in index i_perm[d], by brute force.
-std::vector<int32_t> permute_reference(const std::vector<int32_t>& in, const std::vector<int64_t>& ext,
+std::vector<int32_t> permute_reference(const std::vector<int32_t>& in,
+                                       const std::vector<int64_t>& ext,
                                        const std::vector<int64_t>& perm) {
   const size_t nd = ext.size();
   std::vector<int64_t> out_ext(nd), in_stride(nd), out_stride(nd);
@@ -245,7 +267,8 @@ std::vector<std::vector<int64_t>> all_permutations(size_t nd) {
   std::vector<int64_t> p(nd);
   for (size_t i = 0; i < nd; ++i) p[i] = static_cast<int64_t>(i);
   std::vector<std::vector<int64_t>> out;
-  do out.push_back(p); while (std::next_permutation(p.begin(), p.end()));
+  do out.push_back(p);
+  while (std::next_permutation(p.begin(), p.end()));
   return out;
 }
 
@@ -255,8 +278,8 @@ void check_permute(const std::vector<int64_t>& ext) {
   for (const auto& perm : all_permutations(ext.size())) {
     std::vector<int32_t> out(in.size(), -1);
     permute_tile(in.data(), out.data(), ext.data(), perm.data(), static_cast<int>(ext.size()), 4);
-    ASSERT_EQ(out, permute_reference(in, ext, perm)) << "extents " << testing::PrintToString(ext)
-                                                    << ", perm " << testing::PrintToString(perm);
+    ASSERT_EQ(out, permute_reference(in, ext, perm))
+        << "extents " << testing::PrintToString(ext) << ", perm " << testing::PrintToString(perm);
   }
 }
 

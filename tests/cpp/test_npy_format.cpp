@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "errors.hpp"
-#include "npy_format.hpp"
+#include "base/errors.hpp"
+#include "formats/npy_format.hpp"
 #include "test_util.hpp"
 
 namespace jask {
@@ -97,21 +97,25 @@ TEST(NpyHeader, HeaderLengthComesFromTheFirstBytes) {
 }
 
 TEST(NpyHeader, ParsesHeadersWrittenTheWayNumpyWritesThem) {
-  NpyHeader a = parse_npy_header(v1_header("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }"), "a");
+  NpyHeader a =
+      parse_npy_header(v1_header("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }"), "a");
   EXPECT_EQ(a.dtype, DType::f64);
   EXPECT_EQ(a.shape, (std::vector<int64_t>{3}));
   EXPECT_EQ(a.data_offset, 128u);  // 10-byte prefix + dict + padding, a multiple of 64
 
-  NpyHeader b = parse_npy_header(v1_header("{'descr': '<f2', 'fortran_order': False, 'shape': (), }"), "b");
+  NpyHeader b =
+      parse_npy_header(v1_header("{'descr': '<f2', 'fortran_order': False, 'shape': (), }"), "b");
   EXPECT_EQ(b.dtype, DType::f16);
   EXPECT_TRUE(b.shape.empty());
 
   // Key order is free, '=' means native (little-endian here) byte order.
-  NpyHeader c = parse_npy_header(v1_header("{'shape': (2, 3), 'fortran_order': False, 'descr': '=i4'}"), "c");
+  NpyHeader c =
+      parse_npy_header(v1_header("{'shape': (2, 3), 'fortran_order': False, 'descr': '=i4'}"), "c");
   EXPECT_EQ(c.dtype, DType::i32);
   EXPECT_EQ(c.shape, (std::vector<int64_t>{2, 3}));
 
-  NpyHeader d = parse_npy_header(v2_header("{'descr': 'bfloat16', 'fortran_order': False, 'shape': (4, 1), }"), "d");
+  NpyHeader d = parse_npy_header(
+      v2_header("{'descr': 'bfloat16', 'fortran_order': False, 'shape': (4, 1), }"), "d");
   EXPECT_EQ(d.dtype, DType::bf16);
   EXPECT_EQ(d.shape, (std::vector<int64_t>{4, 1}));
 }
@@ -119,7 +123,8 @@ TEST(NpyHeader, ParsesHeadersWrittenTheWayNumpyWritesThem) {
 TEST(NpyHeader, RejectsBadMagicWithValueError) {
   std::string header = make_npy_header(DType::f32, {2});
   header[1] = 'X';
-  expect_error_mentioning<ValueError>([&] { parse_npy_header(header, "/data/bad.npy"); }, {"/data/bad.npy"});
+  expect_error_mentioning<ValueError>([&] { parse_npy_header(header, "/data/bad.npy"); },
+                                      {"/data/bad.npy"});
 }
 
 TEST(NpyHeader, RejectsFortranOrderWithValueError) {
@@ -128,13 +133,15 @@ TEST(NpyHeader, RejectsFortranOrderWithValueError) {
 }
 
 TEST(NpyHeader, RejectsStructuredDtypeWithTypeError) {
-  std::string header = v1_header("{'descr': [('x', '<f4'), ('y', '<f4')], 'fortran_order': False, 'shape': (2,), }");
+  std::string header =
+      v1_header("{'descr': [('x', '<f4'), ('y', '<f4')], 'fortran_order': False, 'shape': (2,), }");
   expect_error_mentioning<TypeError>([&] { parse_npy_header(header, "s.npy"); }, {"structured"});
 }
 
 TEST(NpyHeader, RejectsUnsupportedDescrWithTypeErrorNamingIt) {
   for (std::string descr : {"<i8", ">f4", "|u1", "<c8", "O"}) {
-    std::string header = v1_header("{'descr': '" + descr + "', 'fortran_order': False, 'shape': (2,), }");
+    std::string header =
+        v1_header("{'descr': '" + descr + "', 'fortran_order': False, 'shape': (2,), }");
     expect_error_mentioning<TypeError>([&] { parse_npy_header(header, "u.npy"); }, {descr});
   }
 }
@@ -151,8 +158,8 @@ TEST(NpyHeader, RejectsTruncatedHeadersWithValueError) {
 
 TEST(NpyHeader, RejectsMalformedDictsWithValueError) {
   const std::vector<std::string> dicts = {
-      "{'descr': '<f4', 'fortran_order': False}",                       // no shape
-      "{'fortran_order': False, 'shape': (2,)}",                        // no descr
+      "{'descr': '<f4', 'fortran_order': False}",                         // no shape
+      "{'fortran_order': False, 'shape': (2,)}",                          // no descr
       "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}",  // unknown key
       "{'descr': '<f4', 'fortran_order': Maybe, 'shape': (2,)}",
       "{'descr': '<f4', 'fortran_order': False, 'shape': (-2,)}",

@@ -11,31 +11,32 @@
 #include <string>
 #include <vector>
 
-#include "errors.hpp"
-#include "file.hpp"
-#include "npy_format.hpp"
-#include "ops.hpp"
-#include "pipeline.hpp"
-#include "planner.hpp"
-#include "program.hpp"
+#include "base/errors.hpp"
+#include "exec/pipeline.hpp"
+#include "formats/npy_format.hpp"
+#include "io/file.hpp"
+#include "kernels/ops.hpp"
+#include "plan/planner.hpp"
+#include "program/program.hpp"
 #include "test_util.hpp"
 
 namespace jask {
 namespace {
 
 using test::array_values;
-using test::expect_error_mentioning;
-using test::TaskCount;
 using test::BudgetGuard;
+using test::expect_error_mentioning;
 using test::make_array;
 using test::ScratchDir;
+using test::TaskCount;
 using test::test_values;
 
 const std::vector<DType> kAllDTypes = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32};
 
 // x + y, the program Python's encode writes for it.
 int32_t add_arrays(int32_t x, int32_t y) {
-  test::ProgramBuilder b{.out_shape = test::array_shape(x), .n_operands = 2,
+  test::ProgramBuilder b{.out_shape = test::array_shape(x),
+                         .n_operands = 2,
                          .out_dtype = Registry::instance().get(x)->info().dtype};
   b.add(Opcode::kAdd, 0, 1);
   return map_program("add", {x, y}, {}, {}, b.params());
@@ -50,18 +51,22 @@ TEST(Ops, FillArrayWritesTheValueEverywhere) {
       ArrayInfo info{dt, {37, 23}};
       int32_t h = fill_array(info, value);
       EXPECT_EQ(Registry::instance().get(h)->info().shape, info.shape);
-      EXPECT_EQ(array_values(h), std::vector<double>(37 * 23, value)) << dtype_name(dt) << " " << value;
+      EXPECT_EQ(array_values(h), std::vector<double>(37 * 23, value))
+          << dtype_name(dt) << " " << value;
     }
   }
   EXPECT_EQ(array_values(fill_array(ArrayInfo{DType::b8, {5}}, 1.0)), std::vector<double>(5, 1.0));
   // -0.0 is not the zeros of a new file: its sign bit is written.
   float negative_zero = 1.0f;
-  Registry::instance().get(fill_array(ArrayInfo{DType::f32, {5}}, -0.0))->read_elems(&negative_zero, 4, 1);
+  Registry::instance()
+      .get(fill_array(ArrayInfo{DType::f32, {5}}, -0.0))
+      ->read_elems(&negative_zero, 4, 1);
   EXPECT_TRUE(negative_zero == 0.0f && std::signbit(negative_zero));
 }
 
 // Brute-force transposition: out index j has in index i with i[perm[d]] = j[d].
-std::vector<double> transpose_reference(const std::vector<double>& in, const std::vector<int64_t>& shape,
+std::vector<double> transpose_reference(const std::vector<double>& in,
+                                        const std::vector<int64_t>& shape,
                                         const std::vector<int64_t>& perm) {
   const size_t nd = shape.size();
   std::vector<int64_t> out_shape(nd), in_stride(nd);
@@ -85,19 +90,22 @@ std::vector<double> transpose_reference(const std::vector<double>& in, const std
   return out;
 }
 
-void check_transpose(DType dt, const std::vector<int64_t>& shape, const std::vector<int64_t>& perm) {
+void check_transpose(DType dt, const std::vector<int64_t>& shape,
+                     const std::vector<int64_t>& perm) {
   // Distinct values per position (within a period), so a misplaced element
   // cannot go unseen. Whole numbers up to 2048 are exact in float16, up to
   // 256 in bfloat16.
   const int64_t period = dt == DType::bf16 ? 201 : 2001;
   std::vector<double> values(static_cast<size_t>(test::numel_of(shape)));
-  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(static_cast<int64_t>(i) % period - period / 2);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<double>(static_cast<int64_t>(i) % period - period / 2);
   int32_t out = transpose_array(make_array(dt, shape, values), perm);
   std::vector<int64_t> out_shape;
   for (int64_t p : perm) out_shape.push_back(shape[p]);
   EXPECT_EQ(test::array_shape(out), out_shape);
   EXPECT_EQ(array_values(out), transpose_reference(values, shape, perm))
-      << dtype_name(dt) << " shape " << testing::PrintToString(shape) << " perm " << testing::PrintToString(perm);
+      << dtype_name(dt) << " shape " << testing::PrintToString(shape) << " perm "
+      << testing::PrintToString(perm);
 }
 
 TEST(Ops, TransposeOf2DArrayMatchesTheReference) {
@@ -115,7 +123,8 @@ TEST(Ops, TransposeOf2DArrayMatchesTheReference) {
 TEST(Ops, TransposeOf3DAnd4DArraysMatchesTheReferenceForEveryPermutation) {
   ScratchDir scratch;
   BudgetGuard budget(4096);
-  for (std::vector<int64_t> perm : {std::vector<int64_t>{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}}) {
+  for (std::vector<int64_t> perm :
+       {std::vector<int64_t>{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}}) {
     check_transpose(DType::f32, {13, 7, 11}, perm);
   }
   check_transpose(DType::f64, {3, 4, 5, 6}, {3, 1, 0, 2});
@@ -138,7 +147,8 @@ struct MatmulCase {
 };
 
 // Stored form of a logical M x K matrix: its transpose when `trans`.
-std::vector<double> stored_matrix(const std::vector<double>& logical, int64_t rows, int64_t cols, bool trans) {
+std::vector<double> stored_matrix(const std::vector<double>& logical, int64_t rows, int64_t cols,
+                                  bool trans) {
   if (!trans) return logical;
   std::vector<double> out(logical.size());
   for (int64_t r = 0; r < rows; ++r)
@@ -146,8 +156,8 @@ std::vector<double> stored_matrix(const std::vector<double>& logical, int64_t ro
   return out;
 }
 
-std::vector<double> matmul_reference(const std::vector<double>& a, const std::vector<double>& b, int64_t m,
-                                     int64_t k, int64_t n) {
+std::vector<double> matmul_reference(const std::vector<double>& a, const std::vector<double>& b,
+                                     int64_t m, int64_t k, int64_t n) {
   std::vector<double> c(m * n, 0.0);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j)
@@ -159,8 +169,10 @@ void check_matmul(DType dt, const MatmulCase& c) {
   // Entries in [-3, 3]: products summed over K <= 28 stay below 256, exact
   // even in bfloat16.
   std::vector<double> a = test_values(c.m * c.k, 1, 3), b = test_values(c.k * c.n, 2, 3);
-  std::vector<int64_t> a_shape = c.trans_a ? std::vector<int64_t>{c.k, c.m} : std::vector<int64_t>{c.m, c.k};
-  std::vector<int64_t> b_shape = c.trans_b ? std::vector<int64_t>{c.n, c.k} : std::vector<int64_t>{c.k, c.n};
+  std::vector<int64_t> a_shape =
+      c.trans_a ? std::vector<int64_t>{c.k, c.m} : std::vector<int64_t>{c.m, c.k};
+  std::vector<int64_t> b_shape =
+      c.trans_b ? std::vector<int64_t>{c.n, c.k} : std::vector<int64_t>{c.k, c.n};
   int32_t ha = make_array(dt, a_shape, stored_matrix(a, c.m, c.k, c.trans_a));
   int32_t hb = make_array(dt, b_shape, stored_matrix(b, c.k, c.n, c.trans_b));
   int32_t out = matmul_arrays(ha, hb, c.trans_a, c.trans_b);
@@ -238,7 +250,8 @@ TEST(Ops, MatmulTreatsOneDimensionalOperandsAsRowAndColumnVectors) {
 
   // The transpose flag of a matrix still applies next to a vector.
   int32_t hAt = make_array(DType::f32, {k, m}, stored_matrix(mat_a, m, k, true));
-  EXPECT_EQ(array_values(matmul_arrays(hAt, hvb, true, false)), matmul_reference(mat_a, vec_b, m, k, 1));
+  EXPECT_EQ(array_values(matmul_arrays(hAt, hvb, true, false)),
+            matmul_reference(mat_a, vec_b, m, k, 1));
 }
 
 TEST(Ops, MatmulRejectsMismatchedOperandsNamingBoth) {
@@ -248,11 +261,15 @@ TEST(Ops, MatmulRejectsMismatchedOperandsNamingBoth) {
   int32_t c = make_array(DType::f64, {4, 2}, test_values(8));
   int32_t d = make_array(DType::f32, {2, 2, 2}, test_values(8));
   int32_t e = make_array(DType::f32, {4, 2}, test_values(8));
-  expect_error_mentioning<ValueError>([&] { matmul_arrays(a, b, false, false); }, {"float32[3,4]", "float32[5,2]"});
-  expect_error_mentioning<TypeError>([&] { matmul_arrays(a, c, false, false); }, {"float32[3,4]", "float64[4,2]"});
-  expect_error_mentioning<ValueError>([&] { matmul_arrays(a, d, false, false); }, {"float32[2,2,2]"});
+  expect_error_mentioning<ValueError>([&] { matmul_arrays(a, b, false, false); },
+                                      {"float32[3,4]", "float32[5,2]"});
+  expect_error_mentioning<TypeError>([&] { matmul_arrays(a, c, false, false); },
+                                     {"float32[3,4]", "float64[4,2]"});
+  expect_error_mentioning<ValueError>([&] { matmul_arrays(a, d, false, false); },
+                                      {"float32[2,2,2]"});
   // With trans_a, A is 4x3 and contracts over 3, which B's 4 rows do not match.
-  expect_error_mentioning<ValueError>([&] { matmul_arrays(a, e, true, false); }, {"float32[3,4]^T", "float32[4,2]"});
+  expect_error_mentioning<ValueError>([&] { matmul_arrays(a, e, true, false); },
+                                      {"float32[3,4]^T", "float32[4,2]"});
 }
 
 // --- whole-array transfers ---
@@ -307,7 +324,8 @@ TEST(Ops, SaveArrayWritesANpyFileWithTheSameContents) {
     EXPECT_EQ(header.dtype, dt);
     EXPECT_EQ(header.shape, (std::vector<int64_t>{37, 23}));
     ASSERT_EQ(bytes.size(), header.data_offset + 37 * 23 * itemsize(dt));
-    EXPECT_EQ(test::decode(dt, bytes.data() + header.data_offset, 37 * 23), values) << dtype_name(dt);
+    EXPECT_EQ(test::decode(dt, bytes.data() + header.data_offset, 37 * 23), values)
+        << dtype_name(dt);
 
     auto reopened = StoredArray::open_npy(path, false);
     EXPECT_FALSE(reopened->is_scratch());
@@ -338,8 +356,10 @@ TEST(Ops, MemoryTransfersRejectABufferOfTheWrongSize) {
   ScratchDir scratch;
   int32_t h = fill_array(ArrayInfo{DType::f32, {3, 4}}, 0.0);
   std::vector<float> buf(13);
-  expect_error_mentioning<ValueError>([&] { write_from_memory(h, buf.data(), 13 * 4); }, {"float32[3,4]", "52"});
-  expect_error_mentioning<ValueError>([&] { read_to_memory(h, buf.data(), 11 * 4); }, {"float32[3,4]", "44"});
+  expect_error_mentioning<ValueError>([&] { write_from_memory(h, buf.data(), 13 * 4); },
+                                      {"float32[3,4]", "52"});
+  expect_error_mentioning<ValueError>([&] { read_to_memory(h, buf.data(), 11 * 4); },
+                                      {"float32[3,4]", "44"});
 }
 
 TEST(Ops, ArraysAtUnalignedFileOffsetsStreamCorrectly) {
@@ -354,8 +374,8 @@ TEST(Ops, ArraysAtUnalignedFileOffsetsStreamCorrectly) {
   std::memcpy(bytes.data() + 100, payload.data(), payload.size());
   test::write_file_bytes(dir.file("raw.bin"), bytes);
 
-  int32_t raw = Registry::instance().add(
-      StoredArray::open_raw(dir.file("raw.bin"), ArrayInfo{DType::f32, {97, 61}}, 100, /*writable=*/true));
+  int32_t raw = Registry::instance().add(StoredArray::open_raw(
+      dir.file("raw.bin"), ArrayInfo{DType::f32, {97, 61}}, 100, /*writable=*/true));
   int32_t doubled = add_arrays(raw, raw);
   std::vector<double> expected(values);
   for (double& v : expected) v *= 2;
@@ -372,7 +392,8 @@ TEST(Ops, LargeAlignedBlocksGoThroughDirectIo) {
   ScratchDir scratch;
   BudgetGuard budget(1 << 20);
   int32_t a = make_array(DType::f32, {100000}, test_values(100000, 1));
-  if (!Registry::instance().get(a)->file()->has_direct()) GTEST_SKIP() << "scratch refuses O_DIRECT";
+  if (!Registry::instance().get(a)->file()->has_direct())
+    GTEST_SKIP() << "scratch refuses O_DIRECT";
   // 1 MiB over 2 slots x 3 streams x 4 bytes: blocks of 40960 elements.
   ASSERT_EQ(plan_stream_block("add", "x", 100000, 12) % 4096, 0);
   uint64_t direct_before = io_counters().direct_bytes;
@@ -396,7 +417,8 @@ void check_budget_refusal(Op op, const std::vector<std::string>& names) {
     ADD_FAILURE() << "accepted a budget of " << kMinBudget << " bytes";
     return;
   } catch (const ValueError& e) {
-    for (const auto& name : names) EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    for (const auto& name : names)
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
     needed = test::needed_budget_in(e.what());
     EXPECT_GT(needed, kMinBudget) << e.what();
   }
@@ -416,7 +438,8 @@ TEST(Ops, BudgetTooSmallForAnOpIsRefusedNamingTheOpAndTheBudgetNeeded) {
 TEST(Ops, RunArrayOpDecodesFillReshapeAndMatmulCalls) {
   ScratchDir scratch;
   BudgetGuard budget(4096);
-  int32_t filled = run_array_op(OpCall{"fill", {}, {1.5}, {static_cast<int64_t>(DType::f64), 6, 4}});
+  int32_t filled =
+      run_array_op(OpCall{"fill", {}, {1.5}, {static_cast<int64_t>(DType::f64), 6, 4}});
   EXPECT_EQ(test::array_shape(filled), (std::vector<int64_t>{6, 4}));
   EXPECT_EQ(array_values(filled), std::vector<double>(24, 1.5));
 
@@ -450,11 +473,20 @@ TEST(Ops, RunArrayOpDecodesFillReshapeAndMatmulCalls) {
                    std::accumulate(values.begin(), values.end(), 0.0));
 
   // The single-op kernels of the old elementwise path are gone.
-  for (const char* old : {"add", "sub", "mul", "neg", "square", "scale", "add_scalar", "rsub_scalar", "copy"}) {
-    expect_error_mentioning<ValueError>([&] { run_array_op(OpCall{old, {a, a}, {1.0}, {}}); }, {"unknown", old});
+  for (const char* old :
+       {"add", "sub", "mul", "neg", "square", "scale", "add_scalar", "rsub_scalar", "copy"}) {
+    expect_error_mentioning<ValueError>(
+        [&] {
+          run_array_op(OpCall{old, {a, a}, {1.0}, {}});
+        },
+        {"unknown", old});
   }
   for (const char* old : {"sum", "sum_mul", "max"}) {
-    expect_error_mentioning<ValueError>([&] { run_reduce_op(OpCall{old, {a}, {}, {}}); }, {"unknown", old});
+    expect_error_mentioning<ValueError>(
+        [&] {
+          run_reduce_op(OpCall{old, {a}, {}, {}});
+        },
+        {"unknown", old});
   }
   EXPECT_THROW(run_array_op(OpCall{"frobnicate", {a}, {}, {}}), ValueError);
   EXPECT_THROW(run_arrays_op(OpCall{"map/scale", {a}, {-2.0}, scale.params()}), ValueError);

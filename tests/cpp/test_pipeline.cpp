@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
-#include "errors.hpp"
-#include "pipeline.hpp"
-#include "planner.hpp"
+#include "base/errors.hpp"
+#include "exec/pipeline.hpp"
+#include "plan/planner.hpp"
 
 namespace jask {
 namespace {
@@ -30,14 +30,15 @@ const char* const kStageNames[] = {"read", "compute", "write"};
 // pipeline must fail the test run, not hang it.
 class Watchdog {
  public:
-  explicit Watchdog(std::chrono::seconds limit) : thread_([this, limit] {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, limit, [this] { return done_; })) {
-      std::fprintf(stderr, "pipeline test still running after %lld s: deadlock\n",
-                   static_cast<long long>(limit.count()));
-      std::abort();
-    }
-  }) {}
+  explicit Watchdog(std::chrono::seconds limit)
+      : thread_([this, limit] {
+          std::unique_lock<std::mutex> lock(mu_);
+          if (!cv_.wait_for(lock, limit, [this] { return done_; })) {
+            std::fprintf(stderr, "pipeline test still running after %lld s: deadlock\n",
+                         static_cast<long long>(limit.count()));
+            std::abort();
+          }
+        }) {}
   ~Watchdog() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -100,7 +101,8 @@ TEST(Pipeline, EveryStageRunsEveryTaskOnceInOrder) {
   for (int64_t n : {2, 3, 17, 100}) {
     Trace trace(n);
     run_pipeline(n, traced_stages(trace, true));
-    for (int s = 0; s < 3; ++s) EXPECT_EQ(trace.calls[s], iota(n)) << kStageNames[s] << ", n = " << n;
+    for (int s = 0; s < 3; ++s)
+      EXPECT_EQ(trace.calls[s], iota(n)) << kStageNames[s] << ", n = " << n;
   }
 }
 
@@ -144,7 +146,8 @@ TEST(Pipeline, ReductionsRunWithoutAWriteStage) {
 
 TEST(Pipeline, ZeroTasksCallsNoStage) {
   int calls = 0;
-  PipelineStages stages{[&](int64_t) { ++calls; }, [&](int64_t) { ++calls; }, [&](int64_t) { ++calls; }};
+  PipelineStages stages{[&](int64_t) { ++calls; }, [&](int64_t) { ++calls; },
+                        [&](int64_t) { ++calls; }};
   run_pipeline(0, stages);
   run_pipeline(-3, stages);
   EXPECT_EQ(calls, 0);
@@ -174,8 +177,12 @@ TEST(Pipeline, NextTaskIsReadWhileTheCurrentOneComputes) {
   Watchdog watchdog(30s);
   std::atomic<bool> read1_started{false};
   bool overlapped = false;
-  PipelineStages stages{[&](int64_t t) { if (t == 1) read1_started = true; },
-                        [&](int64_t t) { if (t == 0) overlapped = wait_for_flag(read1_started); },
+  PipelineStages stages{[&](int64_t t) {
+                          if (t == 1) read1_started = true;
+                        },
+                        [&](int64_t t) {
+                          if (t == 0) overlapped = wait_for_flag(read1_started);
+                        },
                         [](int64_t) {}};
   run_pipeline(4, stages);
   EXPECT_TRUE(overlapped) << "read(1) did not start while compute(0) ran";
@@ -186,8 +193,12 @@ TEST(Pipeline, PreviousTaskIsWrittenWhileTheNextOneComputes) {
   std::atomic<bool> compute1_started{false};
   bool overlapped = false;
   PipelineStages stages{[](int64_t) {},
-                        [&](int64_t t) { if (t == 1) compute1_started = true; },
-                        [&](int64_t t) { if (t == 0) overlapped = wait_for_flag(compute1_started); }};
+                        [&](int64_t t) {
+                          if (t == 1) compute1_started = true;
+                        },
+                        [&](int64_t t) {
+                          if (t == 0) overlapped = wait_for_flag(compute1_started);
+                        }};
   run_pipeline(4, stages);
   EXPECT_TRUE(overlapped) << "compute(1) did not start while write(0) ran";
 }
@@ -200,7 +211,8 @@ TEST(Pipeline, StageSecondsAddUpEachStageAndTheOverlappedSpan) {
   auto sleep = [](int64_t) { std::this_thread::sleep_for(20ms); };
   run_pipeline(4, PipelineStages{sleep, sleep, sleep});
   const StageSeconds after = pipeline_stage_seconds();
-  for (double busy : {after.read - before.read, after.compute - before.compute, after.write - before.write}) {
+  for (double busy :
+       {after.read - before.read, after.compute - before.compute, after.write - before.write}) {
     EXPECT_GE(busy, 0.079);
     EXPECT_LT(busy, 0.5);
   }
@@ -228,7 +240,8 @@ std::vector<int64_t> run_failing(int64_t n, Stage failing, int64_t bad) {
     run_pipeline(n, stages);
     ADD_FAILURE() << "run_pipeline returned normally";
   } catch (const IoError& e) {
-    std::string expected = std::string(kStageNames[failing]) + " failed at task " + std::to_string(bad);
+    std::string expected =
+        std::string(kStageNames[failing]) + " failed at task " + std::to_string(bad);
     EXPECT_EQ(std::string(e.what()), expected);
   }
   return {highest[0].load(), highest[1].load(), highest[2].load()};
@@ -238,7 +251,8 @@ TEST(Pipeline, FailingReadIsRethrownAndStopsTheTasksThatNeedIt) {
   Watchdog watchdog(30s);
   for (int64_t bad : {0, 1, 5, 19}) {
     auto highest = run_failing(20, kRead, bad);
-    EXPECT_LT(highest[kCompute], bad) << "compute ran on a task whose read failed (task " << bad << ")";
+    EXPECT_LT(highest[kCompute], bad)
+        << "compute ran on a task whose read failed (task " << bad << ")";
     EXPECT_LT(highest[kWrite], bad);
   }
 }

@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
-#include "errors.hpp"
-#include "planner.hpp"
+#include "base/errors.hpp"
+#include "plan/planner.hpp"
 #include "test_util.hpp"
 
 namespace jask {
@@ -79,7 +79,8 @@ TEST(Planner, StreamBlockOfAnEmptyArrayIsOneElement) {
 
 TEST(Planner, LargeStreamBlocksAreMultiplesOf4096Elements) {
   // Then every block of every dtype starts on a 4096-byte file offset.
-  for (int64_t budget : {int64_t{1} << 20, int64_t{3} << 20, int64_t{1000000}, int64_t{256} << 20}) {
+  for (int64_t budget :
+       {int64_t{1} << 20, int64_t{3} << 20, int64_t{1000000}, int64_t{256} << 20}) {
     BudgetGuard guard(budget);
     for (int64_t bytes_per_elem : {2, 4, 12}) {
       int64_t block = plan_stream_block("op", "x", int64_t{1} << 34, bytes_per_elem);
@@ -103,7 +104,8 @@ TEST(Planner, StreamBlockRefusalNamesTheOpOperandsAndNeededBudget) {
     EXPECT_NE(msg.find("vdot"), std::string::npos) << msg;
     EXPECT_NE(msg.find("float64[1] . float64[1]"), std::string::npos) << msg;
     EXPECT_EQ(test::needed_budget_in(msg), needed) << msg;
-    EXPECT_NE(msg.find(std::to_string(kMinBudget) + " bytes"), std::string::npos) << "current budget: " << msg;
+    EXPECT_NE(msg.find(std::to_string(kMinBudget) + " bytes"), std::string::npos)
+        << "current budget: " << msg;
   }
   set_memory_budget(needed);
   EXPECT_EQ(plan_stream_block("add", "x", 1, bytes_per_elem), 1);
@@ -134,8 +136,9 @@ TEST(Planner, MatmulTilesFitTheBudget) {
                 check_refusal_advice(e, plan);
                 continue;
               }
-              SCOPED_TRACE("budget " + std::to_string(budget) + ", M K N = " + std::to_string(m) + " " +
-                           std::to_string(k) + " " + std::to_string(n) + ", count " + std::to_string(count));
+              SCOPED_TRACE("budget " + std::to_string(budget) + ", M K N = " + std::to_string(m) +
+                           " " + std::to_string(k) + " " + std::to_string(n) + ", count " +
+                           std::to_string(count));
               ASSERT_LE(matmul_tile_bytes(t, elem_bytes), budget);
               ASSERT_TRUE(t.mb >= 1 && t.mb <= m);
               ASSERT_TRUE(t.kb >= 1 && t.kb <= k);
@@ -152,7 +155,8 @@ TEST(Planner, MatmulTilesFitTheBudget) {
 TEST(Planner, MatmulTilesOfEmptyDimensionsAreStillAtLeastOne) {
   // Callers divide by the tile extents.
   BudgetGuard guard(1 << 20);
-  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{0, 5, 4}, {3, 0, 4}, {3, 5, 0}, {0, 0, 0}}) {
+  for (auto [m, k, n] :
+       {std::tuple<int64_t, int64_t, int64_t>{0, 5, 4}, {3, 0, 4}, {3, 5, 0}, {0, 0, 0}}) {
     MatmulTiles t = plan_matmul("mm", m, k, n, 4);
     EXPECT_GE(t.mb, 1);
     EXPECT_GE(t.kb, 1);
@@ -169,7 +173,8 @@ TEST(Planner, MatmulTileBytesCountsEveryTileInEverySlot) {
 
 TEST(Planner, MatmulKeepsASmallBFullyResident) {
   BudgetGuard guard(1 << 20);
-  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{10000, 20, 30}, {100000, 64, 64}, {5000, 1, 100}}) {
+  for (auto [m, k, n] :
+       {std::tuple<int64_t, int64_t, int64_t>{10000, 20, 30}, {100000, 64, 64}, {5000, 1, 100}}) {
     MatmulTiles t = plan_matmul("mm", m, k, n, 4);
     EXPECT_EQ(t.kb, k) << m << "x" << k << "x" << n;
     EXPECT_EQ(t.nb, n) << m << "x" << k << "x" << n;
@@ -193,16 +198,11 @@ int64_t product(const std::vector<int64_t>& v) {
 
 TEST(Planner, TransposeTilesFitTheBudget) {
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {
-      {{37, 23}, {1, 0}},
-      {{37, 23}, {0, 1}},
-      {{1000, 1000}, {1, 0}},
-      {{1, 100000}, {1, 0}},
-      {{5, 7, 9}, {2, 0, 1}},
-      {{5, 7, 9}, {0, 2, 1}},
-      {{64, 64, 64}, {1, 0, 2}},
-      {{300, 2, 500}, {2, 1, 0}},
-      {{3, 4, 5, 6}, {3, 1, 0, 2}},
-      {{7}, {0}},
+      {{37, 23}, {1, 0}},           {{37, 23}, {0, 1}},
+      {{1000, 1000}, {1, 0}},       {{1, 100000}, {1, 0}},
+      {{5, 7, 9}, {2, 0, 1}},       {{5, 7, 9}, {0, 2, 1}},
+      {{64, 64, 64}, {1, 0, 2}},    {{300, 2, 500}, {2, 1, 0}},
+      {{3, 4, 5, 6}, {3, 1, 0, 2}}, {{7}, {0}},
   };
   for (int64_t budget : kBudgets) {
     BudgetGuard guard(budget);

@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "errors.hpp"
-#include "ops.hpp"
-#include "pipeline.hpp"
-#include "program.hpp"
+#include "base/errors.hpp"
+#include "exec/pipeline.hpp"
+#include "kernels/ops.hpp"
+#include "program/program.hpp"
 #include "test_util.hpp"
 
 namespace jask {
@@ -26,12 +26,12 @@ namespace {
 
 using test::array_shape;
 using test::array_values;
-using test::expect_error_mentioning;
-using test::TaskCount;
 using test::BudgetGuard;
+using test::expect_error_mentioning;
 using test::make_array;
 using test::ProgramBuilder;
 using test::ScratchDir;
+using test::TaskCount;
 using test::test_values;
 
 const std::vector<DType> kAllDTypes = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32};
@@ -46,7 +46,8 @@ double stored(DType dt, double v) {
     case DType::bf16: return bf16_to_f32(f32_to_bf16(static_cast<float>(v)));
     case DType::i32:
       if (!std::isfinite(v)) return 0;
-      return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(static_cast<int64_t>(v))));
+      return static_cast<int32_t>(
+          static_cast<uint32_t>(static_cast<uint64_t>(static_cast<int64_t>(v))));
     case DType::b8: return v != 0;
   }
   return 0;
@@ -71,7 +72,8 @@ bool matches(double got, double want, double rel) {
 }
 
 // Runs `program` over in-memory inputs of one length; returns each output.
-std::vector<std::vector<double>> run_in_memory(const Program& program, const std::vector<DType>& in_dtypes,
+std::vector<std::vector<double>> run_in_memory(const Program& program,
+                                               const std::vector<DType>& in_dtypes,
                                                const std::vector<std::vector<double>>& inputs,
                                                const std::vector<double>& scalars, int64_t n) {
   std::vector<std::vector<unsigned char>> in_bytes;
@@ -80,8 +82,8 @@ std::vector<std::vector<double>> run_in_memory(const Program& program, const std
     in_bytes.push_back(test::encode(in_dtypes[i], inputs[i]));
     in_ptrs.push_back(in_bytes.back().data());
   }
-  std::vector<std::vector<unsigned char>> out_bytes(program.n_outputs(),
-                                                    std::vector<unsigned char>(n * itemsize(program.out_dtype)));
+  std::vector<std::vector<unsigned char>> out_bytes(
+      program.n_outputs(), std::vector<unsigned char>(n * itemsize(program.out_dtype)));
   std::vector<void*> out_ptrs;
   for (auto& o : out_bytes) out_ptrs.push_back(o.data());
   ProgramRunner runner(program, in_dtypes, scalars);
@@ -94,7 +96,10 @@ std::vector<std::vector<double>> run_in_memory(const Program& program, const std
 Program one_instruction(Opcode op, int n_inputs, DType out_dtype) {
   // Operands a, b, c are the inputs (unary ops read only a).
   const int32_t dst = n_inputs;
-  return Program{dst + 1, out_dtype, Reduction::kNone, dst,
+  return Program{dst + 1,
+                 out_dtype,
+                 Reduction::kNone,
+                 dst,
                  {Instr{op, dst, 0, std::min(1, n_inputs - 1), std::min(2, n_inputs - 1)}}};
 }
 
@@ -115,7 +120,9 @@ const std::vector<InstrCase> kInstrCases = {
     {"sqrt", false, [](double a, double, double) { return std::sqrt(a); }},
     {"rsqrt", false, [](double a, double, double) { return 1.0 / std::sqrt(a); }},
     {"abs", true, [](double a, double, double) { return std::abs(a); }},
-    {"sign", true, [](double a, double, double) { return a > 0 ? 1.0 : a < 0 ? -1.0 : a; }},
+    {"sign", true, [](double a, double, double) { return a > 0   ? 1.0
+                                                         : a < 0 ? -1.0
+                                                                 : a; }},
     {"exp", false, [](double a, double, double) { return std::exp(a); }},
     {"log", false, [](double a, double, double) { return std::log(a); }},
     {"log1p", false, [](double a, double, double) { return std::log1p(a); }},
@@ -125,7 +132,9 @@ const std::vector<InstrCase> kInstrCases = {
     {"relu", true, [](double a, double, double) { return a > 0 ? a : 0.0; }},
     {"softplus", false, [](double a, double, double) { return std::log(1.0 + std::exp(a)); }},
     {"gelu", false,
-     [](double a, double, double) { return 0.5 * a * (1.0 + std::tanh(kGeluK * (a + 0.044715 * a * a * a))); }},
+     [](double a, double, double) {
+       return 0.5 * a * (1.0 + std::tanh(kGeluK * (a + 0.044715 * a * a * a)));
+     }},
     {"reciprocal", false, [](double a, double, double) { return 1.0 / a; }},
     {"not", true, [](double a, double, double) { return a == 0 ? 1.0 : 0.0; }},
     {"add", true, [](double a, double b, double) { return a + b; }},
@@ -151,7 +160,8 @@ TEST(Program, EveryOpcodeHasAReferenceInThisTest) {
   for (const auto& [name, code] : opcode_table()) engine.insert(name);
   for (const auto& c : kInstrCases) here.insert(c.name);
   EXPECT_EQ(engine, here);
-  for (const auto& [name, code] : opcode_table()) EXPECT_EQ(static_cast<int>(opcode_from_name(name)), code) << name;
+  for (const auto& [name, code] : opcode_table())
+    EXPECT_EQ(static_cast<int>(opcode_from_name(name)), code) << name;
   EXPECT_THROW(opcode_from_name("frobnicate"), ValueError);
 }
 
@@ -161,7 +171,8 @@ TEST(Program, EveryInstructionOnEveryDtypeMatchesADoubleReference) {
   for (DType dt : kAllDTypes) {
     // Whole numbers give zeros, ties and special values (log 0, 1/0, sqrt of
     // negatives); halves give fractions. Both are exact in every float dtype.
-    for (double offset : dt == DType::i32 ? std::vector<double>{0.0} : std::vector<double>{0.0, 0.5}) {
+    for (double offset :
+         dt == DType::i32 ? std::vector<double>{0.0} : std::vector<double>{0.0, 0.5}) {
       std::vector<double> a = test_values(n, 1, 6, offset), b = test_values(n, 2, 6, offset),
                           c = test_values(n, 3, 6, offset);
       for (const InstrCase& ic : kInstrCases) {
@@ -188,9 +199,12 @@ struct ScalarCase {
 };
 
 const std::vector<ScalarCase> kScalarCases = {
-    {"scale", [](ProgramBuilder& p) { p.add(Opcode::kMul, 0, 1); }, [](double x, double s) { return x * s; }},
-    {"add_scalar", [](ProgramBuilder& p) { p.add(Opcode::kAdd, 0, 1); }, [](double x, double s) { return x + s; }},
-    {"rsub_scalar", [](ProgramBuilder& p) { p.add(Opcode::kSub, 1, 0); }, [](double x, double s) { return s - x; }},
+    {"scale", [](ProgramBuilder& p) { p.add(Opcode::kMul, 0, 1); },
+     [](double x, double s) { return x * s; }},
+    {"add_scalar", [](ProgramBuilder& p) { p.add(Opcode::kAdd, 0, 1); },
+     [](double x, double s) { return x + s; }},
+    {"rsub_scalar", [](ProgramBuilder& p) { p.add(Opcode::kSub, 1, 0); },
+     [](double x, double s) { return s - x; }},
     {"fill", [](ProgramBuilder& p) { p.outputs = {1}; }, [](double, double s) { return s; }},
 };
 
@@ -205,7 +219,8 @@ TEST(Program, ScalarOperandsReachEveryElement) {
       Program program = Program::decode(b.program(), 1, 1);
       std::vector<double> got = run_in_memory(program, {dt}, {x}, {scalar}, n)[0];
       for (int64_t i = 0; i < n; ++i) {
-        ASSERT_EQ(got[i], sc.ref(x[i], scalar)) << sc.name << " on " << dtype_name(dt) << ", element " << i;
+        ASSERT_EQ(got[i], sc.ref(x[i], scalar))
+            << sc.name << " on " << dtype_name(dt) << ", element " << i;
       }
     }
   }
@@ -217,7 +232,8 @@ TEST(Program, ResultsRoundOnceToTheStorageDtype) {
   Program scale{2 + 1, DType::f16, Reduction::kNone, 2, {Instr{Opcode::kMul, 2, 0, 1, 0}}};
   std::vector<double> got = run_in_memory(scale, {DType::f16}, {{1, 2, 3}}, {1.0 / 3.0}, 3)[0];
   for (int i = 0; i < 3; ++i) {
-    float expected = f16_to_f32(f32_to_f16(static_cast<float>(1.0 + i) * static_cast<float>(1.0 / 3.0)));
+    float expected =
+        f16_to_f32(f32_to_f16(static_cast<float>(1.0 + i) * static_cast<float>(1.0 / 3.0)));
     EXPECT_EQ(got[i], expected) << i;
   }
 }
@@ -229,16 +245,21 @@ TEST(Program, RegistersKeepTheComputeTypeBetweenInstructions) {
   const int32_t t = b.add(Opcode::kAdd, 0, 1);
   b.add(Opcode::kSub, t, 0);
   Program program = Program::decode(b.program(), 1, 1);
-  std::vector<double> got = run_in_memory(program, {DType::bf16}, {{1.0, 1.0}}, {std::ldexp(1.0, -9)}, 2)[0];
+  std::vector<double> got =
+      run_in_memory(program, {DType::bf16}, {{1.0, 1.0}}, {std::ldexp(1.0, -9)}, 2)[0];
   EXPECT_EQ(got, (std::vector<double>{std::ldexp(1.0, -9), std::ldexp(1.0, -9)}));
 }
 
 TEST(Program, Int32ArithmeticWrapsAround) {
-  const double big = std::numeric_limits<int32_t>::max(), small = std::numeric_limits<int32_t>::min();
+  const double big = std::numeric_limits<int32_t>::max(),
+               small = std::numeric_limits<int32_t>::min();
   // Products stay below 2^53, where double registers hold them exactly.
-  std::vector<double> a = {big, small, big, 65536, 46341, 7, -7}, b = {1, -1, 2, 65536, 46341, 2, 2};
-  auto run = [&](Opcode op) { return run_in_memory(one_instruction(op, 2, DType::i32), {DType::i32, DType::i32},
-                                                   {a, b}, {}, 7)[0]; };
+  std::vector<double> a = {big, small, big, 65536, 46341, 7, -7},
+                      b = {1, -1, 2, 65536, 46341, 2, 2};
+  auto run = [&](Opcode op) {
+    return run_in_memory(one_instruction(op, 2, DType::i32), {DType::i32, DType::i32}, {a, b}, {},
+                         7)[0];
+  };
   auto wrap = [](double v) { return stored(DType::i32, v); };
   std::vector<double> sum = run(Opcode::kAdd), diff = run(Opcode::kSub), prod = run(Opcode::kMul);
   for (size_t i = 0; i < a.size(); ++i) {
@@ -258,10 +279,12 @@ TEST(Program, ComparisonsAndLogicStoreBooleans) {
   std::vector<double> x = {1.5, -2, 3, 0}, y = {1.5, 2, -3, 0}, p = {1, 0, 1, 0}, q = {1, 1, 0, 0};
   // x < y into bool
   Program lt = one_instruction(Opcode::kLt, 2, DType::b8);
-  EXPECT_EQ(run_in_memory(lt, {DType::f32, DType::f32}, {x, y}, {}, 4)[0], (std::vector<double>{0, 1, 0, 0}));
+  EXPECT_EQ(run_in_memory(lt, {DType::f32, DType::f32}, {x, y}, {}, 4)[0],
+            (std::vector<double>{0, 1, 0, 0}));
   // Boolean operands: p and q, not p.
   Program both = one_instruction(Opcode::kAnd, 2, DType::b8);
-  EXPECT_EQ(run_in_memory(both, {DType::b8, DType::b8}, {p, q}, {}, 4)[0], (std::vector<double>{1, 0, 0, 0}));
+  EXPECT_EQ(run_in_memory(both, {DType::b8, DType::b8}, {p, q}, {}, 4)[0],
+            (std::vector<double>{1, 0, 0, 0}));
   Program negated = one_instruction(Opcode::kNot, 1, DType::b8);
   EXPECT_EQ(run_in_memory(negated, {DType::b8}, {p}, {}, 4)[0], (std::vector<double>{0, 1, 0, 1}));
   // where(p, x, y): a bool condition choosing between float32 values.
@@ -273,7 +296,8 @@ TEST(Program, ComparisonsAndLogicStoreBooleans) {
 TEST(Program, OperandsOfDifferentDtypesAreLoadedEachInItsOwn) {
   // int32 + float16 into float64: registers widen to double for all.
   Program add = one_instruction(Opcode::kAdd, 2, DType::f64);
-  std::vector<double> got = run_in_memory(add, {DType::i32, DType::f16}, {{100000, -3}, {0.5, 0.25}}, {}, 2)[0];
+  std::vector<double> got =
+      run_in_memory(add, {DType::i32, DType::f16}, {{100000, -3}, {0.5, 0.25}}, {}, 2)[0];
   EXPECT_EQ(got, (std::vector<double>{100000.5, -2.75}));
 }
 
@@ -281,8 +305,8 @@ TEST(Program, MaxAndMinPropagateNan) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> a = {nan, 1, 2}, b = {1, nan, 3};
   for (Opcode op : {Opcode::kMax, Opcode::kMin}) {
-    std::vector<double> got =
-        run_in_memory(one_instruction(op, 2, DType::f32), {DType::f32, DType::f32}, {a, b}, {}, 3)[0];
+    std::vector<double> got = run_in_memory(one_instruction(op, 2, DType::f32),
+                                            {DType::f32, DType::f32}, {a, b}, {}, 3)[0];
     EXPECT_TRUE(std::isnan(got[0]));
     EXPECT_TRUE(std::isnan(got[1]));
     EXPECT_EQ(got[2], op == Opcode::kMax ? 3 : 2);
@@ -339,10 +363,12 @@ TEST(Program, SumsAccumulateInDouble) {
 TEST(Program, SeveralOutputsAreStoredFromTheirRegisters) {
   // m = x * y, s = m + 1, t = s * x: outputs (m, s, t), then (t, m).
   ProgramBuilder b{.n_operands = 3};
-  const int32_t m = b.add(Opcode::kMul, 0, 1), s = b.add(Opcode::kAdd, m, 2), t = b.add(Opcode::kMul, s, 0);
+  const int32_t m = b.add(Opcode::kMul, 0, 1), s = b.add(Opcode::kAdd, m, 2),
+                t = b.add(Opcode::kMul, s, 0);
   const int64_t n = 2500;
   std::vector<double> x = test_values(n, 1), y = test_values(n, 2);
-  for (const std::vector<int32_t>& outputs : {std::vector<int32_t>{m, s, t}, std::vector<int32_t>{t, m}}) {
+  for (const std::vector<int32_t>& outputs :
+       {std::vector<int32_t>{m, s, t}, std::vector<int32_t>{t, m}}) {
     b.outputs = outputs;
     Program program = Program::decode(b.program(), 2, 1);
     ASSERT_EQ(program.n_outputs(), outputs.size());
@@ -373,12 +399,14 @@ TEST(Program, RunnerChecksTheNumberOfOutputBuffers) {
 
 // Program::decode rejects each malformation with a ValueError; `inputs` and
 // `scalars` count the operands (registers 0..inputs+scalars-1).
-void expect_malformed(const std::vector<int64_t>& params, size_t inputs, size_t scalars, const std::string& why) {
+void expect_malformed(const std::vector<int64_t>& params, size_t inputs, size_t scalars,
+                      const std::string& why) {
   try {
     Program::decode(params, inputs, scalars);
     ADD_FAILURE() << "accepted: " << why;
   } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("malformed elementwise program"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("malformed elementwise program"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -436,17 +464,24 @@ struct MapCase {
 };
 
 const std::vector<MapCase> kMapCases = {
-    {"add", 2, [](ProgramBuilder& p) { p.add(Opcode::kAdd, 0, 1); }, [](double x, double y, double) { return x + y; }},
-    {"sub", 2, [](ProgramBuilder& p) { p.add(Opcode::kSub, 0, 1); }, [](double x, double y, double) { return x - y; }},
-    {"mul", 2, [](ProgramBuilder& p) { p.add(Opcode::kMul, 0, 1); }, [](double x, double y, double) { return x * y; }},
-    {"neg", 1, [](ProgramBuilder& p) { p.add(Opcode::kNeg, 0); }, [](double x, double, double) { return -x; }},
-    {"square", 1, [](ProgramBuilder& p) { p.add(Opcode::kSquare, 0); }, [](double x, double, double) { return x * x; }},
-    {"scale", 1, [](ProgramBuilder& p) { p.add(Opcode::kMul, 0, 1); }, [](double x, double, double s) { return x * s; }},
+    {"add", 2, [](ProgramBuilder& p) { p.add(Opcode::kAdd, 0, 1); },
+     [](double x, double y, double) { return x + y; }},
+    {"sub", 2, [](ProgramBuilder& p) { p.add(Opcode::kSub, 0, 1); },
+     [](double x, double y, double) { return x - y; }},
+    {"mul", 2, [](ProgramBuilder& p) { p.add(Opcode::kMul, 0, 1); },
+     [](double x, double y, double) { return x * y; }},
+    {"neg", 1, [](ProgramBuilder& p) { p.add(Opcode::kNeg, 0); },
+     [](double x, double, double) { return -x; }},
+    {"square", 1, [](ProgramBuilder& p) { p.add(Opcode::kSquare, 0); },
+     [](double x, double, double) { return x * x; }},
+    {"scale", 1, [](ProgramBuilder& p) { p.add(Opcode::kMul, 0, 1); },
+     [](double x, double, double s) { return x * s; }},
     {"add_scalar", 1, [](ProgramBuilder& p) { p.add(Opcode::kAdd, 0, 1); },
      [](double x, double, double s) { return x + s; }},
     {"rsub_scalar", 1, [](ProgramBuilder& p) { p.add(Opcode::kSub, 1, 0); },
      [](double x, double, double s) { return s - x; }},
-    {"copy", 1, [](ProgramBuilder& p) { p.add(Opcode::kCopy, 0); }, [](double x, double, double) { return x; }},
+    {"copy", 1, [](ProgramBuilder& p) { p.add(Opcode::kCopy, 0); },
+     [](double x, double, double) { return x; }},
 };
 
 const MapCase& map_case(const std::string& name) {
@@ -472,7 +507,8 @@ void check_map_case(const MapCase& mc, DType dt, const std::vector<int64_t>& sha
   EXPECT_TRUE(arr->is_scratch());
   std::vector<double> got = array_values(out);
   for (int64_t i = 0; i < n; ++i) {
-    ASSERT_EQ(got[i], mc.ref(x[i], y[i], scalar)) << mc.name << " on " << dtype_name(dt) << ", element " << i;
+    ASSERT_EQ(got[i], mc.ref(x[i], y[i], scalar))
+        << mc.name << " on " << dtype_name(dt) << ", element " << i;
   }
 }
 
@@ -490,7 +526,8 @@ TEST(Programs, WorkOnEveryDtype) {
   BudgetGuard budget(16384);
   for (DType dt : kAllDTypes) {
     const double scalar = dt == DType::i32 ? 3.0 : 2.5;
-    for (const char* name : {"add", "mul", "scale", "rsub_scalar"}) check_map_case(map_case(name), dt, {37, 23}, scalar);
+    for (const char* name : {"add", "mul", "scale", "rsub_scalar"})
+      check_map_case(map_case(name), dt, {37, 23}, scalar);
   }
 }
 
@@ -515,11 +552,16 @@ TEST(Programs, AcceptZeroDimensionalAndEmptyArrays) {
 }
 
 // sum(x), or sum(x * y) with two arrays, over arrays on disk.
-double sum_on_disk(DType dt, const std::vector<int32_t>& handles, const std::vector<int64_t>& shape) {
-  ProgramBuilder b{.out_shape = shape, .n_operands = static_cast<int32_t>(handles.size()), .out_dtype = dt,
+double sum_on_disk(DType dt, const std::vector<int32_t>& handles,
+                   const std::vector<int64_t>& shape) {
+  ProgramBuilder b{.out_shape = shape,
+                   .n_operands = static_cast<int32_t>(handles.size()),
+                   .out_dtype = dt,
                    .reduction = Reduction::kSum};
-  if (handles.size() == 1) b.add(Opcode::kCopy, 0);
-  else b.add(Opcode::kMul, 0, 1);
+  if (handles.size() == 1)
+    b.add(Opcode::kCopy, 0);
+  else
+    b.add(Opcode::kMul, 0, 1);
   return reduce_program(handles.size() == 1 ? "sum" : "vdot", handles, {}, {}, b.params());
 }
 
@@ -548,14 +590,16 @@ TEST(Programs, MaxAndMinOfAnExpression) {
   const std::vector<int64_t> shape = {97, 61};
   const int64_t n = test::numel_of(shape);
   std::vector<double> x = test_values(n, 1, 6, 0.5), y = test_values(n, 2, 6, 0.5);
-  const std::vector<int32_t> handles = {make_array(DType::f32, shape, x), make_array(DType::f32, shape, y)};
+  const std::vector<int32_t> handles = {make_array(DType::f32, shape, x),
+                                        make_array(DType::f32, shape, y)};
   for (Reduction r : {Reduction::kMax, Reduction::kMin}) {
     // max (or min) of x * y - 1.5
     ProgramBuilder b{.out_shape = shape, .n_operands = 3, .reduction = r};
     b.add(Opcode::kSub, b.add(Opcode::kMul, 0, 1), 2);
     double want = r == Reduction::kMax ? -INFINITY : INFINITY;
     for (int64_t i = 0; i < n; ++i) {
-      want = r == Reduction::kMax ? std::max(want, x[i] * y[i] - 1.5) : std::min(want, x[i] * y[i] - 1.5);
+      want = r == Reduction::kMax ? std::max(want, x[i] * y[i] - 1.5)
+                                  : std::min(want, x[i] * y[i] - 1.5);
     }
     EXPECT_EQ(reduce_program("mul+sub+max", handles, {}, {1.5}, b.params()), want);
   }
@@ -567,28 +611,34 @@ TEST(Programs, TwoAndThreeOutputsAreWrittenInOnePass) {
   const std::vector<int64_t> shape = {97, 61};
   const int64_t n = test::numel_of(shape);
   std::vector<double> x = test_values(n, 1, 6, 0.5), y = test_values(n, 2, 6, 0.5);
-  const std::vector<int32_t> handles = {make_array(DType::f32, shape, x), make_array(DType::f32, shape, y)};
+  const std::vector<int32_t> handles = {make_array(DType::f32, shape, x),
+                                        make_array(DType::f32, shape, y)};
   // m = x * y, v = m + s, u = v * x: a new state and an update computed from it.
   ProgramBuilder b{.out_shape = shape, .n_operands = 3};
-  const int32_t m = b.add(Opcode::kMul, 0, 1), v = b.add(Opcode::kAdd, m, 2), u = b.add(Opcode::kMul, v, 0);
+  const int32_t m = b.add(Opcode::kMul, 0, 1), v = b.add(Opcode::kAdd, m, 2),
+                u = b.add(Opcode::kMul, v, 0);
   auto reference = [&](int32_t reg, int64_t i) {
     const double mv = x[i] * y[i], vv = mv + 1.5;
     return reg == m ? mv : reg == v ? vv : vv * x[i];
   };
-  for (const std::vector<int32_t>& outputs : {std::vector<int32_t>{m, u}, std::vector<int32_t>{m, v, u}}) {
+  for (const std::vector<int32_t>& outputs :
+       {std::vector<int32_t>{m, u}, std::vector<int32_t>{m, v, u}}) {
     b.outputs = outputs;
     // Two inputs and the outputs share the budget; one pass is one task per block.
-    const int64_t block = plan_stream_block("test", "test", n, 4 * (2 + static_cast<int64_t>(outputs.size())), 0);
+    const int64_t block =
+        plan_stream_block("test", "test", n, 4 * (2 + static_cast<int64_t>(outputs.size())), 0);
     TaskCount tasks;
     std::vector<int32_t> outs = map_program_outputs("mul+add+mul", handles, {}, {1.5}, b.params());
     EXPECT_EQ(tasks.delta(), static_cast<uint64_t>((n + block - 1) / block));
     EXPECT_GT(tasks.delta(), 20u) << "many small blocks";
     ASSERT_EQ(outs.size(), outputs.size());
-    EXPECT_EQ(std::set<int32_t>(outs.begin(), outs.end()).size(), outs.size()) << "distinct handles";
+    EXPECT_EQ(std::set<int32_t>(outs.begin(), outs.end()).size(), outs.size())
+        << "distinct handles";
     for (size_t o = 0; o < outs.size(); ++o) {
       EXPECT_EQ(Registry::instance().get(outs[o])->info().describe(), "float32[97,61]");
       std::vector<double> got = array_values(outs[o]);
-      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], reference(outputs[o], i)) << "output " << o << ", element " << i;
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(got[i], reference(outputs[o], i)) << "output " << o << ", element " << i;
     }
   }
 }
@@ -599,7 +649,8 @@ TEST(Programs, SeveralOutputsNeedMapProgramOutputsAndNoReduction) {
   ProgramBuilder two{.out_shape = {3}, .n_operands = 1};
   two.outputs = {two.add(Opcode::kNeg, 0), 0};
   const size_t live = Registry::instance().size();
-  expect_error_mentioning<ValueError>([&] { map_program("neg", {x}, {}, {}, two.params()); }, {"neg", "2 outputs"});
+  expect_error_mentioning<ValueError>([&] { map_program("neg", {x}, {}, {}, two.params()); },
+                                      {"neg", "2 outputs"});
   EXPECT_EQ(Registry::instance().size(), live) << "the outputs of a refused call stay registered";
   two.reduction = Reduction::kSum;
   expect_error_mentioning<ValueError>([&] { reduce_program("neg", {x}, {}, {}, two.params()); },
@@ -607,8 +658,8 @@ TEST(Programs, SeveralOutputsNeedMapProgramOutputsAndNoReduction) {
 
   ProgramBuilder sum{.out_shape = {3}, .n_operands = 1, .reduction = Reduction::kSum};
   sum.add(Opcode::kCopy, 0);
-  expect_error_mentioning<ValueError>([&] { map_program_outputs("sum", {x}, {}, {}, sum.params()); },
-                                      {"sum", "reduction"});
+  expect_error_mentioning<ValueError>(
+      [&] { map_program_outputs("sum", {x}, {}, {}, sum.params()); }, {"sum", "reduction"});
   EXPECT_THROW(map_program("sum", {x}, {}, {}, sum.params()), ValueError);
   ProgramBuilder neg{.out_shape = {3}, .n_operands = 1};
   neg.add(Opcode::kNeg, 0);
@@ -622,7 +673,8 @@ TEST(Programs, MalformedParamsAreValueErrorsNamingTheOp) {
   const int32_t x = make_array(DType::f32, {3}, {1, 2, 3});
   ProgramBuilder good{.out_shape = {3}, .n_operands = 1};
   good.add(Opcode::kNeg, 0);
-  EXPECT_EQ(array_values(map_program("neg", {x}, {}, {}, good.params())), (std::vector<double>{-1, -2, -3}));
+  EXPECT_EQ(array_values(map_program("neg", {x}, {}, {}, good.params())),
+            (std::vector<double>{-1, -2, -3}));
   const std::vector<int64_t> program = good.program();
   auto header_then_program = [&](std::vector<int64_t> header) {
     header.insert(header.end(), program.begin(), program.end());
@@ -633,23 +685,26 @@ TEST(Programs, MalformedParamsAreValueErrorsNamingTheOp) {
   std::vector<int64_t> bad_register = good.params();
   bad_register[bad_register.size() - 3] = 7;  // the instruction's first operand
   const std::vector<std::vector<int64_t>> malformed = {
-      {},                                     // no header
-      {1, 3},                                 // header cut short
-      header_then_program({-1, 0}),           // negative rank
-      header_then_program({1, -3, 0}),        // negative extent
+      {},                                       // no header
+      {1, 3},                                   // header cut short
+      header_then_program({-1, 0}),             // negative rank
+      header_then_program({1, -3, 0}),          // negative extent
       header_then_program({1, 3, 1, 0, 1, 3}),  // an in-memory operand that was not passed
       truncated,
       bad_register,
   };
   for (const auto& params : malformed) {
-    expect_error_mentioning<ValueError>([&] { map_program("neg", {x}, {}, {}, params); }, {"neg", "malformed"});
+    expect_error_mentioning<ValueError>([&] { map_program("neg", {x}, {}, {}, params); },
+                                        {"neg", "malformed"});
   }
   // An in-memory operand of another size than its header says.
   ProgramBuilder with_memory{.out_shape = {3}, .n_operands = 2, .memory = {{DType::f32, {3}}}};
   with_memory.add(Opcode::kAdd, 0, 1);
   std::vector<float> two_values = {1, 2};
   expect_error_mentioning<ValueError>(
-      [&] { map_program("add", {x}, {DenseOperand{two_values.data(), 8}}, {}, with_memory.params()); },
+      [&] {
+        map_program("add", {x}, {DenseOperand{two_values.data(), 8}}, {}, with_memory.params());
+      },
       {"add", "in-memory operand size"});
   // More operands than the program has registers for, and an unknown handle.
   EXPECT_THROW(map_program("neg", {x, x}, {}, {}, good.params()), ValueError);
@@ -658,7 +713,8 @@ TEST(Programs, MalformedParamsAreValueErrorsNamingTheOp) {
 
 // The values of an operand of `shape` at every position of `out`, by NumPy's
 // broadcasting rule, computed by brute force.
-std::vector<double> broadcast_reference(const std::vector<double>& values, const std::vector<int64_t>& shape,
+std::vector<double> broadcast_reference(const std::vector<double>& values,
+                                        const std::vector<int64_t>& shape,
                                         const std::vector<int64_t>& out) {
   const size_t nd = out.size();
   std::vector<int64_t> padded(nd - shape.size(), 1);
@@ -698,7 +754,8 @@ TEST(Programs, SmallerOperandsBroadcastToTheOutput) {
     std::vector<int32_t> handles;
     std::vector<std::vector<double>> spread;  // each operand at every output position
     for (size_t k = 0; k < c.operands.size(); ++k) {
-      std::vector<double> values = test_values(test::numel_of(c.operands[k]), static_cast<int>(k) + 1, 6, 0.5);
+      std::vector<double> values =
+          test_values(test::numel_of(c.operands[k]), static_cast<int>(k) + 1, 6, 0.5);
       handles.push_back(make_array(DType::f32, c.operands[k], values));
       spread.push_back(broadcast_reference(values, c.operands[k], c.out));
     }
@@ -706,7 +763,8 @@ TEST(Programs, SmallerOperandsBroadcastToTheOutput) {
     ProgramBuilder b{.out_shape = c.out, .n_operands = static_cast<int32_t>(handles.size())};
     int32_t acc = b.add(Opcode::kAdd, 0, 1);
     const int32_t first = acc;
-    for (int32_t k = 2; k < b.n_operands; ++k) acc = b.add(k % 2 ? Opcode::kAdd : Opcode::kSub, acc, k);
+    for (int32_t k = 2; k < b.n_operands; ++k)
+      acc = b.add(k % 2 ? Opcode::kAdd : Opcode::kSub, acc, k);
     b.outputs = {acc, first};
     TaskCount tasks;
     std::vector<int32_t> outs = map_program_outputs("broadcast", handles, {}, {}, b.params());
@@ -725,21 +783,29 @@ TEST(Programs, SmallerOperandsBroadcastToTheOutput) {
 
 TEST(Programs, OperandsThatDoNotBroadcastAreRefusedNamingTheShapes) {
   ScratchDir scratch;
-  const int32_t a = make_array(DType::f32, {3, 4}, test_values(12)), b = make_array(DType::f32, {4, 3}, test_values(12));
+  const int32_t a = make_array(DType::f32, {3, 4}, test_values(12)),
+                b = make_array(DType::f32, {4, 3}, test_values(12));
   ProgramBuilder add{.out_shape = {3, 4}, .n_operands = 2};
   add.add(Opcode::kAdd, 0, 1);
-  expect_error_mentioning<ValueError>([&] { map_program("add", {a, b}, {}, {}, add.params()); },
-                                      {"add", "float32[4,3]", "(4, 3)", "(3, 4)"});
+  expect_error_mentioning<ValueError>(
+      [&] {
+        map_program("add", {a, b}, {}, {}, add.params());
+      },
+      {"add", "float32[4,3]", "(4, 3)", "(3, 4)"});
   // An operand larger than the output.
   ProgramBuilder neg{.out_shape = {4}, .n_operands = 1};
   neg.add(Opcode::kNeg, 0);
-  expect_error_mentioning<ValueError>([&] { map_program("neg", {a}, {}, {}, neg.params()); }, {"neg", "(3, 4)"});
+  expect_error_mentioning<ValueError>([&] { map_program("neg", {a}, {}, {}, neg.params()); },
+                                      {"neg", "(3, 4)"});
   // An in-memory operand likewise.
   std::vector<float> row(3, 1.0f);
   ProgramBuilder mem{.out_shape = {3, 4}, .n_operands = 2, .memory = {{DType::f32, {3}}}};
   mem.add(Opcode::kAdd, 0, 1);
   expect_error_mentioning<ValueError>(
-      [&] { map_program("add", {a}, {DenseOperand{row.data(), 12}}, {}, mem.params()); }, {"add", "(3,)", "(3, 4)"});
+      [&] {
+        map_program("add", {a}, {DenseOperand{row.data(), 12}}, {}, mem.params());
+      },
+      {"add", "(3,)", "(3, 4)"});
 }
 
 TEST(Programs, InMemoryOperandsAreReadInPlace) {
@@ -763,7 +829,8 @@ TEST(Programs, InMemoryOperandsAreReadInPlace) {
                    .n_operands = 5,
                    .memory = {{DType::f32, {61}}, {DType::f64, {97, 61}}, {DType::f32, {97, 1}}}};
   b.add(Opcode::kMul, b.add(Opcode::kSub, b.add(Opcode::kAdd, b.add(Opcode::kMul, 0, 1), 2), 3), 4);
-  std::vector<double> got = array_values(map_program("dense_layer", {hx}, buffers, {2.0}, b.params()));
+  std::vector<double> got =
+      array_values(map_program("dense_layer", {hx}, buffers, {2.0}, b.params()));
   for (int64_t i = 0; i < n; ++i) {
     const double want = ((x[i] * bias[i % 61] + full[i]) - column[i / 61]) * 2.0;
     ASSERT_EQ(got[i], static_cast<float>(want)) << "element " << i;
@@ -772,7 +839,8 @@ TEST(Programs, InMemoryOperandsAreReadInPlace) {
   // No array on disk at all: an in-memory row broadcast to a DiskArray, and a scalar alone.
   ProgramBuilder spread{.out_shape = shape, .n_operands = 1, .memory = {{DType::f32, {61}}}};
   spread.add(Opcode::kCopy, 0);
-  std::vector<double> rows = array_values(map_program("broadcast_to", {}, {buffers[0]}, {}, spread.params()));
+  std::vector<double> rows =
+      array_values(map_program("broadcast_to", {}, {buffers[0]}, {}, spread.params()));
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(rows[i], bias[i % 61]) << "element " << i;
   ProgramBuilder full_of{.out_shape = shape, .n_operands = 1, .out_dtype = DType::bf16};
   full_of.outputs = {0};

@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "errors.hpp"
-#include "file.hpp"
-#include "ops.hpp"
-#include "pipeline.hpp"
-#include "program.hpp"
-#include "row_group.hpp"
+#include "base/errors.hpp"
+#include "exec/pipeline.hpp"
+#include "io/file.hpp"
+#include "kernels/ops.hpp"
+#include "kernels/row_group.hpp"
+#include "program/program.hpp"
 #include "test_util.hpp"
 
 namespace jask {
@@ -54,7 +54,9 @@ class GroupBuilder {
     node.insert(node.end(), program.begin(), program.end());
     return add(node);
   }
-  Ref gemm(Ref x, Ref s, bool trans_b, int64_t n) { return add({1, x.kind, x.index, s.kind, s.index, trans_b, n}); }
+  Ref gemm(Ref x, Ref s, bool trans_b, int64_t n) {
+    return add({1, x.kind, x.index, s.kind, s.index, trans_b, n});
+  }
   Ref gemm_tn(Ref x1, Ref x2) { return add({2, x1.kind, x1.index, x2.kind, x2.index}); }
   Ref sum(Ref x) { return add({3, x.kind, x.index}); }
   Ref add(const std::vector<int64_t>& node) {
@@ -68,7 +70,8 @@ class GroupBuilder {
   }
 
   std::vector<int64_t> params() const {
-    std::vector<int64_t> p{static_cast<int64_t>(dtype_), rows_, static_cast<int64_t>(inputs_.size())};
+    std::vector<int64_t> p{static_cast<int64_t>(dtype_), rows_,
+                           static_cast<int64_t>(inputs_.size())};
     for (const auto& in : inputs_) p.insert(p.end(), in.begin(), in.end());
     p.push_back(static_cast<int64_t>(nodes_.size()));
     for (const auto& n : nodes_) p.insert(p.end(), n.begin(), n.end());
@@ -88,13 +91,14 @@ class GroupBuilder {
 };
 
 // op(A) op(B) in double, row-major; op(X) = X^T when its flag is set.
-std::vector<double> matmul(const std::vector<double>& A, bool ta, const std::vector<double>& B, bool tb, int64_t m,
-                           int64_t k, int64_t n) {
+std::vector<double> matmul(const std::vector<double>& A, bool ta, const std::vector<double>& B,
+                           bool tb, int64_t m, int64_t k, int64_t n) {
   std::vector<double> C(static_cast<size_t>(m * n), 0.0);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       double s = 0;
-      for (int64_t p = 0; p < k; ++p) s += (ta ? A[p * m + i] : A[i * k + p]) * (tb ? B[j * k + p] : B[p * n + j]);
+      for (int64_t p = 0; p < k; ++p)
+        s += (ta ? A[p * m + i] : A[i * k + p]) * (tb ? B[j * k + p] : B[p * n + j]);
       C[i * n + j] = s;
     }
   }
@@ -102,14 +106,16 @@ std::vector<double> matmul(const std::vector<double>& A, bool ta, const std::vec
 }
 
 // Close up to the rounding of the dtype, relative to the largest reference value.
-void expect_close(const std::vector<double>& got, const std::vector<double>& want, DType dt, const std::string& what) {
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, DType dt,
+                  const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   double scale = 1.0;
   for (double w : want) scale = std::max(scale, std::abs(w));
   const double tol = (dt == DType::f32 ? 1e-4 : 1e-12) * scale;
   for (size_t i = 0; i < got.size(); ++i) {
     if (std::abs(got[i] - want[i]) > tol) {
-      ADD_FAILURE() << what << " (" << dtype_name(dt) << ") differs at " << i << ": " << got[i] << " vs " << want[i];
+      ADD_FAILURE() << what << " (" << dtype_name(dt) << ") differs at " << i << ": " << got[i]
+                    << " vs " << want[i];
       return;
     }
   }
@@ -141,7 +147,8 @@ struct W4 {
       auto base = Registry::instance().get(make_array(dt, {N + a_skip_rows, D}, padded));
       ha = Registry::instance().add(StoredArray::viewed(base, a_skip_rows * D, {N, D}));
     }
-    const int32_t ht = make_array(dt, {N, O, 1}, t), hb = make_array(dt, {D, H}, b), hc = make_array(dt, {H, O}, c);
+    const int32_t ht = make_array(dt, {N, O, 1}, t), hb = make_array(dt, {D, H}, b),
+                  hc = make_array(dt, {H, O}, c);
 
     GroupBuilder g(dt, N);
     Ref A = g.tall(D), T = g.tall(O), B = g.small(D, H), C = g.small(H, O);
@@ -180,10 +187,13 @@ struct W4 {
     EXPECT_EQ(array_shape(r.handles[1]), (std::vector<int64_t>{H, O}));
     EXPECT_EQ(array_shape(r.handles[2]), (std::vector<int64_t>{D, H}));
     EXPECT_EQ(array_shape(r.handles[3]), (std::vector<int64_t>{N, O, 1}));
-    expect_close(array_values(r.handles[0]), matmul(m, false, b, true, N, H, D), dtype, "o = m @ b^T");
-    expect_close(array_values(r.handles[1]), matmul(e, true, l, false, H, N, O), dtype, "n = e^T l");
+    expect_close(array_values(r.handles[0]), matmul(m, false, b, true, N, H, D), dtype,
+                 "o = m @ b^T");
+    expect_close(array_values(r.handles[1]), matmul(e, true, l, false, H, N, O), dtype,
+                 "n = e^T l");
     expect_close({r.scalars[0]}, {loss}, dtype, "loss");
-    expect_close(array_values(r.handles[2]), matmul(a, true, m, false, D, N, H), dtype, "p = a^T m");
+    expect_close(array_values(r.handles[2]), matmul(a, true, m, false, D, N, H), dtype,
+                 "p = a^T m");
     expect_close(array_values(r.handles[3]), g, dtype, "g = f - t");
   }
 };
@@ -225,10 +235,12 @@ TEST(RowGroup, W4InSeveralBlocksReadsDirectAndMatches) {
     const bool direct = Registry::instance().get(w.call.handles[0])->file()->has_direct();
     const uint64_t direct_before = io_counters().direct_bytes;
     GroupResult r;
-    EXPECT_EQ(tasks_of([&] { r = run_group_op(w.call); }), static_cast<uint64_t>((1001 + rows - 1) / rows));
+    EXPECT_EQ(tasks_of([&] { r = run_group_op(w.call); }),
+              static_cast<uint64_t>((1001 + rows - 1) / rows));
     // Most of `a` read and of `o` written bypass the page cache.
     if (direct) {
-      EXPECT_GT(io_counters().direct_bytes - direct_before, 2 * 1001 * W4::D * itemsize(dt) / 2) << dtype_name(dt);
+      EXPECT_GT(io_counters().direct_bytes - direct_before, 2 * 1001 * W4::D * itemsize(dt) / 2)
+          << dtype_name(dt);
     }
     w.check(r);
   }
@@ -274,7 +286,8 @@ TEST(RowGroup, FillAndScalarArgumentsInMaps) {
     Ref X = g.tall(W);
     // No tall args: a fill with scalar 0 (the program's result is its scalar register).
     Ref fill = g.map(W, {scalar_ref(0)}, [](auto&) {});
-    Ref y = g.map(W, {X, fill, scalar_ref(1)}, [](auto& p) { p.add(Opcode::kMul, 2, p.add(Opcode::kAdd, 0, 1)); });
+    Ref y = g.map(W, {X, fill, scalar_ref(1)},
+                  [](auto& p) { p.add(Opcode::kMul, 2, p.add(Opcode::kAdd, 0, 1)); });
     g.output(fill, {N, W});
     g.output(y, {N, 1, W});
     g.output(g.sum(y), {});
@@ -304,8 +317,12 @@ TEST(RowGroup, GemmWithAndWithoutTransposedSmallMatrix) {
     g.output(g.gemm(X, S, false, M), {N, M});
     g.output(g.gemm(X, ST, true, M), {N, M});
     OpCall call{"row_group/gemm",
-                {make_array(dt, {N, K}, x), make_array(dt, {K, M}, s), make_array(dt, {M, K}, s_t)}, {}, g.params(), {}};
-    const std::vector<double> want = matmul(x, false, s, false, N, K, M);  // small whole numbers: exact
+                {make_array(dt, {N, K}, x), make_array(dt, {K, M}, s), make_array(dt, {M, K}, s_t)},
+                {},
+                g.params(),
+                {}};
+    const std::vector<double> want =
+        matmul(x, false, s, false, N, K, M);  // small whole numbers: exact
     for (const GroupResult& r : both_ways(call)) {
       ASSERT_EQ(r.handles.size(), 2u);
       EXPECT_TRUE(r.scalars.empty());
@@ -351,14 +368,17 @@ TEST(RowGroup, MalformedParamsAreValueErrorsNamingTheGroup) {
   const int32_t x = make_array(DType::f32, {N, 4}, test_values(N * 4));
   const int32_t s = make_array(DType::f32, {4, 3}, test_values(12));
   // x (N, 4) tall, s (4, 3) small; `body` adds nodes and outputs.
-  auto call_with = [&](const std::function<void(GroupBuilder&, Ref, Ref)>& body, int64_t width = 4) {
+  auto call_with = [&](const std::function<void(GroupBuilder&, Ref, Ref)>& body,
+                       int64_t width = 4) {
     GroupBuilder g(DType::f32, N);
     Ref X = g.tall(width), S = g.small(4, 3);
     body(g, X, S);
     return OpCall{"row_group/bad", {x, s}, {1.0}, g.params(), {}};
   };
   auto copy = [](auto& p) { p.add(Opcode::kCopy, 0); };
-  OpCall good = call_with([&](GroupBuilder& g, Ref X, Ref S) { g.output(g.gemm(X, S, false, 3), {N, 3}); });
+  OpCall good = call_with([&](GroupBuilder& g, Ref X, Ref S) {
+    g.output(g.gemm(X, S, false, 3), {N, 3});
+  });
   EXPECT_EQ(run_group_op(good).handles.size(), 1u);
 
   OpCall cut = good;
@@ -370,30 +390,47 @@ TEST(RowGroup, MalformedParamsAreValueErrorsNamingTheGroup) {
   OpCall fewer = good;
   fewer.handles.pop_back();
   expect_rejected(fewer, "2 inputs declared for 1 handles");
-  expect_rejected(call_with([&](GroupBuilder& g, Ref, Ref) { g.output(g.map(4, {}, copy), {N, 4}); }, 5),
+  expect_rejected(call_with(
+                      [&](GroupBuilder& g, Ref, Ref) {
+                        g.output(g.map(4, {}, copy), {N, 4});
+                      },
+                      5),
                   "not 11 rows of 5 elements");
   expect_rejected(call_with([&](GroupBuilder& g, Ref X, Ref S) {
-    g.gemm(Ref{2, 1}, S, false, 3);
-    g.output(g.map(4, {X}, copy), {N, 4});
-  }), "refers to node 1 of 0 earlier nodes");
+                    g.gemm(Ref{2, 1}, S, false, 3);
+                    g.output(g.map(4, {X}, copy), {N, 4});
+                  }),
+                  "refers to node 1 of 0 earlier nodes");
   expect_rejected(call_with([&](GroupBuilder& g, Ref X, Ref S) {
-    g.output(g.map(4, {g.gemm(X, S, false, 3)}, copy), {N, 4});
-  }), "width 3, the node's width is 4");
-  expect_rejected(call_with([&](GroupBuilder& g, Ref X, Ref S) { g.output(g.gemm(X, S, true, 3), {N, 3}); }),
+                    g.output(g.map(4, {g.gemm(X, S, false, 3)}, copy), {N, 4});
+                  }),
+                  "width 3, the node's width is 4");
+  expect_rejected(call_with([&](GroupBuilder& g, Ref X, Ref S) {
+                    g.output(g.gemm(X, S, true, 3), {N, 3});
+                  }),
                   "S must be (3, 4) (trans_b), not (4, 3)");
-  expect_rejected(call_with([&](GroupBuilder& g, Ref X, Ref S) { g.output(g.gemm(X, S, false, 3), {N, 4}); }),
+  expect_rejected(call_with([&](GroupBuilder& g, Ref X, Ref S) {
+                    g.output(g.gemm(X, S, false, 3), {N, 4});
+                  }),
                   "output 0 has shape (11, 4)");
+  expect_rejected(
+      call_with([&](GroupBuilder& g, Ref X, Ref) {
+        Ref total = g.sum(X);
+        g.output(g.map(4, {X, total}, [](auto& p) { p.add(Opcode::kMul, 0, 1); }), {N, 4});
+      }),
+      "a scalar computed in the group");
   expect_rejected(call_with([&](GroupBuilder& g, Ref X, Ref) {
-    Ref total = g.sum(X);
-    g.output(g.map(4, {X, total}, [](auto& p) { p.add(Opcode::kMul, 0, 1); }), {N, 4});
-  }), "a scalar computed in the group");
-  expect_rejected(call_with([&](GroupBuilder& g, Ref X, Ref) { g.output(g.gemm_tn(X, Ref{0, 1}), {4, 3}); }),
+                    g.output(g.gemm_tn(X, Ref{0, 1}), {4, 3});
+                  }),
                   "X2 is a 4x3 matrix, not a tall value");
-  expect_rejected(call_with([&](GroupBuilder& g, Ref, Ref) { g.add({7}); }), "node 0 has unknown code 7");
+  expect_rejected(call_with([&](GroupBuilder& g, Ref, Ref) { g.add({7}); }),
+                  "node 0 has unknown code 7");
   expect_rejected(call_with([&](GroupBuilder& g, Ref X, Ref) {
-    g.output(g.map(4, {X}, [](auto& p) { p.add(Opcode::kCopy, 5); }), {N, 4});
-  }), "register out of range");
-  expect_rejected(call_with([&](GroupBuilder& g, Ref X, Ref) { g.output(g.sum(X), {1}); }), "output 0 has shape (1,)");
+                    g.output(g.map(4, {X}, [](auto& p) { p.add(Opcode::kCopy, 5); }), {N, 4});
+                  }),
+                  "register out of range");
+  expect_rejected(call_with([&](GroupBuilder& g, Ref X, Ref) { g.output(g.sum(X), {1}); }),
+                  "output 0 has shape (1,)");
   OpCall unknown = good;
   unknown.kernel = "rowgroup/bad";
   EXPECT_THROW(run_group_op(unknown), ValueError);

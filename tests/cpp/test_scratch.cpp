@@ -1,7 +1,7 @@
 // Scratch space: one locked folder per process, private files that vanish
 // with their last reference, and reclaiming folders of dead processes.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -10,17 +10,17 @@
 #include <set>
 #include <string>
 
-#include "array_store.hpp"
-#include "errors.hpp"
-#include "scratch.hpp"
+#include "base/errors.hpp"
+#include "storage/array_store.hpp"
+#include "storage/scratch.hpp"
 #include "test_util.hpp"
 
 namespace jask {
 namespace {
 
+using test::TempDir;
 using test::fs::exists;
 using test::fs::path;
-using test::TempDir;
 
 Scratch& scratch() { return Scratch::instance(); }
 
@@ -41,7 +41,8 @@ TEST(Scratch, ConfigureCreatesALockedPerProcessFolderUnderTheRoot) {
   ASSERT_TRUE(scratch().configured());
   path dir = scratch().process_dir();
   EXPECT_EQ(dir.parent_path(), path(root.path()));
-  EXPECT_EQ(dir.filename().string().rfind("proc-" + std::to_string(::getpid()) + "-", 0), 0u) << dir;
+  EXPECT_EQ(dir.filename().string().rfind("proc-" + std::to_string(::getpid()) + "-", 0), 0u)
+      << dir;
   EXPECT_TRUE(exists(dir / ".lock"));
   struct stat st;
   ASSERT_EQ(::stat(dir.c_str(), &st), 0);

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "array_store.hpp"
-#include "scratch_pool.hpp"
+#include "storage/array_store.hpp"
+#include "storage/scratch_pool.hpp"
 #include "test_util.hpp"
 
 namespace jask {
@@ -29,7 +29,8 @@ bool exists(const std::string& path) {
 }
 
 // A scratch float32 array of n elements, every one written as `value`.
-ArrayRef written_array(int64_t n, float value, ScratchContents contents = ScratchContents::kOverwritten) {
+ArrayRef written_array(int64_t n, float value,
+                       ScratchContents contents = ScratchContents::kOverwritten) {
   ArrayRef a = StoredArray::create_scratch(ArrayInfo{DType::f32, {n}}, "pool_test", contents);
   std::vector<float> values(static_cast<size_t>(n), value);
   a->write_elems(values.data(), 0, n);
@@ -60,7 +61,8 @@ TEST_F(ScratchPoolTest, AnOverwritingOpGetsTheFileOfAFreedArray) {
   EXPECT_EQ(pool.stats().pooled_files, 1u);
 
   const uint64_t reused = pool.stats().reused_files;
-  ArrayRef next = StoredArray::create_scratch(ArrayInfo{DType::f32, {50, 100}}, "next", ScratchContents::kOverwritten);
+  ArrayRef next = StoredArray::create_scratch(ArrayInfo{DType::f32, {50, 100}}, "next",
+                                              ScratchContents::kOverwritten);
   EXPECT_EQ(inode_of(next->path()), old_inode);
   EXPECT_EQ(pool.stats().reused_files, reused + 1);
   EXPECT_EQ(pool.stats().pooled_files, 0u);
@@ -109,24 +111,29 @@ TEST_F(ScratchPoolTest, FilesMoreThanTwiceTheSizeAreLeftForLargerOutputs) {
   ArrayRef big = written_array(20000, 1.0f);
   const ino_t big_inode = inode_of(big->path());
   big.reset();
-  ArrayRef tiny = StoredArray::create_scratch(ArrayInfo{DType::f32, {1000}}, "tiny", ScratchContents::kOverwritten);
+  ArrayRef tiny = StoredArray::create_scratch(ArrayInfo{DType::f32, {1000}}, "tiny",
+                                              ScratchContents::kOverwritten);
   EXPECT_NE(inode_of(tiny->path()), big_inode);
-  ArrayRef close = StoredArray::create_scratch(ArrayInfo{DType::f32, {15000}}, "close", ScratchContents::kOverwritten);
+  ArrayRef close = StoredArray::create_scratch(ArrayInfo{DType::f32, {15000}}, "close",
+                                               ScratchContents::kOverwritten);
   EXPECT_EQ(inode_of(close->path()), big_inode);
   struct stat st;
   ASSERT_EQ(::stat(close->path().c_str(), &st), 0);
-  EXPECT_EQ(static_cast<uint64_t>(st.st_size), close->data_offset() + close->info().nbytes()) << "shrunk to fit";
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), close->data_offset() + close->info().nbytes())
+      << "shrunk to fit";
 }
 
 TEST_F(ScratchPoolTest, AWrittenFileIsPreferredToASparseOneOfTheSameSize) {
   ArrayRef keep = written_array(100000, 1.0f);
-  ArrayRef sparse = StoredArray::create_scratch(ArrayInfo{DType::f32, {40000}}, "sparse");  // never written
+  ArrayRef sparse =
+      StoredArray::create_scratch(ArrayInfo{DType::f32, {40000}}, "sparse");  // never written
   ArrayRef written = written_array(40000, 3.0f);
   const ino_t written_inode = inode_of(written->path());
   written.reset();
   sparse.reset();  // freed last, and the first a size-only choice would take
   ASSERT_EQ(pool.stats().pooled_files, 2u);
-  ArrayRef next = StoredArray::create_scratch(ArrayInfo{DType::f32, {40000}}, "next", ScratchContents::kOverwritten);
+  ArrayRef next = StoredArray::create_scratch(ArrayInfo{DType::f32, {40000}}, "next",
+                                              ScratchContents::kOverwritten);
   EXPECT_EQ(inode_of(next->path()), written_inode);
 }
 

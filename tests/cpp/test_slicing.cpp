@@ -2,18 +2,18 @@
 // rule, concatenation) against brute-force references, at budgets of a few
 // KiB so that every op runs through many blocks with ragged edges.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdint>
 #include <cstring>
-#include <sys/stat.h>
 #include <string>
 #include <vector>
 
-#include "errors.hpp"
-#include "file.hpp"
-#include "ops.hpp"
-#include "pipeline.hpp"
-#include "slicing.hpp"
+#include "base/errors.hpp"
+#include "exec/pipeline.hpp"
+#include "io/file.hpp"
+#include "kernels/ops.hpp"
+#include "kernels/slicing.hpp"
 #include "test_util.hpp"
 
 namespace jask {
@@ -47,7 +47,8 @@ void for_each_selected(const std::vector<int64_t>& shape, const Selection& sel, 
   std::vector<int64_t> idx(sel.size(), 0);
   for (int64_t k = 0; k < n; ++k) {
     int64_t pos = 0;
-    for (size_t d = 0; d < sel.size(); ++d) pos += (sel[d].start + sel[d].step * idx[d]) * stride[d];
+    for (size_t d = 0; d < sel.size(); ++d)
+      pos += (sel[d].start + sel[d].step * idx[d]) * stride[d];
     fn(pos, k);
     for (size_t d = sel.size(); d-- > 0;) {
       if (++idx[d] < counts[d]) break;
@@ -69,13 +70,15 @@ void check_slice(DType dt, const std::vector<int64_t>& shape, const Selection& s
   const std::string what = std::string(dtype_name(dt)) + " " + testing::PrintToString(shape);
   ArrayRef out = slice_array(x, sel);
   EXPECT_EQ(out->info().shape, selected_shape(sel)) << what;
-  EXPECT_EQ(out->path() == x->path(), view) << what << (view ? ": expected a view" : ": expected a copy");
+  EXPECT_EQ(out->path() == x->path(), view)
+      << what << (view ? ": expected a view" : ": expected a copy");
   const std::vector<double> expected = slice_reference(values, shape, sel);
   EXPECT_EQ(array_values(*out), expected) << what;
   // The same into memory.
   std::vector<unsigned char> bytes(out->info().nbytes());
   slice_into(x, sel, bytes.data(), bytes.size());
-  EXPECT_EQ(test::decode(dt, bytes.data(), out->info().numel()), expected) << what << " (into memory)";
+  EXPECT_EQ(test::decode(dt, bytes.data(), out->info().numel()), expected)
+      << what << " (into memory)";
 }
 
 TEST(Slicing, StridedAndNegativeStepSlicesCopy) {
@@ -84,15 +87,16 @@ TEST(Slicing, StridedAndNegativeStepSlicesCopy) {
   {
     const uint64_t before = pipeline_tasks_run();
     check_slice(DType::f32, {97, 61}, {{3, 2, 40}, {10, 1, 51}}, false);  // x[3:83:2, 10:]
-    EXPECT_GT(pipeline_tasks_run() - before, 5u);                       // many blocks
+    EXPECT_GT(pipeline_tasks_run() - before, 5u);                         // many blocks
   }
-  check_slice(DType::f32, {97, 61}, {{0, 1, 97}, {5, 1, 1}}, false);    // x[:, 5:6]
-  check_slice(DType::f32, {97, 61}, {{96, -3, 33}, {60, -1, 61}}, false);  // x[::-3, ::-1]
-  check_slice(DType::f32, {97, 61}, {{0, 1, 97}, {1, 7, 9}}, false);    // x[:, 1::7]
-  check_slice(DType::f32, {13, 7, 11}, {{5, 1, 1}, {0, 1, 7}, {1, 1, 3}}, false);  // x[5, :, 1:4]
+  check_slice(DType::f32, {97, 61}, {{0, 1, 97}, {5, 1, 1}}, false);                // x[:, 5:6]
+  check_slice(DType::f32, {97, 61}, {{96, -3, 33}, {60, -1, 61}}, false);           // x[::-3, ::-1]
+  check_slice(DType::f32, {97, 61}, {{0, 1, 97}, {1, 7, 9}}, false);                // x[:, 1::7]
+  check_slice(DType::f32, {13, 7, 11}, {{5, 1, 1}, {0, 1, 7}, {1, 1, 3}}, false);   // x[5, :, 1:4]
   check_slice(DType::f32, {13, 7, 11}, {{0, 1, 13}, {0, 1, 7}, {2, 3, 3}}, false);  // x[..., 2:9:3]
   check_slice(DType::f32, {2, 3000}, {{0, 1, 2}, {0, 1500, 2}}, false);  // far-apart elements
-  check_slice(DType::f32, {4, 5000}, {{0, 1, 4}, {4999, -2, 2500}}, false);  // runs longer than the scratch
+  check_slice(DType::f32, {4, 5000}, {{0, 1, 4}, {4999, -2, 2500}},
+              false);  // runs longer than the scratch
   for (DType dt : {DType::f64, DType::f16, DType::bf16, DType::i32}) {
     check_slice(dt, {37, 23}, {{1, 4, 9}, {22, -5, 5}}, false);
   }
@@ -102,10 +106,10 @@ TEST(Slicing, ContiguousSelectionsAreViews) {
   ScratchDir scratch;
   BudgetGuard budget(4096);
   const uint64_t before = pipeline_tasks_run();
-  check_slice(DType::f32, {97, 61}, {{3, 1, 40}, {0, 1, 61}}, true);            // x[3:43]
-  check_slice(DType::f32, {13, 7, 11}, {{5, 1, 1}, {2, 1, 1}, {1, 1, 9}}, true);  // x[5, 2, 1:10]
+  check_slice(DType::f32, {97, 61}, {{3, 1, 40}, {0, 1, 61}}, true);               // x[3:43]
+  check_slice(DType::f32, {13, 7, 11}, {{5, 1, 1}, {2, 1, 1}, {1, 1, 9}}, true);   // x[5, 2, 1:10]
   check_slice(DType::f32, {13, 7, 11}, {{5, 1, 1}, {2, 1, 4}, {0, 1, 11}}, true);  // x[5, 2:6]
-  check_slice(DType::bf16, {37, 23}, {{36, 1, 1}, {0, 1, 23}}, true);           // x[-1]
+  check_slice(DType::bf16, {37, 23}, {{36, 1, 1}, {0, 1, 23}}, true);              // x[-1]
   EXPECT_EQ(pipeline_tasks_run() - before, 0u) << "a view streams nothing";
 }
 
@@ -120,7 +124,9 @@ TEST(Slicing, ViewsAtUnalignedOffsetsStillReadDirect) {
   std::vector<float> got(static_cast<size_t>(view->info().numel()));
   const uint64_t direct_before = io_counters().direct_bytes;
   read_to_memory(Registry::instance().add(view), got.data(), got.size() * sizeof(float));
-  if (x->file()->has_direct()) EXPECT_GT(io_counters().direct_bytes - direct_before, 300000u);
+  if (x->file()->has_direct()) {
+    EXPECT_GT(io_counters().direct_bytes - direct_before, 300000u);
+  }
   for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], values[i + 5]) << i;
 }
 
@@ -138,14 +144,16 @@ TEST(Slicing, OutOfBoundsSelectionsNameTheAxis) {
     slice_array(x, {{0, 1, 13}, {2, 3, 3}});  // 2, 5, 8: 8 is past 7
     ADD_FAILURE() << "no exception";
   } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("index 8 is out of bounds for axis 1 with size 7"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("index 8 is out of bounds for axis 1 with size 7"),
+              std::string::npos)
         << e.what();
   }
   EXPECT_THROW(slice_array(x, {{0, 1, 13}}), ValueError);  // one axis missing
 }
 
 // zeros(shape) with each part's values at its selection.
-std::vector<double> place_reference(const std::vector<int64_t>& shape, const std::vector<Selection>& sels,
+std::vector<double> place_reference(const std::vector<int64_t>& shape,
+                                    const std::vector<Selection>& sels,
                                     const std::vector<std::vector<double>>& values) {
   std::vector<double> out(static_cast<size_t>(test::numel_of(shape)), 0.0);
   for (size_t k = 0; k < sels.size(); ++k) {
@@ -158,12 +166,15 @@ TEST(Slicing, PlaceWritesValuesIntoZeros) {
   ScratchDir scratch;
   BudgetGuard budget(4096);
   const std::vector<int64_t> shape = {97, 61};
-  for (const Selection& sel : {Selection{{3, 2, 40}, {10, 1, 51}}, Selection{{0, 1, 97}, {5, 1, 1}},
-                               Selection{{4, 1, 30}, {0, 1, 61}}, Selection{{1, 5, 19}, {2, 7, 8}}}) {
-    const std::vector<double> values = test::test_values(test::numel_of(selected_shape(sel)), 4, 6, 0.5);
+  for (const Selection& sel :
+       {Selection{{3, 2, 40}, {10, 1, 51}}, Selection{{0, 1, 97}, {5, 1, 1}},
+        Selection{{4, 1, 30}, {0, 1, 61}}, Selection{{1, 5, 19}, {2, 7, 8}}}) {
+    const std::vector<double> values =
+        test::test_values(test::numel_of(selected_shape(sel)), 4, 6, 0.5);
     const std::vector<double> expected = place_reference(shape, {sel}, {values});
     // values on disk
-    Placement disk{Registry::instance().get(make_array(DType::f32, selected_shape(sel), values)), nullptr, sel};
+    Placement disk{Registry::instance().get(make_array(DType::f32, selected_shape(sel), values)),
+                   nullptr, sel};
     EXPECT_EQ(array_values(*place_arrays({DType::f32, shape}, {disk})), expected);
     // values in memory
     const std::vector<unsigned char> bytes = test::encode(DType::f32, values);
@@ -204,19 +215,22 @@ TEST(Slicing, ConcatenationIsAPlacementOfEveryPart) {
       memory.push_back(test::encode(DType::f32, values.back()));
       parts.push_back({nullptr, memory.back().data(), sels.back()});
     } else {
-      parts.push_back({Registry::instance().get(make_array(DType::f32, {37, widths[k]}, values.back())), nullptr,
-                       sels.back()});
+      parts.push_back(
+          {Registry::instance().get(make_array(DType::f32, {37, widths[k]}, values.back())),
+           nullptr, sels.back()});
     }
   }
   const uint64_t before = pipeline_tasks_run();
-  EXPECT_EQ(array_values(*place_arrays({DType::f32, shape}, parts)), place_reference(shape, sels, values));
+  EXPECT_EQ(array_values(*place_arrays({DType::f32, shape}, parts)),
+            place_reference(shape, sels, values));
   EXPECT_GT(pipeline_tasks_run() - before, 2u);
   // Along axis 0: each part one range of the output.
   const Selection top = {{0, 1, 20}, {0, 1, 7}}, bottom = {{20, 1, 17}, {0, 1, 7}};
   const std::vector<double> a = test::test_values(140, 1), b = test::test_values(119, 2);
   Placement pa{Registry::instance().get(make_array(DType::f64, {20, 7}, a)), nullptr, top};
   Placement pb{Registry::instance().get(make_array(DType::f64, {17, 7}, b)), nullptr, bottom};
-  EXPECT_EQ(array_values(*place_arrays({DType::f64, {37, 7}}, {pa, pb})), place_reference({37, 7}, {top, bottom}, {a, b}));
+  EXPECT_EQ(array_values(*place_arrays({DType::f64, {37, 7}}, {pa, pb})),
+            place_reference({37, 7}, {top, bottom}, {a, b}));
 }
 
 TEST(Slicing, PlaceRejectsOverflowingOverlapsAndNegativeSteps) {
@@ -225,9 +239,12 @@ TEST(Slicing, PlaceRejectsOverflowingOverlapsAndNegativeSteps) {
   const std::vector<unsigned char> bytes(4 * 10 * 7, 0);
   // Overlaps that would overflow a block's buffer are caught.
   const Selection rows = {{0, 1, 10}, {0, 1, 7}};
-  EXPECT_THROW(place_arrays({DType::f32, {10, 7}}, {{nullptr, bytes.data(), rows}, {nullptr, bytes.data(), rows}}),
+  EXPECT_THROW(place_arrays({DType::f32, {10, 7}},
+                            {{nullptr, bytes.data(), rows}, {nullptr, bytes.data(), rows}}),
                ValueError);
-  EXPECT_THROW(place_arrays({DType::f32, {20, 7}}, {{nullptr, bytes.data(), {{9, -1, 10}, {0, 1, 7}}}}), ValueError);
+  EXPECT_THROW(
+      place_arrays({DType::f32, {20, 7}}, {{nullptr, bytes.data(), {{9, -1, 10}, {0, 1, 7}}}}),
+      ValueError);
 }
 
 TEST(Slicing, OpCallsDecodeTheirParameters) {
@@ -244,7 +261,8 @@ TEST(Slicing, OpCallsDecodeTheirParameters) {
   EXPECT_EQ(std::vector<double>(dense.begin(), dense.end()), slice_reference(values, {13, 7}, sel));
   // place: the slice back into zeros of (13, 7), positive steps
   const Selection forward = {{1, 3, 4}, {2, 2, 3}};
-  OpCall place{"place", {out}, {}, {static_cast<int64_t>(DType::f32), 2, 13, 7, 1, 0, 1, 3, 4, 2, 2, 3}, {}};
+  OpCall place{
+      "place", {out}, {}, {static_cast<int64_t>(DType::f32), 2, 13, 7, 1, 0, 1, 3, 4, 2, 2, 3}, {}};
   std::vector<double> reversed = array_values(out);
   EXPECT_EQ(array_values(run_array_op(place)), place_reference({13, 7}, {forward}, {reversed}));
 }

@@ -17,9 +17,9 @@
 #include <thread>
 #include <vector>
 
-#include "errors.hpp"
-#include "file.hpp"
-#include "ops.hpp"
+#include "base/errors.hpp"
+#include "io/file.hpp"
+#include "kernels/ops.hpp"
 #include "test_util.hpp"
 
 namespace jask {
@@ -37,8 +37,10 @@ const ArrayInfo kInfo{DType::f32, {37, 23}};
 const int64_t kNumel = 37 * 23;
 
 // A user-visible .npy file holding `values`, opened writable and registered.
-int32_t open_npy_with(const std::string& path, const std::vector<double>& values, bool writable = true) {
-  StoredArray::create_file(path, kInfo)->write_elems(test::encode(DType::f32, values).data(), 0, kNumel);
+int32_t open_npy_with(const std::string& path, const std::vector<double>& values,
+                      bool writable = true) {
+  StoredArray::create_file(path, kInfo)
+      ->write_elems(test::encode(DType::f32, values).data(), 0, kNumel);
   return Registry::instance().add(StoredArray::open_npy(path, writable));
 }
 
@@ -77,7 +79,8 @@ void expect_error_mentioning(Fn fn, const std::string& needle) {
     fn();
     ADD_FAILURE() << "no exception thrown";
   } catch (const E& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "'" << needle << "' not in: " << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
+        << "'" << needle << "' not in: " << e.what();
   }
 }
 
@@ -176,12 +179,14 @@ TEST(Update, AFailureWhileWritingLeavesTheOldFileAndNoTempFile) {
   ArrayRef arr = Registry::instance().get(dst);
   std::vector<unsigned char> half = test::encode(DType::f32, test_values(kNumel / 2, 3));
 
-  expect_error_mentioning<IoError>([&] {
-    arr->replace_data([&](const StoredArray& staged) {
-      staged.write_elems(half.data(), 0, kNumel / 2);
-      throw IoError("disk full (simulated)");
-    });
-  }, "simulated");
+  expect_error_mentioning<IoError>(
+      [&] {
+        arr->replace_data([&](const StoredArray& staged) {
+          staged.write_elems(half.data(), 0, kNumel / 2);
+          throw IoError("disk full (simulated)");
+        });
+      },
+      "simulated");
 
   EXPECT_EQ(test::read_file_bytes(path), before);
   EXPECT_EQ(array_values(*arr), old_values);
@@ -197,7 +202,8 @@ TEST(Update, KeepsTheBytesBeforeAndAfterARawArray) {
   std::vector<char> bytes(prefix + kInfo.nbytes() + suffix);
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>('a' + i % 23);
   test::write_file_bytes(path, bytes);
-  int32_t dst = Registry::instance().add(StoredArray::open_raw(path, kInfo, prefix, /*writable=*/true));
+  int32_t dst =
+      Registry::instance().add(StoredArray::open_raw(path, kInfo, prefix, /*writable=*/true));
   std::vector<double> values = test_values(kNumel, 4);
 
   copy_into(dst, make_array(DType::f32, kInfo.shape, values));
@@ -265,11 +271,13 @@ TEST(Update, RemovesReplacementFilesOfDeadProcessesOnly) {
   const std::string live = "a.npy.jask-tmp-" + std::to_string(::getpid()) + "-0badf00d";
   const std::string other_array = "b.npy.jask-tmp-" + std::to_string(dead_pid()) + "-0badf00d";
   const std::string not_a_pid = "a.npy.jask-tmp-x1-0badf00d";
-  for (const auto& name : {dead, live, other_array, not_a_pid}) test::write_file_bytes(dir.file(name), {'x'});
+  for (const auto& name : {dead, live, other_array, not_a_pid})
+    test::write_file_bytes(dir.file(name), {'x'});
 
   copy_into(dst, make_array(DType::f32, kInfo.shape, test_values(kNumel, 2)));
 
-  EXPECT_EQ(replacement_files_in(dir.path()), (std::set<std::string>{live, other_array, not_a_pid}));
+  EXPECT_EQ(replacement_files_in(dir.path()),
+            (std::set<std::string>{live, other_array, not_a_pid}));
 }
 
 TEST(Update, OpeningWritableRemovesReplacementFilesOfDeadProcesses) {
@@ -281,7 +289,8 @@ TEST(Update, OpeningWritableRemovesReplacementFilesOfDeadProcesses) {
 
   StoredArray::open_npy(path, /*writable=*/false);
   StoredArray::open_raw(path, kInfo, 128, /*writable=*/false);
-  EXPECT_EQ(replacement_files_in(dir.path()), std::set<std::string>{dead}) << "read-only opens leave it";
+  EXPECT_EQ(replacement_files_in(dir.path()), std::set<std::string>{dead})
+      << "read-only opens leave it";
   StoredArray::open_npy(path, /*writable=*/true);
   EXPECT_EQ(replacement_files_in(dir.path()), std::set<std::string>{});
 

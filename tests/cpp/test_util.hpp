@@ -19,12 +19,12 @@
 #include <utility>
 #include <vector>
 
-#include "array_store.hpp"
-#include "pipeline.hpp"
-#include "dtype.hpp"
-#include "planner.hpp"
-#include "program.hpp"
-#include "scratch.hpp"
+#include "base/dtype.hpp"
+#include "exec/pipeline.hpp"
+#include "plan/planner.hpp"
+#include "program/program.hpp"
+#include "storage/array_store.hpp"
+#include "storage/scratch.hpp"
 
 namespace jask::test {
 
@@ -124,11 +124,27 @@ inline int64_t numel_of(const std::vector<int64_t>& shape) {
 // One value in `dt`'s storage at `p`.
 inline void encode_value(DType dt, double v, unsigned char* p) {
   switch (dt) {
-    case DType::f32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
+    case DType::f32: {
+      float f = static_cast<float>(v);
+      std::memcpy(p, &f, 4);
+      break;
+    }
     case DType::f64: std::memcpy(p, &v, 8); break;
-    case DType::f16: { uint16_t h = f32_to_f16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
-    case DType::bf16: { uint16_t h = f32_to_bf16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
-    case DType::i32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); break; }
+    case DType::f16: {
+      uint16_t h = f32_to_f16(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+      break;
+    }
+    case DType::bf16: {
+      uint16_t h = f32_to_bf16(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+      break;
+    }
+    case DType::i32: {
+      int32_t x = static_cast<int32_t>(v);
+      std::memcpy(p, &x, 4);
+      break;
+    }
     case DType::b8: *p = v != 0; break;
   }
 }
@@ -147,11 +163,31 @@ inline std::vector<double> decode(DType dt, const void* data, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const unsigned char* p = bytes + i * isz;
     switch (dt) {
-      case DType::f32: { float f; std::memcpy(&f, p, 4); out[i] = f; break; }
+      case DType::f32: {
+        float f;
+        std::memcpy(&f, p, 4);
+        out[i] = f;
+        break;
+      }
       case DType::f64: std::memcpy(&out[i], p, 8); break;
-      case DType::f16: { uint16_t h; std::memcpy(&h, p, 2); out[i] = f16_to_f32(h); break; }
-      case DType::bf16: { uint16_t h; std::memcpy(&h, p, 2); out[i] = bf16_to_f32(h); break; }
-      case DType::i32: { int32_t x; std::memcpy(&x, p, 4); out[i] = x; break; }
+      case DType::f16: {
+        uint16_t h;
+        std::memcpy(&h, p, 2);
+        out[i] = f16_to_f32(h);
+        break;
+      }
+      case DType::bf16: {
+        uint16_t h;
+        std::memcpy(&h, p, 2);
+        out[i] = bf16_to_f32(h);
+        break;
+      }
+      case DType::i32: {
+        int32_t x;
+        std::memcpy(&x, p, 4);
+        out[i] = x;
+        break;
+      }
       case DType::b8: out[i] = *p != 0; break;
     }
   }
@@ -159,7 +195,8 @@ inline std::vector<double> decode(DType dt, const void* data, int64_t n) {
 }
 
 // A scratch array holding `values`, registered; returns its handle.
-inline int32_t make_array(DType dtype, const std::vector<int64_t>& shape, const std::vector<double>& values) {
+inline int32_t make_array(DType dtype, const std::vector<int64_t>& shape,
+                          const std::vector<double>& values) {
   EXPECT_EQ(static_cast<int64_t>(values.size()), numel_of(shape));
   auto arr = StoredArray::create_scratch(ArrayInfo{dtype, shape}, "input");
   arr->write_elems(encode(dtype, values).data(), 0, static_cast<int64_t>(values.size()));
@@ -186,10 +223,12 @@ inline std::vector<int64_t> array_shape(int32_t handle) {
 // included, so results computed from them compare exactly.
 inline double test_value(int64_t i, int salt = 0, int range = 6) {
   uint64_t h = (static_cast<uint64_t>(i) + 1) * 2654435761u + static_cast<uint64_t>(salt) * 40503u;
-  return static_cast<double>(static_cast<int64_t>((h >> 7) % static_cast<uint64_t>(2 * range + 1)) - range);
+  return static_cast<double>(static_cast<int64_t>((h >> 7) % static_cast<uint64_t>(2 * range + 1)) -
+                             range);
 }
 
-inline std::vector<double> test_values(int64_t n, int salt = 0, int range = 6, double offset = 0.0) {
+inline std::vector<double> test_values(int64_t n, int salt = 0, int range = 6,
+                                       double offset = 0.0) {
   std::vector<double> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[i] = test_value(i, salt, range) + offset;
   return v;
@@ -203,13 +242,13 @@ inline std::vector<double> test_values(int64_t n, int salt = 0, int range = 6, d
 // (disk arrays, in-memory arrays, scalars, in that order); instruction j
 // writes register n_operands + j.
 struct ProgramBuilder {
-  std::vector<int64_t> out_shape;
+  std::vector<int64_t> out_shape = {};
   int32_t n_operands = 0;
   DType out_dtype = DType::f32;
   Reduction reduction = Reduction::kNone;
-  std::vector<std::pair<DType, std::vector<int64_t>>> memory;  // in-memory operands
-  std::vector<Instr> code;
-  std::vector<int32_t> outputs;  // registers stored; default: the last instruction's
+  std::vector<std::pair<DType, std::vector<int64_t>>> memory = {};  // in-memory operands
+  std::vector<Instr> code = {};
+  std::vector<int32_t> outputs = {};  // registers stored; default: the last instruction's
 
   int32_t add(Opcode op, int32_t a, int32_t b = 0, int32_t c = 0) {
     const int32_t dst = n_operands + static_cast<int32_t>(code.size());
@@ -220,9 +259,11 @@ struct ProgramBuilder {
   std::vector<int64_t> program() const {
     std::vector<int32_t> outs = outputs;
     if (outs.empty()) outs.push_back(code.empty() ? 0 : code.back().dst);
-    std::vector<int64_t> p = {n_operands + static_cast<int64_t>(code.size()), static_cast<int64_t>(out_dtype),
-                              static_cast<int64_t>(reduction), outs[0], static_cast<int64_t>(code.size())};
-    for (const Instr& in : code) p.insert(p.end(), {static_cast<int64_t>(in.op), in.dst, in.a, in.b, in.c});
+    std::vector<int64_t> p = {n_operands + static_cast<int64_t>(code.size()),
+                              static_cast<int64_t>(out_dtype), static_cast<int64_t>(reduction),
+                              outs[0], static_cast<int64_t>(code.size())};
+    for (const Instr& in : code)
+      p.insert(p.end(), {static_cast<int64_t>(in.op), in.dst, in.a, in.b, in.c});
     if (outs.size() > 1) {
       p.push_back(static_cast<int64_t>(outs.size() - 1));
       p.insert(p.end(), outs.begin() + 1, outs.end());
@@ -252,7 +293,8 @@ void expect_error_mentioning(Fn fn, const std::vector<std::string>& needles) {
     ADD_FAILURE() << "no exception thrown";
   } catch (const E& e) {
     for (const auto& needle : needles) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "'" << needle << "' not in: " << e.what();
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
+          << "'" << needle << "' not in: " << e.what();
     }
   }
 }

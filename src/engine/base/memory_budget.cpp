@@ -1,0 +1,25 @@
+#include "base/memory_budget.hpp"
+
+#include <atomic>
+#include <string>
+
+#include "base/errors.hpp"
+
+namespace jask {
+namespace {
+
+std::atomic<int64_t> g_budget{256LL << 20};
+
+}  // namespace
+
+void set_memory_budget(int64_t bytes) {
+  if (bytes < kMinBudget) {
+    throw ValueError("memory budget must be at least " + std::to_string(kMinBudget) +
+                     " bytes, got " + std::to_string(bytes));
+  }
+  g_budget = bytes;
+}
+
+int64_t memory_budget() { return g_budget; }
+
+}  // namespace jask

@@ -1,0 +1,13 @@
+// The process-wide memory budget: every buffer an op allocates counts
+// against it (plan/planner.hpp divides it into blocks).
+#pragma once
+#include <cstdint>
+
+namespace jask {
+
+inline constexpr int64_t kMinBudget = 1024;
+
+void set_memory_budget(int64_t bytes);
+int64_t memory_budget();
+
+}  // namespace jask

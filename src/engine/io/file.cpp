@@ -1,0 +1,481 @@
+#include "io/file.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <random>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "base/errors.hpp"
+
+namespace fs = std::filesystem;
+
+namespace jask {
+namespace {
+
+// <target> + this + "<pid>-<random>" names a replacement file.
+constexpr std::string_view kReplacementTag = ".jask-tmp-";
+
+std::atomic<bool> g_direct_enabled{true};
+
+bool is_aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kIoAlignment == 0; }
+
+int open_flags(OpenMode mode) {
+  switch (mode) {
+    case OpenMode::kReadOnly: return O_RDONLY;
+    case OpenMode::kReadWrite: return O_RDWR;
+    case OpenMode::kCreateExclusive: return O_RDWR | O_CREAT | O_EXCL;
+    case OpenMode::kCreateTruncate: return O_RDWR | O_CREAT | O_TRUNC;
+  }
+  return O_RDONLY;
+}
+
+std::string random_hex() {
+  std::random_device rd;
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", static_cast<unsigned>(rd()));
+  return buf;
+}
+
+// The pid in "<pid>-<random>", the tail of a replacement file's name.
+std::optional<pid_t> owner_pid(std::string_view tail) {
+  size_t dash = tail.find('-');
+  if (dash == 0 || dash == std::string_view::npos) return std::nullopt;
+  long pid = 0;
+  auto [end, ec] = std::from_chars(tail.data(), tail.data() + dash, pid);
+  // pid 0 and negative pids would make kill() address process groups.
+  if (ec != std::errc() || end != tail.data() + dash || pid <= 0 || pid > INT_MAX)
+    return std::nullopt;
+  return static_cast<pid_t>(pid);
+}
+
+// EPERM means the process exists but belongs to another user.
+bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
+
+}  // namespace
+
+namespace {
+
+std::atomic<int> g_read_mode{static_cast<int>(ReadMode::kAuto)};
+// The smallest aligned read that calibrates kAuto: smaller ones are mostly
+// latency (and go direct until kAuto settles).
+constexpr size_t kCalibrationBytes = 8 << 20;
+
+// Bytes each way that kAuto measures before it decides: one sample is at
+// the mercy of a shared disk's moment-to-moment speed.
+constexpr double kCalibrationTotal = 256.0 * (1 << 20);
+// Calibration runs in phases of this many bytes, all reads of a phase one
+// way (direct, buffered, direct, buffered): reads of several operands run
+// at once, and timing a direct read while a buffered one competes with it
+// measured the mix, not either way.
+constexpr double kPhaseBytes = kCalibrationTotal / 2;
+
+using Clock = std::chrono::steady_clock;
+
+// A phase's throughput is its bytes over the time any of its reads was in
+// flight (the union of their intervals): concurrent reads share the disk,
+// and gaps spent computing are not the disk's.
+struct Calibration {
+  std::mutex mu;
+  bool phase_direct = true;
+  double phase_bytes = 0;
+  int in_flight = 0;
+  Clock::time_point busy_since;
+  double bytes[2] = {0, 0}, busy_seconds[2] = {0, 0};  // [buffered, direct]
+};
+Calibration& calibration() {
+  static Calibration c;
+  return c;
+}
+
+// Starts a calibration read: true if it goes direct (the phase's way).
+bool begin_calibration_read() {
+  Calibration& c = calibration();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (c.in_flight++ == 0) c.busy_since = Clock::now();
+  return c.phase_direct;
+}
+
+// Ends a calibration read. Once both ways have kCalibrationTotal bytes,
+// kAuto becomes the faster. A direct read the file system refused picks
+// buffered.
+void end_calibration_read(bool direct, bool ok, size_t n) {
+  Calibration& c = calibration();
+  std::lock_guard<std::mutex> lock(c.mu);
+  int expected = static_cast<int>(ReadMode::kAuto);
+  const Clock::time_point now = Clock::now();
+  auto close_busy = [&] {
+    c.busy_seconds[c.phase_direct] += std::chrono::duration<double>(now - c.busy_since).count();
+    c.busy_since = now;
+  };
+  if (--c.in_flight == 0) close_busy();
+  if (!ok) {
+    g_read_mode.compare_exchange_strong(expected, static_cast<int>(ReadMode::kBuffered));
+    return;
+  }
+  c.bytes[direct] += static_cast<double>(n);
+  if (direct == c.phase_direct) c.phase_bytes += static_cast<double>(n);
+  if (c.phase_bytes >= kPhaseBytes) {
+    if (c.in_flight > 0) close_busy();
+    c.phase_direct = !c.phase_direct;
+    c.phase_bytes = 0;
+  }
+  if (c.bytes[0] < kCalibrationTotal || c.bytes[1] < kCalibrationTotal) return;
+  const bool direct_faster = c.bytes[1] / c.busy_seconds[1] >= c.bytes[0] / c.busy_seconds[0];
+  g_read_mode.compare_exchange_strong(
+      expected, static_cast<int>(direct_faster ? ReadMode::kDirect : ReadMode::kBuffered));
+}
+
+}  // namespace
+
+void set_read_mode(ReadMode mode) {
+  Calibration& c = calibration();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.phase_direct = true;
+  c.phase_bytes = 0;
+  c.bytes[0] = c.bytes[1] = c.busy_seconds[0] = c.busy_seconds[1] = 0;
+  g_read_mode = static_cast<int>(mode);
+}
+ReadMode read_mode() { return static_cast<ReadMode>(g_read_mode.load()); }
+
+void set_direct_io_enabled(bool enabled) { g_direct_enabled = enabled; }
+bool direct_io_enabled() { return g_direct_enabled; }
+
+IoCounters& io_counters() {
+  static IoCounters counters;
+  return counters;
+}
+
+AlignedBuffer::AlignedBuffer(size_t bytes) : size_(bytes) {
+  if (bytes == 0) return;
+  size_t rounded = (bytes + kIoAlignment - 1) / kIoAlignment * kIoAlignment;
+  void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  ptr_ = std::unique_ptr<std::byte, Unmap>(static_cast<std::byte*>(p), Unmap{rounded});
+}
+
+void AlignedBuffer::Unmap::operator()(std::byte* p) const {
+  if (p != nullptr) ::munmap(p, length);
+}
+
+File::File(const std::string& path, OpenMode mode) : path_(path) {
+  int flags = open_flags(mode) | O_CLOEXEC;
+  mode_t perms = mode == OpenMode::kCreateExclusive ? 0600 : 0644;
+  fd_ = ::open(path.c_str(), flags, perms);
+  if (fd_ < 0) {
+    int err = errno;
+    if (err == ENOENT) throw NotFoundError("No such file: " + path);
+    throw IoError(errno_message("open", path, err));
+  }
+  writable_ = mode != OpenMode::kReadOnly;
+  // Pages Jask reads through the cache are used once: NOREUSE keeps them on
+  // the inactive list, first to be reclaimed, so streaming a large array does
+  // not push out the rest of the cache. (Dropping each range after reading
+  // it with DONTNEED cost W1 7-10%: the disk idled while the pages went.)
+  ::posix_fadvise(fd_, 0, 0, POSIX_FADV_NOREUSE);
+  // Files that refuse O_DIRECT (tmpfs, some network file systems) keep the
+  // buffered descriptor only.
+  int dflags = (writable_ ? O_RDWR : O_RDONLY) | O_DIRECT | O_CLOEXEC;
+  direct_fd_ = ::open(path.c_str(), dflags);
+}
+
+File::~File() {
+  if (direct_fd_ >= 0) ::close(direct_fd_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void File::buffered_read(std::byte* dst, size_t n, uint64_t offset) const {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pread(fd_, dst + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw IoError(errno_message("pread", path_, errno));
+    }
+    if (r == 0) {
+      throw IoError("pread(" + path_ + "): unexpected end of file at byte " +
+                    std::to_string(offset + done) + " (wanted " + std::to_string(n) +
+                    " bytes from offset " + std::to_string(offset) + ")");
+    }
+    done += static_cast<size_t>(r);
+  }
+  io_counters().buffered_bytes += n;
+}
+
+void File::buffered_write(const std::byte* src, size_t n, uint64_t offset) const {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pwrite(fd_, src + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw IoError(errno_message("pwrite", path_, errno));
+    }
+    done += static_cast<size_t>(r);
+  }
+  io_counters().buffered_bytes += n;
+}
+
+bool File::try_direct_read(std::byte* dst, size_t n, uint64_t offset) const {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pread(direct_fd_, dst + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EINVAL && done == 0) {  // device or fs refuses this request shape
+        direct_failed_ = true;
+        return false;
+      }
+      throw IoError(errno_message("pread(O_DIRECT)", path_, errno));
+    }
+    if (r == 0) break;
+    done += static_cast<size_t>(r);
+    if (done % kIoAlignment != 0) break;  // short read at end of file
+  }
+  if (done < n) buffered_read(dst + done, n - done, offset + done);
+  io_counters().direct_bytes += done;
+  return true;
+}
+
+bool File::try_direct_write(const std::byte* src, size_t n, uint64_t offset) const {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pwrite(direct_fd_, src + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EINVAL && done == 0) {
+        direct_failed_ = true;
+        return false;
+      }
+      throw IoError(errno_message("pwrite(O_DIRECT)", path_, errno));
+    }
+    done += static_cast<size_t>(r);
+    if (done % kIoAlignment != 0) break;
+  }
+  if (done < n) buffered_write(src + done, n - done, offset + done);
+  io_counters().direct_bytes += done;
+  return true;
+}
+
+namespace {
+
+// Direct requests above this size are split and issued concurrently: one
+// synchronous request at a time leaves most of a virtual or NVMe disk idle.
+constexpr size_t kParallelChunk = 4 << 20;
+constexpr size_t kMaxInFlight = 4;
+
+// Runs io(part offset, part length) over [0, n) in up to kMaxInFlight
+// concurrent, 4096-aligned parts; returns false if any part returned false.
+template <class Io>
+bool in_parallel(size_t n, Io io) {
+  const size_t parts = std::min(kMaxInFlight, n / kParallelChunk);
+  if (parts < 2) return io(size_t{0}, n);
+  const size_t step = (n / parts + kIoAlignment - 1) / kIoAlignment * kIoAlignment;
+  std::vector<std::thread> threads;
+  std::vector<char> ok(parts, 1);
+  std::exception_ptr error;
+  std::mutex mu;
+  for (size_t p = 0; p < parts; ++p) {
+    const size_t begin = p * step, len = std::min(n, begin + step) - std::min(n, begin);
+    auto run = [&, p, begin, len] {
+      try {
+        ok[p] = len == 0 || io(begin, len);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!error) error = std::current_exception();
+      }
+    };
+    if (p + 1 == parts)
+      run();
+    else
+      threads.emplace_back(run);
+  }
+  for (auto& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+  return std::all_of(ok.begin(), ok.end(), [](char c) { return c != 0; });
+}
+
+}  // namespace
+
+void File::parallel_buffered_read(std::byte* dst, size_t n, uint64_t offset) const {
+  in_parallel(n, [&](size_t at, size_t len) {
+    buffered_read(dst + at, len, offset + at);
+    return true;
+  });
+}
+
+bool File::parallel_direct_read(std::byte* dst, size_t n, uint64_t offset) const {
+  return in_parallel(
+      n, [&](size_t at, size_t len) { return try_direct_read(dst + at, len, offset + at); });
+}
+
+void File::read_at(void* dst_v, size_t n, uint64_t offset) const {
+  auto* dst = static_cast<std::byte*>(dst_v);
+  // Split into [unaligned head][aligned middle][unaligned tail]; the middle
+  // may go direct when the memory it lands in is aligned too.
+  uint64_t mid_start = (offset + kIoAlignment - 1) / kIoAlignment * kIoAlignment;
+  uint64_t end = offset + n;
+  uint64_t mid_end = end / kIoAlignment * kIoAlignment;
+  bool direct = g_direct_enabled && has_direct() && mid_end > mid_start &&
+                is_aligned(dst + (mid_start - offset));
+  const ReadMode mode = read_mode();
+  if (!direct || mode == ReadMode::kBuffered) return parallel_buffered_read(dst, n, offset);
+  if (mid_start > offset) buffered_read(dst, mid_start - offset, offset);
+  std::byte* mid = dst + (mid_start - offset);
+  const size_t mid_n = mid_end - mid_start;
+  if (mode == ReadMode::kAuto && mid_n >= kCalibrationBytes) {
+    const bool try_direct = begin_calibration_read();
+    bool direct_ok = false;
+    try {
+      direct_ok = try_direct && parallel_direct_read(mid, mid_n, mid_start);
+      if (!try_direct)
+        parallel_buffered_read(mid, mid_n, mid_start);
+      else if (!direct_ok)
+        buffered_read(mid, mid_n, mid_start);
+    } catch (...) {
+      end_calibration_read(try_direct, true, 0);
+      throw;
+    }
+    end_calibration_read(try_direct, direct_ok || !try_direct, mid_n);
+  } else if (!parallel_direct_read(mid, mid_n, mid_start)) {
+    buffered_read(mid, mid_n, mid_start);
+  }
+  if (end > mid_end) buffered_read(dst + (mid_end - offset), end - mid_end, mid_end);
+}
+
+void File::write_at(const void* src_v, size_t n, uint64_t offset) const {
+  if (!writable_) throw ReadOnlyError("cannot write to " + path_ + ": it was opened read-only");
+  const auto* src = static_cast<const std::byte*>(src_v);
+  uint64_t mid_start = (offset + kIoAlignment - 1) / kIoAlignment * kIoAlignment;
+  uint64_t end = offset + n;
+  uint64_t mid_end = end / kIoAlignment * kIoAlignment;
+  bool direct = g_direct_enabled && has_direct() && mid_end > mid_start &&
+                is_aligned(src + (mid_start - offset));
+  if (!direct) return buffered_write(src, n, offset);
+  if (mid_start > offset) buffered_write(src, mid_start - offset, offset);
+  const std::byte* mid = src + (mid_start - offset);
+  bool done = in_parallel(mid_end - mid_start, [&](size_t at, size_t len) {
+    return try_direct_write(mid + at, len, mid_start + at);
+  });
+  if (!done) buffered_write(mid, mid_end - mid_start, mid_start);
+  if (end > mid_end) buffered_write(src + (mid_end - offset), end - mid_end, mid_end);
+}
+
+uint64_t File::size() const {
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) throw IoError(errno_message("fstat", path_, errno));
+  return static_cast<uint64_t>(st.st_size);
+}
+
+uint64_t File::allocated_bytes() const {
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) throw IoError(errno_message("fstat", path_, errno));
+  return static_cast<uint64_t>(st.st_blocks) * 512;
+}
+
+void File::resize(uint64_t bytes) const {
+  if (::ftruncate(fd_, static_cast<off_t>(bytes)) != 0) {
+    throw IoError(errno_message("ftruncate", path_, errno));
+  }
+}
+
+void File::sync() const {
+  if (::fdatasync(fd_) != 0) throw IoError(errno_message("fdatasync", path_, errno));
+}
+
+void File::set_permissions(unsigned mode) const {
+  if (::fchmod(fd_, static_cast<mode_t>(mode)) != 0)
+    throw IoError(errno_message("fchmod", path_, errno));
+}
+
+void File::rename_over(const std::string& target, const std::string& shown_as) {
+  if (::rename(path_.c_str(), target.c_str()) != 0) {
+    int err = errno;
+    throw IoError("rename(" + path_ + ", " + target + "): " + std::strerror(err));
+  }
+  path_ = shown_as;
+}
+
+ReplacementFile::ReplacementFile(const std::string& target, uint64_t size) : target_(target) {
+  std::error_code ec;
+  resolved_ = fs::canonical(target, ec).string();
+  if (ec) throw IoError("cannot replace " + target + ": " + ec.message());
+  struct stat st;
+  if (::stat(resolved_.c_str(), &st) != 0) throw IoError(errno_message("stat", resolved_, errno));
+  temp_path_ =
+      resolved_ + std::string(kReplacementTag) + std::to_string(::getpid()) + "-" + random_hex();
+  try {
+    // Created private (0600), so nobody opens it before its bits are set.
+    file_ = std::make_shared<File>(temp_path_, OpenMode::kCreateExclusive);
+  } catch (const IoError& e) {
+    throw IoError("cannot replace " + target +
+                  ": its new contents go to a file beside it, renamed "
+                  "over it when complete, and that file could not be created: " +
+                  e.what());
+  }
+  try {
+    file_->set_permissions(st.st_mode & 07777);
+    file_->resize(size);
+  } catch (...) {
+    ::unlink(temp_path_.c_str());
+    throw;
+  }
+}
+
+ReplacementFile::~ReplacementFile() {
+  if (!committed_) ::unlink(temp_path_.c_str());
+}
+
+std::shared_ptr<File> ReplacementFile::commit(bool durable) {
+  if (durable) file_->sync();
+  file_->rename_over(resolved_, target_);
+  committed_ = true;
+  return file_;
+}
+
+void ReplacementFile::sync_directory() const {
+  std::string dir = fs::path(resolved_).parent_path().string();
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw IoError(errno_message("open", dir, errno));
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) throw IoError(errno_message("fsync", dir, err));
+}
+
+int remove_stale_replacements(const std::string& target) {
+  std::error_code ec;
+  fs::path resolved = fs::canonical(target, ec);
+  if (ec) return 0;
+  const std::string prefix = resolved.filename().string() + std::string(kReplacementTag);
+  int removed = 0;
+  for (fs::directory_iterator it(resolved.parent_path(), ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    std::optional<pid_t> pid = owner_pid(std::string_view(name).substr(prefix.size()));
+    if (!pid || process_exists(*pid)) continue;
+    std::error_code remove_ec;
+    if (fs::remove(it->path(), remove_ec)) ++removed;
+  }
+  return removed;
+}
+
+}  // namespace jask

@@ -1,0 +1,790 @@
+#include "kernels/ops.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+
+#include "base/concurrency.hpp"
+#include "base/errors.hpp"
+#include "exec/pipeline.hpp"
+#include "kernels/gather.hpp"
+#include "kernels/kernels.hpp"
+#include "kernels/slicing.hpp"
+#include "plan/planner.hpp"
+#include "program/broadcast.hpp"
+#include "program/program.hpp"
+#include "storage/hyperslab.hpp"
+
+namespace jask {
+namespace {
+
+Registry& reg() { return Registry::instance(); }
+
+std::string describe_call(const std::string& name, const std::vector<ArrayRef>& arrays) {
+  std::string s = name + "(";
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    if (i) s += ", ";
+    s += arrays[i]->info().describe();
+  }
+  return s + ")";
+}
+
+std::vector<ArrayRef> lookup(const std::vector<int32_t>& handles) {
+  std::vector<ArrayRef> out;
+  out.reserve(handles.size());
+  for (int32_t h : handles) out.push_back(reg().get(h));
+  return out;
+}
+
+void check_same_layout(const std::string& name, const std::vector<ArrayRef>& arrays) {
+  for (size_t i = 1; i < arrays.size(); ++i) {
+    const ArrayInfo& a = arrays[0]->info();
+    const ArrayInfo& b = arrays[i]->info();
+    if (a.dtype != b.dtype) {
+      throw TypeError(name + ": dtypes differ: " + a.describe() + " and " + b.describe());
+    }
+    if (a.shape != b.shape) {
+      throw ValueError(name + ": shapes differ: " + a.describe() + " and " + b.describe());
+    }
+  }
+}
+
+// Streams the flat elements of `inputs` (and `output`, if any) in blocks.
+// `compute(task, input blocks, output block, first, count)` runs on the
+// calling thread while the next block is read and the previous written.
+using BlockFn = std::function<void(int64_t task, const std::vector<const void*>& in, void* out,
+                                   int64_t first, int64_t count)>;
+
+// Streams `numel` output elements in blocks: each reader fills its input
+// block (operands broadcast to the output), `compute` runs on the calling
+// thread while the next blocks are read and the previous ones written (to
+// every output; a fused program may have several).
+using MultiBlockFn =
+    std::function<void(int64_t task, const std::vector<const void*>& in,
+                       const std::vector<void*>& out, int64_t first, int64_t count)>;
+
+void stream_blocks_to(const std::string& op, const std::string& operands, int64_t numel,
+                      const std::vector<const OperandReader*>& readers,
+                      const std::vector<int64_t>& in_size, int64_t resident_bytes,
+                      const std::vector<const StoredArray*>& outputs, const MultiBlockFn& compute) {
+  int64_t bytes_per_elem = 0;
+  for (int64_t s : in_size) bytes_per_elem += s;
+  std::vector<int64_t> out_size;
+  for (const StoredArray* o : outputs) {
+    out_size.push_back(static_cast<int64_t>(itemsize(o->info().dtype)));
+    bytes_per_elem += out_size.back();
+  }
+  const int64_t block =
+      plan_stream_block(op, operands, numel, std::max<int64_t>(bytes_per_elem, 1), resident_bytes);
+  std::vector<StreamBuffers> in_bufs;
+  in_bufs.reserve(readers.size());
+  // One page of slack per slot lets a block land at its file offset's
+  // alignment (see OperandReader::alignment_shift).
+  for (size_t i = 0; i < readers.size(); ++i)
+    in_bufs.emplace_back(block * in_size[i] + kIoAlignment);
+  std::vector<StreamBuffers> out_bufs;
+  out_bufs.reserve(outputs.size());
+  for (int64_t size : out_size) out_bufs.emplace_back(block * size);
+  const int64_t n_tasks = numel == 0 ? 0 : (numel + block - 1) / block;
+  auto range = [&](int64_t t) { return std::pair(t * block, std::min(block, numel - t * block)); };
+  auto input_block = [&](size_t i, int64_t t) {
+    return in_bufs[i].at(t) + readers[i]->alignment_shift(range(t).first);
+  };
+
+  PipelineStages stages;
+  stages.read = [&](int64_t t) {
+    auto [first, count] = range(t);
+    // Operands are read at the same time: a disk serves several streams
+    // faster than one (each read is also split, see File::read_at).
+    run_concurrently(readers.size(),
+                     [&](size_t i) { readers[i]->read(first, count, input_block(i, t)); });
+  };
+  stages.compute = [&](int64_t t) {
+    auto [first, count] = range(t);
+    std::vector<const void*> in(readers.size());
+    for (size_t i = 0; i < readers.size(); ++i) in[i] = input_block(i, t);
+    std::vector<void*> out(outputs.size());
+    for (size_t o = 0; o < outputs.size(); ++o) out[o] = out_bufs[o].at(t);
+    compute(t, in, out, first, count);
+  };
+  if (!outputs.empty()) {
+    stages.write = [&](int64_t t) {
+      auto [first, count] = range(t);
+      for (size_t o = 0; o < outputs.size(); ++o)
+        outputs[o]->write_elems(out_bufs[o].at(t), first, count);
+    };
+  }
+  run_pipeline(n_tasks, stages);
+}
+
+void stream_blocks(const std::string& op, const std::string& operands, int64_t numel,
+                   const std::vector<const OperandReader*>& readers,
+                   const std::vector<int64_t>& in_size, int64_t resident_bytes,
+                   const StoredArray* output, const BlockFn& compute) {
+  std::vector<const StoredArray*> outputs;
+  if (output) outputs.push_back(output);
+  stream_blocks_to(op, operands, numel, readers, in_size, resident_bytes, outputs,
+                   [&](int64_t t, const std::vector<const void*>& in, const std::vector<void*>& out,
+                       int64_t first,
+                       int64_t count) { compute(t, in, output ? out[0] : nullptr, first, count); });
+}
+
+// The same for arrays of the output's shape.
+void stream_elements(const std::string& op, const std::string& operands, int64_t numel,
+                     const std::vector<ArrayRef>& inputs, const StoredArray* output,
+                     const BlockFn& compute) {
+  std::vector<std::unique_ptr<OperandReader>> owned;
+  std::vector<const OperandReader*> readers;
+  std::vector<int64_t> in_size;
+  for (const auto& a : inputs) {
+    owned.push_back(make_reader(a, a->info().shape, 0));
+    readers.push_back(owned.back().get());
+    in_size.push_back(static_cast<int64_t>(itemsize(a->info().dtype)));
+  }
+  stream_blocks(op, operands, numel, readers, in_size, 0, output, compute);
+}
+
+// The operands of an elementwise program: arrays on disk, then in-memory
+// arrays, all broadcast to the output shape. params starts with
+// [out_rank, out_shape..., n_memory, (dtype, rank, shape...) per memory operand]
+// and continues with the program.
+struct ProgramOperands {
+  std::vector<int64_t> out_shape;
+  std::vector<std::unique_ptr<OperandReader>> readers;
+  std::vector<DType> dtypes;
+  std::vector<int64_t> program_params;
+  std::string description;
+
+  std::vector<const OperandReader*> views() const {
+    std::vector<const OperandReader*> out;
+    for (const auto& r : readers) out.push_back(r.get());
+    return out;
+  }
+  std::vector<int64_t> itemsizes() const {
+    std::vector<int64_t> out;
+    for (DType dt : dtypes) out.push_back(static_cast<int64_t>(itemsize(dt)));
+    return out;
+  }
+  int64_t resident_bytes() const {
+    int64_t total = 0;
+    for (const auto& r : readers) total += r->resident_bytes();
+    return total;
+  }
+};
+
+// `out_bytes_per_elem`: what the outputs' blocks take per element (0 for a reduction).
+ProgramOperands program_operands(const std::string& name, const std::vector<int32_t>& handles,
+                                 const std::vector<DenseOperand>& buffers,
+                                 const std::vector<int64_t>& params, int64_t out_bytes_per_elem) {
+  auto bad = [&](const std::string& why) {
+    return ValueError(name + ": malformed operand header (" + why + ")");
+  };
+  ProgramOperands ops;
+  size_t p = 0;
+  auto next = [&]() {
+    if (p >= params.size()) throw bad("too short");
+    return params[p++];
+  };
+  auto shape_at = [&]() {
+    const int64_t rank = next();
+    if (rank < 0 || rank > 64) throw bad("rank " + std::to_string(rank));
+    std::vector<int64_t> shape(static_cast<size_t>(rank));
+    for (auto& d : shape) {
+      d = next();
+      if (d < 0) throw bad("negative extent");
+    }
+    return shape;
+  };
+  // Operands that do not broadcast to the output: name the call.
+  auto named = [&](auto make_reader_fn) {
+    try {
+      return make_reader_fn();
+    } catch (const ValueError& e) {
+      throw ValueError(ops.description + ": " + e.what());
+    }
+  };
+  ops.out_shape = shape_at();
+  const int64_t n_memory = next();
+  if (n_memory != static_cast<int64_t>(buffers.size())) throw bad("in-memory operand count");
+  auto arrays = lookup(handles);
+  ops.description = describe_call(name, arrays);
+  // Small operands are kept whole in memory: a quarter of the budget for all of them.
+  int64_t resident_pool = memory_budget() / 4;
+  for (const auto& a : arrays) {
+    ops.readers.push_back(named([&] { return make_reader(a, ops.out_shape, resident_pool); }));
+    resident_pool -= ops.readers.back()->resident_bytes();
+    ops.dtypes.push_back(a->info().dtype);
+  }
+  for (const auto& buf : buffers) {
+    DType dt = dtype_from_int(next());
+    std::vector<int64_t> shape = shape_at();
+    ArrayInfo info{dt, shape};
+    if (info.nbytes() != buf.nbytes) throw bad("in-memory operand size");
+    ops.readers.push_back(
+        named([&] { return make_memory_reader(buf.data, dt, shape, ops.out_shape); }));
+    ops.dtypes.push_back(dt);
+  }
+  ops.program_params.assign(params.begin() + static_cast<std::ptrdiff_t>(p), params.end());
+  // At a very small budget the operands kept whole can leave no room for the
+  // blocks: then every array operand is read per block instead.
+  int64_t numel = 1;
+  for (int64_t d : ops.out_shape) numel *= d;
+  int64_t bytes_per_elem = out_bytes_per_elem;
+  for (int64_t size : ops.itemsizes()) bytes_per_elem += size;
+  if (ops.resident_bytes() > 0 && !stream_fits(numel, bytes_per_elem, ops.resident_bytes())) {
+    for (size_t i = 0; i < arrays.size(); ++i)
+      ops.readers[i] = make_reader(arrays[i], ops.out_shape, 0);
+  }
+  return ops;
+}
+
+// The program after the operand header, its errors naming the op.
+Program decode_program(const std::string& name, const ProgramOperands& ops, size_t n_scalars) {
+  try {
+    return Program::decode(ops.program_params, ops.dtypes.size(), n_scalars);
+  } catch (const ValueError& e) {
+    throw ValueError(name + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+std::vector<int32_t> map_program_outputs(const std::string& name,
+                                         const std::vector<int32_t>& handles,
+                                         const std::vector<DenseOperand>& buffers,
+                                         const std::vector<double>& scalars,
+                                         const std::vector<int64_t>& params) {
+  // One output's blocks: with several, a budget too small for all of them runs one pass each
+  // (below).
+  ProgramOperands ops =
+      program_operands(name, handles, buffers, params, static_cast<int64_t>(sizeof(double)));
+  Program program = decode_program(name, ops, scalars.size());
+  if (program.reduction != Reduction::kNone)
+    throw ValueError(name + ": program ends in a reduction");
+  ArrayInfo info{program.out_dtype, ops.out_shape};
+  std::vector<ArrayRef> outs;
+  std::vector<const StoredArray*> targets;
+  for (size_t o = 0; o < program.n_outputs(); ++o) {
+    outs.push_back(StoredArray::create_scratch(info, name, ScratchContents::kOverwritten));
+    targets.push_back(outs.back().get());
+  }
+  auto run = [&](const Program& p, const std::vector<const StoredArray*>& to) {
+    ProgramRunner runner(p, ops.dtypes, scalars);
+    stream_blocks_to(name, ops.description, info.numel(), ops.views(), ops.itemsizes(),
+                     ops.resident_bytes(), to,
+                     [&](int64_t, const std::vector<const void*>& in, const std::vector<void*>& dst,
+                         int64_t, int64_t count) { runner.run(in, dst, count); });
+  };
+  int64_t bytes_per_elem = static_cast<int64_t>(targets.size() * itemsize(info.dtype));
+  for (int64_t size : ops.itemsizes()) bytes_per_elem += size;
+  if (targets.size() == 1 || stream_fits(info.numel(), bytes_per_elem, ops.resident_bytes())) {
+    run(program, targets);
+  } else {
+    // A budget too small for every output's buffers at once: one pass per
+    // output (each recomputes what it needs), rather than failing.
+    for (size_t o = 0; o < targets.size(); ++o) {
+      Program single = program;
+      single.out_reg = o == 0 ? program.out_reg : program.more_out_regs[o - 1];
+      single.more_out_regs.clear();
+      run(single, {targets[o]});
+    }
+  }
+  std::vector<int32_t> handles_out;
+  for (auto& o : outs) handles_out.push_back(reg().add(o));
+  return handles_out;
+}
+
+int32_t map_program(const std::string& name, const std::vector<int32_t>& handles,
+                    const std::vector<DenseOperand>& buffers, const std::vector<double>& scalars,
+                    const std::vector<int64_t>& params) {
+  std::vector<int32_t> out = map_program_outputs(name, handles, buffers, scalars, params);
+  if (out.size() != 1) {  // Python never sends these; a misuse, not worth a second header parse
+    for (int32_t h : out) reg().release_floating(h);
+    throw ValueError(name + ": a program with " + std::to_string(out.size()) +
+                     " outputs needs map_multi/");
+  }
+  return out[0];
+}
+
+double reduce_program(const std::string& name, const std::vector<int32_t>& handles,
+                      const std::vector<DenseOperand>& buffers, const std::vector<double>& scalars,
+                      const std::vector<int64_t>& params) {
+  ProgramOperands ops = program_operands(name, handles, buffers, params, 0);
+  Program program = decode_program(name, ops, scalars.size());
+  if (program.reduction == Reduction::kNone) throw ValueError(name + ": program has no reduction");
+  ProgramRunner runner(program, ops.dtypes, scalars);
+  int64_t numel = 1;
+  for (int64_t d : ops.out_shape) numel *= d;
+  stream_blocks(name, ops.description, numel, ops.views(), ops.itemsizes(), ops.resident_bytes(),
+                nullptr,
+                [&](int64_t, const std::vector<const void*>& in, void*, int64_t, int64_t count) {
+                  runner.run(in, nullptr, count);
+                });
+  return runner.reduced();
+}
+
+ArrayRef transposed(const ArrayRef& in, const std::vector<int64_t>& perm);
+
+namespace {
+
+// The reduction of chosen axes of one array, delivered to `emit(first,
+// count, values)` in output order. Results that fit a quarter of the budget
+// accumulate in memory; larger ones need the reduced axes to be trailing,
+// so that each output element is one contiguous run of the input.
+class AxisReducer {
+ public:
+  AxisReducer(ArrayRef in, const std::vector<int64_t>& axes, Reduction kind)
+      : in_(std::move(in)), kind_(kind) {
+    const auto& shape = in_->info().shape;
+    const int nd = static_cast<int>(shape.size());
+    reduced_.assign(nd, false);
+    for (int64_t a : axes) {
+      if (a < 0 || a >= nd || reduced_[a]) {
+        throw ValueError("reduce: invalid axes for " + in_->info().describe());
+      }
+      reduced_[a] = true;
+    }
+    for (int d = 0; d < nd; ++d)
+      if (!reduced_[d]) out_shape_.push_back(shape[d]);
+    out_numel_ = 1;
+    for (int64_t d : out_shape_) out_numel_ *= d;
+    // output strides in input index space (0 along reduced axes)
+    out_strides_.assign(nd, 0);
+    int64_t s = 1;
+    for (int d = nd - 1; d >= 0; --d) {
+      if (!reduced_[d]) {
+        out_strides_[d] = s;
+        s *= shape[d];
+      }
+    }
+  }
+
+  const std::vector<int64_t>& out_shape() const { return out_shape_; }
+
+  template <class Emit>
+  void run(const std::string& name, Emit emit) {
+    const int64_t resident = out_numel_ * static_cast<int64_t>(sizeof(double));
+    if (resident <= memory_budget() / 4) return run_resident(name, emit);
+    if (!trailing()) {
+      // Too large to accumulate in memory: move the reduced axes last (one
+      // out-of-core transpose), then each output element is a contiguous run.
+      std::vector<int64_t> perm;
+      for (size_t d = 0; d < reduced_.size(); ++d)
+        if (!reduced_[d]) perm.push_back(static_cast<int64_t>(d));
+      for (size_t d = 0; d < reduced_.size(); ++d)
+        if (reduced_[d]) perm.push_back(static_cast<int64_t>(d));
+      std::vector<int64_t> trailing_axes;
+      for (size_t d = out_shape_.size(); d < perm.size(); ++d)
+        trailing_axes.push_back(static_cast<int64_t>(d));
+      AxisReducer moved(transposed(in_, perm), trailing_axes, kind_);
+      return moved.run_trailing(name, emit);
+    }
+    run_trailing(name, emit);
+  }
+
+ private:
+  double initial() const {
+    if (kind_ == Reduction::kMax) return -std::numeric_limits<double>::infinity();
+    if (kind_ == Reduction::kMin) return std::numeric_limits<double>::infinity();
+    return 0.0;
+  }
+  void fold(double& acc, double v) const {
+    if (kind_ == Reduction::kSum)
+      acc += v;
+    else if (v != v || acc != acc)
+      acc = acc != acc ? acc : v;  // NaN wins
+    else if (kind_ == Reduction::kMax ? v > acc : v < acc)
+      acc = v;
+  }
+  bool trailing() const {
+    bool seen = false;
+    for (bool r : reduced_) {
+      if (r)
+        seen = true;
+      else if (seen)
+        return false;
+    }
+    return true;
+  }
+  // Loads `count` storage elements as doubles.
+  void widen(const void* src, int64_t count, std::vector<double>& dst) const {
+    dst.resize(static_cast<size_t>(count));
+    Program copy{1 + 1, DType::f64, Reduction::kNone, 1, {Instr{Opcode::kCopy, 1, 0, 0, 0}}, {}};
+    ProgramRunner runner(copy, {in_->info().dtype}, {});
+    runner.run({src}, dst.data(), count);
+  }
+
+  template <class Emit>
+  void run_resident(const std::string& name, Emit emit) {
+    std::vector<double> acc(static_cast<size_t>(out_numel_), initial()), values;
+    const auto& shape = in_->info().shape;
+    const int nd = static_cast<int>(shape.size());
+    stream_elements(
+        name, in_->info().describe(), in_->info().numel(), {in_}, nullptr,
+        [&](int64_t, const std::vector<const void*>& in, void*, int64_t first, int64_t count) {
+          widen(in[0], count, values);
+          std::vector<int64_t> idx(nd);
+          int64_t rest = first, o = 0;
+          for (int d = nd - 1; d >= 0; --d) {
+            idx[d] = rest % shape[d];
+            rest /= shape[d];
+            o += idx[d] * out_strides_[d];
+          }
+          for (int64_t i = 0; i < count; ++i) {
+            fold(acc[static_cast<size_t>(o)], values[static_cast<size_t>(i)]);
+            for (int d = nd - 1; d >= 0; --d) {  // odometer step
+              o += out_strides_[d];
+              if (++idx[d] < shape[d]) break;
+              o -= out_strides_[d] * shape[d];
+              idx[d] = 0;
+            }
+          }
+        });
+    if (out_numel_ > 0) emit(0, out_numel_, acc.data());
+  }
+
+  template <class Emit>
+  void run_trailing(const std::string& name, Emit emit) {
+    const int64_t run = in_->info().numel() / std::max<int64_t>(out_numel_, 1);
+    std::vector<double> values, done;
+    int64_t next_out = 0;
+    double acc = initial();
+    stream_elements(
+        name, in_->info().describe(), in_->info().numel(), {in_}, nullptr,
+        [&](int64_t, const std::vector<const void*>& in, void*, int64_t first, int64_t count) {
+          widen(in[0], count, values);
+          for (int64_t i = 0; i < count; ++i) {
+            fold(acc, values[static_cast<size_t>(i)]);
+            if ((first + i + 1) % run == 0) {
+              done.push_back(acc);
+              acc = initial();
+            }
+          }
+          emit(next_out, static_cast<int64_t>(done.size()), done.data());
+          next_out += static_cast<int64_t>(done.size());
+          done.clear();
+        });
+  }
+
+  ArrayRef in_;
+  Reduction kind_;
+  std::vector<bool> reduced_;
+  std::vector<int64_t> out_shape_, out_strides_;
+  int64_t out_numel_;
+};
+
+// Converts doubles to `dt` storage.
+void narrow_values(const double* src, int64_t count, DType dt, void* dst) {
+  Program copy{1 + 1, dt, Reduction::kNone, 1, {Instr{Opcode::kCopy, 1, 0, 0, 0}}, {}};
+  ProgramRunner runner(copy, {DType::f64}, {});
+  runner.run({src}, dst, count);
+}
+
+AxisReducer axis_reducer(const OpCall& call) {
+  if (call.handles.size() != 1 || call.params.empty())
+    throw ValueError("reduce_axes: expected an array and a kind");
+  if (call.params[0] < 1 || call.params[0] > 3) throw ValueError("reduce_axes: unknown reduction");
+  return AxisReducer(reg().get(call.handles[0]), {call.params.begin() + 1, call.params.end()},
+                     static_cast<Reduction>(call.params[0]));
+}
+
+}  // namespace
+
+int32_t fill_array(const ArrayInfo& info, double value) {
+  auto out = StoredArray::create_scratch(info, "fill");
+  // A new file reads as (positive) zeros already.
+  if (value == 0.0 && !std::signbit(value)) return reg().add(out);
+  // No instructions: the result is the scalar's register, stored in `info.dtype`.
+  Program fill{1, info.dtype, Reduction::kNone, 0, {}, {}};
+  ProgramRunner runner(fill, {}, {value});
+  stream_elements("fill", info.describe(), info.numel(), {}, out.get(),
+                  [&](int64_t, const std::vector<const void*>&, void* dst, int64_t, int64_t count) {
+                    runner.run({}, dst, count);
+                  });
+  return reg().add(out);
+}
+
+int32_t transpose_array(int32_t handle, const std::vector<int64_t>& perm) {
+  return reg().add(transposed(reg().get(handle), perm));
+}
+
+ArrayRef transposed(const ArrayRef& in, const std::vector<int64_t>& perm) {
+  const ArrayInfo& info = in->info();
+  const int nd = static_cast<int>(info.shape.size());
+  std::vector<bool> seen(nd, false);
+  bool valid = static_cast<int>(perm.size()) == nd;
+  for (int64_t p : perm) {
+    if (!valid || p < 0 || p >= nd || seen[p]) {
+      valid = false;
+      break;
+    }
+    seen[p] = true;
+  }
+  if (!valid)
+    throw ValueError("transpose: axes are not a permutation of the " + std::to_string(nd) +
+                     " axes of " + info.describe());
+  ArrayInfo out_info{info.dtype, std::vector<int64_t>(nd)};
+  for (int d = 0; d < nd; ++d) out_info.shape[d] = info.shape[perm[d]];
+  auto out = StoredArray::create_scratch(out_info, "transpose", ScratchContents::kOverwritten);
+  const int64_t isz = static_cast<int64_t>(itemsize(info.dtype));
+  std::vector<int64_t> ext =
+      plan_transpose_tile("transpose(" + info.describe() + ")", info.shape, perm, isz);
+  int64_t tile_elems = 1;
+  for (int64_t e : ext) tile_elems *= e;
+  // Tiles are visited in output order so that writes advance through the file.
+  std::vector<int64_t> out_ext(nd), counts(nd);
+  int64_t n_tasks = info.numel() == 0 ? 0 : 1;
+  for (int d = 0; d < nd; ++d) {
+    out_ext[d] = ext[perm[d]];
+    counts[d] = (out_info.shape[d] + out_ext[d] - 1) / out_ext[d];
+    n_tasks *= counts[d];
+  }
+  auto out_slab = [&](int64_t t) {
+    Slab s{std::vector<int64_t>(nd), std::vector<int64_t>(nd)};
+    for (int d = nd - 1; d >= 0; --d) {
+      int64_t i = t % counts[d];
+      t /= counts[d];
+      s.start[d] = i * out_ext[d];
+      s.extent[d] = std::min(out_ext[d], out_info.shape[d] - s.start[d]);
+    }
+    return s;
+  };
+  auto in_slab = [&](const Slab& o) {
+    Slab s{std::vector<int64_t>(nd), std::vector<int64_t>(nd)};
+    for (int d = 0; d < nd; ++d) {
+      s.start[perm[d]] = o.start[d];
+      s.extent[perm[d]] = o.extent[d];
+    }
+    return s;
+  };
+  StreamBuffers in_buf(tile_elems * isz), out_buf(tile_elems * isz);
+  PipelineStages stages;
+  stages.read = [&](int64_t t) { read_slab(*in, info.shape, in_slab(out_slab(t)), in_buf.at(t)); };
+  stages.compute = [&](int64_t t) {
+    Slab s = in_slab(out_slab(t));
+    permute_tile(in_buf.at(t), out_buf.at(t), s.extent.data(), perm.data(), nd, isz);
+  };
+  stages.write = [&](int64_t t) { write_slab(*out, out_info.shape, out_slab(t), out_buf.at(t)); };
+  run_pipeline(n_tasks, stages);
+  return out;
+}
+
+void copy_into(int32_t dst, int32_t src) {
+  ArrayRef d = reg().get(dst), s = reg().get(src);
+  if (!d->writable()) {
+    throw ReadOnlyError("cannot update " + d->path() +
+                        ": it was opened read-only (open it with mode=\"r+\")");
+  }
+  check_same_layout("update_", {d, s});
+  const ArrayInfo& info = d->info();
+  // Into a new file renamed over dst's, not over dst's bytes in place: a
+  // crash part-way must not leave some blocks new and some old.
+  d->replace_data([&](const StoredArray& staged) {
+    stream_elements(
+        "update_", describe_call("update_", {d, s}), info.numel(), {s}, &staged,
+        [&](int64_t, const std::vector<const void*>& in, void* out, int64_t, int64_t count) {
+          std::memcpy(out, in[0], static_cast<size_t>(count) * itemsize(info.dtype));
+        });
+  });
+}
+
+void save_array(int32_t handle, const std::string& path) {
+  ArrayRef src = reg().get(handle);
+  auto dst = StoredArray::create_file(path, src->info());
+  const ArrayInfo& info = src->info();
+  stream_elements(
+      "save", info.describe(), info.numel(), {src}, dst.get(),
+      [&](int64_t, const std::vector<const void*>& in, void* out, int64_t, int64_t count) {
+        std::memcpy(out, in[0], static_cast<size_t>(count) * itemsize(info.dtype));
+      });
+  dst->file()->sync();
+}
+
+void write_from_memory(int32_t handle, const void* src, uint64_t nbytes) {
+  ArrayRef arr = reg().get(handle);
+  const ArrayInfo& info = arr->info();
+  if (nbytes != info.nbytes()) {
+    throw ValueError("buffer of " + std::to_string(nbytes) + " bytes does not match " +
+                     info.describe() + " (" + std::to_string(info.nbytes()) + " bytes)");
+  }
+  const size_t isz = itemsize(info.dtype);
+  auto* base = static_cast<const unsigned char*>(src);
+  // Copy into aligned blocks so the writes can bypass the page cache.
+  stream_elements(
+      "from_numpy", info.describe(), info.numel(), {}, arr.get(),
+      [&](int64_t, const std::vector<const void*>&, void* out, int64_t first, int64_t count) {
+        std::memcpy(out, base + first * isz, static_cast<size_t>(count) * isz);
+      });
+}
+
+void read_to_memory(int32_t handle, void* dst, uint64_t nbytes) {
+  ArrayRef arr = reg().get(handle);
+  const ArrayInfo& info = arr->info();
+  if (nbytes != info.nbytes()) {
+    throw ValueError("buffer of " + std::to_string(nbytes) + " bytes does not match " +
+                     info.describe());
+  }
+  const size_t isz = itemsize(info.dtype);
+  auto* base = static_cast<unsigned char*>(dst);
+  stream_elements(
+      "materialize", info.describe(), info.numel(), {arr}, nullptr,
+      [&](int64_t, const std::vector<const void*>& in, void*, int64_t first, int64_t count) {
+        std::memcpy(base + first * isz, in[0], static_cast<size_t>(count) * isz);
+      });
+}
+
+namespace {
+
+ArrayInfo info_from_params(const std::string& kernel, const std::vector<int64_t>& params) {
+  if (params.empty()) throw ValueError(kernel + ": missing dtype parameter");
+  return ArrayInfo{dtype_from_int(params[0]), {params.begin() + 1, params.end()}};
+}
+
+const DenseOperand& single_buffer(const OpCall& call) {
+  if (call.buffers.size() != 1) throw ValueError(call.kernel + ": expected one in-memory operand");
+  return call.buffers[0];
+}
+
+int64_t row_elems(const ArrayInfo& info) {
+  int64_t n = 1;
+  for (size_t d = 1; d < info.shape.size(); ++d) n *= info.shape[d];
+  return n;
+}
+
+int64_t clamp_start(double start, int64_t count, int64_t rows) {
+  int64_t s = static_cast<int64_t>(start);
+  return std::max<int64_t>(0, std::min(s, rows - count));
+}
+
+// A new array of zeros with `rows` written at a (clamped) leading index.
+int32_t put_rows(const ArrayInfo& info, double start, const DenseOperand& rows) {
+  if (info.shape.empty()) throw ValueError("put_rows: the array needs a leading axis");
+  const int64_t per_row = row_elems(info) * static_cast<int64_t>(itemsize(info.dtype));
+  if (per_row == 0 || rows.nbytes % per_row != 0)
+    throw ValueError("put_rows: rows do not match " + info.describe());
+  const int64_t count = static_cast<int64_t>(rows.nbytes) / per_row;
+  auto out = StoredArray::create_scratch(info, "put_rows");
+  const int64_t first = clamp_start(start, count, info.shape[0]);
+  out->write_elems(rows.data, first * row_elems(info), count * row_elems(info));
+  return reg().add(out);
+}
+
+}  // namespace
+
+void read_rows(int32_t handle, int64_t start, int64_t count, void* dst, uint64_t nbytes) {
+  ArrayRef arr = reg().get(handle);
+  const ArrayInfo& info = arr->info();
+  if (info.shape.empty() || count < 0 || count > info.shape[0]) {
+    throw ValueError("rows: cannot take " + std::to_string(count) + " rows of " + info.describe());
+  }
+  const int64_t per_row = row_elems(info);
+  if (nbytes != static_cast<uint64_t>(count * per_row) * itemsize(info.dtype)) {
+    throw ValueError("rows: output buffer does not match " + std::to_string(count) + " rows of " +
+                     info.describe());
+  }
+  const int64_t first = clamp_start(static_cast<double>(start), count, info.shape[0]);
+  arr->read_elems(dst, first * per_row, count * per_row);
+}
+
+void run_dense_op(const OpCall& call, void* out, uint64_t nbytes) {
+  if (call.handles.size() != 1) throw ValueError(call.kernel + ": expected one array operand");
+  if (call.kernel == "to_dense") return read_to_memory(call.handles[0], out, nbytes);
+  if (call.kernel == "reduce_axes") {
+    AxisReducer reducer = axis_reducer(call);
+    const DType dt = reg().get(call.handles[0])->info().dtype;
+    int64_t numel = 1;
+    for (int64_t d : reducer.out_shape()) numel *= d;
+    if (nbytes != static_cast<uint64_t>(numel) * itemsize(dt))
+      throw ValueError("reduce_axes: output size");
+    auto* base = static_cast<std::byte*>(out);
+    return reducer.run("reduce_axes", [&](int64_t first, int64_t count, const double* values) {
+      narrow_values(values, count, dt, base + first * static_cast<int64_t>(itemsize(dt)));
+    });
+  }
+  if (call.kernel == "take") return run_take_dense(call, out, nbytes);
+  if (call.kernel == "slice") return run_slice_dense(call, out, nbytes);
+  if (call.kernel == "rows") {
+    if (call.scalars.size() != 1 || call.params.size() != 1)
+      throw ValueError("rows: expected a start and a count");
+    return read_rows(call.handles[0], static_cast<int64_t>(call.scalars[0]), call.params[0], out,
+                     nbytes);
+  }
+  throw ValueError("unknown dense kernel '" + call.kernel + "'");
+}
+
+int32_t run_array_op(const OpCall& call) {
+  if (call.kernel == "from_dense") {
+    const DenseOperand& src = single_buffer(call);
+    int32_t h = reg().add(
+        StoredArray::create_scratch(info_from_params(call.kernel, call.params), "from_dense"));
+    write_from_memory(h, src.data, src.nbytes);
+    return h;
+  }
+  if (call.kernel == "take") return run_take(call);
+  if (call.kernel == "scatter_add_rows") return run_scatter_add_rows(call);
+  if (call.kernel == "slice") return run_slice(call);
+  if (call.kernel == "place") return run_place(call);
+  if (call.kernel == "put_rows") {
+    if (call.scalars.size() != 1) throw ValueError("put_rows: expected a start row");
+    return put_rows(info_from_params(call.kernel, call.params), call.scalars[0],
+                    single_buffer(call));
+  }
+  // "map/<op name>": an elementwise program; the name is for messages.
+  if (call.kernel.rfind("map/", 0) == 0) {
+    return map_program(call.kernel.substr(4), call.handles, call.buffers, call.scalars,
+                       call.params);
+  }
+  if (call.kernel == "fill") {
+    if (call.scalars.empty()) throw ValueError("fill: needs a value");
+    return fill_array(info_from_params(call.kernel, call.params), call.scalars[0]);
+  }
+  if (call.kernel == "transpose") {
+    if (call.handles.size() != 1) throw ValueError("transpose: expected one array operand");
+    return transpose_array(call.handles[0], call.params);
+  }
+  if (call.kernel == "reduce_axes") {  // params = [kind, axes...]
+    AxisReducer reducer = axis_reducer(call);
+    const DType dt = reg().get(call.handles[0])->info().dtype;
+    auto out = StoredArray::create_scratch(ArrayInfo{dt, reducer.out_shape()}, "reduce_axes");
+    std::vector<std::byte> staged;
+    reducer.run("reduce_axes", [&](int64_t first, int64_t count, const double* values) {
+      staged.resize(static_cast<size_t>(count) * itemsize(dt));
+      narrow_values(values, count, dt, staged.data());
+      out->write_elems(staged.data(), first, count);
+    });
+    return reg().add(out);
+  }
+  if (call.kernel == "reshape") {
+    if (call.handles.size() != 1) throw ValueError("reshape: expected one array operand");
+    return reg().add(StoredArray::reshaped(reg().get(call.handles[0]), call.params));
+  }
+  if (call.kernel == "matmul") {
+    if (call.handles.size() != 2 || call.params.size() != 2) {
+      throw ValueError("matmul: expected two array operands and two transpose flags");
+    }
+    return matmul_arrays(call.handles[0], call.handles[1], call.params[0] != 0,
+                         call.params[1] != 0);
+  }
+  throw ValueError("unknown array kernel '" + call.kernel + "'");
+}
+
+std::vector<int32_t> run_arrays_op(const OpCall& call) {
+  // "map_multi/<label>": an elementwise program with several outputs.
+  if (call.kernel.rfind("map_multi/", 0) == 0) {
+    return map_program_outputs(call.kernel.substr(10), call.handles, call.buffers, call.scalars,
+                               call.params);
+  }
+  throw ValueError("unknown multi-output kernel '" + call.kernel + "'");
+}
+
+double run_reduce_op(const OpCall& call) {
+  if (call.kernel.rfind("map_reduce/", 0) == 0) {
+    return reduce_program(call.kernel.substr(11), call.handles, call.buffers, call.scalars,
+                          call.params);
+  }
+  throw ValueError("unknown reduction kernel '" + call.kernel + "'");
+}
+
+}  // namespace jask

@@ -1,0 +1,148 @@
+#include "plan/planner.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+
+#include "base/errors.hpp"
+
+namespace jask {
+namespace {
+
+// Smallest block worth streaming: below this, per-call overhead dominates.
+constexpr int64_t kMinBlockElems = 64;
+// Blocks are multiples of this many elements so that every block of every
+// dtype starts at a 4096-byte file offset (data offsets are 4096-aligned).
+constexpr int64_t kAlignElems = 4096;
+constexpr int64_t kMinTile = 8;
+// The shallowest contraction tile worth trading for fewer reads (BLAS runs
+// well below its peak on thinner panels).
+constexpr int64_t kMinContraction = 256;
+
+[[noreturn]] void budget_too_small(const std::string& op, const std::string& operands,
+                                   int64_t needed) {
+  throw ValueError("memory budget of " + std::to_string(memory_budget()) +
+                   " bytes is too small for " + op + " on " + operands + ": it needs at least " +
+                   std::to_string(needed) + " bytes; raise it with jask.set_memory_budget(" +
+                   std::to_string(needed) + ")");
+}
+
+}  // namespace
+
+int64_t plan_stream_block(const std::string& op, const std::string& operands, int64_t numel,
+                          int64_t bytes_per_elem, int64_t resident_bytes) {
+  int64_t per_elem = bytes_per_elem * kPipelineSlots;
+  int64_t min_block = std::max<int64_t>(1, std::min(numel, kMinBlockElems));
+  const int64_t available = memory_budget() - resident_bytes;
+  if (min_block * per_elem > available)
+    budget_too_small(op, operands, min_block * per_elem + resident_bytes);
+  int64_t block = available / per_elem;
+  if (block >= numel) return std::max<int64_t>(numel, 1);
+  if (block >= kAlignElems) block = block / kAlignElems * kAlignElems;
+  return std::max(block, min_block);
+}
+
+bool stream_fits(int64_t numel, int64_t bytes_per_elem, int64_t resident_bytes) {
+  const int64_t min_block = std::max<int64_t>(1, std::min(numel, kMinBlockElems));
+  return min_block * bytes_per_elem * kPipelineSlots <= memory_budget() - resident_bytes;
+}
+
+std::vector<int64_t> plan_transpose_tile(const std::string& operands,
+                                         const std::vector<int64_t>& shape,
+                                         const std::vector<int64_t>& perm, int64_t itemsize) {
+  const size_t nd = shape.size();
+  std::vector<int64_t> ext(nd, 1);
+  if (nd == 0) return ext;
+  // Input and output tiles, double-buffered.
+  int64_t per_elem = itemsize * 2 * kPipelineSlots;
+  int64_t cap = memory_budget() / per_elem;
+  size_t last_in = nd - 1;
+  size_t last_out = static_cast<size_t>(perm[nd - 1]);
+  int64_t min_elems = std::min(shape[last_in], kMinTile) * std::min(shape[last_out], kMinTile);
+  if (cap < min_elems) budget_too_small("transpose", operands, min_elems * per_elem);
+  auto grow = [&](size_t axis, int64_t room) {
+    int64_t others = 1;
+    for (size_t i = 0; i < nd; ++i)
+      if (i != axis) others *= ext[i];
+    ext[axis] = std::max<int64_t>(1, std::min(shape[axis], std::min(room, cap / others)));
+  };
+  if (last_in == last_out) {
+    grow(last_in, cap);
+  } else {
+    // Square-ish tiles keep both the input runs and the output runs long.
+    int64_t side = static_cast<int64_t>(std::sqrt(static_cast<double>(cap)));
+    grow(last_in, side);
+    grow(last_out, cap);
+    grow(last_in, cap);
+  }
+  for (size_t i = nd; i-- > 0;) {
+    if (i != last_in && i != last_out) grow(i, cap);
+  }
+  return ext;
+}
+
+int64_t matmul_tile_bytes(const MatmulTiles& t, int64_t elem_bytes) {
+  return (kPipelineSlots * (t.mb * t.kb + t.kb * t.nb) + t.c_slots * t.mb * t.nb) * elem_bytes;
+}
+
+MatmulTiles plan_matmul(const std::string& operands, int64_t m, int64_t k, int64_t n,
+                        int64_t elem_bytes, int64_t count) {
+  int64_t cap = memory_budget() / (kPipelineSlots * elem_bytes);  // elements across A, B, C tiles
+  MatmulTiles t{std::min(m, kMinTile), std::min(k, kMinTile), std::min(n, kMinTile)};
+  t.mb = std::max<int64_t>(t.mb, 1);
+  t.kb = std::max<int64_t>(t.kb, 1);
+  t.nb = std::max<int64_t>(t.nb, 1);
+  auto used = [&] { return t.mb * t.kb + t.kb * t.nb + t.mb * t.nb; };
+  if (used() > cap) budget_too_small("matmul", operands, matmul_tile_bytes(t, elem_bytes));
+  // Start square, then let B's tile grow to all of B (read B once), then
+  // spend the rest on taller row panels of A.
+  int64_t side = static_cast<int64_t>(std::sqrt(static_cast<double>(cap) / 3.0));
+  t.mb = std::max(t.mb, std::min(m, side));
+  t.kb = std::max(t.kb, std::min(k, side));
+  t.nb = std::max(t.nb, std::min(n, side));
+  while (used() > cap) {  // sqrt rounding
+    if (t.mb >= t.kb && t.mb >= t.nb && t.mb > 1)
+      --t.mb;
+    else if (t.kb >= t.nb && t.kb > 1)
+      --t.kb;
+    else
+      --t.nb;
+  }
+  // grow one extent as far as the budget allows, the others fixed; extents
+  // stay >= 1 even for an empty dimension (callers divide by them)
+  auto fit = [](int64_t dim, int64_t cur, int64_t room) {
+    return std::max<int64_t>(1, std::min(dim, std::max(cur, room)));
+  };
+  auto grow_nb = [&] { t.nb = fit(n, t.nb, (cap - t.mb * t.kb) / (t.kb + t.mb)); };
+  auto grow_kb = [&] { t.kb = fit(k, t.kb, (cap - t.mb * t.nb) / (t.mb + t.nb)); };
+  auto grow_mb = [&] { t.mb = fit(m, t.mb, (cap - t.kb * t.nb) / (t.kb + t.nb)); };
+  grow_kb();
+  grow_nb();
+  grow_mb();
+  grow_kb();
+  grow_nb();
+  // Each A tile is read once per column of C tiles and each B tile once per
+  // row: when all of C fits in half the budget with a deep enough
+  // contraction tile, keeping C whole reads A and B exactly once.
+  auto traffic = [&](const MatmulTiles& p) {
+    return static_cast<double>(m) * k * ((n + p.nb - 1) / p.nb) +
+           static_cast<double>(k) * n * ((m + p.mb - 1) / p.mb);
+  };
+  // A single C tile needs one buffer, which leaves deeper A and B tiles and
+  // lets C have half of the whole budget.
+  const bool one_c_tile = count == 1;
+  if (m * n <= (one_c_tile ? kPipelineSlots * cap : cap) / 2) {
+    MatmulTiles whole{std::max<int64_t>(m, 1), 1, std::max<int64_t>(n, 1)};
+    const int64_t c_elems = whole.mb * whole.nb;
+    whole.c_slots = one_c_tile ? 1 : kPipelineSlots;
+    const int64_t ab_room = one_c_tile ? cap - c_elems / kPipelineSlots : cap - c_elems;
+    whole.kb = fit(k, 1, ab_room / (whole.mb + whole.nb));
+    const bool fits = matmul_tile_bytes(whole, elem_bytes) <= memory_budget();  // kb >= 1 may not
+    if (fits && whole.kb >= std::min<int64_t>(k, kMinContraction) && traffic(whole) < traffic(t))
+      return whole;
+  }
+  if (one_c_tile && t.mb >= m && t.nb >= n) t.c_slots = 1;
+  return t;
+}
+
+}  // namespace jask

@@ -1,0 +1,43 @@
+// The memory budget and block planning. Every buffer an op allocates is
+// counted against the budget: (slots) x (block bytes of every stream).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/memory_budget.hpp"
+
+namespace jask {
+
+// Slots per stream: one being filled or drained by I/O, one being computed.
+inline constexpr int64_t kPipelineSlots = 2;
+
+// Elements per block for a streaming op whose streams need `bytes_per_elem`
+// bytes per element in total (inputs + outputs). Throws ValueError naming
+// the op, the operands and the smallest budget that works.
+// `resident_bytes` are already taken from the budget by operands kept whole.
+int64_t plan_stream_block(const std::string& op, const std::string& operands, int64_t numel,
+                          int64_t bytes_per_elem, int64_t resident_bytes = 0);
+
+// Whether plan_stream_block would find a block within the budget.
+bool stream_fits(int64_t numel, int64_t bytes_per_elem, int64_t resident_bytes = 0);
+
+// Tile extents per axis for a blocked transposition of `shape` by `perm`.
+std::vector<int64_t> plan_transpose_tile(const std::string& operands,
+                                         const std::vector<int64_t>& shape,
+                                         const std::vector<int64_t>& perm, int64_t itemsize);
+
+struct MatmulTiles {
+  int64_t mb, kb, nb;
+  // Buffers for C tiles: one when the whole product is one C tile (it is
+  // written once, after the last task), else one per pipeline slot.
+  int64_t c_slots = kPipelineSlots;
+};
+// Tiles for `count` products C(M,N) = A(M,K) B(K,N) with elements of
+// `elem_bytes` in memory.
+MatmulTiles plan_matmul(const std::string& operands, int64_t m, int64_t k, int64_t n,
+                        int64_t elem_bytes, int64_t count = 1);
+// Bytes the tiles occupy in the pipeline.
+int64_t matmul_tile_bytes(const MatmulTiles& t, int64_t elem_bytes);
+
+}  // namespace jask

@@ -1,0 +1,56 @@
+// Reading and writing rectangular sub-blocks ("hyperslabs") of an on-disk
+// C-order array as a sequence of contiguous runs, into a dense tile buffer.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "storage/array_store.hpp"
+
+namespace jask {
+
+struct Slab {
+  std::vector<int64_t> start;
+  std::vector<int64_t> extent;
+  int64_t numel() const;
+};
+
+// Calls fn(first element in the file, first element in the tile, length)
+// for every contiguous run; trailing axes covered fully merge into one run.
+template <class Fn>
+void for_each_run(const std::vector<int64_t>& shape, const Slab& slab, Fn fn) {
+  const int nd = static_cast<int>(shape.size());
+  if (nd == 0) return fn(int64_t{0}, int64_t{0}, int64_t{1});
+  int m = nd - 1;
+  while (m > 0 && slab.extent[m] == shape[m]) --m;
+  std::vector<int64_t> stride(nd);
+  int64_t s = 1;
+  for (int d = nd - 1; d >= 0; --d) {
+    stride[d] = s;
+    s *= shape[d];
+  }
+  const int64_t run = slab.extent[m] * stride[m];
+  if (run == 0) return;
+  for (int d = 0; d < m; ++d)
+    if (slab.extent[d] == 0) return;
+  std::vector<int64_t> idx(m, 0);
+  int64_t tile_pos = 0;
+  while (true) {
+    int64_t file_pos = slab.start[m] * stride[m];
+    for (int d = 0; d < m; ++d) file_pos += (slab.start[d] + idx[d]) * stride[d];
+    fn(file_pos, tile_pos, run);
+    tile_pos += run;
+    int d = m - 1;
+    for (; d >= 0; --d) {
+      if (++idx[d] < slab.extent[d]) break;
+      idx[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+void read_slab(const StoredArray& array, const std::vector<int64_t>& shape, const Slab& slab,
+               void* dst);
+void write_slab(const StoredArray& array, const std::vector<int64_t>& shape, const Slab& slab,
+                const void* src);
+
+}  // namespace jask
