@@ -18,6 +18,9 @@ from ._api import dot as dot
 from ._api import equal as equal
 from ._api import exp as exp
 from ._api import softplus as softplus
+from ._api import sin as sin
+from ._api import cos as cos
+from ._api import prod as prod
 from ._api import sigmoid as sigmoid
 from ._api import relu as relu
 from ._api import log1p as log1p

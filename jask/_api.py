@@ -24,6 +24,7 @@ from .ops import Concatenate, Slice, SliceDense
 from .ops._elementwise import scalar_like
 from .ops.matmul import matmul_type
 from .ops.take import Take, TakeDense
+from .ops.trigonometric import Cos, Sin
 
 
 def _is_scalar(v) -> bool:
@@ -215,6 +216,8 @@ expm1 = _unary(Expm1, "expm1")
 sigmoid = _unary(Sigmoid, "sigmoid")
 relu = _unary(Relu, "relu")
 softplus = _unary(Softplus, "softplus")
+sin = _unary(Sin, "sin")
+cos = _unary(Cos, "cos")
 
 
 def gelu(x, approximate: bool = True):
@@ -317,6 +320,16 @@ def min(x, axis=None, keepdims: bool = False):  # noqa: A001 - mirrors jnp.min
     0.0
     """
     return _reduce(x, axis, keepdims, "min")
+
+
+def prod(x, axis=None, keepdims: bool = False):
+    """The product over `axis` (all axes by default), like jnp.prod.
+
+    >>> import numpy as np, jask
+    >>> float(jask.prod(jask.DiskArray.from_numpy(np.arange(1, 5, dtype=np.float32))))
+    24.0
+    """
+    return _reduce(x, axis, keepdims, "prod")
 
 
 def mean(x, axis=None, keepdims: bool = False):

@@ -49,6 +49,15 @@ CASES = [
          lambda x: jnp.log(jnp.sqrt(jnp.abs(x) + 0.5)) + jnp.exp(x) * jax.lax.rsqrt(x * x + 1.0), ((M, K),)),
     Case("activations", lambda x: jax.nn.relu(x) + jax.nn.sigmoid(x) * jax.nn.gelu(x) - jax.nn.softplus(x),
          lambda x: jax.nn.relu(x) + jax.nn.sigmoid(x) * jax.nn.gelu(x) - jax.nn.softplus(x), ((M, K),)),
+    Case("sin", jask.sin, jnp.sin, ((M, K),)),
+    Case("cos", jask.cos, jnp.cos, ((M, K),)),
+    # Factors near 1 keep the products well inside float32.
+    Case("prod", lambda x: jask.prod(x * 0.05 + 1.0), lambda x: jnp.prod(x * 0.05 + 1.0), ((37, 41),),
+         scalar_out=True),
+    Case("prod_axes", lambda x: jnp.sum(jnp.prod(x * 0.1 + 1.0, axis=0) ** 2)
+         + jnp.sum(jnp.prod(x * 0.5 + 1.0, axis=1, keepdims=True) * 2.0),
+         lambda x: jnp.sum(jnp.prod(x * 0.1 + 1.0, axis=0) ** 2)
+         + jnp.sum(jnp.prod(x * 0.5 + 1.0, axis=1, keepdims=True) * 2.0), ((M, 13),), scalar_out=True),
     Case("log1p_expm1_tanh", lambda x: jnp.log1p(jnp.abs(x)) * jnp.tanh(x) + jnp.expm1(x),
          lambda x: jnp.log1p(jnp.abs(x)) * jnp.tanh(x) + jnp.expm1(x), ((M, K),)),
     Case("divide_arrays", lambda x, y: x / (y * y + 1.0), lambda x, y: x / (y * y + 1.0), ((M, K), (M, K))),
@@ -306,3 +315,45 @@ def test_large_logsumexp_and_softmax_stay_on_disk_with_gradients(rng, monkeypatc
         assert_grads([grad_fn(x)], [expected])
     stopped = jax.grad(lambda x: jask.vdot(jax.lax.stop_gradient(x), x))(x)
     assert_close(np.asarray(stopped), x_np)
+
+
+def test_prod_gradient_is_exact_at_zeros(rng, small_budget):
+    """d prod / d x_i is the product of the other elements: also where x_i or another element is
+    zero (prod / x would divide by zero there). Rows and columns hold no, one and two zeros; the
+    full products have one zero (a gradient that is nonzero only there) and three."""
+    small_budget("4KB")
+    x_np = (rng.uniform(-1, 1, (23, 13)) * 0.3 + 1.0).astype(np.float32)
+    x_np[1, 4] = x_np[2, 0] = x_np[2, 9] = x_np[5, 4] = 0.0
+    one_zero = x_np.copy()
+    one_zero[2, 0] = one_zero[2, 9] = one_zero[5, 4] = 0.5
+    w0, w1 = rng.uniform(-1, 1, 13).astype(np.float32), rng.uniform(-1, 1, 23).astype(np.float32)
+    cases = [(lambda x: jnp.sum(jnp.prod(x, axis=1) * w1), x_np),
+             (lambda x: jnp.sum(jnp.prod(x, axis=0) * w0), x_np),
+             (lambda x: jnp.prod(x * 0.5), one_zero), (jnp.prod, x_np)]
+    for loss, inputs in cases:
+        expected = jax.grad(loss)(inputs)
+        x = jask.DiskArray.from_numpy(inputs)
+        for grad_fn in (jax.grad(loss), jax.jit(jax.grad(loss))):
+            assert_grads([grad_fn(x)], [expected])
+    assert np.count_nonzero(jax.grad(jnp.prod)(one_zero)) == 1
+    x = jask.DiskArray.from_numpy(x_np)
+    assert_close(jask.prod(x, axis=1), np.prod(x_np, axis=1))
+    assert float(jask.prod(x)) == 0.0
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float16", "bfloat16"])
+def test_sin_cos_prod_on_other_float_dtypes(dtype, rng):
+    import ml_dtypes
+    dt = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+    rtol = {"float64": 1e-12, "float16": 2e-3, "bfloat16": 1e-2}[dtype]
+    x_np = (rng.uniform(-1, 1, (19, 13)) * 0.2 + 1.0).astype(dt)
+    ref = x_np.astype(np.float64)
+    x = jask.DiskArray.from_numpy(x_np)
+    for fn, np_fn in ((jask.sin, np.sin), (jask.cos, np.cos)):
+        out = fn(x)
+        assert out.dtype == dt
+        assert_close(np.asarray(out).astype(np.float64), np_fn(ref), rtol)
+    if dtype != "float64":  # an in-memory float64 axis reduction needs jax_enable_x64 (any kind)
+        assert_close(np.asarray(jask.prod(x, axis=0)).astype(np.float64), np.prod(ref, axis=0), rtol)
+    # a full reduction comes back as a JAX scalar: float32 unless jax_enable_x64
+    assert_close(float(jask.prod(x)), float(np.prod(ref)), max(rtol, 1e-6) * 10)

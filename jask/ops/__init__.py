@@ -33,10 +33,11 @@ from .tanh import Tanh
 from .take import ScatterAddRows, Take, TakeDense
 from .to_dense import ToDense
 from .transpose import Transpose
+from .trigonometric import Cos, Sin
 from .where import Where
 
 # Every registered op; the generic op tests run over this table.
-OPS = (Abs, Add, Astype, BroadcastTo, Div, Equal, Exp, Expm1, Fill, FromDense, Gelu, Greater, GreaterEqual, Less, LessEqual, Log, Log1p,
+OPS = (Sin, Cos, Abs, Add, Astype, BroadcastTo, Div, Equal, Exp, Expm1, Fill, FromDense, Gelu, Greater, GreaterEqual, Less, LessEqual, Log, Log1p,
        Matmul, Maximum, Minimum, Mul, Neg, NotEqual, Pow, PutRows, Reduce, ReduceAxes, ReduceAxesDense, Relu, Reshape, Rows, Rsqrt, Sigmoid, Sign, Softplus,
        Sqrt, Square, StopGradient, Sub, Tanh, ToDense, Transpose, Where,
        Take, TakeDense, ScatterAddRows,

@@ -16,7 +16,7 @@ from .._jax.diskarray import DiskArray, DiskArrayTy
 from .._jax.op import Op, apply, describe, scaled
 
 OPCODES: dict[str, int] = dict(_engine.opcodes())
-REDUCTIONS = {"none": 0, "sum": 1, "max": 2, "min": 3}
+REDUCTIONS: dict[str, int] = dict(_engine.reductions())
 
 
 # An expression is a tuple of instructions (opcode name, argument refs); a ref
@@ -174,7 +174,7 @@ class BroadcastTo(Elementwise):
 
 
 class Reduce(Op):
-    """The sum, max or min over all elements of one elementwise instruction's result."""
+    """The sum, max, min or product over all elements of one elementwise instruction's result."""
 
     name = "reduce"
     kernel = "map_reduce"
@@ -212,23 +212,18 @@ class Reduce(Op):
         return (apply(Mul, b, scalar_like(ct, b)) if needs[0] else None,
                 apply(Mul, a, scalar_like(ct, a)) if needs[1] else None)
 
-    def slope(self, x, out):
-        if self.reduction not in ("max", "min"):
+    def slope(self, x, out):  # max, min, prod (as over axes)
+        from .reduce_axes import SLOPES
+        if self.instr != "copy":
             raise NotImplementedError(f"jax.grad of jask.{self.reduction} of {self.instr} needs a "
                                       f"derivative rule")
-        return _chosen(x, out)  # ct split evenly among the elements that attain the max (min)
+        return SLOPES[self.reduction](x, out, None)
 
     def tangent_term(self, t, slope):
         return apply(Reduce, t, slope, instr="mul", reduction="sum")
 
     def cotangent_term(self, ct, slope, x):
         return slope * scalar_like(ct, x)
-
-
-def _chosen(x, out):
-    """Weights 1/k on the k elements of x equal to its max (or min) `out`, 0 elsewhere."""
-    hits = (x == scalar_like(out, x)).astype(x.dtype)
-    return hits / apply(Reduce, hits, instr="copy", reduction="sum").astype(hits.dtype)
 
 
 # -- fusion -------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Sum, max or min over some axes of a DiskArray.
+"""Sum, max, min or product over some axes of a DiskArray.
 
 The result is a DiskArray (`ReduceAxes`) or an in-memory jax.Array
 (`ReduceAxesDense`); jask.sum and friends pick by size (see jask._api).
@@ -9,7 +9,7 @@ import jax.numpy as jnp
 from .._jax import compat
 from .._jax.diskarray import DiskArray, DiskArrayTy
 from .._jax.op import Op, apply, describe
-from ._elementwise import REDUCTIONS, BroadcastTo
+from ._elementwise import REDUCTIONS, BroadcastTo, Reduce, scalar_like
 from .reshape import Reshape
 
 
@@ -45,8 +45,8 @@ class ReduceAxes(Op):
     def transpose_rule(self, ct, x):
         return _broadcast(ct, self.axes, x)
 
-    def slope(self, x, out):  # max, min: ct split evenly among the elements that attain it
-        return chosen(x, out, self.axes)
+    def slope(self, x, out):
+        return SLOPES[self.reduction](x, out, self.axes)
 
     def tangent_term(self, t, slope):
         return apply(type(self), t * slope, axes=self.axes, reduction="sum")
@@ -62,11 +62,40 @@ class ReduceAxesDense(ReduceAxes):
         return compat.ShapedArray(shape, jax.dtypes.canonicalize_dtype(dtype))
 
 
+# -- d out / d x of the reductions that are not linear: over `axes`, or every axis if None ----
+
 def chosen(x, out, axes):
-    """Where x equals its max (or min) along `axes`, as weights that split ties evenly."""
-    hits = (x == _broadcast(out, axes, x)).astype(x.dtype)
-    counts = apply(ReduceAxes, hits, axes=axes, reduction="sum")
-    return hits / _broadcast(counts, axes, x)
+    """max and min: 1/k on the k elements of x that attain `out`, 0 elsewhere (ties split
+    evenly, as in JAX)."""
+    hits = (x == _spread(out, axes, x)).astype(x.dtype)
+    return hits / _spread(_reduced(hits, axes, "sum"), axes, x)
+
+
+def others(x, out, axes):
+    """prod: the product of the other elements, without dividing by zero: out / x where x is
+    not 0; where x is 0, the product of the nonzero elements if x is the only zero, else 0.
+    (Second derivatives are exact except where two or more elements are zero.)"""
+    from .div import Div
+    from .where import Where
+    is_zero = x == 0.0
+    safe = apply(Where, is_zero, scalar_like(1, x), x)
+    lone = (_reduced(is_zero.astype(x.dtype), axes, "sum") == 1.0).astype(x.dtype)
+    at_zero = _spread(_reduced(safe, axes, "prod") * lone, axes, x)
+    return apply(Where, is_zero, at_zero, apply(Div, _spread(out, axes, x), safe))
+
+
+SLOPES = {"max": chosen, "min": chosen, "prod": others}
+
+
+def _reduced(x, axes, reduction):
+    if axes is None:
+        return apply(Reduce, x, instr="copy", reduction=reduction)
+    return apply(ReduceAxes, x, axes=axes, reduction=reduction)
+
+
+def _spread(value, axes, x):
+    """A reduced value back over x's shape (a full reduction's 0-d value broadcasts as it is)."""
+    return scalar_like(value, x) if axes is None else _broadcast(value, axes, x)
 
 
 def _broadcast(value, axes, x):

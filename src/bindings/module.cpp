@@ -216,6 +216,12 @@ NB_MODULE(_engine, m) {
     for (const auto& [name, code] : opcode_table()) d[nb::str(name.c_str())] = code;
     return d;
   });
+  m.def("reductions", [] {
+    nb::dict d;
+    d["none"] = static_cast<int>(Reduction::kNone);
+    for (const ReductionRule& r : kReductions) d[nb::str(r.name)] = static_cast<int>(r.kind);
+    return d;
+  });
   m.def("copy_into", &copy_into, "dst"_a, "src"_a, Unlocked());
   m.def("save", &save_array, "handle"_a, "path"_a, Unlocked());
   m.def(

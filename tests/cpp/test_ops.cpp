@@ -4,6 +4,7 @@
 // programs and full reductions: test_program.cpp.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -273,6 +274,47 @@ TEST(Ops, MatmulRejectsMismatchedOperandsNamingBoth) {
 }
 
 // --- whole-array transfers ---
+
+// Every reduction of the table over chosen axes, against its loop reference:
+// results kept in memory, streamed along trailing axes, and (large results
+// over leading axes) after a transpose. Whole numbers in [-2, 2] (zeros among
+// them) keep every reduction exact in any order of folding.
+TEST(Ops, ReduceAxesMatchesEveryReductionsReference) {
+  ScratchDir scratch;
+  BudgetGuard budget(4096);  // results of more than 128 elements are streamed
+  EXPECT_EQ(test::reduction_references().size(), std::size(kReductions));
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{37, 23, 3}, {3, 23, 37}}) {
+    const std::vector<double> x = test_values(test::numel_of(shape), 3, 2);
+    const int32_t h = make_array(DType::f64, shape, x);
+    for (const std::vector<int64_t>& axes : {std::vector<int64_t>{0}, {1}, {2}, {0, 2}, {1, 2}}) {
+      std::vector<int64_t> out_shape, strides(3, 0);
+      for (int64_t d = 2, s = 1; d >= 0; --d) {
+        if (std::find(axes.begin(), axes.end(), d) != axes.end()) continue;
+        strides[d] = s;
+        s *= shape[d];
+      }
+      for (int64_t d = 0; d < 3; ++d)
+        if (std::find(axes.begin(), axes.end(), d) == axes.end()) out_shape.push_back(shape[d]);
+      std::vector<std::vector<double>> groups(static_cast<size_t>(test::numel_of(out_shape)));
+      for (int64_t i = 0, e = 0; i < shape[0]; ++i)
+        for (int64_t j = 0; j < shape[1]; ++j)
+          for (int64_t k = 0; k < shape[2]; ++k, ++e)
+            groups[i * strides[0] + j * strides[1] + k * strides[2]].push_back(x[e]);
+      for (const ReductionRule& rule : kReductions) {
+        std::vector<int64_t> params = {static_cast<int64_t>(rule.kind)};
+        params.insert(params.end(), axes.begin(), axes.end());
+        const std::vector<double> got =
+            array_values(run_array_op(OpCall{"reduce_axes", {h}, {}, params}));
+        ASSERT_EQ(got.size(), groups.size());
+        for (size_t o = 0; o < groups.size(); ++o) {
+          ASSERT_EQ(got[o], test::reduction_references().at(rule.name)(groups[o]))
+              << rule.name << " over " << axes.size() << " axes from axis " << axes[0] << ", shape "
+              << shape[0] << "x" << shape[1] << "x" << shape[2] << ", output " << o;
+        }
+      }
+    }
+  }
+}
 
 TEST(Ops, CopyIntoOverwritesTheDestination) {
   ScratchDir scratch;

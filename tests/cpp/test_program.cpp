@@ -137,6 +137,8 @@ const std::vector<InstrCase> kInstrCases = {
      }},
     {"reciprocal", false, [](double a, double, double) { return 1.0 / a; }},
     {"not", true, [](double a, double, double) { return a == 0 ? 1.0 : 0.0; }},
+    {"sin", false, [](double a, double, double) { return std::sin(a); }},
+    {"cos", false, [](double a, double, double) { return std::cos(a); }},
     {"add", true, [](double a, double b, double) { return a + b; }},
     {"sub", true, [](double a, double b, double) { return a - b; }},
     {"mul", true, [](double a, double b, double) { return a * b; }},
@@ -602,6 +604,31 @@ TEST(Programs, MaxAndMinOfAnExpression) {
                                   : std::min(want, x[i] * y[i] - 1.5);
     }
     EXPECT_EQ(reduce_program("mul+sub+max", handles, {}, {1.5}, b.params()), want);
+  }
+}
+
+// Every reduction of the table at the end of a program, against its loop
+// reference: v = x * y / 2 with x, y whole numbers in [-2, 2], and 1 where v
+// is 0, so that the product of 851 factors is neither 0 nor out of range.
+// Sums, products (of powers of two) and extremes are then exact in any order.
+TEST(Programs, EveryReductionOfTheTableMatchesItsReference) {
+  ScratchDir scratch;
+  BudgetGuard budget(4096);
+  const std::vector<int64_t> shape = {37, 23};
+  const int64_t n = test::numel_of(shape);
+  std::vector<double> x = test_values(n, 1, 2), y = test_values(n, 2, 2), v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = x[i] * y[i] == 0 ? 1 : x[i] * y[i] / 2;
+  const std::vector<int32_t> handles = {make_array(DType::f32, shape, x),
+                                        make_array(DType::f32, shape, y)};
+  EXPECT_EQ(test::reduction_references().size(), std::size(kReductions));
+  for (const ReductionRule& rule : kReductions) {
+    // registers: x, y, then the scalars 0, 1, 0.5
+    ProgramBuilder b{.out_shape = shape, .n_operands = 5, .reduction = rule.kind};
+    const int32_t half = b.add(Opcode::kMul, b.add(Opcode::kMul, 0, 1), 4);
+    b.add(Opcode::kSelect, b.add(Opcode::kEq, half, 2), 3, half);
+    const double want = test::reduction_references().at(rule.name)(v);
+    EXPECT_EQ(reduce_program(rule.name, handles, {}, {0.0, 1.0, 0.5}, b.params()), want)
+        << rule.name;
   }
 }
 

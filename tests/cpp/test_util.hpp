@@ -9,11 +9,15 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <map>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -284,6 +288,23 @@ struct ProgramBuilder {
     return p;
   }
 };
+
+// Each reduction of the engine's table (program/reduction.hpp) written as a
+// plain loop over the values, as a reference independent of the table.
+inline const std::map<std::string, std::function<double(const std::vector<double>&)>>&
+reduction_references() {
+  static const std::map<std::string, std::function<double(const std::vector<double>&)>> refs = {
+      {"sum",
+       [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); }},
+      {"max", [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }},
+      {"min", [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }},
+      {"prod",
+       [](const std::vector<double>& v) {
+         return std::accumulate(v.begin(), v.end(), 1.0, std::multiplies<double>());
+       }},
+  };
+  return refs;
+}
 
 // Runs `fn`, expecting exception E whose message contains every `needle`.
 template <class E, class Fn>

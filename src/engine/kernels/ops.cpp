@@ -385,19 +385,7 @@ class AxisReducer {
   }
 
  private:
-  double initial() const {
-    if (kind_ == Reduction::kMax) return -std::numeric_limits<double>::infinity();
-    if (kind_ == Reduction::kMin) return std::numeric_limits<double>::infinity();
-    return 0.0;
-  }
-  void fold(double& acc, double v) const {
-    if (kind_ == Reduction::kSum)
-      acc += v;
-    else if (v != v || acc != acc)
-      acc = acc != acc ? acc : v;  // NaN wins
-    else if (kind_ == Reduction::kMax ? v > acc : v < acc)
-      acc = v;
-  }
+  double initial() const { return reduction_rule(kind_).identity; }
   bool trailing() const {
     bool seen = false;
     for (bool r : reduced_) {
@@ -432,15 +420,19 @@ class AxisReducer {
             rest /= shape[d];
             o += idx[d] * out_strides_[d];
           }
-          for (int64_t i = 0; i < count; ++i) {
-            fold(acc[static_cast<size_t>(o)], values[static_cast<size_t>(i)]);
-            for (int d = nd - 1; d >= 0; --d) {  // odometer step
-              o += out_strides_[d];
-              if (++idx[d] < shape[d]) break;
-              o -= out_strides_[d] * shape[d];
-              idx[d] = 0;
+          with_reduction(kind_, [&](auto r) {
+            constexpr auto fold = kReductions[decltype(r)::value].fold;
+            for (int64_t i = 0; i < count; ++i) {
+              double& a = acc[static_cast<size_t>(o)];
+              a = fold(a, values[static_cast<size_t>(i)]);
+              for (int d = nd - 1; d >= 0; --d) {  // odometer step
+                o += out_strides_[d];
+                if (++idx[d] < shape[d]) break;
+                o -= out_strides_[d] * shape[d];
+                idx[d] = 0;
+              }
             }
-          }
+          });
         });
     if (out_numel_ > 0) emit(0, out_numel_, acc.data());
   }
@@ -455,13 +447,16 @@ class AxisReducer {
         name, in_->info().describe(), in_->info().numel(), {in_}, nullptr,
         [&](int64_t, const std::vector<const void*>& in, void*, int64_t first, int64_t count) {
           widen(in[0], count, values);
-          for (int64_t i = 0; i < count; ++i) {
-            fold(acc, values[static_cast<size_t>(i)]);
-            if ((first + i + 1) % run == 0) {
-              done.push_back(acc);
-              acc = initial();
+          with_reduction(kind_, [&](auto r) {
+            constexpr auto fold = kReductions[decltype(r)::value].fold;
+            for (int64_t i = 0; i < count; ++i) {
+              acc = fold(acc, values[static_cast<size_t>(i)]);
+              if ((first + i + 1) % run == 0) {
+                done.push_back(acc);
+                acc = initial();
+              }
             }
-          }
+          });
           emit(next_out, static_cast<int64_t>(done.size()), done.data());
           next_out += static_cast<int64_t>(done.size());
           done.clear();
@@ -485,9 +480,8 @@ void narrow_values(const double* src, int64_t count, DType dt, void* dst) {
 AxisReducer axis_reducer(const OpCall& call) {
   if (call.handles.size() != 1 || call.params.empty())
     throw ValueError("reduce_axes: expected an array and a kind");
-  if (call.params[0] < 1 || call.params[0] > 3) throw ValueError("reduce_axes: unknown reduction");
   return AxisReducer(reg().get(call.handles[0]), {call.params.begin() + 1, call.params.end()},
-                     static_cast<Reduction>(call.params[0]));
+                     reduction_from_code(call.params[0], "reduce_axes", false));
 }
 
 }  // namespace

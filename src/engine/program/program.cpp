@@ -30,6 +30,8 @@ const std::pair<const char*, Opcode> kOpcodes[] = {
     {"gelu", Opcode::kGelu},
     {"reciprocal", Opcode::kReciprocal},
     {"not", Opcode::kNot},
+    {"sin", Opcode::kSin},
+    {"cos", Opcode::kCos},
     {"add", Opcode::kAdd},
     {"sub", Opcode::kSub},
     {"mul", Opcode::kMul},
@@ -123,7 +125,8 @@ void execute(const Instr& in, C* regs, int64_t n) {
   const C* a = regs + in.a * kChunk;
   const C* b = regs + in.b * kChunk;
   const C* c = regs + in.c * kChunk;
-  using std::abs, std::sqrt, std::exp, std::log, std::log1p, std::expm1, std::tanh, std::pow;
+  using std::abs, std::sqrt, std::exp, std::log, std::log1p, std::expm1, std::tanh, std::pow,
+      std::sin, std::cos;
   const C zero(0), one(1);
   switch (in.op) {
     case Opcode::kCopy: return unary(d, a, n, [](C x) { return x; });
@@ -150,6 +153,8 @@ void execute(const Instr& in, C* regs, int64_t n) {
       });
     case Opcode::kReciprocal: return unary(d, a, n, [one](C x) { return one / x; });
     case Opcode::kNot: return unary(d, a, n, [zero, one](C x) { return x == zero ? one : zero; });
+    case Opcode::kSin: return unary(d, a, n, [](C x) { return sin(x); });
+    case Opcode::kCos: return unary(d, a, n, [](C x) { return cos(x); });
     case Opcode::kAdd: return binary(d, a, b, n, [](C x, C y) { return x + y; });
     case Opcode::kSub: return binary(d, a, b, n, [](C x, C y) { return x - y; });
     case Opcode::kMul: return binary(d, a, b, n, [](C x, C y) { return x * y; });
@@ -199,8 +204,7 @@ Program Program::decode(const std::vector<int64_t>& p, size_t n_inputs, size_t n
   Program prog;
   prog.n_regs = static_cast<int32_t>(p[0]);
   prog.out_dtype = dtype_from_int(p[1]);
-  if (p[2] < 0 || p[2] > 3) throw bad("unknown reduction");
-  prog.reduction = static_cast<Reduction>(p[2]);
+  prog.reduction = reduction_from_code(p[2], "malformed elementwise program", true);
   prog.out_reg = static_cast<int32_t>(p[3]);
   const int64_t n_instr = p[4];
   if (n_instr < 0 || p.size() < static_cast<size_t>(5 + 5 * n_instr)) throw bad("wrong length");
@@ -253,12 +257,28 @@ ProgramRunner::ProgramRunner(const Program& program, std::vector<DType> input_dt
         fregs_[(first_scalar + s) * kChunk + i] = static_cast<float>(scalars_[s]);
     }
   }
-  switch (program.reduction) {
-    case Reduction::kMax: acc_ = -std::numeric_limits<double>::infinity(); break;
-    case Reduction::kMin: acc_ = std::numeric_limits<double>::infinity(); break;
-    default: acc_ = 0;
-  }
+  acc_ = program.reduction == Reduction::kNone ? 0.0 : reduction_rule(program.reduction).identity;
 }
+
+namespace {
+
+// `acc` folded with the chunk's values in eight lanes (they vectorise; in
+// double, float32 sums match a pairwise float32 reduction to the last digit).
+template <size_t R, class C>
+double fold_chunk(const C* values, int64_t n, double acc) {
+  constexpr const ReductionRule& rule = kReductions[R];
+  double part[8];
+  for (double& p : part) p = rule.identity;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) part[j] = rule.fold(part[j], static_cast<double>(values[i + j]));
+  for (; i < n; ++i) part[0] = rule.fold(part[0], static_cast<double>(values[i]));
+  const double left = rule.fold(rule.fold(part[0], part[1]), rule.fold(part[2], part[3]));
+  const double right = rule.fold(rule.fold(part[4], part[5]), rule.fold(part[6], part[7]));
+  return rule.fold(acc, rule.fold(left, right));
+}
+
+}  // namespace
 
 template <class C>
 void ProgramRunner::run_typed(const std::vector<const void*>& inputs,
@@ -274,39 +294,16 @@ void ProgramRunner::run_typed(const std::vector<const void*>& inputs,
     }
     for (const Instr& in : program_.code) execute<C>(in, regs, n);
     const C* result = regs + program_.out_reg * kChunk;
-    switch (program_.reduction) {
-      case Reduction::kNone:
-        store<C>(program_.out_dtype, result,
-                 static_cast<unsigned char*>(outs[0]) + start * out_size, n);
-        for (size_t o = 0; o < program_.more_out_regs.size(); ++o) {
-          store<C>(program_.out_dtype, regs + program_.more_out_regs[o] * kChunk,
-                   static_cast<unsigned char*>(outs[o + 1]) + start * out_size, n);
-        }
-        break;
-      case Reduction::kSum: {
-        // Eight double lanes (vectorises; double keeps float32 sums exact
-        // enough to match a pairwise float32 reduction to the last digit).
-        double part[8] = {};
-        int64_t i = 0;
-        for (; i + 8 <= n; i += 8)
-          for (int j = 0; j < 8; ++j) part[j] += static_cast<double>(result[i + j]);
-        for (; i < n; ++i) part[0] += static_cast<double>(result[i]);
-        acc_ += ((part[0] + part[1]) + (part[2] + part[3])) +
-                ((part[4] + part[5]) + (part[6] + part[7]));
-        break;
-      }
-      case Reduction::kMax:
-        for (int64_t i = 0; i < n; ++i) {
-          double v = static_cast<double>(result[i]);
-          if (v != v || v > acc_ || (acc_ != acc_)) acc_ = (acc_ != acc_) ? acc_ : v;
-        }
-        break;
-      case Reduction::kMin:
-        for (int64_t i = 0; i < n; ++i) {
-          double v = static_cast<double>(result[i]);
-          if (v != v || v < acc_ || (acc_ != acc_)) acc_ = (acc_ != acc_) ? acc_ : v;
-        }
-        break;
+    if (program_.reduction != Reduction::kNone) {
+      with_reduction(program_.reduction,
+                     [&](auto r) { acc_ = fold_chunk<decltype(r)::value>(result, n, acc_); });
+      continue;
+    }
+    store<C>(program_.out_dtype, result, static_cast<unsigned char*>(outs[0]) + start * out_size,
+             n);
+    for (size_t o = 0; o < program_.more_out_regs.size(); ++o) {
+      store<C>(program_.out_dtype, regs + program_.more_out_regs[o] * kChunk,
+               static_cast<unsigned char*>(outs[o + 1]) + start * out_size, n);
     }
   }
   any_ = true;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/dtype.hpp"
+#include "program/reduction.hpp"
 
 namespace jask {
 
@@ -36,6 +37,8 @@ enum class Opcode : int32_t {
   kGelu,
   kReciprocal,
   kNot,
+  kSin,
+  kCos,
   // binary: dst = f(a, b)
   kAdd,
   kSub,
@@ -57,8 +60,6 @@ enum class Opcode : int32_t {
 };
 std::vector<std::pair<std::string, int>> opcode_table();
 Opcode opcode_from_name(const std::string& name);  // ValueError if unknown
-
-enum class Reduction : int32_t { kNone = 0, kSum = 1, kMax = 2, kMin = 3 };
 
 struct Instr {
   Opcode op;
