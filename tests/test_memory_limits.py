@@ -26,9 +26,12 @@ def arrays():
     y = jask.full((ROWS, COLS), 0.5)
     w = jask.DiskArray.from_numpy(rng.uniform(-1, 1, (COLS, 8)).astype(np.float32))
     bias = jax.numpy.asarray(rng.uniform(-1, 1, COLS).astype(np.float32))
-    # OpenBLAS allocates its packing workspace (32 MiB per thread) once per process, on its
-    # first multiply; do that here, so the tests measure what Jask's ops allocate.
+    # OpenBLAS allocates its packing workspace (32 MiB per thread) once per thread, on that
+    # thread's first multiply; a small product reaches only some threads. Run the tests'
+    # own product once here, so every thread it uses has its workspace and the tests
+    # measure what Jask's ops allocate.
     jask.dot(w.T, w)
+    jask.dot(x, w)
     yield x, y, w, bias
     jask.set_memory_budget("64MB")
 
