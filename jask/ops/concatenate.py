@@ -6,8 +6,7 @@ import jax.numpy as jnp
 
 from .._jax.diskarray import DiskArrayTy
 from .._jax.op import Op, apply, describe
-from .place import placement_params
-from .slice import Slice, SliceDense
+from .slice import Slice, SliceInMemory, placement_params
 
 
 class Concatenate(Op):
@@ -41,7 +40,7 @@ class Concatenate(Op):
         return placement_params(self.out_aval, self.in_avals, self.selections())
 
     def vjp(self, ct, *parts, out, needs):
-        return tuple(apply(Slice if isinstance(aval, DiskArrayTy) else SliceDense, ct, selection=sel)
+        return tuple(apply(Slice if isinstance(aval, DiskArrayTy) else SliceInMemory, ct, selection=sel)
                      if need else None
                      for aval, sel, need in zip(self.in_avals, self.selections(), needs))
 

@@ -1,6 +1,7 @@
 """The larger of x and y, elementwise; at ties the gradient is split evenly, as in JAX."""
 from .._jax.op import add_terms
-from ._elementwise import Elementwise, reduce_to
+from ._elementwise import Elementwise
+from .reduce import reduce_to
 
 
 def _share(ct, first, second):
