@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._api import zeros
+from ._api.creation import zeros
 from ._jax import compat
 from ._jax.diskarray import DiskArray
 

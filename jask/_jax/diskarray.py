@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -18,8 +19,8 @@ from .. import _engine
 from .._dtypes import dtype_from_code
 from . import compat
 
-# Filled in by jask.api: the functions operators dispatch to. Kept as a table
-# so this module does not import the op layer.
+# The functions operators and methods dispatch to, filled in by jask._setup.install (the
+# functions are written with ops, which sit above this module).
 OPERATORS: dict[str, Any] = {}
 
 
@@ -123,7 +124,6 @@ def _real_part(x):
 def _imaginary_part(x):
     # Zero: a 0-d value rather than a zero DiskArray, so that expressions
     # such as square(x.real) + square(x.imag) cost no extra pass over a file.
-    import jax
     return jnp.zeros((), jax.dtypes.canonicalize_dtype(x.dtype))
 
 
@@ -358,8 +358,3 @@ def info(handle: int) -> tuple[np.dtype, tuple[int, ...]]:
     """dtype and shape of an engine handle."""
     code, shape, *_ = _engine.info(handle)
     return dtype_from_code(code), tuple(shape)
-
-
-compat.register_hitype(DiskArray, lambda x: x._ty)
-compat.defer_dense_operators_to(DiskArrayTy)
-compat.raise_remat_outputs()

@@ -8,34 +8,72 @@ jit, the VJP plumbing) is derived here once.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import enum
+from collections.abc import Callable
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import _engine, _runtime
-from .._dtypes import dtype_code
 from . import compat
 from .diskarray import DiskArray, DiskArrayTy
 
 # How a kernel's result comes back, per Op.result:
-#   "array"  a new DiskArray (an int32 handle)
-#   "scalar" a 0-d dense value (a reduction)
-#   "dense"  an in-memory jax.Array of the op's output type (materialize, row slices)
+#   "array"     a new DiskArray (an int32 handle)
+#   "scalar"    a 0-d in-memory value (a reduction)
+#   "in_memory" an in-memory jax.Array of the op's output type (materialize, row slices)
+#   "arrays"    a tuple of new DiskArrays (a fused program with several outputs)
+#   "group"     a tuple of new DiskArrays and 0-d values (a row group, lowering/row_groups.py)
 # Operands reach the engine as handles (DiskArrays), scalars (0-d) and
 # buffers (other in-memory arrays), in that order.
-#   "arrays" a tuple of new DiskArrays (a fused program with several outputs)
-#   "group"  a tuple of new DiskArrays and 0-d values (a row group, ops/_rowgroup.py)
-_FFI_TARGET = {"array": "jask_array_op", "arrays": "jask_arrays_op", "scalar": "jask_reduce_op",
-               "dense": "jask_dense_op", "group": "jask_group_op"}
+#
+# Each result kind's engine entry points: the XLA FFI target (jitted programs) and the
+# nanobind function (eager calls). The engine still calls in-memory results "dense"; this
+# table is the one place that knows.
+_ENGINE_CALLS = {
+    "array": ("jask_array_op", "array_op"),
+    "arrays": ("jask_arrays_op", "arrays_op"),
+    "scalar": ("jask_reduce_op", "reduce_op"),
+    "in_memory": ("jask_dense_op", "dense_op"),
+    "group": ("jask_group_op", "group_op"),
+}
+RELEASE_TARGET = "jask_release"
+
+
+def _ffi_target(result: str) -> str:
+    return _ENGINE_CALLS[result][0]
+
+
+def _eager_call(result: str):
+    return getattr(_engine, _ENGINE_CALLS[result][1])
+
+
+class Role(enum.Enum):
+    """What an op is to the jit-time passes (jask/lowering): which blocks of its operands
+    each block of its result needs, and so what it may be merged with."""
+
+    OTHER = "other"
+    """Anything else: the passes leave it alone."""
+    ELEMENTWISE = "elementwise"
+    """Each element from the same element of each operand (scalars and NumPy broadcasting
+    allowed): one engine expression, `Op.expression()`."""
+    ELEMENTWISE_MULTI = "elementwise_multi"
+    """An elementwise expression that stores several of its instructions' results."""
+    BROADCAST = "broadcast"
+    """One scalar written to every element (`Op.expression()` copies it)."""
+    REDUCTION = "reduction"
+    """A full reduction (sum, max, min) of an elementwise expression, `Op.expression()`."""
+    MATMUL = "matmul"
+    """A matrix product: row-local in its left operand (or in both, for a.T @ b)."""
 
 
 class Op(compat.VJPHiPrimitive):
     """One Jask op applied to operands of given types, with given static params.
 
     Subclasses set `name` and `kernel`, implement `out_type`, declare their derivative, and
-    may override `kernel_params` and `result`.
+    may override `kernel_params`, `result` and `role`.
 
     The derivative is declared once, in the first of these forms that fits; `vjp` (reverse
     mode), `tangent` (forward mode: jvp, linearize, checkpoint) and the transpose of a tangent
@@ -58,6 +96,10 @@ class Op(compat.VJPHiPrimitive):
     zero_derivative: ClassVar[bool] = False
     linear: ClassVar[bool | tuple[int, ...]] = False
     bilinear: ClassVar[bool] = False
+    role: ClassVar[Role] = Role.OTHER
+    # The jax.numpy / jax.lax / jax.nn functions ("jnp.sin", "lax.sin", "nn.relu") that call
+    # this op's jask function when given a DiskArray (Unary and Binary ops; see numpy_dispatch).
+    numpy_names: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, *in_avals, **params):
         self.in_avals = tuple(in_avals)
@@ -118,6 +160,11 @@ class Op(compat.VJPHiPrimitive):
             return tuple(range(len(self.in_avals)))
         return tuple(self.linear) if self.linear else ()
 
+    def expression(self):
+        """The engine expression (an `ops._elementwise.Expression`) of an op whose role is
+        ELEMENTWISE, ELEMENTWISE_MULTI, BROADCAST or REDUCTION: what the fusion passes splice."""
+        raise NotImplementedError(f"jask.{self.name} (role {self.role.name}) has no expression")
+
     def vjp(self, ct, *operands, out, needs):
         """Cotangents of the operands, one per operand (None where not needed)."""
         if self.zero_derivative:
@@ -135,8 +182,8 @@ class Op(compat.VJPHiPrimitive):
             if needs[linear[0]]:
                 cts[linear[0]] = self.transpose_rule(ct, *operands)
             return tuple(cts)
-        return tuple(self.transpose_rule(ct, *operands,
-                                         needs=tuple(n and i in linear for i, n in enumerate(needs))))
+        needs = tuple(n and i in linear for i, n in enumerate(needs))
+        return tuple(self.transpose_rule(ct, *operands, needs=needs))
 
     def tangent(self, out, operands, tangents):
         """The output's tangent given the operands' (None for a zero tangent); None if zero."""
@@ -149,8 +196,9 @@ class Op(compat.VJPHiPrimitive):
             linear = self.linear_operands()
             if all(tangents[i] is None for i in linear):
                 return None
-            return self._rebound(operands, {i: self.zero_tangent(self.in_avals[i])
-                                            if tangents[i] is None else tangents[i] for i in linear})
+            filled = {i: self.zero_tangent(self.in_avals[i]) if tangents[i] is None else tangents[i]
+                      for i in linear}
+            return self._rebound(operands, filled)
         slopes = self.slopes(*operands, out)
         terms = [self.tangent_term(t, _resolved(s)) for t, s in zip(tangents, slopes)
                  if t is not None and s is not None]
@@ -177,21 +225,21 @@ class Op(compat.VJPHiPrimitive):
         scalars = [float(x) for x in dense if x.ndim == 0]
         params = list(self.kernel_params())
         buffers = [np.ascontiguousarray(x).reshape(-1).view(np.uint8) for x in dense if x.ndim]
+        call = _eager_call(self.result)
         if self.result == "array":
-            h = _engine.array_op(self.kernel_name(), handles, scalars, params, buffers)
+            h = call(self.kernel_name(), handles, scalars, params, buffers)
             return DiskArray(self.out_aval, h)
         if self.result == "arrays":
-            hs = _engine.arrays_op(self.kernel_name(), handles, scalars, params, buffers)
+            hs = call(self.kernel_name(), handles, scalars, params, buffers)
             return tuple(DiskArray(aval, h) for aval, h in zip(self.out_aval, hs))
         if self.result == "group":
-            hs, values = _engine.group_op(self.kernel_name(), handles, scalars, params)
+            hs, values = call(self.kernel_name(), handles, scalars, params)
             return _group_results(self.out_aval, hs, values)
         if self.result == "scalar":
-            value = _engine.reduce_op(self.kernel_name(), handles, scalars, params)
+            value = call(self.kernel_name(), handles, scalars, params)
             return jnp.asarray(value, self.out_aval.dtype)
         out = np.empty(self.out_aval.shape, self.out_aval.dtype)
-        _engine.dense_op(self.kernel_name(), handles, scalars, params, out.reshape(-1).view(np.uint8),
-                         buffers)
+        call(self.kernel_name(), handles, scalars, params, out.reshape(-1).view(np.uint8), buffers)
         return jnp.asarray(out)
 
     def _lower(self, operands):
@@ -211,7 +259,7 @@ class Op(compat.VJPHiPrimitive):
                                                 values[0].dtype if values else jnp.float32))
         else:
             result_type = jax.ShapeDtypeStruct(out.shape, out.dtype)
-        call = jax.ffi.ffi_call(_FFI_TARGET[self.result], result_type, has_side_effect=True)
+        call = jax.ffi.ffi_call(_ffi_target(self.result), result_type, has_side_effect=True)
         value = call(*handles, *dense, kernel=self.kernel_name(),
                      params=np.asarray(self.kernel_params(), np.int64),
                      num_handles=np.int64(len(handles)))
@@ -260,8 +308,10 @@ class Op(compat.VJPHiPrimitive):
     def batch(self, axis_data, args, dims):
         # Jask ops are passes over whole arrays: a batch of n runs the op n times and
         # stacks the results along a new leading axis (on disk for DiskArray results).
-        from ..ops._batching import run_per_element
-        return run_per_element(self, axis_data.size, args, dims)
+        if _batch_rule is None:
+            raise NotImplementedError(f"jax.vmap of jask.{self.name} needs jask's batching rule; "
+                                      f"import jask to install it")
+        return _batch_rule(self, axis_data.size, args, dims)
 
     def lin(self, nzs_in, *primals):
         out = self(*primals)
@@ -275,6 +325,17 @@ class Op(compat.VJPHiPrimitive):
 
     def __repr__(self):
         return f"jask.{self.name}{self.params or ''}"
+
+
+BatchRule = Callable[[Op, int, tuple, tuple], tuple]
+"""(op, batch size, operands, their batch axes) -> (results, their batch axes)."""
+_batch_rule: BatchRule | None = None
+
+
+def set_batch_rule(rule: BatchRule) -> None:
+    """Installs the vmap rule of every op (jask.ops._batching: it is written with ops)."""
+    global _batch_rule
+    _batch_rule = rule
 
 
 def _group_results(out_avals, handles, values):
@@ -361,26 +422,3 @@ def same_type(op_name: str, x: DiskArrayTy, y: DiskArrayTy) -> DiskArrayTy:
 def scalar_type(op_name: str, s) -> None:
     if not isinstance(s, compat.ShapedArray) or s.shape != ():
         raise TypeError(f"jask.{op_name}: expected a scalar operand, got {describe(s)}")
-
-
-class Release(compat.VJPHiPrimitive):
-    """Frees an intermediate DiskArray of a compiled program after its consumers ran.
-
-    Inserted by the lowering pass in compat, never called by users. The first
-    operand is the intermediate; the rest are its consumers' results, which
-    order this call after them.
-    """
-
-    def __init__(self, *in_avals):
-        self.in_avals = tuple(in_avals)
-        self.out_aval = compat.ShapedArray((), jnp.int32)
-        self.params = {}
-        super().__init__()
-
-    def expand(self, dead, *deps):
-        operands = [x._lowered_handle() if isinstance(x, DiskArray) else x for x in (dead, *deps)]
-        call = jax.ffi.ffi_call("jask_release", jax.ShapeDtypeStruct((), jnp.int32),
-                                has_side_effect=True)
-        return call(*operands, num_handles=np.int64(1))
-
-

@@ -2,43 +2,48 @@
 import math
 
 from .._jax.op import apply
-from ._elementwise import Elementwise
+from ._pointwise import Pointwise, Unary
 from .exp import Exp
 from .tanh import Tanh
 
 
-class Log1p(Elementwise):
+class Log1p(Unary):
     name, instr = "log1p", "log1p"
+    numpy_names = ("jnp.log1p",)
 
     def slope(self, x, out):
         return 1.0 / (x + 1.0)
 
 
-class Expm1(Elementwise):
+class Expm1(Unary):
     name, instr = "expm1", "expm1"
+    numpy_names = ("jnp.expm1",)
 
     def slope(self, x, out):
         return out + 1.0
 
 
-class Sigmoid(Elementwise):
+class Sigmoid(Unary):
     name, instr = "sigmoid", "sigmoid"
+    numpy_names = ("nn.sigmoid",)
 
     def slope(self, x, out):
         return out * (1.0 - out)
 
 
-class Relu(Elementwise):
+class Relu(Unary):
     """max(x, 0); its derivative at 0 is 0, as in jax.nn.relu."""
     name, instr = "relu", "relu"
+    numpy_names = ("nn.relu",)
 
     def slope(self, x, out):
         return (x > 0.0).astype(x.dtype)
 
 
-class Softplus(Elementwise):
+class Softplus(Unary):
     """log(1 + exp(x)), computed stably; its derivative is sigmoid(x)."""
     name, instr = "softplus", "softplus"
+    numpy_names = ("nn.softplus",)
 
     def slope(self, x, out):
         return apply(Sigmoid, x)
@@ -55,7 +60,7 @@ def _gelu_slope(x):
     return (t + 1.0) * 0.5 + (x * 0.5) * ((1.0 - t * t) * d_inner)
 
 
-class Gelu(Elementwise):
+class Gelu(Pointwise):  # jask.gelu takes `approximate`: its function is written in _api
     """jax.nn.gelu with approximate=True (its default)."""
     name, instr = "gelu", "gelu"
 

@@ -1,10 +1,11 @@
 """x + y, elementwise (DiskArrays of one shape, or a DiskArray and a scalar)."""
-from ._elementwise import Elementwise
+from ._pointwise import Binary
 
 
-class Add(Elementwise):
+class Add(Binary):
     name = "add"
     instr = "add"
+    numpy_names = ("jnp.add", "lax.add")
 
     def slopes(self, x, y, out):
         return 1, 1

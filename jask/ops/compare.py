@@ -1,31 +1,37 @@
 """Elementwise comparisons, giving boolean DiskArrays; their derivative is zero."""
-from ._elementwise import Elementwise
+from ._pointwise import Binary
 
 
-class Compare(Elementwise):
+class Compare(Binary):
     bool_result = True
     zero_derivative = True
 
 
 class Less(Compare):
     name, instr = "less", "lt"
+    numpy_names = ("jnp.less",)
 
 
 class LessEqual(Compare):
     name, instr = "less_equal", "le"
+    numpy_names = ("jnp.less_equal",)
 
 
 class Greater(Compare):
     name, instr = "greater", "gt"
+    numpy_names = ("jnp.greater",)
 
 
 class GreaterEqual(Compare):
     name, instr = "greater_equal", "ge"
+    numpy_names = ("jnp.greater_equal",)
 
 
 class Equal(Compare):
     name, instr = "equal", "eq"
+    numpy_names = ("jnp.equal",)
 
 
 class NotEqual(Compare):
     name, instr = "not_equal", "ne"
+    numpy_names = ("jnp.not_equal",)

@@ -4,8 +4,7 @@ output, streaming the output in blocks (along axis 0, plain sequential copies).
 The cotangent of each operand is its slice of the output's cotangent."""
 from .._jax.diskarray import DiskArrayTy
 from .._jax.op import Op, apply, describe
-from .place import placement_params
-from .slice import Slice, SliceDense
+from .slice import Slice, SliceInMemory, placement_params
 
 
 class Concatenate(Op):
@@ -40,6 +39,7 @@ class Concatenate(Op):
         return placement_params(self.out_aval, self.in_avals, self.selections())
 
     def transpose_rule(self, ct, *parts, needs):
-        return tuple(apply(Slice if isinstance(aval, DiskArrayTy) else SliceDense, ct, selection=sel)
+        return tuple(apply(Slice if isinstance(aval, DiskArrayTy) else SliceInMemory, ct, selection=sel)
                      if need else None
                      for aval, sel, need in zip(self.in_avals, self.selections(), needs))
+

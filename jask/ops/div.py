@@ -1,10 +1,11 @@
 """x / y, elementwise (DiskArrays of one shape, or a DiskArray and a scalar on either side)."""
-from ._elementwise import Elementwise
+from ._pointwise import Binary
 
 
-class Div(Elementwise):
+class Div(Binary):
     name = "divide"
     instr = "div"
+    numpy_names = ("jnp.divide", "jnp.true_divide", "lax.div")
 
     def slopes(self, x, y, out):
         return (lambda: 1.0 / y), (lambda: -out / y)

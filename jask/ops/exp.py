@@ -1,10 +1,11 @@
 """e ** x, elementwise."""
-from ._elementwise import Elementwise
+from ._pointwise import Unary
 
 
-class Exp(Elementwise):
+class Exp(Unary):
     name = "exp"
     instr = "exp"
+    numpy_names = ("jnp.exp", "lax.exp")
 
     def slope(self, x, out):
         return out

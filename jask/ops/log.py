@@ -1,10 +1,11 @@
 """The natural logarithm, elementwise."""
-from ._elementwise import Elementwise
+from ._pointwise import Unary
 
 
-class Log(Elementwise):
+class Log(Unary):
     name = "log"
     instr = "log"
+    numpy_names = ("jnp.log", "lax.log")
 
     def slope(self, x, out):
         return 1.0 / x

@@ -4,8 +4,8 @@ per the trans_* flags. Leading (batch) axes broadcast as in jnp.matmul.
 The flags let backward rules multiply by a transpose without writing it out.
 """
 from .._jax.diskarray import DiskArrayTy
-from .._jax.op import Op, apply, describe
-from ._elementwise import reduce_to
+from .._jax.op import Op, Role, apply, describe
+from .reduce import reduce_to
 
 
 def matmul_type(a, b, trans_a=False, trans_b=False, fn="matmul") -> DiskArrayTy:
@@ -32,6 +32,7 @@ def matmul_type(a, b, trans_a=False, trans_b=False, fn="matmul") -> DiskArrayTy:
 class Matmul(Op):
     name = "matmul"
     kernel = "matmul"
+    role = Role.MATMUL
     bilinear = True
 
     def out_type(self, a, b, *, trans_a=False, trans_b=False):

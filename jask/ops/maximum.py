@@ -1,5 +1,5 @@
 """The larger of x and y, elementwise; at ties the gradient is split evenly, as in JAX."""
-from ._elementwise import Elementwise
+from ._pointwise import Binary
 
 
 def _share(first, second, dtype):
@@ -7,18 +7,20 @@ def _share(first, second, dtype):
     return (first > second).astype(dtype) + (first == second).astype(dtype) * 0.5
 
 
-class Maximum(Elementwise):
+class Maximum(Binary):
     name = "maximum"
     instr = "max"
+    numpy_names = ("jnp.maximum", "lax.max")
 
     def slopes(self, x, y, out):
         dtype = self.out_aval.dtype
         return (lambda: _share(x, y, dtype)), (lambda: _share(y, x, dtype))
 
 
-class Minimum(Elementwise):
+class Minimum(Binary):
     name = "minimum"
     instr = "min"
+    numpy_names = ("jnp.minimum", "lax.min")
 
     def slopes(self, x, y, out):
         dtype = self.out_aval.dtype

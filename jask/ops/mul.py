@@ -1,10 +1,11 @@
 """x * y, elementwise (DiskArrays of one shape, or a DiskArray and a scalar)."""
-from ._elementwise import Elementwise
+from ._pointwise import Binary
 
 
-class Mul(Elementwise):
+class Mul(Binary):
     name = "mul"
     instr = "mul"
+    numpy_names = ("jnp.multiply", "lax.mul")
 
     def slopes(self, x, y, out):
         return y, x

@@ -1,10 +1,11 @@
 """-x, elementwise."""
-from ._elementwise import Elementwise
+from ._pointwise import Unary
 
 
-class Neg(Elementwise):
+class Neg(Unary):
     name = "negative"
     instr = "neg"
+    numpy_names = ("jnp.negative", "lax.neg")
 
     def slope(self, x, out):
         return -1

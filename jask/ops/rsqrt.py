@@ -1,10 +1,11 @@
 """1 / sqrt(x), elementwise."""
-from ._elementwise import Elementwise
+from ._pointwise import Unary
 
 
-class Rsqrt(Elementwise):
+class Rsqrt(Unary):
     name = "rsqrt"
     instr = "rsqrt"
+    numpy_names = ("lax.rsqrt",)
 
     def slope(self, x, out):
         return (out / x) * -0.5

@@ -1,8 +1,9 @@
 """The sign of x (-1, 0 or 1), elementwise; its derivative is zero."""
-from ._elementwise import Elementwise
+from ._pointwise import Unary
 
 
-class Sign(Elementwise):
+class Sign(Unary):
     name = "sign"
     instr = "sign"
+    numpy_names = ("jnp.sign", "lax.sign")
     zero_derivative = True

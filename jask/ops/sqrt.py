@@ -1,10 +1,11 @@
 """The square root, elementwise."""
-from ._elementwise import Elementwise
+from ._pointwise import Unary
 
 
-class Sqrt(Elementwise):
+class Sqrt(Unary):
     name = "sqrt"
     instr = "sqrt"
+    numpy_names = ("jnp.sqrt", "lax.sqrt")
 
     def slope(self, x, out):
         return 0.5 / out

@@ -1,10 +1,11 @@
 """x * x, elementwise."""
-from ._elementwise import Elementwise
+from ._pointwise import Unary
 
 
-class Square(Elementwise):
+class Square(Unary):
     name = "square"
     instr = "square"
+    numpy_names = ("jnp.square", "lax.square")
 
     def slope(self, x, out):
         return x * 2.0

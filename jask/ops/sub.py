@@ -1,10 +1,11 @@
 """x - y, elementwise (DiskArrays of one shape, or a DiskArray and a scalar)."""
-from ._elementwise import Elementwise
+from ._pointwise import Binary
 
 
-class Sub(Elementwise):
+class Sub(Binary):
     name = "sub"
     instr = "sub"
+    numpy_names = ("jnp.subtract", "lax.sub")
 
     def slopes(self, x, y, out):
         return 1, -1

@@ -4,7 +4,7 @@ and the backward rule: the cotangent rows scatter-added into zeros of x's shape.
 The indices are an in-memory integer array (int32, or int64 for very long axes), concrete or
 traced. The engine wraps a negative index once and clamps what is still out of range to
 [0, rows - 1], as XLA gathers do; jask.take checks concrete indices before that.
-`Take` returns a DiskArray, `TakeDense` an in-memory jax.Array (jask.take picks by size).
+`Take` returns a DiskArray, `TakeInMemory` an in-memory jax.Array (jask.take picks by size).
 """
 import jax
 
@@ -47,8 +47,8 @@ class Take(Op):
         return apply(ScatterAddRows, ct, indices, shape=x.shape, dtype=x.dtype)
 
 
-class TakeDense(Take):
-    result = "dense"
+class TakeInMemory(Take):
+    result = "in_memory"
 
     def result_type(self, shape, dtype):
         return compat.ShapedArray(shape, jax.dtypes.canonicalize_dtype(dtype))
@@ -72,5 +72,5 @@ class ScatterAddRows(Op):
 
     def transpose_rule(self, ct, rows, indices):
         # the rows' cotangent has the rows' type: in memory or on disk
-        gather = Take if isinstance(_aval(rows), DiskArrayTy) else TakeDense
+        gather = Take if isinstance(_aval(rows), DiskArrayTy) else TakeInMemory
         return apply(gather, ct, indices)

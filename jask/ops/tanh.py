@@ -1,10 +1,11 @@
 """The hyperbolic tangent, elementwise."""
-from ._elementwise import Elementwise
+from ._pointwise import Unary
 
 
-class Tanh(Elementwise):
+class Tanh(Unary):
     name = "tanh"
     instr = "tanh"
+    numpy_names = ("jnp.tanh", "lax.tanh")
 
     def slope(self, x, out):
         return 1.0 - out * out

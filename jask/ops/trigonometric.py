@@ -1,19 +1,21 @@
 """The sine and cosine, elementwise (each is in the other's derivative)."""
 from .._jax.op import apply
-from ._elementwise import Elementwise
+from ._pointwise import Unary
 
 
-class Sin(Elementwise):
+class Sin(Unary):
     name = "sin"
     instr = "sin"
+    numpy_names = ("jnp.sin", "lax.sin")
 
     def slope(self, x, out):
         return apply(Cos, x)
 
 
-class Cos(Elementwise):
+class Cos(Unary):
     name = "cos"
     instr = "cos"
+    numpy_names = ("jnp.cos", "lax.cos")
 
     def slope(self, x, out):
         return -apply(Sin, x)
