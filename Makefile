@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 CPP_BUILD := build/cpp-tests
 
-.PHONY: demo test test-python test-cpp install bench clean
+.PHONY: demo test test-python test-cpp install bench clean lint-python
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,9 @@ test-cpp:
 	cmake -S . -B $(CPP_BUILD) -DJASK_BUILD_PYTHON=OFF -DJASK_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build $(CPP_BUILD) -j2
 	ctest --test-dir $(CPP_BUILD) --output-on-failure
+
+lint-python: install
+	$(BIN)/ruff check jask tests bench examples
 
 # python -m bench --quick: the same in under 2 minutes; see BENCHMARKS.md for the scaling sweep.
 bench: install
