@@ -51,7 +51,8 @@ def _binary(fn, name):
 
 def _reduction(fn, name):
     def apply(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
-        _no_extra(name, out=out, **{k: v for k, v in kwargs.items() if k != "where" or v is not None})
+        extra = {k: v for k, v in kwargs.items() if k != "where" or v is not None}
+        _no_extra(name, out=out, **extra)
         result = fn(a, axis, keepdims)
         return result if dtype is None else result.astype(dtype)
     return apply
@@ -143,8 +144,8 @@ def _dynamic_slice(operand, start_indices, slice_sizes, **kwargs):
     return indexing.rows(operand, start_indices[0], slice_sizes[0])
 
 
-def _take(a, indices, axis=None, out=None, mode=None, unique_indices=False, indices_are_sorted=False,
-          fill_value=None):
+def _take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
+          indices_are_sorted=False, fill_value=None):
     # mode=None follows jask.take (IndexError on concrete indices out of range, traced ones
     # clamped), not jnp's NaN fill; 'fill' is refused rather than silently clamped.
     _no_extra("take", out=out, fill_value=fill_value)
@@ -208,26 +209,34 @@ SEQUENCE_TABLE = {
 
 TABLE = {
     **{f"jnp.{n}": _unary(f, n) for n, f in {
-        "sqrt": elementwise.sqrt, "abs": elementwise.abs, "absolute": elementwise.abs, "sign": elementwise.sign,
-        "exp": elementwise.exp, "log": elementwise.log, "tanh": elementwise.tanh, "square": elementwise.square,
+        "sqrt": elementwise.sqrt, "abs": elementwise.abs, "absolute": elementwise.abs,
+        "sign": elementwise.sign,
+        "exp": elementwise.exp, "log": elementwise.log, "tanh": elementwise.tanh,
+        "square": elementwise.square,
         "negative": elementwise.negative, "log1p": elementwise.log1p, "expm1": elementwise.expm1,
         "conj": lambda x: x, "conjugate": lambda x: x,
         "real": lambda x: x}.items()},
     **{f"jnp.{n}": _binary(f, n) for n, f in {
-        "add": elementwise.add, "subtract": elementwise.sub, "multiply": elementwise.mul, "divide": elementwise.divide,
+        "add": elementwise.add, "subtract": elementwise.sub, "multiply": elementwise.mul,
+        "divide": elementwise.divide,
         "true_divide": elementwise.divide, "power": elementwise.power, "pow": elementwise.power,
         "maximum": elementwise.maximum, "minimum": elementwise.minimum, "less": elementwise.less,
-        "less_equal": elementwise.less_equal, "greater": elementwise.greater, "greater_equal": elementwise.greater_equal,
+        "less_equal": elementwise.less_equal, "greater": elementwise.greater,
+        "greater_equal": elementwise.greater_equal,
         "equal": elementwise.equal, "not_equal": elementwise.not_equal}.items()},
     **{f"lax.{n}": _unary(f, n) for n, f in {
-        "rsqrt": elementwise.rsqrt, "sqrt": elementwise.sqrt, "abs": elementwise.abs, "sign": elementwise.sign,
-        "exp": elementwise.exp, "log": elementwise.log, "tanh": elementwise.tanh, "neg": elementwise.negative,
+        "rsqrt": elementwise.rsqrt, "sqrt": elementwise.sqrt, "abs": elementwise.abs,
+        "sign": elementwise.sign,
+        "exp": elementwise.exp, "log": elementwise.log, "tanh": elementwise.tanh,
+        "neg": elementwise.negative,
         "square": elementwise.square}.items()},
     **{f"lax.{n}": _binary(f, n) for n, f in {
-        "add": elementwise.add, "sub": elementwise.sub, "mul": elementwise.mul, "div": elementwise.divide,
+        "add": elementwise.add, "sub": elementwise.sub, "mul": elementwise.mul,
+        "div": elementwise.divide,
         "max": elementwise.maximum, "min": elementwise.minimum, "pow": elementwise.power}.items()},
     **{f"nn.{n}": _unary(f, n) for n, f in {
-        "relu": elementwise.relu, "sigmoid": elementwise.sigmoid, "softplus": elementwise.softplus}.items()},
+        "relu": elementwise.relu, "sigmoid": elementwise.sigmoid,
+        "softplus": elementwise.softplus}.items()},
     "nn.gelu": lambda x, approximate=True: elementwise.gelu(x, approximate),
     "jnp.sum": _reduction(reductions.sum, "sum"),
     "jnp.max": _reduction(reductions.max, "max"),

@@ -13,5 +13,5 @@ class Div(Elementwise):
                 reduce_to(-(ct * out) / y, y) if needs[1] else None)
 
     def tangent(self, out, operands, tangents):
-        (x, y), (tx, ty) = operands, tangents
+        (_, y), (tx, ty) = operands, tangents
         return add_terms(None if tx is None else tx / y, None if ty is None else -(out * ty) / y)

@@ -21,7 +21,8 @@ class Maximum(Elementwise):
 
     def tangent(self, out, operands, tangents):
         (x, y), (tx, ty) = operands, tangents
-        return add_terms(None if tx is None else _share(tx, x, y), None if ty is None else _share(ty, y, x))
+        return add_terms(None if tx is None else _share(tx, x, y),
+                         None if ty is None else _share(ty, y, x))
 
 
 class Minimum(Elementwise):
@@ -34,4 +35,5 @@ class Minimum(Elementwise):
 
     def tangent(self, out, operands, tangents):
         (x, y), (tx, ty) = operands, tangents
-        return add_terms(None if tx is None else _share(tx, y, x), None if ty is None else _share(ty, x, y))
+        return add_terms(None if tx is None else _share(tx, y, x),
+                         None if ty is None else _share(ty, x, y))

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 from .._dtypes import dtype_code
 from .._jax import compat
 from .._jax.diskarray import DiskArray, DiskArrayTy
-from .._jax.op import Op, Role, apply, describe, scalar_type
+from .._jax.op import Op, Role, add_terms, apply, describe, scalar_type
 from ._elementwise import (
     REDUCTIONS,
     Elementwise,
@@ -102,7 +102,8 @@ class Reduce(Op):
 
     def out_type(self, *operands, instr, reduction):
         _, arrays = operand_shape(self.name, operands)
-        return compat.ShapedArray((), jax.dtypes.canonicalize_dtype(common_dtype(self.name, arrays)))
+        dtype = common_dtype(self.name, arrays)
+        return compat.ShapedArray((), jax.dtypes.canonicalize_dtype(dtype))
 
     def expr(self) -> tuple:
         return single_instruction(self.instr, len(self.in_avals))
@@ -110,7 +111,8 @@ class Reduce(Op):
     def expression(self) -> Expression:
         label = self.reduction if self.instr == "copy" else f"{self.instr}+{self.reduction}"
         shape, arrays = operand_shape(self.name, self.in_avals)
-        return Expression(self.expr(), self.reduction, common_dtype(self.name, arrays), label, shape)
+        return Expression(self.expr(), self.reduction, common_dtype(self.name, arrays), label,
+                          shape)
 
     def kernel_params(self):
         shape, arrays = operand_shape(self.name, self.in_avals)
@@ -131,7 +133,8 @@ class Reduce(Op):
         if self.instr == "copy":  # max or min: ct split evenly among the elements that attain it
             (x,) = operands
             return (_chosen_element(x, out) * scalar_like(ct, x),)
-        raise NotImplementedError(f"jax.grad of jask.{self.reduction} of {self.instr} needs a backward rule")
+        raise NotImplementedError(
+            f"jax.grad of jask.{self.reduction} of {self.instr} needs a backward rule")
 
     def tangent(self, out, operands, tangents):
         if self.reduction == "sum" and self.instr == "copy":
@@ -140,11 +143,12 @@ class Reduce(Op):
             (a, b), (ta, tb) = operands, tangents
             vdot = lambda u, v: apply(Reduce, u, v, instr="mul", reduction="sum")  # noqa: E731
             terms = [None if ta is None else vdot(ta, b), None if tb is None else vdot(a, tb)]
-            return terms[0] if terms[1] is None else terms[1] if terms[0] is None else terms[0] + terms[1]
+            return add_terms(*terms)
         if self.instr == "copy":  # max or min
             x, tx = operands[0], tangents[0]
             return apply(Reduce, tx * _chosen_element(x, out), instr="copy", reduction="sum")
-        raise NotImplementedError(f"jax.jvp of jask.{self.reduction} of {self.instr} needs a forward rule")
+        raise NotImplementedError(
+            f"jax.jvp of jask.{self.reduction} of {self.instr} needs a forward rule")
 
 
 def _chosen_element(x, out):
@@ -206,7 +210,10 @@ def chosen(x, out, axes):
 def _broadcast(value, axes, x):
     """A reduced value (or cotangent) spread back over the reduced axes of x."""
     kept = kept_shape(x, axes)
-    value = apply(Reshape, value, shape=kept) if isinstance(value, DiskArray) else jnp.reshape(value, kept)
+    if isinstance(value, DiskArray):
+        value = apply(Reshape, value, shape=kept)
+    else:
+        value = jnp.reshape(value, kept)
     return apply(BroadcastTo, value, shape=x.shape)
 
 

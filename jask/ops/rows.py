@@ -29,7 +29,9 @@ class Rows(Op):
         return apply(PutRows, ct, start, shape=x.shape, dtype=x.dtype), None
 
     def tangent(self, out, operands, tangents):
-        return None if tangents[0] is None else apply(Rows, tangents[0], operands[1], count=self.count)
+        if tangents[0] is None:
+            return None
+        return apply(Rows, tangents[0], operands[1], count=self.count)
 
 
 class PutRows(Op):
