@@ -17,24 +17,25 @@ _installed = False
 
 
 def install() -> None:
-    """Registers DiskArray with JAX and installs the jit-time passes, the operators and the
-    jax.numpy dispatch. Idempotent."""
+    """Registers DiskArray with JAX, hands the op layer its vmap rule and DiskArray its
+    operators, and installs the JAX patches (compat.PATCHES: among them the jit-time passes
+    and the jax.numpy dispatch). Idempotent."""
     global _installed
     if _installed:
         return
     compat.register_hitype(DiskArray, lambda x: x._ty)
-    compat.defer_dense_operators_to(DiskArrayTy)
-    compat.raise_remat_outputs()
     op.set_batch_rule(_batching.run_per_element)
-    compat.install_lowering_passes(*lowering.passes())
     OPERATORS.update(_operators())
-    is_disk = numpy_dispatch.is_disk
-    compat.install_numpy_dispatch(numpy_dispatch.TABLE, is_disk)
-    compat.install_numpy_dispatch(numpy_dispatch.SEQUENCE_TABLE, numpy_dispatch.holds_disk)
-    compat.accept_in_optax_abs_sq(is_disk, elementwise.square)
-    compat.name_unsupported_primitives(is_disk)
-    compat.broadcast_unbatched_outputs(is_disk,
-                                       lambda x, size, axis: shape.stack([x] * size, axis))
+    compat.install_patches(compat.Hooks(
+        hi_type=DiskArrayTy,
+        is_hi=numpy_dispatch.is_disk,
+        holds_hi=numpy_dispatch.holds_disk,
+        numpy_functions=numpy_dispatch.TABLE,
+        numpy_sequence_functions=numpy_dispatch.SEQUENCE_TABLE,
+        square=elementwise.square,
+        broadcast=lambda x, size, axis: shape.stack([x] * size, axis),
+        lowering_passes=lowering.passes(),
+    ))
     _installed = True
 
 

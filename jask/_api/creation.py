@@ -10,9 +10,7 @@ import jax.numpy as jnp
 from .._dtypes import storage_dtype
 from .._jax.diskarray import DiskArray
 from .._jax.op import apply
-from ..ops import (
-    Fill,
-)
+from ..ops import Fill
 
 
 def full(shape, fill_value, dtype="float32") -> DiskArray:

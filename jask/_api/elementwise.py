@@ -112,7 +112,8 @@ def maximum(x, y):
     """The larger of x and y, elementwise (NaN wins, as in jnp.maximum).
 
     >>> import numpy as np, jask
-    >>> np.asarray(jask.maximum(jask.DiskArray.from_numpy(np.array([-1., 2.], np.float32)), 0.0)).tolist()
+    >>> x = jask.DiskArray.from_numpy(np.array([-1., 2.], np.float32))
+    >>> np.asarray(jask.maximum(x, 0.0)).tolist()
     [0.0, 2.0]
     """
     return apply(Maximum, *elementwise_operands("maximum", x, y))
@@ -122,7 +123,8 @@ def minimum(x, y):
     """The smaller of x and y, elementwise (NaN wins, as in jnp.minimum).
 
     >>> import numpy as np, jask
-    >>> np.asarray(jask.minimum(jask.DiskArray.from_numpy(np.array([-1., 2.], np.float32)), 0.0)).tolist()
+    >>> x = jask.DiskArray.from_numpy(np.array([-1., 2.], np.float32))
+    >>> np.asarray(jask.minimum(x, 0.0)).tolist()
     [-1.0, 0.0]
     """
     return apply(Minimum, *elementwise_operands("minimum", x, y))
@@ -132,7 +134,8 @@ def clip(x, min=None, max=None):  # noqa: A002 - mirrors jnp.clip
     """x limited to [min, max], elementwise (either bound may be None).
 
     >>> import numpy as np, jask
-    >>> np.asarray(jask.clip(jask.DiskArray.from_numpy(np.array([-2., 0.5, 3.], np.float32)), -1, 1)).tolist()
+    >>> x = jask.DiskArray.from_numpy(np.array([-2., 0.5, 3.], np.float32))
+    >>> np.asarray(jask.clip(x, -1, 1)).tolist()
     [-1.0, 0.5, 1.0]
     """
     check_disk("clip", x)
@@ -157,9 +160,11 @@ def where(condition, x, y):
     if not disks:
         return unsupported_operands("where", x, y)
     like = next((v for v in (x, y) if isinstance(v, DiskArray)), None)
-    branches = [v if isinstance(v, DiskArray) or like is None else scalar_like(v, like) for v in (x, y)]
+    branches = [v if isinstance(v, DiskArray) or like is None else scalar_like(v, like)
+                for v in (x, y)]
     branches = [jnp.asarray(v) if not isinstance(v, DiskArray) else v for v in branches]
-    if not all(isinstance(v, DiskArray) or is_scalar(v) or is_in_memory(v) for v in (condition, *branches)):
+    if not all(isinstance(v, DiskArray) or is_scalar(v) or is_in_memory(v)
+               for v in (condition, *branches)):
         return unsupported_operands("where", x, y)
     if not isinstance(condition, DiskArray):
         condition = jnp.asarray(condition, jnp.bool_)
@@ -199,7 +204,8 @@ def gelu(x, approximate: bool = True):
     """
     check_disk("gelu", x)
     if not approximate:
-        raise NotImplementedError("jask.gelu supports approximate=True only (jax.nn.gelu's default)")
+        raise NotImplementedError(
+            "jask.gelu supports approximate=True only (jax.nn.gelu's default)")
     return apply(Gelu, x)
 
 
@@ -211,9 +217,9 @@ def _comparison(op, fn):
 
 
 less, less_equal, greater, greater_equal, equal, not_equal = (
-    _comparison(op, fn) for op, fn in ((Less, "less"), (LessEqual, "less_equal"), (Greater, "greater"),
-                                       (GreaterEqual, "greater_equal"), (Equal, "equal"),
-                                       (NotEqual, "not_equal")))
+    _comparison(op, fn) for op, fn in ((Less, "less"), (LessEqual, "less_equal"),
+                                       (Greater, "greater"), (GreaterEqual, "greater_equal"),
+                                       (Equal, "equal"), (NotEqual, "not_equal")))
 
 
 def astype(x, dtype):

@@ -12,13 +12,7 @@ import numpy as np
 
 from .._jax import compat
 from .._jax.op import apply, describe
-from ..ops import (
-    Rows,
-    Slice,
-    SliceInMemory,
-    Take,
-    TakeInMemory,
-)
+from ..ops import Rows, Slice, SliceInMemory, Take, TakeInMemory
 from .io import materialize
 from .operands import check_disk, in_memory_limit
 from .shape import reshape
@@ -76,7 +70,8 @@ def take(x, indices, axis=0):
     if axis is None or not -x.ndim <= int(axis) < x.ndim:
         raise ValueError(f"jask.take: invalid axis {axis!r} for {describe(x)}")
     if int(axis) % x.ndim != 0:
-        raise NotImplementedError(f"jask.take supports axis=0 only, got axis={axis} for {describe(x)}")
+        raise NotImplementedError(
+            f"jask.take supports axis=0 only, got axis={axis} for {describe(x)}")
     idx = _row_indices("take", indices, x.shape[0])
     scalar = idx.ndim == 0
     idx = idx.reshape(1) if scalar else idx
@@ -94,8 +89,10 @@ def _row_indices(fn: str, indices, n: int):
     if isinstance(indices, (list, tuple)):
         concrete = not any(compat.is_tracer(i) for i in indices)
         indices = np.asarray(indices, np.int64) if concrete else jnp.asarray(indices)
-    if not (isinstance(indices, (np.ndarray, np.integer, jax.Array, int)) or compat.is_tracer(indices)):
-        raise TypeError(f"jask.{fn}: indices must be an integer array, got {type(indices).__name__}")
+    if not (isinstance(indices, (np.ndarray, np.integer, jax.Array, int))
+            or compat.is_tracer(indices)):
+        raise TypeError(f"jask.{fn}: indices must be an integer array, got "
+                        f"{type(indices).__name__}")
     dtype = np.dtype(indices.dtype) if hasattr(indices, "dtype") else np.dtype(np.int64)
     if dtype == np.bool_ or not np.issubdtype(dtype, np.integer):
         raise TypeError(f"jask.{fn}: indices must be integers, got {dtype.name}; boolean masks "
@@ -177,7 +174,8 @@ def _index_rows(rows_, axes: int, rest):
 def _reject_mask(k) -> None:
     if isinstance(k, (bool, np.bool_)) or getattr(k, "dtype", None) == np.bool_:
         raise NotImplementedError("boolean mask indices are not supported: a mask selects a "
-                                  "data-dependent number of elements, so the result has no static shape")
+                                  "data-dependent number of elements, so the result has no "
+                                  "static shape")
 
 
 def _selection(x, key):
@@ -214,12 +212,13 @@ def _selection(x, key):
 def _slice_range(k: slice, n: int, axis: int):
     bounds = (k.start, k.stop, k.step)
     if any(compat.is_tracer(v) for v in bounds):
-        raise TypeError("a slice with traced bounds has no static size; use "
-                        "jask.rows(x, start, count) or jax.lax.dynamic_slice_in_dim(x, start, count)")
+        raise TypeError("a slice with traced bounds has no static size; use jask.rows(x, "
+                        "start, count) or jax.lax.dynamic_slice_in_dim(x, start, count)")
     try:  # ints, NumPy and concrete JAX integer scalars
         k = slice(*(None if v is None else operator.index(v) for v in bounds))
     except TypeError:
-        raise TypeError(f"slice bounds must be integers or None, got {k!r} on axis {axis}") from None
+        raise TypeError(
+            f"slice bounds must be integers or None, got {k!r} on axis {axis}") from None
     if k.step == 0:
         raise ValueError(f"slice step cannot be zero (axis {axis})")
     start, stop, step = k.indices(n)
@@ -232,7 +231,8 @@ def _int_index(k, n: int, axis: int) -> int:
     if compat.is_tracer(k):
         raise NotImplementedError(f"a traced index is supported as the first index only (x[i], "
                                   f"jask.rows); got one for axis {axis}")
-    if isinstance(k, (np.ndarray, jax.Array)) and np.ndim(k) == 0 and np.issubdtype(k.dtype, np.integer):
+    if (isinstance(k, (np.ndarray, jax.Array)) and np.ndim(k) == 0
+            and np.issubdtype(k.dtype, np.integer)):
         k = int(k)
     if isinstance(k, (np.ndarray, jax.Array, list)):
         raise NotImplementedError(f"integer-array indices are supported as the first index only "

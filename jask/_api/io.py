@@ -13,10 +13,7 @@ from .._dtypes import dtype_code, dtype_from_code, storage_dtype
 from .._jax import compat
 from .._jax.diskarray import DiskArray, DiskArrayTy
 from .._jax.op import apply, describe
-from ..ops import (
-    FromInMemory,
-    ToInMemory,
-)
+from ..ops import FromInMemory, ToInMemory
 from .operands import check_disk
 
 
@@ -85,7 +82,8 @@ def update_(target, new) -> DiskArray:
     """
     if compat.is_tracer(getattr(target, "_handle", None)):
         raise TypeError("DiskArray.update_() writes files and cannot run inside jax.jit or "
-                        "jax.grad; call it on the concrete result, outside the transformed function")
+                        "jax.grad; call it on the concrete result, outside the transformed "
+                        "function")
     check_disk("update_", target)
     if not isinstance(new, DiskArray):
         raise TypeError(f"DiskArray.update_ expects a DiskArray, got {type(new).__name__}")

@@ -7,14 +7,10 @@ import numpy as np
 
 from .._jax.diskarray import DiskArray
 from .._jax.op import apply, describe
-from ..ops import (
-    FromInMemory,
-    Matmul,
-    Reduce,
-)
+from ..ops import FromInMemory, Matmul, Reduce
 from ..ops.matmul import matmul_type
+from . import reductions
 from .operands import check_disk, is_in_memory, unsupported_operands
-from .reductions import sum
 from .shape import reshape, transpose
 
 
@@ -33,7 +29,7 @@ def vdot(x, y):
 
 def _matmul_operands(fn: str, a, b):
     """The two operands of a matrix product as DiskArrays. An in-memory array (a weight
-    held by JAX) is written to disk with from_dense, whose backward rule brings its gradient
+    held by JAX) is written to disk with FromInMemory, whose backward rule brings its gradient
     back as a jax.Array; it must have the DiskArray's dtype."""
     disk = next((v for v in (a, b) if isinstance(v, DiskArray)), None)
     if disk is None or not all(isinstance(v, DiskArray) or is_in_memory(v) for v in (a, b)):
@@ -41,7 +37,8 @@ def _matmul_operands(fn: str, a, b):
     values = [v if isinstance(v, DiskArray) else jnp.asarray(v) for v in (a, b)]
     for v in values:
         if not isinstance(v, DiskArray) and np.dtype(v.dtype) != np.dtype(disk.dtype):
-            raise TypeError(f"jask.{fn}: dtypes differ: {describe(values[0])} and {describe(values[1])}; "
+            raise TypeError(f"jask.{fn}: dtypes differ: {describe(values[0])} and "
+                            f"{describe(values[1])}; "
                             f"convert one of them with .astype first")
     return [v if isinstance(v, DiskArray) else apply(FromInMemory, v) for v in values]
 
@@ -60,7 +57,8 @@ def _product(fn: str, x, y, trans_x: bool = False, trans_y: bool = False):
 def _matmul(fn: str, a, b):
     a, b = _matmul_operands(fn, a, b)
     if a.ndim == 0 or b.ndim == 0:
-        raise ValueError(f"jask.{fn}: operands need at least one axis, got {describe(a)} and {describe(b)}")
+        raise ValueError(f"jask.{fn}: operands need at least one axis, got {describe(a)} and "
+                         f"{describe(b)}")
     if a.ndim == 1 and b.ndim == 1:
         if a.shape != b.shape:
             raise ValueError(f"jask.{fn}: vector lengths differ: {describe(a)} and {describe(b)}")
@@ -119,7 +117,8 @@ def dot(a, b):
             isinstance(v, DiskArray) or is_in_memory(v) for v in (a, b)):
         return unsupported_operands("dot", a, b)
     if a.ndim not in (1, 2) or b.ndim not in (1, 2):
-        raise ValueError(f"jask.dot supports 1-D and 2-D operands, got {describe(a)} and {describe(b)}; "
+        raise ValueError(f"jask.dot supports 1-D and 2-D operands, got {describe(a)} and "
+                         f"{describe(b)}; "
                          f"jask.matmul multiplies batches of matrices")
     return _matmul("dot", a, b)
 
@@ -160,7 +159,8 @@ def einsum(spec: str, *operands):
     lhs, arrow, out = spec.replace(" ", "").partition("->")
     inputs = lhs.split(",")
     if not arrow or len(inputs) != len(operands) or len(inputs) not in (1, 2):
-        raise NotImplementedError(f"jask.einsum supports 'in->out' with one or two operands, got {spec!r}")
+        raise NotImplementedError(
+            f"jask.einsum supports 'in->out' with one or two operands, got {spec!r}")
     if len(operands) == 1:
         check_disk("einsum", operands[0])
     else:
@@ -177,7 +177,7 @@ def _einsum_single(spec, idx, out, x):
     if len(set(out)) != len(out) or not set(out) <= set(idx):
         raise NotImplementedError(f"jask.einsum does not support {spec!r}")
     summed = tuple(i for i, c in enumerate(idx) if c not in out)
-    result = sum(x, axis=summed) if summed else x
+    result = reductions.sum(x, axis=summed) if summed else x
     kept = [c for c in idx if c in out]
     perm = tuple(kept.index(c) for c in out)
     if perm == tuple(range(len(perm))):
@@ -188,10 +188,11 @@ def _einsum_single(spec, idx, out, x):
 def _einsum_pair(spec, inputs, out, a, b):
     ia, ib = inputs
     contracted = [c for c in ia if c in ib and c not in out]
-    if len(contracted) > 1 or len(set(out)) != len(out) or set(out) != (set(ia) | set(ib)) - set(contracted):
-        raise NotImplementedError(f"jask.einsum does not support {spec!r}: it handles products of two "
-                                  f"operands with at most one contracted index and every other index "
-                                  f"kept in the output")
+    if (len(contracted) > 1 or len(set(out)) != len(out)
+            or set(out) != (set(ia) | set(ib)) - set(contracted)):
+        raise NotImplementedError(f"jask.einsum does not support {spec!r}: it handles products "
+                                  f"of two operands with at most one contracted index and every "
+                                  f"other index kept in the output")
     c = contracted[0] if contracted else None
     # An operand's free (matrix) index: its last index the other operand lacks; the output's
     # other indices are batch indices.
@@ -245,4 +246,4 @@ def _einsum_elementwise(out, c, *operands):
         shape = tuple(sizes.get(d, 1) for d in order)
         aligned.append(x if x.shape == shape else reshape(x, shape))
     product = aligned[0] * aligned[1]
-    return sum(product, axis=-1) if c else product
+    return reductions.sum(product, axis=-1) if c else product

@@ -55,7 +55,8 @@ def _binary(fn, name):
 
 def _reduction(fn, name):
     def apply(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
-        _no_extra(name, out=out, **{k: v for k, v in kwargs.items() if k != "where" or v is not None})
+        extra = {k: v for k, v in kwargs.items() if k != "where" or v is not None}
+        _no_extra(name, out=out, **extra)
         result = fn(a, axis, keepdims)
         return result if dtype is None else result.astype(dtype)
     return apply
@@ -147,8 +148,8 @@ def _dynamic_slice(operand, start_indices, slice_sizes, **kwargs):
     return indexing.rows(operand, start_indices[0], slice_sizes[0])
 
 
-def _take(a, indices, axis=None, out=None, mode=None, unique_indices=False, indices_are_sorted=False,
-          fill_value=None):
+def _take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
+          indices_are_sorted=False, fill_value=None):
     # mode=None follows jask.take (IndexError on concrete indices out of range, traced ones
     # clamped), not jnp's NaN fill; 'fill' is refused rather than silently clamped.
     _no_extra("take", out=out, fill_value=fill_value)

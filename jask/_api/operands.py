@@ -51,7 +51,8 @@ def elementwise_operands(fn: str, *values):
     """DiskArrays as they are; scalars and in-memory arrays as JAX arrays of the DiskArrays'
     dtype (they broadcast, NumPy-style)."""
     like = next((v for v in values if isinstance(v, DiskArray)), None)
-    if like is None or not all(isinstance(v, DiskArray) or is_scalar(v) or is_in_memory(v) for v in values):
+    if like is None or not all(isinstance(v, DiskArray) or is_scalar(v) or is_in_memory(v)
+                               for v in values):
         unsupported_operands(fn, *values)
     return [v if isinstance(v, DiskArray) else scalar_like(v, like) for v in values]
 

@@ -8,12 +8,7 @@ import numpy as np
 
 from .._jax.diskarray import DiskArray
 from .._jax.op import apply
-from ..ops import (
-    Reduce,
-    ReduceAxes,
-    ReduceAxesInMemory,
-    StopGradient,
-)
+from ..ops import Reduce, ReduceAxes, ReduceAxesInMemory, StopGradient
 from .elementwise import exp, log
 from .operands import check_disk, in_memory_limit
 from .shape import reshape
@@ -37,7 +32,8 @@ def _reduce(x, axis, keepdims, reduction):
         return jnp.reshape(result, (1,) * x.ndim) if keepdims else result
     out_shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
     in_memory = int(np.prod(out_shape, dtype=np.int64)) <= in_memory_limit()
-    result = apply(ReduceAxesInMemory if in_memory else ReduceAxes, x, axes=axes, reduction=reduction)
+    op = ReduceAxesInMemory if in_memory else ReduceAxes
+    result = apply(op, x, axes=axes, reduction=reduction)
     if keepdims:
         kept = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
         result = jnp.reshape(result, kept) if in_memory else reshape(result, kept)
@@ -93,7 +89,8 @@ def mean(x, axis=None, keepdims: bool = False):
     """The mean over `axis` (all axes by default), like jnp.mean.
 
     >>> import numpy as np, jask
-    >>> jask.mean(jask.DiskArray.from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3)), axis=1).tolist()
+    >>> x = jask.DiskArray.from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3))
+    >>> jask.mean(x, axis=1).tolist()
     [1.0, 4.0]
     """
     count = int(np.prod([x.shape[a] for a in _axes(x, axis)], dtype=np.int64))
@@ -125,7 +122,9 @@ def logsumexp(x, axis=None, keepdims: bool = False):
     if keepdims:
         return result
     squeezed = tuple(d for i, d in enumerate(x.shape) if i not in _axes(x, axis))
-    return reshape(result, squeezed) if isinstance(result, DiskArray) else jnp.reshape(result, squeezed)
+    if isinstance(result, DiskArray):
+        return reshape(result, squeezed)
+    return jnp.reshape(result, squeezed)
 
 
 def stop_gradient(x):
@@ -146,7 +145,8 @@ def log_softmax(x, axis=-1):
     """x - logsumexp(x, axis, keepdims=True), like jax.nn.log_softmax.
 
     >>> import numpy as np, jask
-    >>> np.round(np.asarray(jask.log_softmax(jask.DiskArray.from_numpy(np.zeros((1, 2), np.float32)))), 4).tolist()
+    >>> x = jask.DiskArray.from_numpy(np.zeros((1, 2), np.float32))
+    >>> np.round(np.asarray(jask.log_softmax(x)), 4).tolist()
     [[-0.6931, -0.6931]]
     """
     return x - logsumexp(x, axis, keepdims=True)

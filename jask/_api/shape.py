@@ -9,12 +9,7 @@ import numpy as np
 
 from .._jax.diskarray import DiskArray
 from .._jax.op import apply
-from ..ops import (
-    BroadcastTo,
-    Concatenate,
-    Reshape,
-    Transpose,
-)
+from ..ops import BroadcastTo, Concatenate, Reshape, Transpose
 from .operands import check_disk
 
 
@@ -57,7 +52,10 @@ def transpose(x, *axes):
         axes = tuple(axes[0])
     if len(axes) == 1 and axes[0] is None:
         axes = ()
-    perm = tuple(int(a) % x.ndim if x.ndim else int(a) for a in axes) if axes else tuple(reversed(range(x.ndim)))
+    if axes:
+        perm = tuple(int(a) % x.ndim if x.ndim else int(a) for a in axes)
+    else:
+        perm = tuple(reversed(range(x.ndim)))
     return apply(Transpose, x, perm=perm)
 
 

@@ -1,16 +1,28 @@
 """Every use of JAX internals in Jask lives in this module.
 
 hijax is experimental and changes between releases, so Jask pins jax 0.10.2
-and refuses to import on any other version rather than misbehave.
+and refuses to import on any other version rather than misbehave. The changes
+Jask makes to JAX (and optax) functions are the named patches in `PATCHES`, each
+written for one version of its library; `install_patches` checks that version
+and installs them all (jask._setup calls it once).
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import jax
-import jax.numpy  # noqa: F401 - patched by install_numpy_dispatch
+import jax.numpy  # noqa: F401 - patched by the numpy_dispatch patch
+from jax._src import ad_checkpoint as _ad_checkpoint
 from jax._src import core as _core
+from jax._src import hijax as _hijax_src
+from jax._src import util as _util
+from jax._src.interpreters import ad as _ad
+from jax._src.interpreters import batching as _batching
+from jax._src.interpreters import partial_eval as _pe
 from jax.experimental import hijax as _hijax
 
 PINNED_JAX = "0.10.2"
@@ -35,8 +47,7 @@ def is_tracer(x) -> bool:
 
 def is_accumulator(x) -> bool:
     """True for the gradient accumulators JAX passes for the linear inputs of a transpose."""
-    from jax._src.interpreters import ad
-    return isinstance(x, ad.GradAccum)
+    return isinstance(x, _ad.GradAccum)
 
 
 def is_eager() -> bool:
@@ -48,10 +59,6 @@ def is_eager() -> bool:
 #
 # jask/lowering rewrites hi jaxprs before JAX lowers them; these are the only
 # pieces of that which touch JAX's jaxpr classes.
-
-from jax._src import hijax as _hijax_src  # noqa: E402
-from jax._src import util as _util  # noqa: E402
-from jax._src.interpreters import partial_eval as _pe  # noqa: E402
 
 _call_hi_primitive_p = _hijax_src.call_hi_primitive_p
 
@@ -90,6 +97,104 @@ def with_equations(closed_jaxpr, eqns):
     return closed_jaxpr.replace(jaxpr=closed_jaxpr.jaxpr.replace(eqns=list(eqns)))
 
 
+# -- the patch registry ------------------------------------------------------------
+
+PINNED_OPTAX = "0.2.8"
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """The pieces of Jask the patches call (compat imports no other Jask module)."""
+
+    hi_type: type
+    """The hijax type (DiskArrayTy)."""
+    is_hi: Callable[[object], bool]
+    """True for a DiskArray or a tracer of one."""
+    holds_hi: Callable[[object], bool]
+    """is_hi, or a list or tuple with such an element."""
+    numpy_functions: dict[str, Callable]
+    """"jnp.name" / "lax.name" / "nn.name" -> the Jask function to call on DiskArrays."""
+    numpy_sequence_functions: dict[str, Callable]
+    """The same for functions taking a sequence of arrays (dispatch by holds_hi)."""
+    square: Callable
+    """jask.square."""
+    broadcast: Callable
+    """(x, size, axis) -> `size` copies of x stacked along `axis`."""
+    lowering_passes: tuple[Callable, ...]
+    """ClosedJaxpr -> ClosedJaxpr rewrites, in order (jask.lowering.passes())."""
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One change Jask makes to a function of JAX or optax."""
+
+    name: str
+    library: str
+    """The package it changes ("jax" or "optax")."""
+    version: str
+    """The version of that package it is written for: any other refuses to install."""
+    target: str
+    """What it replaces."""
+    reason: str
+    install: Callable[[Hooks], None]
+
+
+PATCHES: dict[str, Patch] = {}
+"""Every patch, by name, in installation order."""
+
+_installed: list[str] = []
+
+
+def _patch(name: str, target: str, reason: str, library: str = "jax", version: str = PINNED_JAX):
+    def register(install: Callable[[Hooks], None]):
+        PATCHES[name] = Patch(name, library, version, target, reason, install)
+        return install
+    return register
+
+
+def library_version(library: str) -> str | None:
+    """The installed version of `library`, or None when it is not installed."""
+    try:
+        return importlib.import_module(library).__version__
+    except ImportError:
+        return None
+
+
+def check_version(patch: Patch) -> bool:
+    """True when the patch's library is installed at the version the patch is written for,
+    False when it is not installed (optax is optional); ImportError for another version."""
+    found = library_version(patch.library)
+    if found is None:
+        return False
+    if found != patch.version:
+        raise ImportError(f"jask's patch {patch.name!r} of {patch.target} is written for "
+                          f"{patch.library}=={patch.version}; found {patch.library} {found}")
+    return True
+
+
+def install_patches(hooks: Hooks) -> tuple[str, ...]:
+    """Installs every patch whose library is present (once each); returns the names of the
+    installed patches."""
+    for patch in PATCHES.values():
+        if patch.name not in _installed and check_version(patch):
+            patch.install(hooks)
+            _installed.append(patch.name)
+    return installed_patches()
+
+
+def installed_patches() -> tuple[str, ...]:
+    return tuple(_installed)
+
+
+# -- jit: Jask's passes before lowering ------------------------------------------------------
+
+@_patch("lowering_passes", "jax._src.interpreters.partial_eval.lower_jaxpr",
+        "run jask.lowering's passes (fusion, row groups, releases) on every hi jaxpr before JAX "
+        "lowers it")
+def _install_lowering_passes(hooks: Hooks) -> None:
+    install_lowering_passes(*hooks.lowering_passes)
+
+
 def install_lowering_passes(*passes) -> None:
     """Runs `passes` (ClosedJaxpr -> ClosedJaxpr, in order) on every hi jaxpr before JAX
     lowers it."""
@@ -110,7 +215,7 @@ def install_lowering_passes(*passes) -> None:
 _original_lower_jaxpr = None
 
 
-# -- dense tracer (op) DiskArray tracer ---------------------------------------
+# -- in-memory tracer (op) DiskArray tracer -------------------------------------
 #
 # `jnp.array(lr) * g` inside jit: both operands are tracers of one Python
 # class, so Python never tries g's reflected operator and JAX's own operator
@@ -121,7 +226,11 @@ _REFLECTED = {"_add": "_radd", "_sub": "_rsub", "_mul": "_rmul", "_truediv": "_r
               "_matmul": "_rmatmul"}
 
 
-def defer_dense_operators_to(hi_type) -> None:
+@_patch("reflected_operators", "jax._src.core.ShapedArray._add/_sub/_mul/_truediv/_matmul",
+        "an in-memory tracer (op) a DiskArray tracer: JAX gives up, so hand it to the DiskArray's "
+        "reflected operator")
+def _defer_in_memory_operators(hooks: Hooks) -> None:
+    hi_type = hooks.hi_type
     for name, reflected in _REFLECTED.items():
         original = getattr(ShapedArray, name)
         if getattr(original, "_jask_deferring", False):
@@ -186,12 +295,15 @@ def _dispatching(original, jask_fn, is_hi):
     return function
 
 
-def broadcast_unbatched_outputs(is_hi, broadcast) -> None:
+@_patch("vmap_broadcast", "jax._src.interpreters.batching.broadcast",
+        "vmap gives an unbatched DiskArray output its batch axis with a function that only knows "
+        "JAX arrays")
+def _broadcast_unbatched_outputs(hooks: Hooks) -> None:
     """jax.vmap gives an output that does not depend on the batch (a function returning one
     of its unbatched DiskArray inputs) a batch axis with `batching.broadcast`, which only knows
     JAX arrays; for hi values it calls `broadcast(x, size, axis)` instead."""
-    from jax._src.interpreters import batching
-    original = batching.broadcast
+    is_hi, broadcast = hooks.is_hi, hooks.broadcast
+    original = _batching.broadcast
     if getattr(original, "_jask_original", None):
         return
 
@@ -205,7 +317,15 @@ def broadcast_unbatched_outputs(is_hi, broadcast) -> None:
             return broadcast(x, sz, axis)
 
     batching_broadcast._jask_original = original
-    batching.broadcast = batching_broadcast
+    _batching.broadcast = batching_broadcast
+
+
+@_patch("numpy_dispatch", "jax.numpy, jax.lax and jax.nn functions (jask/_api/numpy_dispatch.py)",
+        "jax.numpy has no dispatch protocol for foreign arrays, and optax calls jnp.sqrt(g) on "
+        "its leaves")
+def _dispatch_numpy_functions(hooks: Hooks) -> None:
+    install_numpy_dispatch(hooks.numpy_functions, hooks.is_hi)
+    install_numpy_dispatch(hooks.numpy_sequence_functions, hooks.holds_hi)
 
 
 def install_numpy_dispatch(table: dict, is_hi) -> None:
@@ -225,18 +345,13 @@ def install_numpy_dispatch(table: dict, is_hi) -> None:
 # the factored optimizers call it on every leaf. For arrays of real dtype,
 # which are all Jask stores, |x|^2 is x * x.
 
-PINNED_OPTAX = "0.2.8"
-
-
-def accept_in_optax_abs_sq(is_hi, square) -> None:
-    try:
-        import optax
-        from optax._src import numerics, transform
-    except ImportError:  # optax is optional at run time
-        return
-    if optax.__version__ != PINNED_OPTAX:
-        raise ImportError(f"jask needs optax=={PINNED_OPTAX} (it adapts optax.numerics.abs_sq); "
-                          f"found optax {optax.__version__}")
+@_patch("optax_abs_sq", "optax._src.numerics.abs_sq (and its use in optax._src.transform)",
+        "abs_sq refuses anything but np.ndarray and jax.Array; adagrad and the factored "
+        "optimizers call it on every leaf", library="optax", version=PINNED_OPTAX)
+def _accept_in_optax_abs_sq(hooks: Hooks) -> None:
+    # imported here: optax is optional at run time (check_version found it installed)
+    from optax._src import numerics, transform
+    is_hi, square = hooks.is_hi, hooks.square
     original = numerics.abs_sq
     if getattr(original, "_jask_original", None):
         return
@@ -252,9 +367,12 @@ def accept_in_optax_abs_sq(is_hi, square) -> None:
 
 # -- a clear error for JAX primitives that Jask does not implement -------------
 
-def name_unsupported_primitives(is_hi) -> None:
+@_patch("unsupported_primitive_errors", "jax._src.core.Primitive.bind",
+        "a lax primitive on a DiskArray fails deep inside JAX; re-raise it naming the primitive")
+def _name_unsupported_primitives(hooks: Hooks) -> None:
     """A lax primitive applied to a DiskArray fails deep inside JAX; re-raise it as a
     NotImplementedError that names the primitive."""
+    is_hi = hooks.is_hi
     original = _core.Primitive.bind
     if getattr(original, "_jask_original", None):
         return
@@ -280,10 +398,10 @@ def name_unsupported_primitives(is_hi) -> None:
 # (int32 handles) where the enclosing program expects hijax values. Raise
 # them back, as every other hijax lowering does.
 
-def raise_remat_outputs() -> None:
-    from jax._src import ad_checkpoint
-
-    original = ad_checkpoint.remat_p.to_lojax
+@_patch("remat_outputs", "jax._src.ad_checkpoint.remat_p.to_lojax",
+        "jax.checkpoint's lowering returns hijax outputs as their int32 handles; raise them back")
+def _raise_remat_outputs(hooks: Hooks) -> None:
+    original = _ad_checkpoint.remat_p.to_lojax
     if getattr(original, "_jask_original", None):
         return
 
@@ -299,4 +417,4 @@ def raise_remat_outputs() -> None:
         return outs
 
     to_lojax._jask_original = original
-    ad_checkpoint.remat_p.to_lojax = to_lojax
+    _ad_checkpoint.remat_p.to_lojax = to_lojax

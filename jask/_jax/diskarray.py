@@ -178,7 +178,7 @@ class DiskArray(metaclass=_DiskArrayMeta):
 
     # constructors -------------------------------------------------------
     @staticmethod
-    def from_numpy(array) -> "DiskArray":
+    def from_numpy(array) -> DiskArray:
         """Writes a NumPy array (or anything np.asarray accepts) to a new scratch file.
 
         >>> import numpy as np, jask
@@ -188,7 +188,7 @@ class DiskArray(metaclass=_DiskArrayMeta):
         return _op("from_numpy")(array)
 
     @staticmethod
-    def open(path, shape=None, dtype=None, offset: int = 0, mode: str = "r") -> "DiskArray":
+    def open(path, shape=None, dtype=None, offset: int = 0, mode: str = "r") -> DiskArray:
         """Opens an existing .npy file, or a raw binary file given shape and dtype, in place.
 
         Args:
@@ -279,7 +279,7 @@ class DiskArray(metaclass=_DiskArrayMeta):
         """Writes a copy of this array to a new .npy file at `path`."""
         _engine.save(self.handle, os.fspath(path))
 
-    def update_(self, new) -> "DiskArray":
+    def update_(self, new) -> DiskArray:
         """Overwrites this array's file with `new`'s values and returns this array.
 
         The array keeps its handle, shape and dtype, so a jitted function that

@@ -40,6 +40,13 @@ _ENGINE_CALLS = {
     "group": ("jask_group_op", "group_op"),
 }
 RELEASE_TARGET = "jask_release"
+# Kernels whose engine name differs from the op's (the engine still says "dense").
+_ENGINE_KERNELS = {"to_in_memory": "to_dense", "from_in_memory": "from_dense"}
+
+
+def engine_kernel(kernel: str) -> str:
+    """The engine's name of a kernel."""
+    return _ENGINE_KERNELS.get(kernel, kernel)
 
 
 def _ffi_target(result: str) -> str:
@@ -221,31 +228,32 @@ class Op(compat.VJPHiPrimitive):
     def _run_eagerly(self, operands):
         _runtime.ensure_scratch()
         handles = [x.handle for x in operands if isinstance(x, DiskArray)]
-        dense = [np.asarray(x) for x in operands if not isinstance(x, DiskArray)]
-        scalars = [float(x) for x in dense if x.ndim == 0]
+        in_memory = [np.asarray(x) for x in operands if not isinstance(x, DiskArray)]
+        scalars = [float(x) for x in in_memory if x.ndim == 0]
         params = list(self.kernel_params())
-        buffers = [np.ascontiguousarray(x).reshape(-1).view(np.uint8) for x in dense if x.ndim]
+        buffers = [np.ascontiguousarray(x).reshape(-1).view(np.uint8) for x in in_memory if x.ndim]
         call = _eager_call(self.result)
+        kernel = engine_kernel(self.kernel_name())
         if self.result == "array":
-            h = call(self.kernel_name(), handles, scalars, params, buffers)
+            h = call(kernel, handles, scalars, params, buffers)
             return DiskArray(self.out_aval, h)
         if self.result == "arrays":
-            hs = call(self.kernel_name(), handles, scalars, params, buffers)
+            hs = call(kernel, handles, scalars, params, buffers)
             return tuple(DiskArray(aval, h) for aval, h in zip(self.out_aval, hs))
         if self.result == "group":
-            hs, values = call(self.kernel_name(), handles, scalars, params)
+            hs, values = call(kernel, handles, scalars, params)
             return _group_results(self.out_aval, hs, values)
         if self.result == "scalar":
-            value = call(self.kernel_name(), handles, scalars, params)
+            value = call(kernel, handles, scalars, params)
             return jnp.asarray(value, self.out_aval.dtype)
         out = np.empty(self.out_aval.shape, self.out_aval.dtype)
-        call(self.kernel_name(), handles, scalars, params, out.reshape(-1).view(np.uint8), buffers)
+        call(kernel, handles, scalars, params, out.reshape(-1).view(np.uint8), buffers)
         return jnp.asarray(out)
 
     def _lower(self, operands):
         handles = [x._lowered_handle() for x in operands if isinstance(x, DiskArray)]
-        dense = [jnp.asarray(x) for x in operands if not isinstance(x, DiskArray)]
-        dense = [x for x in dense if x.ndim == 0] + [x for x in dense if x.ndim]
+        in_memory = [jnp.asarray(x) for x in operands if not isinstance(x, DiskArray)]
+        in_memory = [x for x in in_memory if x.ndim == 0] + [x for x in in_memory if x.ndim]
         out = self.out_aval
         if self.result == "array":
             result_type = jax.ShapeDtypeStruct((), jnp.int32)
@@ -260,7 +268,7 @@ class Op(compat.VJPHiPrimitive):
         else:
             result_type = jax.ShapeDtypeStruct(out.shape, out.dtype)
         call = jax.ffi.ffi_call(_ffi_target(self.result), result_type, has_side_effect=True)
-        value = call(*handles, *dense, kernel=self.kernel_name(),
+        value = call(*handles, *in_memory, kernel=engine_kernel(self.kernel_name()),
                      params=np.asarray(self.kernel_params(), np.int64),
                      num_handles=np.int64(len(handles)))
         if self.result == "arrays":
@@ -394,7 +402,7 @@ def _is_traced(x) -> bool:
 
 
 def apply(op_cls: type[Op], *operands, **params):
-    """Binds `op_cls` to operands (DiskArrays and dense scalars) and runs it."""
+    """Binds `op_cls` to operands (DiskArrays and in-memory scalars) and runs it."""
     avals = [compat.typeof(x) for x in operands]
     return op_cls(*avals, **params)(*operands)
 

@@ -7,8 +7,8 @@ row_groups.py and release.py the policies, which decide by each op's declared ro
 
 from __future__ import annotations
 
-from .graph import Pass, fuse_chains, insert_releases, replace_groups, share_results
 from .fusion import ElementwiseFusion
+from .graph import Pass, fuse_chains, insert_releases, replace_groups, share_results
 from .release import ReleaseDiskArrays
 from .row_groups import RowGroups
 

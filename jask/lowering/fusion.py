@@ -32,7 +32,8 @@ class FusedMap(Op):
         return DiskArrayTy(shape, out_dtype)
 
     def expression(self) -> Expression:
-        return Expression(self.expr, self.reduction, np.dtype(self.out_dtype), self.label, self.shape)
+        return Expression(self.expr, self.reduction, np.dtype(self.out_dtype), self.label,
+                          self.shape)
 
     def kernel_params(self):
         return encode(self.expr, self.in_avals, self.shape, self.out_dtype, self.reduction)

@@ -227,7 +227,8 @@ def replace_groups(policy: GroupPolicy) -> Pass:
             inside = set(members)
             downstream: set[int] = set()  # outside equations that depend on the set's results
             for i in range(min(members), len(nodes)):
-                if i not in inside and any(producer.get(k) in inside or producer.get(k) in downstream
+                if i not in inside and any(producer.get(k) in inside
+                                           or producer.get(k) in downstream
                                            for k in nodes[i].inputs):
                     downstream.add(i)
             feeding = [producer[k] for j in members for k in nodes[j].inputs

@@ -78,7 +78,9 @@ def role(prim):
         return None
     if prim.role is OpRole.BROADCAST:
         out = prim.out_aval
-        return ("fill", out.shape[0], np.dtype(out.dtype)) if out.ndim and _is_float_disk(out) else None
+        if not out.ndim or not _is_float_disk(out):
+            return None
+        return "fill", out.shape[0], np.dtype(out.dtype)
     parts = _elementwise_parts(prim)
     if parts is None:
         return None
@@ -168,7 +170,7 @@ def group_op(members, nodes, avals, used_outside):
     """The RowGroup op replacing the nodes `members`, with its input and output keys."""
     handles, scalars = [], []       # (key, kind, a, b) / key
     handle_index, scalar_index = {}, {}
-    refs, produced = {}, {}         # key -> engine ref of values computed inside
+    produced = {}                   # key -> engine ref of values computed inside
     encoded, outputs = [], []
     first = members[0]
     _, rows, dtype = role(nodes[first].op)

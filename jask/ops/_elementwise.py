@@ -55,7 +55,8 @@ def _kind(aval) -> str:
     return "memory" if aval.shape else "scalar"
 
 
-def encode(expr, in_avals, out_shape, out_dtype, reduction: str = "none", outputs=None) -> tuple[int, ...]:
+def encode(expr, in_avals, out_shape, out_dtype, reduction: str = "none",
+           outputs=None) -> tuple[int, ...]:
     """The engine's operand header and program for `expr` (see ProgramOperands in
     src/engine/ops.cpp): DiskArray operands are the first registers, in-memory arrays the
     next, scalars after them, then one register per instruction. `outputs` lists the
@@ -89,10 +90,11 @@ def broadcast_shape(name: str, arrays) -> tuple[int, ...]:
         raise ValueError(f"jask.{name}: shapes do not broadcast: {' and '.join(names)}") from None
 
 
-def operand_shape(name: str, operands, allow_dense: bool = False) -> tuple[tuple[int, ...], list]:
+def operand_shape(name: str, operands,
+                  allow_in_memory: bool = False) -> tuple[tuple[int, ...], list]:
     """The broadcast shape of the operands (NumPy rules) and the array operands among them;
     at least one must be a DiskArray."""
-    if not allow_dense and not any(isinstance(a, DiskArrayTy) for a in operands):
+    if not allow_in_memory and not any(isinstance(a, DiskArrayTy) for a in operands):
         raise TypeError(f"jask.{name}: needs at least one DiskArray operand")
     arrays = [a for a in operands if isinstance(a, DiskArrayTy) or a.shape]
     return broadcast_shape(name, arrays), arrays

@@ -11,7 +11,7 @@ from .._jax.op import Op, apply
 
 class ToInMemory(Op):
     name = "materialize"
-    kernel = "to_dense"
+    kernel = "to_in_memory"
     result = "in_memory"  # the whole array: the explicit bridge
     linear = True
 
@@ -23,8 +23,8 @@ class ToInMemory(Op):
 
 
 class FromInMemory(Op):
-    name = "from_dense"
-    kernel = "from_dense"
+    name = "from_in_memory"
+    kernel = "from_in_memory"
     linear = True
 
     def out_type(self, x):

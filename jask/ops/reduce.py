@@ -98,7 +98,8 @@ class Reduce(Op):
 
     def out_type(self, *operands, instr, reduction):
         _, arrays = operand_shape(self.name, operands)
-        return compat.ShapedArray((), jax.dtypes.canonicalize_dtype(common_dtype(self.name, arrays)))
+        dtype = common_dtype(self.name, arrays)
+        return compat.ShapedArray((), jax.dtypes.canonicalize_dtype(dtype))
 
     def expr(self) -> tuple:
         return single_instruction(self.instr, len(self.in_avals))
@@ -106,7 +107,8 @@ class Reduce(Op):
     def expression(self) -> Expression:
         label = self.reduction if self.instr == "copy" else f"{self.instr}+{self.reduction}"
         shape, arrays = operand_shape(self.name, self.in_avals)
-        return Expression(self.expr(), self.reduction, common_dtype(self.name, arrays), label, shape)
+        return Expression(self.expr(), self.reduction, common_dtype(self.name, arrays), label,
+                          shape)
 
     def kernel_params(self):
         shape, arrays = operand_shape(self.name, self.in_avals)
@@ -232,6 +234,9 @@ def _spread(value, axes, x):
 def _broadcast(value, axes, x):
     """A reduced value (or cotangent) spread back over the reduced axes of x."""
     kept = kept_shape(x, axes)
-    value = apply(Reshape, value, shape=kept) if isinstance(value, DiskArray) else jnp.reshape(value, kept)
+    if isinstance(value, DiskArray):
+        value = apply(Reshape, value, shape=kept)
+    else:
+        value = jnp.reshape(value, kept)
     return apply(BroadcastTo, value, shape=x.shape)
 

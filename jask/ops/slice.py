@@ -27,8 +27,10 @@ def selected_shape(x, selection) -> tuple[int, ...]:
         raise ValueError(f"jask.slice: {len(selection)} axes selected of {describe(x)}")
     for axis, ((start, step, count), size) in enumerate(zip(selection, x.shape)):
         last = start + step * (count - 1)
-        if count < 0 or (count > 1 and step == 0) or (count and not (0 <= start < size and 0 <= last < size)):
-            raise ValueError(f"jask.slice: (start {start}, step {step}, count {count}) does not fit "
+        inside = 0 <= start < size and 0 <= last < size
+        if count < 0 or (count > 1 and step == 0) or (count and not inside):
+            raise ValueError(f"jask.slice: (start {start}, step {step}, count {count}) does not "
+                             f"fit "
                              f"axis {axis} of {describe(x)}")
     return tuple(count for _, _, count in selection)
 
@@ -52,7 +54,8 @@ class SliceInMemory(Slice):
     result = "in_memory"
 
     def out_type(self, x, *, selection):
-        return compat.ShapedArray(selected_shape(x, selection), jax.dtypes.canonicalize_dtype(x.dtype))
+        return compat.ShapedArray(selected_shape(x, selection),
+                                  jax.dtypes.canonicalize_dtype(x.dtype))
 
 
 def placement_params(out, parts, selections) -> tuple[int, ...]:
@@ -89,10 +92,12 @@ class Place(Op):
 def place(values, shape, dtype, selection):
     """zeros(shape, dtype) with `values` at `selection`; axes with negative steps are
     reversed first, so that the kernel sees positive steps only."""
-    flipped = tuple(axis for axis, (_, step, count) in enumerate(selection) if step < 0 and count > 1)
+    flipped = tuple(axis for axis, (_, step, count) in enumerate(selection)
+                    if step < 0 and count > 1)
     if flipped:
         values = _reversed(values, flipped)
-        selection = tuple((start + step * (count - 1), -step, count) if axis in flipped else (start, step, count)
+        selection = tuple((start + step * (count - 1), -step, count) if axis in flipped
+                          else (start, step, count)
                           for axis, (start, step, count) in enumerate(selection))
     if not isinstance(values, DiskArray) and values.dtype != dtype:
         values = values.astype(dtype)
@@ -102,5 +107,6 @@ def place(values, shape, dtype, selection):
 def _reversed(values, axes):
     if not isinstance(values, DiskArray):
         return jnp.flip(values, axes)
-    selection = tuple((n - 1, -1, n) if axis in axes else (0, 1, n) for axis, n in enumerate(values.shape))
+    selection = tuple((n - 1, -1, n) if axis in axes else (0, 1, n)
+                      for axis, n in enumerate(values.shape))
     return apply(Slice, values, selection=selection)

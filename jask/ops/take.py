@@ -17,7 +17,8 @@ from .._jax.op import Op, apply, describe
 def _check_indices(op_name, indices):
     if not isinstance(indices, compat.ShapedArray) or indices.ndim == 0 or \
             indices.dtype.name not in ("int32", "int64"):
-        raise TypeError(f"jask.{op_name}: the indices must be an int32 or int64 array of rank >= 1, "
+        raise TypeError(f"jask.{op_name}: the indices must be an int32 or int64 array of "
+                        f"rank >= 1, "
                         f"got {describe(indices)}")
 
 
@@ -33,7 +34,8 @@ class Take(Op):
     def out_type(self, x, indices):
         _check_indices(self.name, indices)
         if not isinstance(x, DiskArrayTy) or x.ndim == 0:
-            raise TypeError(f"jask.take: expected a DiskArray with a leading axis, got {describe(x)}")
+            raise TypeError(
+                f"jask.take: expected a DiskArray with a leading axis, got {describe(x)}")
         return self.result_type((*indices.shape, *x.shape[1:]), x.dtype)
 
     def result_type(self, shape, dtype):
@@ -64,7 +66,8 @@ class ScatterAddRows(Op):
         _check_indices(self.name, indices)
         if tuple(rows.shape) != (*indices.shape, *shape[1:]) or rows.dtype != dtype:
             raise ValueError(f"jask.scatter_add_rows: rows {describe(rows)} do not match indices "
-                             f"{describe(indices)} into a {dtype.name}[{','.join(map(str, shape))}] array")
+                             f"{describe(indices)} into a "
+                             f"{dtype.name}[{','.join(map(str, shape))}] array")
         return DiskArrayTy(shape, dtype)
 
     def kernel_params(self):
