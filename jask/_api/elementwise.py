@@ -178,7 +178,8 @@ def _unary_function(op):
         return apply(op, x)
     function.__name__ = function.__qualname__ = op.name
     function.__module__ = __name__
-    summary = (sys.modules[op.__module__].__doc__ or "").strip().splitlines()[0]
+    described = vars(op).get("__doc__") or sys.modules[op.__module__].__doc__ or op.name
+    summary = described.strip().splitlines()[0]
     reference = op.numpy_names[0] if op.numpy_names else f"jnp.{op.name}"
     function.__doc__ = (f"{summary}\n\n    Derived from the declaration of `jask.ops.{op.__name__}`.\n\n"
                         f"    >>> import jax, jax.numpy as jnp, numpy as np, jask\n"
