@@ -41,7 +41,7 @@ int32_t open_npy_with(const std::string& path, const std::vector<double>& values
                       bool writable = true) {
   StoredArray::create_file(path, kInfo)
       ->write_elems(test::encode(DType::f32, values).data(), 0, kNumel);
-  return Registry::instance().add(StoredArray::open_npy(path, writable));
+  return Registry::instance().add(test::open_npy(path, writable));
 }
 
 std::set<std::string> names_in(const std::string& dir) {
@@ -104,7 +104,7 @@ TEST(Update, ReplacesTheFileUnderTheSamePathAndLeavesNoTempFile) {
   ASSERT_EQ(bytes.size(), header_before.size());
   EXPECT_TRUE(std::equal(bytes.begin(), bytes.begin() + offset, header_before.begin()));
   EXPECT_EQ(test::decode(DType::f32, bytes.data() + offset, kNumel), values);
-  EXPECT_EQ(array_values(*StoredArray::open_npy(path, false)), values);
+  EXPECT_EQ(array_values(*test::open_npy(path, false)), values);
   EXPECT_EQ(replacement_files_in(dir.path()), std::set<std::string>{});
 }
 
@@ -121,7 +121,7 @@ TEST(Update, ReadersOfTheOldFileKeepItAndTheArrayAndItsViewsSeeTheNewOne) {
 
   // The old file is unlinked but open: an op that started on it finishes on it.
   std::vector<unsigned char> old_bytes(kInfo.nbytes());
-  old_file->read_at(old_bytes.data(), old_bytes.size(), before->data_offset());
+  old_file->read_at(old_bytes.data(), old_bytes.size(), before->data_offset(), IoPolicy{});
   EXPECT_EQ(test::decode(DType::f32, old_bytes.data(), kNumel), old_values);
   EXPECT_EQ(array_values(*before), new_values);
   EXPECT_EQ(array_values(*view), new_values);
@@ -203,7 +203,7 @@ TEST(Update, KeepsTheBytesBeforeAndAfterARawArray) {
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>('a' + i % 23);
   test::write_file_bytes(path, bytes);
   int32_t dst =
-      Registry::instance().add(StoredArray::open_raw(path, kInfo, prefix, /*writable=*/true));
+      Registry::instance().add(test::open_raw(path, kInfo, prefix, /*writable=*/true));
   std::vector<double> values = test_values(kNumel, 4);
 
   copy_into(dst, make_array(DType::f32, kInfo.shape, values));
@@ -223,7 +223,7 @@ TEST(Update, KeepsPermissionBitsAndSymlinks) {
   StoredArray::create_file(real, kInfo);
   fs::permissions(real, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
   fs::create_symlink("real.npy", link);
-  int32_t dst = Registry::instance().add(StoredArray::open_npy(link, /*writable=*/true));
+  int32_t dst = Registry::instance().add(test::open_npy(link, /*writable=*/true));
   std::vector<double> values = test_values(kNumel, 5);
 
   copy_into(dst, make_array(DType::f32, kInfo.shape, values));
@@ -231,7 +231,7 @@ TEST(Update, KeepsPermissionBitsAndSymlinks) {
   EXPECT_TRUE(fs::is_symlink(link));
   EXPECT_EQ(fs::status(real).permissions() & fs::perms::all,
             fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
-  EXPECT_EQ(array_values(*StoredArray::open_npy(real, false)), values);
+  EXPECT_EQ(array_values(*test::open_npy(real, false)), values);
   EXPECT_EQ(Registry::instance().get(dst)->path(), link);
   EXPECT_EQ(replacement_files_in(dir.path()), std::set<std::string>{});
 }
@@ -287,15 +287,15 @@ TEST(Update, OpeningWritableRemovesReplacementFilesOfDeadProcesses) {
   const std::string dead = "a.npy.jask-tmp-" + std::to_string(dead_pid()) + "-0badf00d";
   test::write_file_bytes(dir.file(dead), {'x'});
 
-  StoredArray::open_npy(path, /*writable=*/false);
-  StoredArray::open_raw(path, kInfo, 128, /*writable=*/false);
+  test::open_npy(path, /*writable=*/false);
+  test::open_raw(path, kInfo, 128, /*writable=*/false);
   EXPECT_EQ(replacement_files_in(dir.path()), std::set<std::string>{dead})
       << "read-only opens leave it";
-  StoredArray::open_npy(path, /*writable=*/true);
+  test::open_npy(path, /*writable=*/true);
   EXPECT_EQ(replacement_files_in(dir.path()), std::set<std::string>{});
 
   test::write_file_bytes(dir.file(dead), {'x'});
-  StoredArray::open_raw(path, kInfo, 128, /*writable=*/true);
+  test::open_raw(path, kInfo, 128, /*writable=*/true);
   EXPECT_EQ(replacement_files_in(dir.path()), std::set<std::string>{});
 }
 
