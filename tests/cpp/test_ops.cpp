@@ -374,8 +374,8 @@ TEST(Ops, ArraysAtUnalignedFileOffsetsStreamCorrectly) {
   std::memcpy(bytes.data() + 100, payload.data(), payload.size());
   test::write_file_bytes(dir.file("raw.bin"), bytes);
 
-  int32_t raw = Registry::instance().add(test::open_raw(
-      dir.file("raw.bin"), ArrayInfo{DType::f32, {97, 61}}, 100, /*writable=*/true));
+  int32_t raw = Registry::instance().add(
+      test::open_raw(dir.file("raw.bin"), ArrayInfo{DType::f32, {97, 61}}, 100, /*writable=*/true));
   int32_t doubled = add_arrays(raw, raw);
   std::vector<double> expected(values);
   for (double& v : expected) v *= 2;

@@ -202,8 +202,7 @@ TEST(Update, KeepsTheBytesBeforeAndAfterARawArray) {
   std::vector<char> bytes(prefix + kInfo.nbytes() + suffix);
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>('a' + i % 23);
   test::write_file_bytes(path, bytes);
-  int32_t dst =
-      Registry::instance().add(test::open_raw(path, kInfo, prefix, /*writable=*/true));
+  int32_t dst = Registry::instance().add(test::open_raw(path, kInfo, prefix, /*writable=*/true));
   std::vector<double> values = test_values(kNumel, 4);
 
   copy_into(dst, make_array(DType::f32, kInfo.shape, values));
@@ -392,7 +391,8 @@ TEST(Update, OfArraysOfOneFileFromTwoThreadsKeepsBoth) {
   std::thread other([&] { updates(b, 100); });
   updates(a, 0);
   other.join();
-  file.expect_holds(std::vector<double>(kNumel, kUpdates), std::vector<double>(kNumel, 100 + kUpdates));
+  file.expect_holds(std::vector<double>(kNumel, kUpdates),
+                    std::vector<double>(kNumel, 100 + kUpdates));
 }
 
 TEST(Update, OfAnArrayOpenedReadOnlyBesideAWritableOneThrowsAndItSeesTheOthersUpdates) {

@@ -314,8 +314,8 @@ void File::read_at(void* dst_v, size_t n, uint64_t offset, const IoPolicy& io) c
   uint64_t mid_start = (offset + kIoAlignment - 1) / kIoAlignment * kIoAlignment;
   uint64_t end = offset + n;
   uint64_t mid_end = end / kIoAlignment * kIoAlignment;
-  bool direct = io.direct && has_direct() && mid_end > mid_start &&
-                is_aligned(dst + (mid_start - offset));
+  bool direct =
+      io.direct && has_direct() && mid_end > mid_start && is_aligned(dst + (mid_start - offset));
   if (!direct || io.read_mode == ReadMode::kBuffered)
     return parallel_buffered_read(dst, n, offset, io.counters);
   if (mid_start > offset) buffered_read(dst, mid_start - offset, offset, io.counters);
@@ -328,8 +328,7 @@ void File::read_at(void* dst_v, size_t n, uint64_t offset, const IoPolicy& io) c
   } else if (!parallel_direct_read(mid, mid_n, mid_start, io.counters)) {
     buffered_read(mid, mid_n, mid_start, io.counters);
   }
-  if (end > mid_end)
-    buffered_read(dst + (mid_end - offset), end - mid_end, mid_end, io.counters);
+  if (end > mid_end) buffered_read(dst + (mid_end - offset), end - mid_end, mid_end, io.counters);
 }
 
 void File::write_at(const void* src_v, size_t n, uint64_t offset, const IoPolicy& io) const {
@@ -338,8 +337,8 @@ void File::write_at(const void* src_v, size_t n, uint64_t offset, const IoPolicy
   uint64_t mid_start = (offset + kIoAlignment - 1) / kIoAlignment * kIoAlignment;
   uint64_t end = offset + n;
   uint64_t mid_end = end / kIoAlignment * kIoAlignment;
-  bool direct = io.direct && has_direct() && mid_end > mid_start &&
-                is_aligned(src + (mid_start - offset));
+  bool direct =
+      io.direct && has_direct() && mid_end > mid_start && is_aligned(src + (mid_start - offset));
   if (!direct) return buffered_write(src, n, offset, io.counters);
   if (mid_start > offset) buffered_write(src, mid_start - offset, offset, io.counters);
   const std::byte* mid = src + (mid_start - offset);
@@ -347,8 +346,7 @@ void File::write_at(const void* src_v, size_t n, uint64_t offset, const IoPolicy
     return try_direct_write(mid + at, len, mid_start + at, io.counters);
   });
   if (!done) buffered_write(mid, mid_end - mid_start, mid_start, io.counters);
-  if (end > mid_end)
-    buffered_write(src + (mid_end - offset), end - mid_end, mid_end, io.counters);
+  if (end > mid_end) buffered_write(src + (mid_end - offset), end - mid_end, mid_end, io.counters);
 }
 
 uint64_t File::size() const {

@@ -4,9 +4,9 @@
 // go through an ordinary buffered descriptor.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>

@@ -104,9 +104,8 @@ ArrayRef StoredArray::open(const std::string& path, std::string_view format_name
     format = &format_named(format_name);
   }
   ArrayHeader header = format->read_header(*file, io, path, options);
-  return ArrayRef(
-      new StoredArray(std::move(shared), path, std::move(header.info), header.layout,
-                      options.writable));
+  return ArrayRef(new StoredArray(std::move(shared), path, std::move(header.info), header.layout,
+                                  options.writable));
 }
 
 ArrayRef StoredArray::reshaped(const ArrayRef& base, const std::vector<int64_t>& shape) {

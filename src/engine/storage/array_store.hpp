@@ -58,7 +58,9 @@ class StoredArray {
   uint64_t data_offset() const { return layout_.data_offset(); }
   // The file offset of element `element`: where a read of it starts, so
   // readers can land it in memory at the same alignment (for O_DIRECT).
-  uint64_t byte_of(int64_t element) const { return layout_.byte_of(element, itemsize(info_.dtype)); }
+  uint64_t byte_of(int64_t element) const {
+    return layout_.byte_of(element, itemsize(info_.dtype));
+  }
   bool writable() const { return writable_ && file_->current()->writable(); }
   bool is_scratch() const { return file_->scratch(); }
   // The file now behind the array. replace_data() may install another; this

@@ -5,8 +5,7 @@
 
 namespace jask {
 
-SharedFile::SharedFile(std::shared_ptr<File> file, bool scratch, OnClose on_close,
-                       FileTable* table)
+SharedFile::SharedFile(std::shared_ptr<File> file, bool scratch, OnClose on_close, FileTable* table)
     : path_(file->path()),
       scratch_(scratch),
       on_close_(std::move(on_close)),
