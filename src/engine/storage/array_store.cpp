@@ -1,7 +1,5 @@
 #include "storage/array_store.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <utility>
 
