@@ -35,7 +35,7 @@ def check_file(path, raw, a, b):
     np.testing.assert_array_equal(file_array(path, OFFSET_A), a)
     np.testing.assert_array_equal(file_array(path, OFFSET_B), b)
     outside = np.ones(raw.size, bool)
-    outside[OFFSET_A:OFFSET_A + NBYTES] = outside[OFFSET_B:OFFSET_B + NBYTES] = False
+    outside[OFFSET_A : OFFSET_A + NBYTES] = outside[OFFSET_B : OFFSET_B + NBYTES] = False
     np.testing.assert_array_equal(data[outside], raw[outside])
 
 
