@@ -56,7 +56,8 @@ def test_updates_of_two_arrays_of_one_file_keep_each_others_values(container, rn
 
 
 def test_update_while_a_view_of_the_other_array_is_held(container, rng, monkeypatch):
-    monkeypatch.setattr(jask._api.operands, "IN_MEMORY_LIMIT", 10)  # the slice stays a view of the file
+    # The slice stays on disk: a view of the file.
+    monkeypatch.setattr(jask._api.operands, "IN_MEMORY_LIMIT", 10)
     path, raw = container
     a, b = open_at(path, OFFSET_A), open_at(path, OFFSET_B)
     b_view = b[5:20]
