@@ -1,7 +1,8 @@
 """The base class of every Jask op, and how ops reach the engine.
 
 An op file subclasses `Op` and states: the output type, the engine kernel and
-its integer parameters, and the backward rule written with other Jask ops.
+its parameters (named fields, as the kernel's schema in the engine declares
+them), and the backward rule written with other Jask ops.
 Everything JAX needs (eager evaluation, lowering to an XLA FFI call under
 jit, the VJP plumbing) is derived here once.
 """
@@ -19,23 +20,49 @@ from .._dtypes import dtype_code
 from . import compat
 from .diskarray import DiskArray, DiskArrayTy
 
-# How a kernel's result comes back, per Op.result:
-#   "array"  a new DiskArray (an int32 handle)
-#   "scalar" a 0-d dense value (a reduction)
-#   "dense"  an in-memory jax.Array of the op's output type (materialize, row slices)
+# How a kernel's result comes back, per Op.result (one engine entry per kind):
+#   "array"     a new DiskArray (an int32 handle)
+#   "arrays"    a tuple of new DiskArrays (a fused program with several outputs)
+#   "scalar"    a 0-d in-memory value (a reduction)
+#   "in_memory" an in-memory jax.Array of the op's output type (materialize, row slices)
+#   "group"     a tuple of new DiskArrays and 0-d values (a row group, ops/_rowgroup.py)
 # Operands reach the engine as handles (DiskArrays), scalars (0-d) and
-# buffers (other in-memory arrays), in that order.
-#   "arrays" a tuple of new DiskArrays (a fused program with several outputs)
-#   "group"  a tuple of new DiskArrays and 0-d values (a row group, ops/_rowgroup.py)
-_FFI_TARGET = {"array": "jask_array_op", "arrays": "jask_arrays_op", "scalar": "jask_reduce_op",
-               "dense": "jask_dense_op", "group": "jask_group_op"}
+# in-memory buffers (other in-memory arrays), in that order; parameters as named
+# fields: XLA FFI attributes under jit, a dict eagerly.
+_FFI_TARGET = {"array": "jask_array_op", "arrays": "jask_arrays_op", "scalar": "jask_scalar_op",
+               "in_memory": "jask_in_memory_op", "group": "jask_group_op"}
+_EAGER_ENTRY = {"array": _engine.array_op, "arrays": _engine.arrays_op,
+                "scalar": _engine.scalar_op, "in_memory": _engine.in_memory_op,
+                "group": _engine.group_op}
+
+
+def _attribute(value):
+    """A parameter as an XLA FFI attribute: int64 scalars and arrays, bools, strings."""
+    if isinstance(value, (bool, np.bool_)):
+        return np.bool_(value)
+    if isinstance(value, (int, np.integer)):
+        return np.int64(value)
+    if isinstance(value, str):
+        return value
+    return np.asarray(value, np.int64).reshape(-1)
+
+
+def _eager_value(value):
+    """The same parameter as the engine's eager entry takes it."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, str):
+        return value
+    return tuple(int(v) for v in value)
 
 
 class Op(compat.VJPHiPrimitive):
     """One Jask op applied to operands of given types, with given static params.
 
     Subclasses set `name` and `kernel`, implement `out_type` and `vjp`, and
-    may override `kernel_params` and `result`.
+    may override `kernel_params` (the kernel's named fields) and `result`.
     """
 
     name: ClassVar[str]
@@ -52,12 +79,9 @@ class Op(compat.VJPHiPrimitive):
     def out_type(self, *in_avals, **params):
         raise NotImplementedError(f"jask.{self.name} must state its output type")
 
-    def kernel_params(self) -> tuple[int, ...]:
-        return ()
-
-    def kernel_name(self) -> str:
-        """The engine kernel to call (families add the op's name, for messages)."""
-        return self.kernel
+    def kernel_params(self) -> dict[str, Any]:
+        """The kernel's parameters by field name: ints, bools, strings, tuples of ints."""
+        return {}
 
     def vjp(self, ct, *operands, out, needs):
         """Cotangents of the operands, one per operand (None where not needed)."""
@@ -80,23 +104,22 @@ class Op(compat.VJPHiPrimitive):
         handles = [x.handle for x in operands if isinstance(x, DiskArray)]
         dense = [np.asarray(x) for x in operands if not isinstance(x, DiskArray)]
         scalars = [float(x) for x in dense if x.ndim == 0]
-        params = list(self.kernel_params())
         buffers = [np.ascontiguousarray(x).reshape(-1).view(np.uint8) for x in dense if x.ndim]
+        params = {k: _eager_value(v) for k, v in self.kernel_params().items()}
+        run = _EAGER_ENTRY[self.result]
         if self.result == "array":
-            h = _engine.array_op(self.kernel_name(), handles, scalars, params, buffers)
-            return DiskArray(self.out_aval, h)
+            return DiskArray(self.out_aval, run(self.kernel, handles, scalars, buffers, params))
         if self.result == "arrays":
-            hs = _engine.arrays_op(self.kernel_name(), handles, scalars, params, buffers)
+            hs = run(self.kernel, handles, scalars, buffers, params)
             return tuple(DiskArray(aval, h) for aval, h in zip(self.out_aval, hs))
         if self.result == "group":
-            hs, values = _engine.group_op(self.kernel_name(), handles, scalars, params)
+            hs, values = run(self.kernel, handles, scalars, buffers, params)
             return _group_results(self.out_aval, hs, values)
         if self.result == "scalar":
-            value = _engine.reduce_op(self.kernel_name(), handles, scalars, params)
+            value = run(self.kernel, handles, scalars, buffers, params)
             return jnp.asarray(value, self.out_aval.dtype)
         out = np.empty(self.out_aval.shape, self.out_aval.dtype)
-        _engine.dense_op(self.kernel_name(), handles, scalars, params, out.reshape(-1).view(np.uint8),
-                         buffers)
+        run(self.kernel, handles, scalars, buffers, params, out.reshape(-1).view(np.uint8))
         return jnp.asarray(out)
 
     def _lower(self, operands):
@@ -117,9 +140,9 @@ class Op(compat.VJPHiPrimitive):
         else:
             result_type = jax.ShapeDtypeStruct(out.shape, out.dtype)
         call = jax.ffi.ffi_call(_FFI_TARGET[self.result], result_type, has_side_effect=True)
-        value = call(*handles, *dense, kernel=self.kernel_name(),
-                     params=np.asarray(self.kernel_params(), np.int64),
-                     num_handles=np.int64(len(handles)))
+        attributes = {k: _attribute(v) for k, v in self.kernel_params().items()}
+        value = call(*handles, *dense, kernel=self.kernel, num_handles=np.int64(len(handles)),
+                     **attributes)
         if self.result == "arrays":
             return tuple(DiskArray(aval, value[i]) for i, aval in enumerate(out))
         if self.result == "group":

@@ -1,5 +1,5 @@
 """The elementwise family: ops computed by one engine instruction over DiskArrays of one
-shape and scalars, streamed in one pass (see src/engine/program.hpp)."""
+shape and scalars, streamed in one pass (see src/engine/program/program.hpp)."""
 
 from __future__ import annotations
 
@@ -34,28 +34,30 @@ def _kind(aval) -> str:
     return "memory" if aval.shape else "scalar"
 
 
-def encode(expr, in_avals, out_shape, out_dtype, reduction: str = "none", outputs=None) -> tuple[int, ...]:
-    """The engine's operand header and program for `expr` (see ProgramOperands in
-    src/engine/ops.cpp): DiskArray operands are the first registers, in-memory arrays the
-    next, scalars after them, then one register per instruction. `outputs` lists the
-    instructions whose results are stored (default: the last one)."""
+def encode(expr, in_avals, out_shape, out_dtype, reduction: str = "none", outputs=None) -> dict:
+    """The fields of the engine's elementwise kernels for `expr` (ElementwiseParams in
+    src/engine/kernels/ops.cpp): the output shape, each in-memory operand's dtype and shape,
+    and the program. DiskArray operands are the first registers, in-memory arrays the next,
+    scalars after them, then one register per instruction. `outputs` lists the instructions
+    whose results are stored (default: the last one)."""
     kinds = [_kind(a) for a in in_avals]
     order = [i for k in ("disk", "memory", "scalar") for i, kind in enumerate(kinds) if kind == k]
     register = {operand: r for r, operand in enumerate(order)}
-    header = [len(out_shape), *out_shape, kinds.count("memory")]
-    for i in order:
-        if kinds[i] == "memory":
-            header += [dtype_code(in_avals[i].dtype), len(in_avals[i].shape), *in_avals[i].shape]
+    memory = [in_avals[i] for i in order if kinds[i] == "memory"]
     base = len(in_avals)
     outputs = (len(expr) - 1,) if outputs is None else tuple(outputs)
-    params = [base + len(expr), dtype_code(out_dtype), REDUCTIONS[reduction], base + outputs[0],
-              len(expr)]
+    fields = {"op": [], "dst": [], "a": [], "b": [], "c": []}
     for j, (instr, args) in enumerate(expr):
         regs = [register[i] if kind == "in" else base + i for kind, i in args]
-        params += [OPCODES[instr], base + j, *(regs + [0, 0, 0])[:3]]
-    if len(outputs) > 1:
-        params += [len(outputs) - 1, *(base + j for j in outputs[1:])]
-    return tuple(header + params)
+        for name, value in zip(fields, (OPCODES[instr], base + j, *(regs + [0, 0, 0])[:3])):
+            fields[name].append(value)
+    return {"shape": tuple(out_shape),
+            "memory_dtypes": tuple(dtype_code(a.dtype) for a in memory),
+            "memory_ranks": tuple(len(a.shape) for a in memory),
+            "memory_dims": tuple(d for a in memory for d in a.shape),
+            "n_regs": base + len(expr), "out_dtype": dtype_code(out_dtype),
+            "reduction": REDUCTIONS[reduction], "out_regs": tuple(base + j for j in outputs),
+            **{name: tuple(values) for name, values in fields.items()}}
 
 
 def broadcast_shape(name: str, arrays) -> tuple[int, ...]:
@@ -132,10 +134,8 @@ class Elementwise(Op):
         return single_instruction(self.instr, len(self.in_avals))
 
     def kernel_params(self):
-        return encode(self.expr(), self.in_avals, self.out_aval.shape, self.out_aval.dtype)
-
-    def kernel_name(self):
-        return f"map/{self.name}"
+        return {"label": self.name,
+                **encode(self.expr(), self.in_avals, self.out_aval.shape, self.out_aval.dtype)}
 
 
 class BroadcastTo(Elementwise):
@@ -173,10 +173,8 @@ class Reduce(Op):
 
     def kernel_params(self):
         shape, arrays = operand_shape(self.name, self.in_avals)
-        return encode(self.expr(), self.in_avals, shape, arrays[0].dtype, self.reduction)
-
-    def kernel_name(self):
-        return f"map_reduce/{self.reduction}"
+        return {"label": self.reduction,
+                **encode(self.expr(), self.in_avals, shape, arrays[0].dtype, self.reduction)}
 
     def vjp(self, ct, *operands, out, needs):
         from .fill import Fill
@@ -231,10 +229,8 @@ class FusedMap(Op):
         return DiskArrayTy(shape, out_dtype)
 
     def kernel_params(self):
-        return encode(self.expr, self.in_avals, self.shape, self.out_dtype, self.reduction)
-
-    def kernel_name(self):
-        return f"map/{self.label}"
+        return {"label": self.label,
+                **encode(self.expr, self.in_avals, self.shape, self.out_dtype, self.reduction)}
 
 
 class FusedReduce(FusedMap):
@@ -245,9 +241,6 @@ class FusedReduce(FusedMap):
 
     def out_type(self, *operands, expr, label, shape, out_dtype, reduction):
         return compat.ShapedArray((), jax.dtypes.canonicalize_dtype(out_dtype))
-
-    def kernel_name(self):
-        return f"map_reduce/{self.label}"
 
 
 def _parts(prim):
@@ -329,10 +322,8 @@ class FusedMulti(Op):
         return tuple(DiskArrayTy(shape, out_dtype) for _ in outputs)
 
     def kernel_params(self):
-        return encode(self.expr, self.in_avals, self.shape, self.out_dtype, outputs=self.outputs)
-
-    def kernel_name(self):
-        return f"map_multi/{self.label}"
+        return {"label": self.label,
+                **encode(self.expr, self.in_avals, self.shape, self.out_dtype, outputs=self.outputs)}
 
 
 # Array streams (operands and results) of one multi-output pass.

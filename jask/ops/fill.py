@@ -14,7 +14,7 @@ class Fill(Op):
         return DiskArrayTy(shape, dtype)
 
     def kernel_params(self):
-        return (dtype_code(self.out_aval.dtype), *self.shape)
+        return {"dtype": dtype_code(self.out_aval.dtype), "shape": self.shape}
 
     def vjp(self, ct, value, *, out, needs):
         return (reduce_to(ct, value),)

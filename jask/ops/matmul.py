@@ -37,7 +37,7 @@ class Matmul(Op):
         return matmul_type(a, b, trans_a, trans_b)
 
     def kernel_params(self):
-        return (int(self.trans_a), int(self.trans_b))
+        return {"trans_a": bool(self.trans_a), "trans_b": bool(self.trans_b)}
 
     def vjp(self, ct, a, b, *, out, needs):
         # The products have the broadcast batch shape; reduce_to sums them back over the

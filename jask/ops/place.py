@@ -12,13 +12,14 @@ from .._jax.diskarray import DiskArray, DiskArrayTy
 from .._jax.op import Op, apply, describe
 
 
-def placement_params(out, parts, selections) -> tuple[int, ...]:
-    """The "place" kernel's params: output dtype and shape, then per part whether it is in
-    memory and its (start, step, count) per axis."""
-    params = [dtype_code(out.dtype), out.ndim, *out.shape, len(parts)]
-    for aval, selection in zip(parts, selections):
-        params += [int(not isinstance(aval, DiskArrayTy)), *(v for axis in selection for v in axis)]
-    return tuple(params)
+def placement_params(out, parts, selections) -> dict:
+    """The "place" kernel's params: output dtype and shape, whether each part is in memory,
+    and the parts' (start, step, count) per axis, part after part."""
+    axes = [axis for selection in selections for axis in selection]
+    return {"dtype": dtype_code(out.dtype), "shape": out.shape,
+            "in_memory": tuple(int(not isinstance(aval, DiskArrayTy)) for aval in parts),
+            "start": tuple(a[0] for a in axes), "step": tuple(a[1] for a in axes),
+            "count": tuple(a[2] for a in axes)}
 
 
 class Place(Op):

@@ -14,7 +14,7 @@ class PutRows(Op):
         return DiskArrayTy(shape, dtype)
 
     def kernel_params(self):
-        return (dtype_code(self.dtype), *self.shape)
+        return {"dtype": dtype_code(self.dtype), "shape": self.shape}
 
     def vjp(self, ct, rows, start, *, out, needs):
         from .rows import Rows

@@ -36,7 +36,7 @@ class ReduceAxes(Op):
         return DiskArrayTy(shape, dtype)
 
     def kernel_params(self):
-        return (REDUCTIONS[self.reduction], *self.axes)
+        return {"reduction": REDUCTIONS[self.reduction], "axes": self.axes}
 
     def vjp(self, ct, x, *, out, needs):
         return (spread(ct, x, out, self.axes, self.reduction),)
@@ -50,7 +50,7 @@ class ReduceAxes(Op):
 
 
 class ReduceAxesDense(ReduceAxes):
-    result = "dense"
+    result = "in_memory"
 
     def result_type(self, shape, dtype):
         return compat.ShapedArray(shape, jax.dtypes.canonicalize_dtype(dtype))

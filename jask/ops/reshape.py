@@ -16,7 +16,7 @@ class Reshape(Op):
         return DiskArrayTy(shape, x.dtype)
 
     def kernel_params(self):
-        return self.shape
+        return {"shape": self.shape}
 
     def vjp(self, ct, x, *, out, needs):
         return (apply(Reshape, ct, shape=x.shape),)

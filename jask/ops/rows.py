@@ -11,7 +11,7 @@ from .put_rows import PutRows
 class Rows(Op):
     name = "rows"
     kernel = "rows"
-    result = "dense"
+    result = "in_memory"
 
     def out_type(self, x, start, *, count):
         scalar_type(self.name, start)
@@ -20,7 +20,7 @@ class Rows(Op):
         return compat.ShapedArray((count, *x.shape[1:]), x.dtype)
 
     def kernel_params(self):
-        return (self.count,)
+        return {"count": self.count}
 
     def vjp(self, ct, x, start, *, out, needs):
         return apply(PutRows, ct, start, shape=x.shape, dtype=x.dtype), None

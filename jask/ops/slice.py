@@ -34,7 +34,8 @@ class Slice(Op):
         return DiskArrayTy(selected_shape(x, selection), x.dtype)
 
     def kernel_params(self):
-        return tuple(v for axis in self.selection for v in axis)
+        start, step, count = zip(*self.selection) if self.selection else ((), (), ())
+        return {"start": start, "step": step, "count": count}
 
     def vjp(self, ct, x, *, out, needs):
         from .place import place
@@ -45,7 +46,7 @@ class Slice(Op):
 
 
 class SliceDense(Slice):
-    result = "dense"
+    result = "in_memory"
 
     def out_type(self, x, *, selection):
         return compat.ShapedArray(selected_shape(x, selection), jax.dtypes.canonicalize_dtype(x.dtype))

@@ -40,7 +40,7 @@ class Take(Op):
 
     def kernel_params(self):
         indices = self.in_avals[1]
-        return (indices.dtype.itemsize, *indices.shape)
+        return {"index_itemsize": indices.dtype.itemsize, "index_shape": indices.shape}
 
     def vjp(self, ct, x, indices, *, out, needs):
         return apply(ScatterAddRows, ct, indices, shape=x.shape, dtype=x.dtype), None
@@ -50,7 +50,7 @@ class Take(Op):
 
 
 class TakeDense(Take):
-    result = "dense"
+    result = "in_memory"
 
     def result_type(self, shape, dtype):
         return compat.ShapedArray(shape, jax.dtypes.canonicalize_dtype(dtype))
@@ -69,7 +69,8 @@ class ScatterAddRows(Op):
         return DiskArrayTy(shape, dtype)
 
     def kernel_params(self):
-        return (dtype_code(self.dtype), self.in_avals[1].dtype.itemsize, *self.shape)
+        return {"dtype": dtype_code(self.dtype), "index_itemsize": self.in_avals[1].dtype.itemsize,
+                "shape": self.shape}
 
     def vjp(self, ct, rows, indices, *, out, needs):
         # the rows' cotangent has the rows' type: in memory or on disk

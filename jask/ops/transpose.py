@@ -14,7 +14,7 @@ class Transpose(Op):
         return DiskArrayTy(tuple(x.shape[p] for p in perm), x.dtype)
 
     def kernel_params(self):
-        return self.perm
+        return {"perm": self.perm}
 
     def vjp(self, ct, x, *, out, needs):
         inverse = tuple(sorted(range(len(self.perm)), key=lambda i: self.perm[i]))
