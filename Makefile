@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 CPP_BUILD := build/cpp-tests
 
-.PHONY: demo test test-python test-cpp test-sanitize lint-cpp install bench clean
+.PHONY: demo test test-python test-cpp test-sanitize lint lint-cpp lint-python install bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,12 @@ CPP_SOURCES = $(shell git ls-files 'src/*.cpp' 'src/*.hpp' 'tests/cpp/*.cpp' 'te
 lint-cpp:
 	./scripts/ensure-clang-format.sh
 	clang-format --dry-run -Werror $(CPP_SOURCES)
+
+# ruff (config in pyproject.toml) over the Python sources.
+lint-python: install
+	$(BIN)/ruff check jask tests bench examples
+
+lint: lint-cpp lint-python
 
 # python -m bench --quick: the same in under 2 minutes; see BENCHMARKS.md for the scaling sweep.
 bench: install

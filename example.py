@@ -30,8 +30,10 @@ def main():
 
     grad_fn = jax.jit(jax.grad(mse_loss, argnums=(0, 1, 2)))
     expected = numpy_gradients(A, B, C, T)
-    agree = all(np.allclose(np.asarray(g), e, rtol=1e-5, atol=1e-5)
-                for g, e in zip(grad_fn(a, b, c, t), expected))
+    agree = all(
+        np.allclose(np.asarray(g), e, rtol=1e-5, atol=1e-5)
+        for g, e in zip(grad_fn(a, b, c, t), expected)
+    )
 
     opt = optax.sgd(0.001)
     state = opt.init(a)

@@ -35,22 +35,49 @@ def parse_size(text: str) -> int:
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="256 MiB inputs and a 32 MiB budget")
-    p.add_argument("--size-gib", type=float, help="bytes of each large input, in GiB (default 2; 0.25 with --quick)")
-    p.add_argument("--budget", type=parse_size, help="memory budget (default 256MB; 32MB with --quick)")
-    p.add_argument("--workloads", help=f"comma-separated, from {','.join(WORKLOADS)} (default all; W1,W2,W3 with --scale)")
-    p.add_argument("--contenders", default=",".join(CONTENDERS), help="comma-separated (default all)")
-    p.add_argument("--scale", help="input sizes in GiB for a sweep at a fixed budget, e.g. 0.5,1,2,4,8")
-    p.add_argument("--data", default="build/bench-data", help="folder for the data files, reused across runs (not tmpfs)")
-    p.add_argument("--out", help="records JSON (default bench/results.json; bench/scaling.json with --scale)")
+    p.add_argument(
+        "--size-gib",
+        type=float,
+        help="bytes of each large input, in GiB (default 2; 0.25 with --quick)",
+    )
+    p.add_argument(
+        "--budget", type=parse_size, help="memory budget (default 256MB; 32MB with --quick)"
+    )
+    p.add_argument(
+        "--workloads",
+        help=f"comma-separated, from {','.join(WORKLOADS)} (default all; W1,W2,W3 with --scale)",
+    )
+    p.add_argument(
+        "--contenders", default=",".join(CONTENDERS), help="comma-separated (default all)"
+    )
+    p.add_argument(
+        "--scale", help="input sizes in GiB for a sweep at a fixed budget, e.g. 0.5,1,2,4,8"
+    )
+    p.add_argument(
+        "--data",
+        default="build/bench-data",
+        help="folder for the data files, reused across runs (not tmpfs)",
+    )
+    p.add_argument(
+        "--out", help="records JSON (default bench/results.json; bench/scaling.json with --scale)"
+    )
     p.add_argument("--markdown", default="BENCHMARKS.md", help="the report to write")
     p.add_argument("--timeout", type=float, default=900, help="seconds one contender may run")
-    p.add_argument("--repeat", type=int, help="rounds of the out-of-core contenders, each round in the reverse "
-                   "order of the last; the table shows each one's median time (default 2; 1 with --quick or --scale)")
+    p.add_argument(
+        "--repeat",
+        type=int,
+        help="rounds of the out-of-core contenders, each round in the reverse "
+        "order of the last; the table shows each one's median time (default 2; 1 with --quick or --scale)",
+    )
     args = p.parse_args(argv)
     args.budget = args.budget or (32 * MIB if args.quick else 256 * MIB)
     size = args.size_gib or (0.25 if args.quick else 2.0)
-    args.sizes = [int(float(s) * GIB) for s in args.scale.split(",")] if args.scale else [int(size * GIB)]
-    args.workloads = (args.workloads or ("W1,W2,W3" if args.scale else ",".join(WORKLOADS))).split(",")
+    args.sizes = (
+        [int(float(s) * GIB) for s in args.scale.split(",")] if args.scale else [int(size * GIB)]
+    )
+    args.workloads = (args.workloads or ("W1,W2,W3" if args.scale else ",".join(WORKLOADS))).split(
+        ","
+    )
     args.contenders = args.contenders.split(",")
     args.repeat = args.repeat or (1 if args.quick or args.scale else 2)
     if args.repeat < 1:
@@ -76,12 +103,21 @@ def measure_limits(data_dir: str, sizes: list[int]) -> dict:
     """Disk bandwidth (direct I/O) and NumPy's in-memory matmul rate; `final_limits` measures the disk again."""
     probe = min(GIB, max(16 * MIB, min(sizes)))
     side = 4096 if max(sizes) >= GIB else 2048 if max(sizes) >= 64 * MIB else 1024
-    print(f"Measuring the disk (direct I/O, 16 MiB requests, {probe / MIB:g} MiB file) and in-memory matmul ...")
+    print(
+        f"Measuring the disk (direct I/O, 16 MiB requests, {probe / MIB:g} MiB file) and in-memory matmul ..."
+    )
     read_bps, write_bps = disk.bandwidth(data_dir, probe)
-    limits = {"read_bps_before": read_bps, "write_bps_before": write_bps, "probe_bytes": probe,
-              "numpy_matmul_flops": machine.matmul_flops(side), "matmul_side": side}
-    print(f"  disk read {read_bps / 1e9:.2f} GB/s, write {write_bps / 1e9:.2f} GB/s; "
-          f"matmul {limits['numpy_matmul_flops'] / 1e9:.1f} GFLOP/s")
+    limits = {
+        "read_bps_before": read_bps,
+        "write_bps_before": write_bps,
+        "probe_bytes": probe,
+        "numpy_matmul_flops": machine.matmul_flops(side),
+        "matmul_side": side,
+    }
+    print(
+        f"  disk read {read_bps / 1e9:.2f} GB/s, write {write_bps / 1e9:.2f} GB/s; "
+        f"matmul {limits['numpy_matmul_flops'] / 1e9:.1f} GFLOP/s"
+    )
     return limits
 
 
@@ -89,11 +125,17 @@ def final_limits(data_dir: str, limits: dict, records: list[dict]) -> None:
     """The best of the disk measured before and after the workloads (other load on the machine only
     slows it down), and the best in-memory matmul rate: NumPy's, or an in-memory W3 contender's."""
     read_bps, write_bps = disk.bandwidth(data_dir, limits["probe_bytes"], passes=1)
-    limits.update(read_bps_after=read_bps, write_bps_after=write_bps,
-                  read_bps=max(read_bps, limits["read_bps_before"]),
-                  write_bps=max(write_bps, limits["write_bps_before"]))
-    in_memory = [r["flops"] / r["seconds"] for r in records
-                 if r["workload"] == "W3" and r["contender"] in IN_MEMORY and r["seconds"]]
+    limits.update(
+        read_bps_after=read_bps,
+        write_bps_after=write_bps,
+        read_bps=max(read_bps, limits["read_bps_before"]),
+        write_bps=max(write_bps, limits["write_bps_before"]),
+    )
+    in_memory = [
+        r["flops"] / r["seconds"]
+        for r in records
+        if r["workload"] == "W3" and r["contender"] in IN_MEMORY and r["seconds"]
+    ]
     limits["matmul_flops"] = max([limits["numpy_matmul_flops"], *in_memory])
 
 
@@ -113,7 +155,11 @@ def run_workloads(args: argparse.Namespace) -> list[dict]:
                 for contender in order[::-1] if round_ % 2 else order:
                     r = harness.measure(name, contender, size, args.budget, args.data, args.timeout)
                     runs[contender].append(r)
-                    outcome = f"{r['seconds']:8.2f} s" if r["seconds"] is not None else r["error"] or r["note"]
+                    outcome = (
+                        f"{r['seconds']:8.2f} s"
+                        if r["seconds"] is not None
+                        else r["error"] or r["note"]
+                    )
                     print(f"  {name} {CONTENDERS[contender]:24} {outcome}")
             group = [harness.median_record(runs[c]) for c in contenders]
             report.compare(group)
@@ -131,26 +177,38 @@ def write_reports(args: argparse.Namespace, records: list[dict], meta: dict) -> 
     if args.scale:
         report.plot(records, plot_file)
     report.write_markdown(args.markdown, main_run, sweep, plot_file)
-    print(f"\nWrote {args.out}, {report.meta_path(args.out)} and {args.markdown}"
-          + (f" and {plot_file}" if args.scale else "") + f" in {meta['seconds'] / 60:.1f} minutes.")
+    print(
+        f"\nWrote {args.out}, {report.meta_path(args.out)} and {args.markdown}"
+        + (f" and {plot_file}" if args.scale else "")
+        + f" in {meta['seconds'] / 60:.1f} minutes."
+    )
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
     started = time.time()
     prepare_data_dir(args.data)
-    meta = {"command": shlex.join(["python", "-m", "bench", *(sys.argv[1:] if argv is None else argv)]),
-            "machine": machine.describe(args.data), "budget_bytes": args.budget}
+    meta = {
+        "command": shlex.join(["python", "-m", "bench", *(sys.argv[1:] if argv is None else argv)]),
+        "machine": machine.describe(args.data),
+        "budget_bytes": args.budget,
+    }
     m = meta["machine"]
-    print(f"{m['cpu']}, {m['cores']} cores, {m['ram_bytes'] / GIB:.0f} GiB RAM; data in {m['data_dir']} "
-          f"({m['filesystem']}); load average {m['load_average']:.1f}")
+    print(
+        f"{m['cpu']}, {m['cores']} cores, {m['ram_bytes'] / GIB:.0f} GiB RAM; data in {m['data_dir']} "
+        f"({m['filesystem']}); load average {m['load_average']:.1f}"
+    )
     meta["limits"] = measure_limits(args.data, args.sizes)
-    print("Each contender runs in a fresh process; its input files are evicted from the page cache "
-          "(fsync + POSIX_FADV_DONTNEED) before the timed run; jit compilation is excluded; "
-          "W5 times the third step of a training loop.")
+    print(
+        "Each contender runs in a fresh process; its input files are evicted from the page cache "
+        "(fsync + POSIX_FADV_DONTNEED) before the timed run; jit compilation is excluded; "
+        "W5 times the third step of a training loop."
+    )
     if args.repeat > 1:
-        print(f"{args.repeat} rounds of the out-of-core contenders, alternating their order; "
-              "the table shows each one's median time.")
+        print(
+            f"{args.repeat} rounds of the out-of-core contenders, alternating their order; "
+            "the table shows each one's median time."
+        )
     records = run_workloads(args)
     final_limits(args.data, meta["limits"], records)
     for r in records:

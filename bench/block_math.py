@@ -46,8 +46,18 @@ def main():
         xla_sum = best_of(lambda: total(jnp.asarray(x)).block_until_ready())
         xla_sum_only = best_of(lambda: total(xj).block_until_ready())
         gb = x.nbytes / 1e9
-        rows.append((f"x - y, {mib} MiB block", 2 * gb / cxx_map, 2 * gb / xla_map, 2 * gb / xla_map_only, "GB/s"))
-        rows.append((f"sum(x), {mib} MiB block", gb / cxx_sum, gb / xla_sum, gb / xla_sum_only, "GB/s"))
+        rows.append(
+            (
+                f"x - y, {mib} MiB block",
+                2 * gb / cxx_map,
+                2 * gb / xla_map,
+                2 * gb / xla_map_only,
+                "GB/s",
+            )
+        )
+        rows.append(
+            (f"sum(x), {mib} MiB block", gb / cxx_sum, gb / xla_sum, gb / xla_sum_only, "GB/s")
+        )
     for side in (512, 1024):
         a = rng.standard_normal((side, side), np.float32)
         b = rng.standard_normal((side, side), np.float32)
@@ -57,9 +67,13 @@ def main():
         cxx = best_of(lambda: _engine.block_gemm(a, b, c, side, side, side))
         xla = best_of(lambda: dot(jnp.asarray(a), jnp.asarray(b)).block_until_ready())
         xla_only = best_of(lambda: dot(aj, bj).block_until_ready())
-        flops = 2 * side ** 3 / 1e9
-        rows.append((f"matmul tile {side}^3", flops / cxx, flops / xla, flops / xla_only, "GFLOP/s"))
-    print(f"{'block':26} {'C++ engine':>11} {'XLA+copy in':>12} {'XLA alone':>10}  unit     C++/XLA+copy")
+        flops = 2 * side**3 / 1e9
+        rows.append(
+            (f"matmul tile {side}^3", flops / cxx, flops / xla, flops / xla_only, "GFLOP/s")
+        )
+    print(
+        f"{'block':26} {'C++ engine':>11} {'XLA+copy in':>12} {'XLA alone':>10}  unit     C++/XLA+copy"
+    )
     for name, cxx, xla, xla_only, unit in rows:
         print(f"{name:26} {cxx:11.2f} {xla:12.2f} {xla_only:10.2f}  {unit:8} {cxx / xla:6.2f}")
     print(f"OpenBLAS loaded: {_engine.blas_loaded()}")

@@ -8,7 +8,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 REQUEST = 16 << 20  # large aligned requests, as dd bs=16M iflag=direct
-DEPTH = 4           # requests in flight, one per thread, as fast out-of-core engines issue them
+DEPTH = 4  # requests in flight, one per thread, as fast out-of-core engines issue them
 
 
 def bandwidth(folder: str, nbytes: int, passes: int = 2) -> tuple[float, float]:
@@ -42,9 +42,14 @@ def _timed_pass(path: str, nbytes: int, buffers: list[mmap.mmap], write: bool) -
 
     def stripe(k: int) -> None:  # requests k, k + DEPTH, k + 2 DEPTH, ... from buffer k
         for offset in range(k * REQUEST, nbytes, DEPTH * REQUEST):
-            done = os.pwrite(fd, buffers[k], offset) if write else os.preadv(fd, [buffers[k]], offset)
+            done = (
+                os.pwrite(fd, buffers[k], offset) if write else os.preadv(fd, [buffers[k]], offset)
+            )
             if done != REQUEST:
-                raise OSError(f"short {'write' if write else 'read'} of {done} bytes at {offset} in {path}")
+                raise OSError(
+                    f"short {'write' if write else 'read'} of {done} bytes at {offset} in {path}"
+                )
+
     try:
         with ThreadPoolExecutor(DEPTH) as pool:
             start = time.perf_counter()

@@ -44,7 +44,9 @@ def cached_fraction(path: str) -> float:
     vec = (ctypes.c_ubyte * pages)()
     with open(path, "rb") as f, mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY) as mapping:
         anchor = ctypes.c_char.from_buffer(mapping)
-        failed = _libc.mincore(ctypes.c_void_p(ctypes.addressof(anchor)), ctypes.c_size_t(size), vec)
+        failed = _libc.mincore(
+            ctypes.c_void_p(ctypes.addressof(anchor)), ctypes.c_size_t(size), vec
+        )
         del anchor  # the mapping cannot close while a ctypes object points into it
     if failed:
         raise OSError(ctypes.get_errno(), f"mincore failed on {path}")
@@ -67,19 +69,41 @@ def proc_status(field: str) -> int:
     raise KeyError(field)
 
 
-def run_child(workload: str, contender: str, size: int, budget: int, data_dir: str, timeout: float) -> dict:
+def run_child(
+    workload: str, contender: str, size: int, budget: int, data_dir: str, timeout: float
+) -> dict:
     """The JSON a `python -m bench.run_one` child prints, or {"error": ...}."""
     data_dir = os.path.abspath(data_dir)  # the child runs in the repository root
     out_dir = os.path.join(data_dir, "out", f"{workload}-{contender}")
     shutil.rmtree(out_dir, ignore_errors=True)
     os.makedirs(out_dir)
-    cmd = [sys.executable, "-m", "bench.run_one", "--workload", workload, "--contender", contender,
-           "--data", data_dir, "--out-dir", out_dir, "--size", str(size), "--budget", str(budget)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.run_one",
+        "--workload",
+        workload,
+        "--contender",
+        contender,
+        "--data",
+        data_dir,
+        "--out-dir",
+        out_dir,
+        "--size",
+        str(size),
+        "--budget",
+        str(budget),
+    ]
     # JAX on the CPU for every contender: Jask runs its ops on the CPU.
-    env = dict(os.environ, JAX_PLATFORMS="cpu",
-               PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+    env = dict(
+        os.environ,
+        JAX_PLATFORMS="cpu",
+        PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
+    )
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env
+        )
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
     finally:
@@ -91,24 +115,46 @@ def run_child(workload: str, contender: str, size: int, budget: int, data_dir: s
     return json.loads(lines[-1])
 
 
-def measure(workload: str, contender: str, size: int, budget: int, data_dir: str, timeout: float) -> dict:
+def measure(
+    workload: str, contender: str, size: int, budget: int, data_dir: str, timeout: float
+) -> dict:
     """One record of results.json: the child's measurements (`score` adds throughput and limits)."""
     wl = WORKLOADS[workload]
     plan = arrays(size, budget)
     read, written, flops = wl.cost(plan)
     record = {
-        "workload": workload, "title": wl.title, "contender": contender, "contender_name": CONTENDERS[contender],
-        "size_bytes": size, "budget_bytes": budget, "data_bytes": read + written, "minimal_read_bytes": read,
-        "minimal_written_bytes": written, "flops": flops, "unit": wl.unit, "seconds": None, "throughput": None,
-        "limit_seconds": None, "limit_fraction": None, "peak_rss_bytes": None, "baseline_rss_bytes": None,
-        "read_bytes": None, "written_bytes": None, "cached_fraction": None, "check": None, "io_mode": None,
+        "workload": workload,
+        "title": wl.title,
+        "contender": contender,
+        "contender_name": CONTENDERS[contender],
+        "size_bytes": size,
+        "budget_bytes": budget,
+        "data_bytes": read + written,
+        "minimal_read_bytes": read,
+        "minimal_written_bytes": written,
+        "flops": flops,
+        "unit": wl.unit,
+        "seconds": None,
+        "throughput": None,
+        "limit_seconds": None,
+        "limit_fraction": None,
+        "peak_rss_bytes": None,
+        "baseline_rss_bytes": None,
+        "read_bytes": None,
+        "written_bytes": None,
+        "cached_fraction": None,
+        "check": None,
+        "io_mode": None,
         "jask_stage_seconds": None,
-        "note": "", "error": None,
+        "note": "",
+        "error": None,
     }
     in_memory = contender in IN_MEMORY
     if in_memory and wl.input_bytes(plan) > machine.ram_bytes() // 3:
-        record["note"] = (f"skipped: {wl.input_bytes(plan) / 2**30:.1f} GiB of inputs do not fit comfortably "
-                          f"in RAM ({machine.ram_bytes() / 2**30:.0f} GiB)")
+        record["note"] = (
+            f"skipped: {wl.input_bytes(plan) / 2**30:.1f} GiB of inputs do not fit comfortably "
+            f"in RAM ({machine.ram_bytes() / 2**30:.0f} GiB)"
+        )
         return record
     record["note"] = "in memory, load excluded" if in_memory else ""
     result = run_child(workload, contender, size, budget, data_dir, timeout)
@@ -129,8 +175,12 @@ def median_record(runs: list[dict]) -> dict:
     times = [r["seconds"] for r in done]
     middle = statistics.median(times)
     record = dict(min(done, key=lambda r: abs(r["seconds"] - middle)))
-    record.update(seconds=middle, seconds_runs=times, peak_rss_bytes=max(r["peak_rss_bytes"] for r in done),
-                  measured_run_seconds=record["seconds"])  # the round whose bytes and profile these are
+    record.update(
+        seconds=middle,
+        seconds_runs=times,
+        peak_rss_bytes=max(r["peak_rss_bytes"] for r in done),
+        measured_run_seconds=record["seconds"],
+    )  # the round whose bytes and profile these are
     return record
 
 
@@ -145,9 +195,19 @@ def score(record: dict, limits: dict) -> None:
     seconds = record["seconds"]
     if seconds is None:
         return
-    read, written, flops = record["minimal_read_bytes"], record["minimal_written_bytes"], record["flops"]
-    io_limit = 0.0 if record["contender"] in IN_MEMORY else read / limits["read_bps"] + written / limits["write_bps"]
+    read, written, flops = (
+        record["minimal_read_bytes"],
+        record["minimal_written_bytes"],
+        record["flops"],
+    )
+    io_limit = (
+        0.0
+        if record["contender"] in IN_MEMORY
+        else read / limits["read_bps"] + written / limits["write_bps"]
+    )
     limit = max(io_limit, flops / limits["matmul_flops"])
-    record["throughput"] = (flops / 1e9 if record["unit"] == "GFLOP/s" else (read + written) / 1e9) / seconds
+    record["throughput"] = (
+        flops / 1e9 if record["unit"] == "GFLOP/s" else (read + written) / 1e9
+    ) / seconds
     record["limit_seconds"] = limit or None
     record["limit_fraction"] = limit / seconds if limit else None

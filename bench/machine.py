@@ -70,8 +70,13 @@ def _versions() -> dict:
 
 def _git_commit() -> str:
     try:
-        out = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
-                             cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), timeout=10)
+        out = subprocess.run(
+            ["git", "describe", "--always", "--dirty"],
+            capture_output=True,
+            text=True,
+            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+            timeout=10,
+        )
         return out.stdout.strip() or "unknown"
     except OSError:
         return "unknown"

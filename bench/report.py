@@ -8,9 +8,11 @@ import os
 
 from .workloads import CONTENDERS, GIB, MIB, WORKLOADS, arrays
 
-CHECK_RTOL = 1e-2  # float32 sums over millions of elements in different orders differ in the 4th digit
+CHECK_RTOL = (
+    1e-2  # float32 sums over millions of elements in different orders differ in the 4th digit
+)
 
-METHOD = """\
+METHOD = f"""\
 - The out-of-core contenders run in rounds (`--repeat`, 2 by default), each round in the reverse order
   of the one before, and the table shows each one's median time (with two rounds, their mean;
   `seconds_runs` in results.json has every round): the shared disk's speed drifts by tens of percent
@@ -43,8 +45,8 @@ METHOD = """\
   scheduler, outputs with `da.store` into `open_memmap`; W4's gradients and W5's update written out
   by hand (Dask has no autodiff).
 - Check: a few numbers from each result (loss, norms of sampled elements) compared with the NumPy
-  contender's, relative tolerance {rtol}.
-""".format(rtol=CHECK_RTOL)
+  contender's, relative tolerance {CHECK_RTOL}.
+"""
 
 
 def compare(records: list[dict]) -> None:
@@ -55,10 +57,15 @@ def compare(records: list[dict]) -> None:
     for group in groups.values():
         by_name = {r["contender"]: r for r in group}
         jask = by_name.get("jask", {}).get("seconds")
-        reference = next((by_name[c]["check"] for c in ("numpy", "jask") if by_name.get(c, {}).get("check")), None)
+        reference = next(
+            (by_name[c]["check"] for c in ("numpy", "jask") if by_name.get(c, {}).get("check")),
+            None,
+        )
         for r in group:
             r["vs_jask"] = r["seconds"] / jask if r["seconds"] and jask else None
-            r["check_rel_diff"] = _rel_diff(r["check"], reference) if r["check"] and reference else None
+            r["check_rel_diff"] = (
+                _rel_diff(r["check"], reference) if r["check"] and reference else None
+            )
 
 
 def _rel_diff(values, reference) -> float:
@@ -77,8 +84,19 @@ def _check(r: dict) -> str:
     return "ok" if r["check_rel_diff"] <= CHECK_RTOL else f"differs {r['check_rel_diff']:.0e}"
 
 
-HEADER = ["Workload", "Input", "Contender", "Time (s)", "Throughput", "of limit", "Peak RSS (MiB)",
-          "Read (MiB)", "Written (MiB)", "Time / Jask", "Check"]
+HEADER = [
+    "Workload",
+    "Input",
+    "Contender",
+    "Time (s)",
+    "Throughput",
+    "of limit",
+    "Peak RSS (MiB)",
+    "Read (MiB)",
+    "Written (MiB)",
+    "Time / Jask",
+    "Check",
+]
 
 
 def rows(records: list[dict]) -> list[list[str]]:
@@ -86,26 +104,45 @@ def rows(records: list[dict]) -> list[list[str]]:
     for r in records:
         if r["seconds"] is None:
             why = r["error"] or r["note"]
-            out.append([r["workload"], f"{r['size_bytes'] / GIB:g} GiB", r["contender_name"], why] + [""] * 7)
+            out.append(
+                [r["workload"], f"{r['size_bytes'] / GIB:g} GiB", r["contender_name"], why]
+                + [""] * 7
+            )
             continue
-        out.append([
-            r["workload"], f"{r['size_bytes'] / GIB:g} GiB", r["contender_name"] + (" *" if r["note"] else ""),
-            f"{r['seconds']:.2f}", f"{r['throughput']:.2f} {r['unit']}", _fmt(r["limit_fraction"], ".0%"),
-            f"{r['peak_rss_bytes'] / MIB:.0f}", f"{r['read_bytes'] / MIB:.0f}", f"{r['written_bytes'] / MIB:.0f}",
-            _fmt(r["vs_jask"], ".2f"), _check(r),
-        ])
+        out.append(
+            [
+                r["workload"],
+                f"{r['size_bytes'] / GIB:g} GiB",
+                r["contender_name"] + (" *" if r["note"] else ""),
+                f"{r['seconds']:.2f}",
+                f"{r['throughput']:.2f} {r['unit']}",
+                _fmt(r["limit_fraction"], ".0%"),
+                f"{r['peak_rss_bytes'] / MIB:.0f}",
+                f"{r['read_bytes'] / MIB:.0f}",
+                f"{r['written_bytes'] / MIB:.0f}",
+                _fmt(r["vs_jask"], ".2f"),
+                _check(r),
+            ]
+        )
     return out
 
 
 def text_table(records: list[dict]) -> str:
     table = [HEADER] + rows(records)
-    widths = [max(len(row[i]) for row in table if len(row) > i and row[4]) for i in range(len(HEADER))]
+    widths = [
+        max(len(row[i]) for row in table if len(row) > i and row[4]) for i in range(len(HEADER))
+    ]
     lines = []
     for row in table:
         if not row[4] and row is not HEADER:  # a skipped or failed run: its reason spans the row
             lines.append("  ".join(c.ljust(w) for c, w in zip(row[:3], widths)) + "  " + row[3])
         else:
-            lines.append("  ".join(c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))))
+            lines.append(
+                "  ".join(
+                    c.rjust(w) if i >= 3 else c.ljust(w)
+                    for i, (c, w) in enumerate(zip(row, widths))
+                )
+            )
     return "\n".join(lines)
 
 
@@ -117,15 +154,20 @@ def markdown_table(records: list[dict]) -> str:
 
 def profile_table(records: list[dict]) -> str:
     """Jask's time per pipeline stage (busy seconds, summed over its ops) against its wall time."""
-    lines = ["| Workload | Input | Wall, that round (s) | Pipelines (s) | Read busy (s) | Compute busy (s) | Write busy (s) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| Workload | Input | Wall, that round (s) | Pipelines (s) | Read busy (s) "
+        "| Compute busy (s) | Write busy (s) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in records:
         stages = r.get("jask_stage_seconds")
         if r["contender"] != "jask" or not stages or r["seconds"] is None:
             continue
         wall = r.get("measured_run_seconds") or r["seconds"]
-        lines.append(f"| {r['workload']} | {r['size_bytes'] / GIB:g} GiB | {wall:.2f} | {stages['span']:.2f} | "
-                     f"{stages['read']:.2f} | {stages['compute']:.2f} | {stages['write']:.2f} |")
+        lines.append(
+            f"| {r['workload']} | {r['size_bytes'] / GIB:g} GiB | {wall:.2f} | {stages['span']:.2f} | "
+            f"{stages['read']:.2f} | {stages['compute']:.2f} | {stages['write']:.2f} |"
+        )
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
@@ -155,18 +197,20 @@ def _gb(bps: float) -> str:
 def _machine(meta: dict) -> str:
     m, lim = meta["machine"], meta["limits"]
     versions = ", ".join(f"{k} {v}" for k, v in m["versions"].items())
-    return (f"- Machine: {m['cpu']}, {m['cores']} cores, {m['ram_bytes'] / GIB:.0f} GiB RAM, Linux {m['kernel']}; "
-            f"load average {m['load_average']:.1f} at the start, {meta['load_average_end']:.1f} at the end "
-            f"(other processes share this machine)\n"
-            f"- Data folder: `{m['data_dir']}` on {m['filesystem']}, {m['device']}\n"
-            f"- Disk, direct I/O, 16 MiB requests on a {lim['probe_bytes'] / MIB:g} MiB file, best of before and "
-            f"after the workloads: read {_gb(lim['read_bps'])} ({_gb(lim['read_bps_before'])}, "
-            f"{_gb(lim['read_bps_after'])}), write {_gb(lim['write_bps'])} ({_gb(lim['write_bps_before'])}, "
-            f"{_gb(lim['write_bps_after'])})\n"
-            f"- In-memory float32 matmul: {lim['matmul_flops'] / 1e9:.1f} GFLOP/s, the best of NumPy's "
-            f"({lim['numpy_matmul_flops'] / 1e9:.1f} GFLOP/s on {lim['matmul_side']}^3) and the in-memory W3 runs\n"
-            f"- Versions: {versions}; Jask commit {m['commit']}\n"
-            f"- Run on {m['date']}, {meta['seconds'] / 60:.1f} minutes in all")
+    return (
+        f"- Machine: {m['cpu']}, {m['cores']} cores, {m['ram_bytes'] / GIB:.0f} GiB RAM, Linux {m['kernel']}; "
+        f"load average {m['load_average']:.1f} at the start, {meta['load_average_end']:.1f} at the end "
+        f"(other processes share this machine)\n"
+        f"- Data folder: `{m['data_dir']}` on {m['filesystem']}, {m['device']}\n"
+        f"- Disk, direct I/O, 16 MiB requests on a {lim['probe_bytes'] / MIB:g} MiB file, best of before and "
+        f"after the workloads: read {_gb(lim['read_bps'])} ({_gb(lim['read_bps_before'])}, "
+        f"{_gb(lim['read_bps_after'])}), write {_gb(lim['write_bps'])} ({_gb(lim['write_bps_before'])}, "
+        f"{_gb(lim['write_bps_after'])})\n"
+        f"- In-memory float32 matmul: {lim['matmul_flops'] / 1e9:.1f} GFLOP/s, the best of NumPy's "
+        f"({lim['numpy_matmul_flops'] / 1e9:.1f} GFLOP/s on {lim['matmul_side']}^3) and the in-memory W3 runs\n"
+        f"- Versions: {versions}; Jask commit {m['commit']}\n"
+        f"- Run on {m['date']}, {meta['seconds'] / 60:.1f} minutes in all"
+    )
 
 
 def _shapes(size: int, budget: int, names) -> str:
@@ -182,40 +226,50 @@ def _shapes(size: int, budget: int, names) -> str:
 def _section(title: str, records: list[dict], meta: dict) -> str:
     sizes = sorted({r["size_bytes"] for r in records})
     names = sorted({r["workload"] for r in records})
-    return (f"## {title}\n\n`{meta['command']}`\n\n{_machine(meta)}\n"
-            f"- Budget {meta['budget_bytes'] / MIB:g} MiB; input size "
-            f"{', '.join(f'{s / GIB:g}' for s in sizes)} GiB (bytes of each large input)\n\n"
-            f"Shapes at {sizes[-1] / GIB:g} GiB:\n\n{_shapes(sizes[-1], meta['budget_bytes'], names)}\n\n"
-            f"{markdown_table(records)}\n\n"
-            f"`*` in memory: inputs loaded before timing, nothing written (the compute ceiling).\n"
-            + _profile_section(records))
+    return (
+        f"## {title}\n\n`{meta['command']}`\n\n{_machine(meta)}\n"
+        f"- Budget {meta['budget_bytes'] / MIB:g} MiB; input size "
+        f"{', '.join(f'{s / GIB:g}' for s in sizes)} GiB (bytes of each large input)\n\n"
+        f"Shapes at {sizes[-1] / GIB:g} GiB:\n\n{_shapes(sizes[-1], meta['budget_bytes'], names)}\n\n"
+        f"{markdown_table(records)}\n\n"
+        f"`*` in memory: inputs loaded before timing, nothing written (the compute ceiling).\n"
+        + _profile_section(records)
+    )
 
 
 def _profile_section(records: list[dict]) -> str:
     table = profile_table(records)
     if not table:
         return ""
-    return ("\nWhere Jask's time goes (`jask._engine.pipeline_stage_seconds()` around the timed part of the "
-            "round nearest the median): "
-            "seconds its block pipelines ran (from first read to last write) and each stage was busy. "
-            "Stages overlap, so a stage busy for about the whole span is the bound; compute busy "
-            "longer than the same op takes in memory means I/O took CPU from it.\n\n" + table + "\n")
+    return (
+        "\nWhere Jask's time goes (`jask._engine.pipeline_stage_seconds()` around the timed part of the "
+        "round nearest the median): "
+        "seconds its block pipelines ran (from first read to last write) and each stage was busy. "
+        "Stages overlap, so a stage busy for about the whole span is the bound; compute busy "
+        "longer than the same op takes in memory means I/O took CPU from it.\n\n" + table + "\n"
+    )
 
 
 def write_markdown(path: str, main, scaling, plot_file: str | None) -> None:
     """BENCHMARKS.md from the latest default run and the latest sweep, each (records, meta) or None."""
-    parts = ["# Benchmarks\n",
-             "Written by `python -m bench` (see `bench/`); rerun it rather than editing this file.\n",
-             "## Method\n", METHOD]
+    parts = [
+        "# Benchmarks\n",
+        "Written by `python -m bench` (see `bench/`); rerun it rather than editing this file.\n",
+        "## Method\n",
+        METHOD,
+    ]
     if main:
         parts.append(_section("Results", *main))
     parts.append("## Scaling\n")
-    parts.append("Time against bytes moved (W1, W2) and flops (W3) at a fixed budget, and peak memory, from\n\n"
-                 "    python -m bench --scale 0.5,1,2,4,8\n\n"
-                 "(W1, W2 and W3 at each input size; expect half an hour or more on two cores, and about 30 GiB of free disk).\n")
+    parts.append(
+        "Time against bytes moved (W1, W2) and flops (W3) at a fixed budget, and peak memory, from\n\n"
+        "    python -m bench --scale 0.5,1,2,4,8\n\n"
+        "(W1, W2 and W3 at each input size; expect half an hour or more on two cores, and about 30 GiB of free disk).\n"
+    )
     if scaling:
         if plot_file:
-            parts.append(f"![time and peak RSS against size]({os.path.relpath(plot_file, os.path.dirname(os.path.abspath(path)))})\n")
+            relative = os.path.relpath(plot_file, os.path.dirname(os.path.abspath(path)))
+            parts.append(f"![time and peak RSS against size]({relative})\n")
         parts.append(_section("Scaling sweep", *scaling).replace("## Scaling sweep", "### Sweep"))
     else:
         parts.append("No sweep has been run yet.\n")
@@ -234,6 +288,7 @@ def _tick(value: float, _) -> str:
 def plot(records: list[dict], path: str) -> None:
     """Time against GB moved (W1, W2) and GFLOP (W3), with the limit dashed; peak RSS against input size."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
@@ -241,33 +296,58 @@ def plot(records: list[dict], path: str) -> None:
     plain = FuncFormatter(_tick)
 
     done = [r for r in records if r["seconds"] is not None]
-    panels = [(w, "GB read + written", "data_bytes") for w in ("W1", "W2")] + [("W3", "GFLOP", "flops")]
+    panels = [(w, "GB read + written", "data_bytes") for w in ("W1", "W2")] + [
+        ("W3", "GFLOP", "flops")
+    ]
     fig, axes = plt.subplots(2, 2, figsize=(11, 8))
     for ax, (name, label, key) in zip(axes.flat, panels):
         if not any(r["workload"] == name for r in done):
             ax.set_visible(False)
             continue
         for contender, title in CONTENDERS.items():
-            points = sorted((r[key] / 1e9, r["seconds"]) for r in done
-                            if r["workload"] == name and r["contender"] == contender)
+            points = sorted(
+                (r[key] / 1e9, r["seconds"])
+                for r in done
+                if r["workload"] == name and r["contender"] == contender
+            )
             if points:
                 ax.plot(*zip(*points), marker="o", label=title)
-        limit = sorted({(r[key] / 1e9, r["limit_seconds"]) for r in done
-                        if r["workload"] == name and r["contender"] == "jask" and r["limit_seconds"]})
+        limit = sorted(
+            {
+                (r[key] / 1e9, r["limit_seconds"])
+                for r in done
+                if r["workload"] == name and r["contender"] == "jask" and r["limit_seconds"]
+            }
+        )
         if limit:
             ax.plot(*zip(*limit), "k--", label="limit")
-        ax.set(xscale="log", yscale="log", xlabel=label, ylabel="seconds", title=f"{name}: {WORKLOADS[name].title}")
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel=label,
+            ylabel="seconds",
+            title=f"{name}: {WORKLOADS[name].title}",
+        )
         ax.legend(fontsize=7)
     ax = axes.flat[3]
     for contender, title in CONTENDERS.items():
-        points = sorted((r["size_bytes"] / GIB, r["peak_rss_bytes"] / MIB) for r in done if r["contender"] == contender)
+        points = sorted(
+            (r["size_bytes"] / GIB, r["peak_rss_bytes"] / MIB)
+            for r in done
+            if r["contender"] == contender
+        )
         if points:
             ax.plot(*zip(*points), marker="o", linestyle="none", label=title)
     budgets = {r["budget_bytes"] for r in records}
     for b in budgets:
         ax.axhline(b / MIB, color="k", linestyle=":", label=f"budget {b / MIB:g} MiB")
-    ax.set(xscale="log", yscale="log", xlabel="input size (GiB each)", ylabel="peak RSS (MiB)",
-           title="peak RSS of the process, all workloads")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="input size (GiB each)",
+        ylabel="peak RSS (MiB)",
+        title="peak RSS of the process, all workloads",
+    )
     ax.legend(fontsize=7)
     for ax in axes.flat:
         for axis in (ax.xaxis, ax.yaxis):

@@ -6,8 +6,8 @@
 
 import argparse
 import json
-import sys
 import os
+import sys
 import time
 
 from .harness import cached_fraction, evict, proc_io, proc_status
@@ -27,7 +27,9 @@ def main() -> None:
     workload = WORKLOADS[args.workload]
     ctx = Context(args.data, args.out_dir, args.budget, arrays(args.size, args.budget))
     trial = workload.contenders[args.contender](ctx)
-    files = [ctx.path(name) for name in workload.inputs] + [p for p in trial.evict if os.path.exists(p)]
+    files = [ctx.path(name) for name in workload.inputs] + [
+        p for p in trial.evict if os.path.exists(p)
+    ]
     evict(files)
     cached = max(cached_fraction(path) for path in files)  # pages still mapped cannot be evicted
 
@@ -41,20 +43,26 @@ def main() -> None:
     peak = proc_status("VmHWM")  # before the check, which may allocate
     stages = jask_stage_seconds()
 
-    print(json.dumps({
-        "seconds": seconds,
-        "peak_rss_bytes": peak,
-        "baseline_rss_bytes": baseline,
-        "read_bytes": after["read_bytes"] - before["read_bytes"],
-        "written_bytes": after["write_bytes"] - before["write_bytes"],
-        "cached_fraction": cached,
-        "check": trial.check(result),
-        # how Jask's reads went to the disk: "auto" means it had not yet timed 256 MiB of reads
-        # of 8 MiB or more each way (until then reads go direct)
-        "io_mode": sys.modules["jask"].io_mode() if "jask" in sys.modules else None,
-        # seconds Jask's block pipelines spent reading, computing, writing, and in all (the profile)
-        "jask_stage_seconds": {k: stages[k] - stages_before[k] for k in stages} if stages else None,
-    }))
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "peak_rss_bytes": peak,
+                "baseline_rss_bytes": baseline,
+                "read_bytes": after["read_bytes"] - before["read_bytes"],
+                "written_bytes": after["write_bytes"] - before["write_bytes"],
+                "cached_fraction": cached,
+                "check": trial.check(result),
+                # how Jask's reads went to the disk: "auto" means it had not yet timed 256 MiB of reads
+                # of 8 MiB or more each way (until then reads go direct)
+                "io_mode": sys.modules["jask"].io_mode() if "jask" in sys.modules else None,
+                # seconds Jask's block pipelines spent reading, computing, writing, and in all (the profile)
+                "jask_stage_seconds": {k: stages[k] - stages_before[k] for k in stages}
+                if stages
+                else None,
+            }
+        )
+    )
 
 
 def jask_stage_seconds() -> dict | None:
@@ -62,6 +70,7 @@ def jask_stage_seconds() -> dict | None:
     if "jask" not in sys.modules:
         return None
     from jask import _engine
+
     return _engine.pipeline_stage_seconds()
 
 

@@ -18,16 +18,17 @@ import math
 import os
 import re
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 MIB, GIB = 1 << 20, 1 << 30
 SEED = 20240601
 
-A = 2.5                                  # W2's scalar: a * x + y
-W3_K = 32768                             # W3's contraction dimension
+A = 2.5  # W2's scalar: a * x + y
+W3_K = 32768  # W3's contraction dimension
 FEATURES, HIDDEN, OUTPUTS = 256, 64, 16  # W4: a (N, FEATURES) @ b @ c -> (N, OUTPUTS)
 LR, B1, B2, EPS = 1e-3, 0.9, 0.999, 1e-8  # W5: optax.adam(1e-3) and its defaults
 
@@ -38,7 +39,10 @@ CONTENDERS = {
     "jax": "jax.numpy in memory",
     "numpy-mem": "NumPy @ in memory",
 }
-IN_MEMORY = {"jax", "numpy-mem"}  # data loaded before timing: the compute ceiling, not I/O contenders
+IN_MEMORY = {
+    "jax",
+    "numpy-mem",
+}  # data loaded before timing: the compute ceiling, not I/O contenders
 
 
 @dataclass(frozen=True)
@@ -70,11 +74,15 @@ def arrays(size: int, budget: int) -> dict[str, Array]:
     w3_cols = max(1, budget * 5 // 4 // (4 * W3_K))
     params = max(1024, min(GIB, size // 2) // 4)
     specs = [
-        Array("x", (rows, FEATURES)), Array("y", (rows, FEATURES)),
-        Array("b", (FEATURES, HIDDEN), 1 / FEATURES**0.5), Array("c", (HIDDEN, OUTPUTS), 1 / HIDDEN**0.5),
+        Array("x", (rows, FEATURES)),
+        Array("y", (rows, FEATURES)),
+        Array("b", (FEATURES, HIDDEN), 1 / FEATURES**0.5),
+        Array("c", (HIDDEN, OUTPUTS), 1 / HIDDEN**0.5),
         Array("t", (rows, OUTPUTS)),
-        Array("mx", (w3_rows, W3_K)), Array("mw", (W3_K, w3_cols), 1 / W3_K**0.5),
-        Array("p", (params,)), Array("g", (params,)),
+        Array("mx", (w3_rows, W3_K)),
+        Array("mw", (W3_K, w3_cols), 1 / W3_K**0.5),
+        Array("p", (params,)),
+        Array("g", (params,)),
     ]
     return {a.name: a for a in specs}
 
@@ -115,7 +123,9 @@ class Trial:
 
     run: Callable[[], Any]
     check: Callable[[Any], list[float]]
-    evict: list[str] = field(default_factory=list)  # files besides the inputs to drop from the page cache
+    evict: list[str] = field(
+        default_factory=list
+    )  # files besides the inputs to drop from the page cache
 
 
 @dataclass
@@ -137,22 +147,26 @@ class Context:
         return np.load(self.path(name))
 
     def output(self, name: str, shape) -> np.memmap:
-        return np.lib.format.open_memmap(os.path.join(self.out_dir, name + ".npy"), "w+", np.float32,
-                                         tuple(shape))
+        return np.lib.format.open_memmap(
+            os.path.join(self.out_dir, name + ".npy"), "w+", np.float32, tuple(shape)
+        )
 
     def device(self, name: str):
         """The array in memory as a jax.Array (for the in-memory contender)."""
         import jax.numpy as jnp
+
         return jnp.asarray(self.load(name)).block_until_ready()
 
     def jask(self):
         """Jask, with this context's budget and scratch space next to the data (same disk)."""
         import jask
+
         jask.set_memory_budget(self.budget, scratch_dir=os.path.join(self.data_dir, "scratch"))
         return jask
 
     def disk(self, name: str):
         import jask
+
         return jask.DiskArray.open(self.path(name))
 
     def dask(self, name: str, rows: int):
@@ -179,6 +193,7 @@ class NpyFile:
 def dask_file(path: str, chunks: tuple[int, ...]):
     """A Dask array over a .npy file, read chunk by chunk through numpy.memmap."""
     import dask.array as da
+
     f = NpyFile(path)
     return da.from_array(f, chunks=chunks, name=False, meta=np.empty((0,) * f.ndim, f.dtype))
 
@@ -232,9 +247,11 @@ def jask_file(x) -> np.ndarray:
 
 # W1: sum(square(x - y)), I/O bound.
 
+
 def w1_jask(ctx: Context) -> Trial:
     jask = ctx.jask()
     import jax
+
     x, y = ctx.disk("x"), ctx.disk("y")
     f = compiled(jax.jit(lambda x, y: jask.sum(jask.square(x - y))), x, y)
     return Trial(lambda: float(f(x, y)), lambda total: [total])
@@ -250,11 +267,13 @@ def w1_numpy(ctx: Context) -> Trial:
             np.square(d, out=d)
             total += float(d.sum(dtype=np.float64))
         return total
+
     return Trial(run, lambda total: [total])
 
 
 def w1_dask(ctx: Context) -> Trial:
     import dask.array as da
+
     rows = rows_per_chunk(ctx.plan["x"].shape, ctx.budget // 8)
     x, y = ctx.dask("x", rows), ctx.dask("y", rows)
     total = da.square(x - y).sum(dtype=np.float64)
@@ -264,6 +283,7 @@ def w1_dask(ctx: Context) -> Trial:
 def w1_jax(ctx: Context) -> Trial:
     import jax
     import jax.numpy as jnp
+
     x, y = ctx.device("x"), ctx.device("y")
     f = compiled(jax.jit(lambda x, y: jnp.sum(jnp.square(x - y))), x, y)
     return Trial(lambda: float(f(x, y)), lambda total: [total])
@@ -271,9 +291,11 @@ def w1_jax(ctx: Context) -> Trial:
 
 # W2: a * x + y written to a new array, read and write bound.
 
+
 def w2_jask(ctx: Context) -> Trial:
     ctx.jask()
     import jax
+
     x, y = ctx.disk("x"), ctx.disk("y")
     f = compiled(jax.jit(lambda x, y: A * x + y), x, y)
 
@@ -281,6 +303,7 @@ def w2_jask(ctx: Context) -> Trial:
         out = jax.block_until_ready(f(x, y))
         fsync(out.path)
         return out
+
     return Trial(run, lambda out: [norm(sample(jask_file(out)))])
 
 
@@ -295,12 +318,14 @@ def w2_numpy(ctx: Context) -> Trial:
             o += y[i:j]
         flush(out)
         return out
+
     return Trial(run, lambda out: [norm(sample(out))])
 
 
 def store(ctx: Context, **exprs) -> list[np.memmap]:
     """Computes Dask arrays into new .npy files (threaded scheduler) and flushes them to disk."""
     import dask.array as da
+
     outs = [ctx.output(name, e.shape) for name, e in exprs.items()]
     da.store(list(exprs.values()), outs, lock=False, scheduler="threads")
     flush(*outs)
@@ -315,6 +340,7 @@ def w2_dask(ctx: Context) -> Trial:
 
 def w2_jax(ctx: Context) -> Trial:
     import jax
+
     x, y = ctx.device("x"), ctx.device("y")
     f = compiled(jax.jit(lambda x, y: A * x + y), x, y)
     return Trial(lambda: f(x, y).block_until_ready(), lambda out: [norm(sample(out))])
@@ -322,9 +348,11 @@ def w2_jax(ctx: Context) -> Trial:
 
 # W3: x @ w with both operands larger than the budget, compute bound.
 
+
 def w3_jask(ctx: Context) -> Trial:
     ctx.jask()
     import jax
+
     x, w = ctx.disk("mx"), ctx.disk("mw")
     f = compiled(jax.jit(lambda x, w: x @ w), x, w)
 
@@ -332,6 +360,7 @@ def w3_jask(ctx: Context) -> Trial:
         out = jax.block_until_ready(f(x, w))
         fsync(out.path)
         return out
+
     return Trial(run, lambda out: [norm(sample(jask_file(out)))])
 
 
@@ -343,11 +372,12 @@ def w3_numpy(ctx: Context) -> Trial:
 
     def run():
         for c in range(0, w.shape[1], cols):
-            block = np.ascontiguousarray(w[:, c:c + cols])
+            block = np.ascontiguousarray(w[:, c : c + cols])
             for i, j in chunks(x.shape, ctx.budget // 4):
-                out[i:j, c:c + cols] = x[i:j] @ block
+                out[i:j, c : c + cols] = x[i:j] @ block
         flush(out)
         return out
+
     return Trial(run, lambda out: [norm(sample(out))])
 
 
@@ -364,6 +394,7 @@ def w3_dask(ctx: Context) -> Trial:
 def w3_jax(ctx: Context) -> Trial:
     import jax
     import jax.numpy as jnp
+
     x, w = ctx.device("mx"), ctx.device("mw")
     f = compiled(jax.jit(jnp.matmul), x, w)
     return Trial(lambda: f(x, w).block_until_ready(), lambda out: [norm(sample(out))])
@@ -376,12 +407,14 @@ def w3_numpy_in_memory(ctx: Context) -> Trial:
 
 # W4: loss and gradients of sum(square(a @ b @ c - t)) with respect to a, b and c; a tall.
 
+
 def w4_jask(ctx: Context) -> Trial:
     jask = ctx.jask()
     import jax
 
     def loss(a, b, c, t):
         return jask.sum(jask.square(jask.dot(jask.dot(a, b), c) - t))
+
     a, b, c, t = ctx.disk("x"), ctx.disk("b"), ctx.disk("c"), ctx.disk("t")
     f = compiled(jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2))), a, b, c, t)
 
@@ -394,6 +427,7 @@ def w4_jask(ctx: Context) -> Trial:
     def check(result):
         value, (ga, gb, gc) = result
         return [value, norm(sample(jask_file(ga))), norm(np.asarray(gb)), norm(np.asarray(gc))]
+
     return Trial(run, check)
 
 
@@ -417,6 +451,7 @@ def w4_numpy(ctx: Context) -> Trial:
             ga[i:j] = gh @ b.T
         flush(ga)
         return loss, ga, gb, gc
+
     return Trial(run, _w4_check)
 
 
@@ -428,6 +463,7 @@ def _w4_check(result) -> list[float]:
 def w4_dask(ctx: Context) -> Trial:
     import dask
     import dask.array as da
+
     rows = rows_per_chunk(ctx.plan["x"].shape, ctx.budget // 8)
     a, t = ctx.dask("x", rows), ctx.dask("t", rows)
     b, c = ctx.load("b"), ctx.load("c")
@@ -435,7 +471,7 @@ def w4_dask(ctx: Context) -> Trial:
     r = h @ c - t
     gz = 2 * r
     gh = gz @ c.T
-    loss, gb, gc = (r ** 2).sum(dtype=np.float64), a.T @ gh, h.T @ gz
+    loss, gb, gc = (r**2).sum(dtype=np.float64), a.T @ gh, h.T @ gz
     ga_expr = gh @ b.T
 
     def run():
@@ -444,6 +480,7 @@ def w4_dask(ctx: Context) -> Trial:
         _, value, gb_value, gc_value = dask.compute(stored, loss, gb, gc, scheduler="threads")
         flush(ga)
         return float(value), ga, gb_value, gc_value
+
     return Trial(run, _w4_check)
 
 
@@ -453,16 +490,19 @@ def w4_jax(ctx: Context) -> Trial:
 
     def loss(a, b, c, t):
         return jnp.sum(jnp.square(a @ b @ c - t))
+
     a, b, c, t = ctx.device("x"), ctx.device("b"), ctx.device("c"), ctx.device("t")
     f = compiled(jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2))), a, b, c, t)
 
     def run():
         value, grads = jax.block_until_ready(f(a, b, c, t))
         return (float(value), *grads)
+
     return Trial(run, _w4_check)
 
 
 # W5: one optax.adam step on parameters p with gradients g; state on disk. Timed after a warm-up step.
+
 
 def adam_step(opt):
     """One jitted training-loop step as a user writes it: the update and its application."""
@@ -473,18 +513,21 @@ def adam_step(opt):
     def step(p, g, state):
         updates, state = opt.update(g, state, p)
         return optax.apply_updates(p, updates), state
+
     return lambda p, g, state: jax.block_until_ready(step(p, g, state))
 
 
 def w5_jask(ctx: Context) -> Trial:
     ctx.jask()
-    import jax
     import optax
+
     opt = optax.adam(LR)
     p, g = ctx.disk("p"), ctx.disk("g")
     step = adam_step(opt)
     p1, warm = step(p, g, opt.init(p))  # compiles
-    _, warm = step(p1, g, warm)  # a loop's steady state: its outputs' files are freed for the timed step
+    _, warm = step(
+        p1, g, warm
+    )  # a loop's steady state: its outputs' files are freed for the timed step
     del p1
 
     def run():
@@ -495,6 +538,7 @@ def w5_jask(ctx: Context) -> Trial:
     def check(result):
         p2, mu = result
         return [norm(sample(jask_file(p2)) - sample(ctx.mmap("p"))), norm(sample(jask_file(mu)))]
+
     return Trial(run, check, evict=[warm[0].mu.path, warm[0].nu.path])
 
 
@@ -502,6 +546,7 @@ def _adam_check(ctx: Context):
     def check(result):
         p2, mu = result
         return [norm(sample(p2) - sample(ctx.mmap("p"))), norm(sample(mu))]
+
     return check
 
 
@@ -528,6 +573,7 @@ def w5_numpy(ctx: Context) -> Trial:
             p2[i:j] = p[i:j] - LR * (mi / (1 - B1**count)) / denom
         flush(m, v, p2)
         return p2, m
+
     step(1)
     step(2)
     return Trial(lambda: step(3), _adam_check(ctx), evict=list(paths.values()))
@@ -536,6 +582,7 @@ def w5_numpy(ctx: Context) -> Trial:
 def w5_dask(ctx: Context) -> Trial:
     """Each step builds its graph over fresh mappings of the files (see w5_numpy); state goes to new files."""
     import dask.array as da
+
     shape = ctx.plan["p"].shape
     rows = rows_per_chunk(shape, ctx.budget // 8)
 
@@ -545,6 +592,7 @@ def w5_dask(ctx: Context) -> Trial:
         v = B2 * v + (1 - B2) * g * g
         new_p = p - LR * (m / (1 - B1**count)) / (da.sqrt(v / (1 - B2**count)) + EPS)
         return store(ctx, **{f"m{count}": m, f"v{count}": v, f"p{count}": new_p})
+
     zeros = da.zeros(shape, np.float32, chunks=rows)
     first = [out.filename for out in step(zeros, zeros, 1)[:2]]
     warm = [out.filename for out in step(*(dask_file(path, (rows,)) for path in first), 2)[:2]]
@@ -552,12 +600,13 @@ def w5_dask(ctx: Context) -> Trial:
     def run():
         m3, _, p3 = step(*(dask_file(path, (rows,)) for path in warm), 3)
         return p3, m3
+
     return Trial(run, _adam_check(ctx), evict=warm)
 
 
 def w5_jax(ctx: Context) -> Trial:
-    import jax
     import optax
+
     opt = optax.adam(LR)
     p, g = ctx.device("p"), ctx.device("g")
     step = adam_step(opt)
@@ -567,6 +616,7 @@ def w5_jax(ctx: Context) -> Trial:
     def run():
         p2, state = step(p, g, warm)
         return p2, state[0].mu
+
     return Trial(run, _adam_check(ctx))
 
 
@@ -576,7 +626,7 @@ class Workload:
 
     name: str
     title: str
-    unit: str                                   # "GB/s" or "GFLOP/s"
+    unit: str  # "GB/s" or "GFLOP/s"
     inputs: tuple[str, ...]
     cost: Callable[[dict[str, Array]], tuple[int, int, int]]  # (bytes read, bytes written, flops)
     contenders: dict[str, Callable[[Context], Trial]]
@@ -593,23 +643,60 @@ def _w3_cost(plan):
 def _w4_cost(plan):
     rows = plan["x"].shape[0]
     small = plan["b"].nbytes + plan["c"].nbytes
-    flops = 6 * rows * (FEATURES * HIDDEN + HIDDEN * OUTPUTS)  # forward, and two products per matmul backward
+    flops = (
+        6 * rows * (FEATURES * HIDDEN + HIDDEN * OUTPUTS)
+    )  # forward, and two products per matmul backward
     return plan["x"].nbytes + plan["t"].nbytes + small, plan["x"].nbytes + small, flops
 
 
-WORKLOADS = {w.name: w for w in [
-    Workload("W1", "fused reduction: sum(square(x - y))", "GB/s", ("x", "y"),
-             lambda p: (p["x"].nbytes + p["y"].nbytes, 0, 0),
-             {"jask": w1_jask, "numpy": w1_numpy, "dask": w1_dask, "jax": w1_jax}),
-    Workload("W2", "elementwise map to disk: a * x + y", "GB/s", ("x", "y"),
-             lambda p: (p["x"].nbytes + p["y"].nbytes, p["x"].nbytes, 0),
-             {"jask": w2_jask, "numpy": w2_numpy, "dask": w2_dask, "jax": w2_jax}),
-    Workload("W3", "out-of-core matmul: x @ w", "GFLOP/s", ("mx", "mw"), _w3_cost,
-             {"jask": w3_jask, "numpy": w3_numpy, "dask": w3_dask, "jax": w3_jax,
-              "numpy-mem": w3_numpy_in_memory}),
-    Workload("W4", "loss and gradients of sum(square(a @ b @ c - t)), a tall", "GB/s", ("x", "b", "c", "t"),
-             _w4_cost, {"jask": w4_jask, "numpy": w4_numpy, "dask": w4_dask, "jax": w4_jax}),
-    Workload("W5", "one optax.adam step, parameters and state on disk", "GB/s", ("p", "g"),
-             lambda p: (4 * p["p"].nbytes, 3 * p["p"].nbytes, 0),
-             {"jask": w5_jask, "numpy": w5_numpy, "dask": w5_dask, "jax": w5_jax}),
-]}
+WORKLOADS = {
+    w.name: w
+    for w in [
+        Workload(
+            "W1",
+            "fused reduction: sum(square(x - y))",
+            "GB/s",
+            ("x", "y"),
+            lambda p: (p["x"].nbytes + p["y"].nbytes, 0, 0),
+            {"jask": w1_jask, "numpy": w1_numpy, "dask": w1_dask, "jax": w1_jax},
+        ),
+        Workload(
+            "W2",
+            "elementwise map to disk: a * x + y",
+            "GB/s",
+            ("x", "y"),
+            lambda p: (p["x"].nbytes + p["y"].nbytes, p["x"].nbytes, 0),
+            {"jask": w2_jask, "numpy": w2_numpy, "dask": w2_dask, "jax": w2_jax},
+        ),
+        Workload(
+            "W3",
+            "out-of-core matmul: x @ w",
+            "GFLOP/s",
+            ("mx", "mw"),
+            _w3_cost,
+            {
+                "jask": w3_jask,
+                "numpy": w3_numpy,
+                "dask": w3_dask,
+                "jax": w3_jax,
+                "numpy-mem": w3_numpy_in_memory,
+            },
+        ),
+        Workload(
+            "W4",
+            "loss and gradients of sum(square(a @ b @ c - t)), a tall",
+            "GB/s",
+            ("x", "b", "c", "t"),
+            _w4_cost,
+            {"jask": w4_jask, "numpy": w4_numpy, "dask": w4_dask, "jax": w4_jax},
+        ),
+        Workload(
+            "W5",
+            "one optax.adam step, parameters and state on disk",
+            "GB/s",
+            ("p", "g"),
+            lambda p: (4 * p["p"].nbytes, 3 * p["p"].nbytes, 0),
+            {"jask": w5_jask, "numpy": w5_numpy, "dask": w5_dask, "jax": w5_jax},
+        ),
+    ]
+}

@@ -57,6 +57,7 @@ def make_step(optimizer, batch_size: int):
         loss, grads = jax.value_and_grad(batch_loss)(params, x_batch, y_batch)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss
+
     return step
 
 
@@ -86,10 +87,17 @@ def main(argv=None):
     parser.add_argument("--budget", default="32MB")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=2048)
-    parser.add_argument("--learning-rate", type=float, default=0.05,
-                        help="peak learning rate of a cosine decay over the whole run")
-    parser.add_argument("--data-dir", default=None,
-                        help="folder for the (temporary) data set files; default: the current one")
+    parser.add_argument(
+        "--learning-rate",
+        type=float,
+        default=0.05,
+        help="peak learning rate of a cosine decay over the whole run",
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="folder for the (temporary) data set files; default: the current one",
+    )
     args = parser.parse_args(argv)
 
     jask.set_memory_budget(args.budget)
@@ -101,8 +109,10 @@ def train(args, folder: str) -> int:
     started = time.perf_counter()
     x_path, y_path, w_true = write_dataset(folder, args.rows, args.features, chunk_rows=65536)
     x, y = jask.DiskArray.open(x_path), jask.DiskArray.open(y_path)
-    print(f"data: {x.nbytes + y.nbytes:,} bytes on disk ({x_path}), budget {jask.memory_budget():,} "
-          f"bytes; written in {time.perf_counter() - started:.1f} s")
+    print(
+        f"data: {x.nbytes + y.nbytes:,} bytes on disk ({x_path}), budget {jask.memory_budget():,} "
+        f"bytes; written in {time.perf_counter() - started:.1f} s"
+    )
 
     params = {"w": jnp.zeros(args.features, jnp.float32), "b": jnp.zeros((), jnp.float32)}
     steps_per_epoch = args.rows // args.batch_size
@@ -119,10 +129,14 @@ def train(args, folder: str) -> int:
 
     trained, best, solution = closed_form_check(params, x, y, min(args.rows, 20_000))
     weight_error = float(np.max(np.abs(np.asarray(params["w"]) - solution[:-1])))
-    print(f"on the first {min(args.rows, 20_000)} rows: trained MSE {trained:.6f}, closed-form "
-          f"MSE {best:.6f}; largest weight difference {weight_error:.4f}")
+    print(
+        f"on the first {min(args.rows, 20_000)} rows: trained MSE {trained:.6f}, closed-form "
+        f"MSE {best:.6f}; largest weight difference {weight_error:.4f}"
+    )
     ok = trained <= best * 1.05 + 1e-6
-    print("the trained model matches the closed-form solution" if ok else "the fit did NOT converge")
+    print(
+        "the trained model matches the closed-form solution" if ok else "the fit did NOT converge"
+    )
     return 0 if ok else 1
 
 

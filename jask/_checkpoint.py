@@ -1,4 +1,5 @@
-"""Checkpoints of pytrees that hold DiskArrays: a folder of .npy files, swapped into place atomically.
+"""Checkpoints of pytrees that hold DiskArrays: a folder of .npy files, swapped into place
+atomically.
 
 A checkpoint at `path` is a folder::
 
@@ -32,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._api import zeros
+from ._api.creation import zeros
 from ._jax import compat
 from ._jax.diskarray import DiskArray
 
@@ -104,8 +105,8 @@ def _flatten_for_saving(tree) -> tuple[list, list[dict]]:
 
 def _leaf_record(key: str, leaf, file: str) -> dict:
     if compat.is_tracer(leaf):
-        raise TypeError(f"save_tree: leaf {key} is a traced value; save_tree writes files and cannot "
-                        f"run inside jax.jit or jax.grad, so call it on concrete values")
+        raise TypeError(f"save_tree: leaf {key} is a traced value; save_tree writes files and "
+                        f"cannot run inside jax.jit or jax.grad, so call it on concrete values")
     kind = _leaf_kind(key, leaf)
     array = np.asarray(leaf) if kind == "python" else leaf
     shape, dtype = tuple(array.shape), np.dtype(array.dtype)
@@ -387,16 +388,16 @@ def _check_leaf_matches(record: dict, leaf) -> None:
     # Python numbers in like= have no dtype of their own; only shape is checked.
     like_dtype = np.dtype(leaf.dtype).name if hasattr(leaf, "dtype") else record["dtype"]
     if saved_shape != like_shape or record["dtype"] != like_dtype:
-        raise ValueError(f"load_tree: leaf {record['path'] or '(the root)'} has shape {saved_shape} "
-                         f"and dtype {record['dtype']} in the checkpoint, but shape {like_shape} and "
-                         f"dtype {like_dtype} in like=")
+        raise ValueError(f"load_tree: leaf {record['path'] or '(the root)'} has shape "
+                         f"{saved_shape} and dtype {record['dtype']} in the checkpoint, but shape "
+                         f"{like_shape} and dtype {like_dtype} in like=")
 
 
 def _read_leaf(folder: str, record: dict, mode: str):
     file = os.path.join(folder, record["file"])
     if record["kind"] == "disk":
         return _read_disk_leaf(file, record, mode)
-    array = _read_dense(file, record)
+    array = _read_in_memory(file, record)
     if record["kind"] == "jax":
         return jnp.asarray(array)
     if record["kind"] == "numpy":
@@ -414,7 +415,7 @@ def _read_disk_leaf(file: str, record: dict, mode: str) -> DiskArray:
     return zeros(array.shape, array.dtype).update_(array)  # a streamed copy into scratch
 
 
-def _read_dense(file: str, record: dict) -> np.ndarray:
+def _read_in_memory(file: str, record: dict) -> np.ndarray:
     array = np.load(file, allow_pickle=False)
     dtype = jnp.dtype(record["dtype"])
     if array.dtype != dtype:
@@ -427,8 +428,8 @@ def _read_dense(file: str, record: dict) -> np.ndarray:
 def _check_file_matches(shape, dtype, record: dict, file: str) -> None:
     if tuple(shape) != tuple(record["shape"]) or np.dtype(dtype).name != record["dtype"]:
         raise ValueError(f"load_tree: {file} holds {np.dtype(dtype).name}{list(shape)}, but the "
-                         f"checkpoint's {INDEX} records {record['dtype']}{record['shape']} for leaf "
-                         f"{record['path']}; the checkpoint is damaged")
+                         f"checkpoint's {INDEX} records {record['dtype']}{record['shape']} for "
+                         f"leaf {record['path']}; the checkpoint is damaged")
 
 
 # -- folders -------------------------------------------------------------------

@@ -72,7 +72,8 @@ def set_io_mode(mode: str) -> None:
     >>> jask.set_io_mode("auto")
     """
     if mode not in ("auto", "direct", "buffered"):
-        raise ValueError(f"jask.set_io_mode: unknown mode {mode!r}; expected 'auto', 'direct' or 'buffered'")
+        raise ValueError(f"jask.set_io_mode: unknown mode {mode!r}; expected 'auto', 'direct' "
+                         f"or 'buffered'")
     _engine.set_read_mode(mode)
 
 

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jask
-import jask._api
+import jask._api.operands
 from case import Case, K, M, N  # noqa: F401
 
 # Fixed mini-batch indices with duplicates and negative (from the end) entries.
@@ -13,14 +13,14 @@ IDX_2D = np.array([[0, -1, 12], [4, 4, -13], [7, 0, 2], [12, 11, 4]])  # into an
 
 
 def on_disk(fn):
-    """fn with every jask.take result kept on disk (DENSE_LIMIT 0), as large gathers are.
+    """fn with every jask.take result kept on disk (IN_MEMORY_LIMIT 0), as large gathers are.
     The choice is made while tracing, so it holds under jit and in the derivatives."""
     def run(*xs):
-        saved, jask._api.DENSE_LIMIT = jask._api.DENSE_LIMIT, 0
+        saved, jask._api.operands.IN_MEMORY_LIMIT = jask._api.operands.IN_MEMORY_LIMIT, 0
         try:
             return fn(*xs)
         finally:
-            jask._api.DENSE_LIMIT = saved
+            jask._api.operands.IN_MEMORY_LIMIT = saved
     return run
 
 

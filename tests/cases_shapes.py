@@ -15,7 +15,7 @@ def same(fn):
 
 
 CASES: list[Case] = [
-    # Slices this small come back as jax.Arrays (DENSE_LIMIT); their gradients are DiskArrays.
+    # Slices this small come back as jax.Arrays (IN_MEMORY_LIMIT); their gradients are DiskArrays.
     Case("slice_columns", *same(lambda x: jnp.sum(jnp.sin(x[:, 5]) * x[:, 7])), ((M, K),), scalar_out=True),
     Case("slice_strided", *same(lambda x: jnp.sum(x[3:150:2, 10:] ** 2)), ((M, K),), scalar_out=True),
     Case("slice_newaxis_ellipsis", *same(lambda x: jnp.sum(jnp.tanh(x[None, ..., 4]))), ((M, K),),

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import jask
-import jask._api
+import jask._api.operands
 from jask import _engine
 from conftest import assert_close
 
@@ -101,7 +101,7 @@ def test_no_gradient_for_the_indices(data):
 
 
 def test_large_results_stay_on_disk(data, monkeypatch):
-    monkeypatch.setattr(jask._api, "DENSE_LIMIT", 10)
+    monkeypatch.setattr(jask._api.operands, "IN_MEMORY_LIMIT", 10)
     x_np, x = data
     idx = random_indices(2, 150)
     for fn in (lambda x, i: jask.take(x, i), jax.jit(lambda x, i: jask.take(x, i))):
@@ -170,7 +170,7 @@ def test_three_d_array_and_two_d_indices(rng):
 def test_tiny_budget_streams_many_blocks(data, small_budget, monkeypatch):
     x_np, x = data
     small_budget("4KB")
-    monkeypatch.setattr(jask._api, "DENSE_LIMIT", 10)
+    monkeypatch.setattr(jask._api.operands, "IN_MEMORY_LIMIT", 10)
     idx = random_indices(3, 300)
     before = _engine.pipeline_tasks_run()
     out = jax.jit(lambda x, i: jask.take(x, i))(x, idx)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import jask
-import jask._api
+import jask._api.operands
 from jask import _engine
 from conftest import assert_close
 
@@ -32,7 +32,7 @@ def cube(rng):
 @pytest.fixture
 def disk_results(monkeypatch):
     """Every result with more than 10 elements stays on disk."""
-    monkeypatch.setattr(jask._api, "DENSE_LIMIT", 10)
+    monkeypatch.setattr(jask._api.operands, "IN_MEMORY_LIMIT", 10)
 
 
 def tasks_run() -> int:
@@ -115,7 +115,7 @@ def test_the_whole_array_is_the_array_itself(cube, disk_results):
 @pytest.mark.parametrize("on_disk", [False, True], ids=["dense", "on_disk"])
 def test_gradients_place_the_cotangent_into_zeros(cube, key, on_disk, monkeypatch):
     if on_disk:
-        monkeypatch.setattr(jask._api, "DENSE_LIMIT", 10)
+        monkeypatch.setattr(jask._api.operands, "IN_MEMORY_LIMIT", 10)
     data, x = cube
     weight = np.random.default_rng(1).uniform(-1, 1, data[key].shape).astype(np.float32)
 

@@ -2,9 +2,9 @@
 
 Run with `pytest --memray` (make test does): every allocation of the process during a test is
 tracked, including the engine's block buffers (mmap'd) and XLA's. The arrays here are 64 MiB each
-against a 4 MiB budget, so an op that materialized an operand would exceed its limit many times over.
-Not counted: OpenBLAS's workspace, allocated once per BLAS thread and kept for the life of the
-process (see the fixture).
+against a 4 MiB budget, so an op that materialized an operand would exceed its limit many times
+over. Not counted: OpenBLAS's workspace, allocated once per BLAS thread and kept for the life of
+the process (see the fixture).
 """
 
 import jax
@@ -84,8 +84,9 @@ def test_the_limit_catches_a_materialized_array(tmp_path):
     import sys
     here = os.path.dirname(os.path.abspath(__file__))
     (tmp_path / "test_control.py").write_text(CONTROL)
-    out = subprocess.run([sys.executable, "-m", "pytest", "--memray", "-q", "-p", "no:cacheprovider",
-                          str(tmp_path / "test_control.py")], capture_output=True, text=True,
+    command = [sys.executable, "-m", "pytest", "--memray", "-q", "-p", "no:cacheprovider",
+               str(tmp_path / "test_control.py")]
+    out = subprocess.run(command, capture_output=True, text=True,
                          cwd=tmp_path, env=dict(os.environ, PYTHONPATH=here), timeout=300)
     assert out.returncode == 1, out.stdout[-2000:]
     assert "Test was limited to 12.0MiB" in out.stdout

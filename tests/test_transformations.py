@@ -263,8 +263,8 @@ def test_gradient_with_respect_to_an_in_memory_bias(rng):
 
 
 def test_large_axis_reductions_stay_on_disk(rng, monkeypatch):
-    import jask._api
-    monkeypatch.setattr(jask._api, "DENSE_LIMIT", 10)
+    import jask._api.operands
+    monkeypatch.setattr(jask._api.operands, "IN_MEMORY_LIMIT", 10)
     x_np = rng.uniform(-1, 1, (M, K)).astype(np.float32)
     x = jask.DiskArray.from_numpy(x_np)
     for fn in (lambda x: jask.sum(x, axis=1), jax.jit(lambda x: jask.max(x, axis=0, keepdims=True))):
@@ -284,10 +284,10 @@ def test_max_and_min_reductions(rng):
 
 
 def test_large_logsumexp_and_softmax_stay_on_disk_with_gradients(rng, monkeypatch):
-    """Along an axis whose result exceeds DENSE_LIMIT the max is a DiskArray; its stop_gradient
+    """Along an axis whose result exceeds IN_MEMORY_LIMIT the max is a DiskArray; its stop_gradient
     must work and the gradients must still match."""
-    import jask._api
-    monkeypatch.setattr(jask._api, "DENSE_LIMIT", 10)
+    import jask._api.operands
+    monkeypatch.setattr(jask._api.operands, "IN_MEMORY_LIMIT", 10)
     x_np = rng.uniform(-2, 2, (M, K)).astype(np.float32)
     x = jask.DiskArray.from_numpy(x_np)
     w = rng.uniform(-1, 1, (M, K)).astype(np.float32)

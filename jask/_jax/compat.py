@@ -1,16 +1,28 @@
 """Every use of JAX internals in Jask lives in this module.
 
 hijax is experimental and changes between releases, so Jask pins jax 0.10.2
-and refuses to import on any other version rather than misbehave.
+and refuses to import on any other version rather than misbehave. The changes
+Jask makes to JAX (and optax) functions are the named patches in `PATCHES`, each
+written for one version of its library; `install_patches` checks that version
+and installs them all (jask._setup calls it once).
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import jax
-import jax.numpy  # noqa: F401 - patched by install_numpy_dispatch
+import jax.numpy  # noqa: F401 - patched by the numpy_dispatch patch
+from jax._src import ad_checkpoint as _ad_checkpoint
 from jax._src import core as _core
+from jax._src import hijax as _hijax_src
+from jax._src import util as _util
+from jax._src.interpreters import ad as _ad
+from jax._src.interpreters import batching as _batching
+from jax._src.interpreters import partial_eval as _pe
 from jax.experimental import hijax as _hijax
 
 PINNED_JAX = "0.10.2"
@@ -35,8 +47,7 @@ def is_tracer(x) -> bool:
 
 def is_accumulator(x) -> bool:
     """True for the gradient accumulators JAX passes for the linear inputs of a transpose."""
-    from jax._src.interpreters import ad
-    return isinstance(x, ad.GradAccum)
+    return isinstance(x, _ad.GradAccum)
 
 
 def is_eager() -> bool:
@@ -44,271 +55,144 @@ def is_eager() -> bool:
     return isinstance(_core.trace_ctx.trace, _core.EvalTrace)
 
 
-# -- freeing intermediates of compiled programs ------------------------------
+# -- the jit-time passes' view of a hi jaxpr ---------------------------------------
 #
-# An op inside a jitted program writes its result to a new file that no
-# Python object owns. Before JAX lowers a program, this pass inserts a
-# release after the last use of each such intermediate; the release runs
-# after every consumer (it takes their outputs as operands) and frees the
-# file. Program outputs are not released: Python adopts them on return.
-
-from jax._src import hijax as _hijax_src  # noqa: E402
-from jax._src import util as _util  # noqa: E402
-from jax._src.interpreters import partial_eval as _pe  # noqa: E402
+# jask/lowering rewrites hi jaxprs before JAX lowers them; these are the only
+# pieces of that which touch JAX's jaxpr classes.
 
 _call_hi_primitive_p = _hijax_src.call_hi_primitive_p
 
 
-def _jask_prim(eqn, prim_base):
-    if eqn.primitive is _call_hi_primitive_p and isinstance(eqn.params.get("_prim"), prim_base):
-        return eqn.params["_prim"]
+def is_var(x) -> bool:
+    """True for a jaxpr variable (not a literal constant)."""
+    return isinstance(x, _core.Var)
+
+
+def new_var(aval):
+    return _core.Var(aval)
+
+
+def hi_primitive(eqn):
+    """The hijax primitive (a VJPHiPrimitive instance) an equation applies, or None."""
+    if eqn.primitive is _call_hi_primitive_p:
+        return eqn.params.get("_prim")
     return None
 
 
-def _insert_releases(closed_jaxpr, prim_base, disk_type, make_release):
-    jaxpr = closed_jaxpr.jaxpr
-    eqns = jaxpr.eqns
-    outputs = {id(v) for v in jaxpr.outvars if isinstance(v, _core.Var)}
-    # intermediates: DiskArray results of Jask ops, not program outputs
-    produced = {}
-    for i, eqn in enumerate(eqns):
-        if _jask_prim(eqn, prim_base) is None:
-            continue
-        for v in eqn.outvars:
-            if isinstance(v.aval, disk_type) and id(v) not in outputs:
-                produced[id(v)] = (i, v)
-    if not produced:
-        return closed_jaxpr
-    consumers: dict[int, list[int]] = {k: [] for k in produced}
-    for i, eqn in enumerate(eqns):
-        for v in eqn.invars:
-            if isinstance(v, _core.Var) and id(v) in consumers:
-                consumers[id(v)].append(i)
-    releases_after: dict[int, list] = {}
-    for key, (producer, var) in produced.items():
-        users = consumers[key]
-        # Only Jask ops are known not to alias their inputs to their outputs.
-        if any(_jask_prim(eqns[i], prim_base) is None for i in users):
-            continue
-        last = max(users, default=producer)
-        deps = [o for i in (users or [producer]) for o in eqns[i].outvars if o is not var]
-        releases_after.setdefault(last, []).append((var, deps))
-    new_eqns = []
-    for i, eqn in enumerate(eqns):
-        new_eqns.append(eqn)
-        for var, deps in releases_after.get(i, ()):
-            prim = make_release([var.aval] + [d.aval for d in deps])
-            out = _core.Var(prim.out_avals_flat[0])
-            new_eqns.append(_core.new_jaxpr_eqn([var, *deps], [out], _call_hi_primitive_p,
-                                                {"_prim": prim}, frozenset(), eqn.source_info,
-                                                eqn.ctx))
-    return closed_jaxpr.replace(jaxpr=jaxpr.replace(eqns=new_eqns))
+def hi_equation(invars, outvars, prim, like, effects=None):
+    """A new equation applying hijax primitive `prim`, with `like`'s source info and context
+    (and effects, unless given)."""
+    return _core.new_jaxpr_eqn(invars, outvars, _call_hi_primitive_p, {"_prim": prim},
+                               like.effects if effects is None else effects, like.source_info,
+                               like.ctx)
 
 
-def insert_releases(prim_base, disk_type, make_release):
-    """A lowering pass freeing the intermediates of ops derived from `prim_base`.
-
-    `make_release(avals)` builds the release primitive for one intermediate
-    (first aval) and the values it must wait for (the rest).
-    """
-    return lambda closed_jaxpr: _insert_releases(closed_jaxpr, prim_base, disk_type, make_release)
+def program_of(closed_jaxpr):
+    """(equations, output variables) of a closed jaxpr."""
+    return list(closed_jaxpr.jaxpr.eqns), list(closed_jaxpr.jaxpr.outvars)
 
 
-def fuse_chains(prim_base, fuse, merge_operands):
-    """A lowering pass merging an op into its only consumer where `fuse(consumer, k,
-    producer)` returns the merged op (None: not fusible); `merge_operands(prim, keep, drop)`
-    removes an operand that repeats another."""
-    return lambda closed_jaxpr: _fuse_chains(closed_jaxpr, prim_base, fuse, merge_operands)
+def with_equations(closed_jaxpr, eqns):
+    """`closed_jaxpr` with its equations replaced."""
+    return closed_jaxpr.replace(jaxpr=closed_jaxpr.jaxpr.replace(eqns=list(eqns)))
 
 
-def _fuse_chains(closed_jaxpr, prim_base, fuse, merge_operands):
-    jaxpr = closed_jaxpr.jaxpr
-    eqns = list(jaxpr.eqns)
-    changed = False
-    while True:
-        merged = _fuse_one(eqns, jaxpr.outvars, prim_base, fuse, merge_operands)
-        if merged is None:
-            break
-        eqns, changed = merged, True
-    return closed_jaxpr.replace(jaxpr=jaxpr.replace(eqns=eqns)) if changed else closed_jaxpr
+# -- the patch registry ------------------------------------------------------------
+
+PINNED_OPTAX = "0.2.8"
 
 
-def _users_and_producers(eqns, outvars):
-    """(var id -> positions of the eqns reading it, len(eqns) for a program output;
-    var id -> position of the eqn computing it)."""
-    users: dict[int, list[int]] = {}
-    for i, e in enumerate(eqns):
-        for x in e.invars:
-            if isinstance(x, _core.Var):
-                users.setdefault(id(x), []).append(i)
-    for x in outvars:
-        if isinstance(x, _core.Var):
-            users.setdefault(id(x), []).append(len(eqns))
-    return users, {id(v): i for i, e in enumerate(eqns) for v in e.outvars}
+@dataclass(frozen=True)
+class Hooks:
+    """The pieces of Jask the patches call (compat imports no other Jask module)."""
+
+    hi_type: type
+    """The hijax type (DiskArrayTy)."""
+    is_hi: Callable[[object], bool]
+    """True for a DiskArray or a tracer of one."""
+    holds_hi: Callable[[object], bool]
+    """is_hi, or a list or tuple with such an element."""
+    numpy_functions: dict[str, Callable]
+    """"jnp.name" / "lax.name" / "nn.name" -> the Jask function to call on DiskArrays."""
+    numpy_sequence_functions: dict[str, Callable]
+    """The same for functions taking a sequence of arrays (dispatch by holds_hi)."""
+    square: Callable
+    """jask.square."""
+    broadcast: Callable
+    """(x, size, axis) -> `size` copies of x stacked along `axis`."""
+    lowering_passes: tuple[Callable, ...]
+    """ClosedJaxpr -> ClosedJaxpr rewrites, in order (jask.lowering.passes())."""
 
 
-def _fuse_one(eqns, outvars, prim_base, fuse, merge_operands):
-    """Eqns with one producer merged into its consumer, or None when nothing fuses."""
-    users, producer_at = _users_and_producers(eqns, outvars)
-    uses = {k: len(v) for k, v in users.items()}
-    for ci, consumer in enumerate(eqns):
-        consumer_prim = _jask_prim(consumer, prim_base)
-        if consumer_prim is None:
-            continue
-        for k, v in enumerate(consumer.invars):
-            if not isinstance(v, _core.Var) or uses.get(id(v)) != 1 or id(v) not in producer_at:
-                continue
-            producer = eqns[producer_at[id(v)]]
-            producer_prim = _jask_prim(producer, prim_base)
-            if producer_prim is None or len(producer.outvars) != 1:
-                continue
-            prim = fuse(consumer_prim, k, producer_prim)
-            if prim is None:
-                continue
-            invars = [*consumer.invars[:k], *producer.invars, *consumer.invars[k + 1:]]
-            prim, invars = _drop_repeated_operands(prim, invars, merge_operands)
-            fused = _core.new_jaxpr_eqn(invars, consumer.outvars, _call_hi_primitive_p,
-                                        {"_prim": prim}, consumer.effects, consumer.source_info,
-                                        consumer.ctx)
-            return [fused if i == ci else e for i, e in enumerate(eqns)
-                    if i != producer_at[id(v)]]
-    return None
+@dataclass(frozen=True)
+class Patch:
+    """One change Jask makes to a function of JAX or optax."""
+
+    name: str
+    library: str
+    """The package it changes ("jax" or "optax")."""
+    version: str
+    """The version of that package it is written for: any other refuses to install."""
+    target: str
+    """What it replaces."""
+    reason: str
+    install: Callable[[Hooks], None]
 
 
-def fuse_shared_results(prim_base, fuse_results, merge_operands):
-    """A lowering pass merging an op into a consumer of its result when the result has other
-    users too: `fuse_results(consumer, k, producer, consumed, kept)` returns one op that also
-    writes the producer's results numbered in `kept` (None: not fusible)."""
-    def rewrite(closed_jaxpr):
-        jaxpr = closed_jaxpr.jaxpr
-        eqns, changed = list(jaxpr.eqns), False
-        while (merged := _share_one(eqns, jaxpr.outvars, prim_base, fuse_results, merge_operands)):
-            eqns, changed = merged, True
-        return closed_jaxpr.replace(jaxpr=jaxpr.replace(eqns=eqns)) if changed else closed_jaxpr
-    return rewrite
+PATCHES: dict[str, Patch] = {}
+"""Every patch, by name, in installation order."""
+
+_installed: list[str] = []
 
 
-def _share_one(eqns, outvars, prim_base, fuse_results, merge_operands):
-    users, producer_at = _users_and_producers(eqns, outvars)
-    for ci, consumer in enumerate(eqns):
-        consumer_prim = _jask_prim(consumer, prim_base)
-        if consumer_prim is None:
-            continue
-        for k, v in enumerate(consumer.invars):
-            if not isinstance(v, _core.Var) or id(v) not in producer_at:
-                continue
-            pi = producer_at[id(v)]
-            producer = eqns[pi]
-            producer_prim = _jask_prim(producer, prim_base)
-            results = producer.outvars
-            if producer_prim is None or any(o is not v and o in consumer.invars for o in results):
-                continue
-            # The merged op runs where the consumer did: nothing between may read the results.
-            later = [u for o in results for u in users.get(id(o), []) if u != ci]
-            if any(u < ci for u in later):
-                continue
-            kept = tuple(j for j, o in enumerate(results) if any(u != ci for u in users.get(id(o), [])))
-            ks = tuple(i for i, x in enumerate(consumer.invars) if x is v)
-            prim = fuse_results(consumer_prim, ks, producer_prim, results.index(v), kept)
-            if prim is None:
-                continue
-            invars = [*consumer.invars[:k], *producer.invars,
-                      *(x for i, x in enumerate(consumer.invars) if i > k and i not in ks)]
-            prim, invars = _drop_repeated_operands(prim, invars, merge_operands)
-            fused = _core.new_jaxpr_eqn(invars, [results[j] for j in kept] + list(consumer.outvars),
-                                        _call_hi_primitive_p, {"_prim": prim}, consumer.effects,
-                                        consumer.source_info, consumer.ctx)
-            return [fused if i == ci else e for i, e in enumerate(eqns) if i != pi]
-    return None
+def _patch(name: str, target: str, reason: str, library: str = "jax", version: str = PINNED_JAX):
+    def register(install: Callable[[Hooks], None]):
+        PATCHES[name] = Patch(name, library, version, target, reason, install)
+        return install
+    return register
 
 
-def fuse_groups(prim_base, find_groups, group_op):
-    """A lowering pass replacing sets of ops by one op each. `find_groups(nodes, check)`
-    chooses the sets from `nodes` (per equation: its op or None, input keys, output keys);
-    `check(members)` is None when the set can run as one step, else the position of an
-    equation outside it that both depends on its results and feeds it. `group_op(members,
-    nodes, avals, used_outside)` returns (op, input keys, output keys). The equations are
-    then reordered (stably) so that each runs after what it reads."""
-    def rewrite(closed_jaxpr):
-        jaxpr = closed_jaxpr.jaxpr
-        eqns = list(jaxpr.eqns)
-        keys: dict[int, object] = {}
-        avals: dict[object, object] = {}
-
-        def key(v):
-            keys[id(v)], avals[id(v)] = v, v.aval
-            return id(v)
-        nodes = [(_jask_prim(e, prim_base), [key(v) for v in e.invars], [key(v) for v in e.outvars])
-                 for e in eqns]
-        users, producer = _users_and_producers(eqns, jaxpr.outvars)
-
-        def check(members):
-            inside = set(members)
-            downstream: set[int] = set()  # outside equations that depend on the set's results
-            for i in range(min(members), len(nodes)):
-                if i not in inside and any(producer.get(k) in inside or producer.get(k) in downstream
-                                           for k in nodes[i][1]):
-                    downstream.add(i)
-            feeding = [producer[k] for j in members for k in nodes[j][1] if producer.get(k) in downstream]
-            return min(feeding) if feeding else None
-
-        groups = find_groups(nodes, check)
-        if not groups:
-            return closed_jaxpr
-        units = []  # (position, eqn) with the members of a group replaced by one eqn
-        grouped = set()
-        for members in groups:
-            inside = set(members)
-            used_outside = {k for i in members for k in nodes[i][2]
-                            if any(u not in inside for u in users.get(k, ()))}
-            grouped |= inside
-            if not used_outside:  # nothing reads its results: Jask ops have no other effect
-                continue
-            op, in_keys, out_keys = group_op(members, nodes, avals, used_outside)
-            last = eqns[max(members)]
-            units.append((min(members), _core.new_jaxpr_eqn(
-                [keys[k] for k in in_keys], [keys[k] for k in out_keys], _call_hi_primitive_p,
-                {"_prim": op}, last.effects, last.source_info, last.ctx)))
-        units += [(i, e) for i, e in enumerate(eqns) if i not in grouped]
-        return closed_jaxpr.replace(jaxpr=jaxpr.replace(eqns=_stable_topological_order(units)))
-    return rewrite
+def library_version(library: str) -> str | None:
+    """The installed version of `library`, or None when it is not installed."""
+    try:
+        return importlib.import_module(library).__version__
+    except ImportError:
+        return None
 
 
-def _stable_topological_order(units):
-    """The equations of (position, eqn) pairs ordered so each follows the equations whose
-    results it reads, keeping program order where dependencies allow."""
-    import heapq
-    made = {id(v): n for n, (_, e) in enumerate(units) for v in e.outvars}
-    waits = [{made[id(v)] for v in e.invars if isinstance(v, _core.Var) and id(v) in made} for _, e in units]
-    readers: dict[int, list[int]] = {}
-    for n, deps in enumerate(waits):
-        for d in deps:
-            readers.setdefault(d, []).append(n)
-    ready = [(units[n][0], n) for n, deps in enumerate(waits) if not deps]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        _, n = heapq.heappop(ready)
-        order.append(units[n][1])
-        for r in readers.get(n, ()):
-            waits[r].discard(n)
-            if not waits[r]:
-                heapq.heappush(ready, (units[r][0], r))
-    assert len(order) == len(units), "row-group reordering found a cycle"
-    return order
+def check_version(patch: Patch) -> bool:
+    """True when the patch's library is installed at the version the patch is written for,
+    False when it is not installed (optax is optional); ImportError for another version."""
+    found = library_version(patch.library)
+    if found is None:
+        return False
+    if found != patch.version:
+        raise ImportError(f"jask's patch {patch.name!r} of {patch.target} is written for "
+                          f"{patch.library}=={patch.version}; found {patch.library} {found}")
+    return True
 
 
-def _drop_repeated_operands(prim, invars, merge_operands):
-    i = 0
-    while i < len(invars):
-        for j in range(i + 1, len(invars)):
-            if isinstance(invars[i], _core.Var) and invars[j] is invars[i]:
-                prim = merge_operands(prim, i, j)
-                invars = invars[:j] + invars[j + 1:]
-                break
-        else:
-            i += 1
-    return prim, invars
+def install_patches(hooks: Hooks) -> tuple[str, ...]:
+    """Installs every patch whose library is present (once each); returns the names of the
+    installed patches."""
+    for patch in PATCHES.values():
+        if patch.name not in _installed and check_version(patch):
+            patch.install(hooks)
+            _installed.append(patch.name)
+    return installed_patches()
+
+
+def installed_patches() -> tuple[str, ...]:
+    return tuple(_installed)
+
+
+# -- jit: Jask's passes before lowering ------------------------------------------------------
+
+@_patch("lowering_passes", "jax._src.interpreters.partial_eval.lower_jaxpr",
+        "run jask.lowering's passes (fusion, row groups, releases) on every hi jaxpr before JAX "
+        "lowers it")
+def _install_lowering_passes(hooks: Hooks) -> None:
+    install_lowering_passes(*hooks.lowering_passes)
 
 
 def install_lowering_passes(*passes) -> None:
@@ -331,7 +215,7 @@ def install_lowering_passes(*passes) -> None:
 _original_lower_jaxpr = None
 
 
-# -- dense tracer (op) DiskArray tracer ---------------------------------------
+# -- in-memory tracer (op) DiskArray tracer -------------------------------------
 #
 # `jnp.array(lr) * g` inside jit: both operands are tracers of one Python
 # class, so Python never tries g's reflected operator and JAX's own operator
@@ -342,7 +226,11 @@ _REFLECTED = {"_add": "_radd", "_sub": "_rsub", "_mul": "_rmul", "_truediv": "_r
               "_matmul": "_rmatmul"}
 
 
-def defer_dense_operators_to(hi_type) -> None:
+@_patch("reflected_operators", "jax._src.core.ShapedArray._add/_sub/_mul/_truediv/_matmul",
+        "an in-memory tracer (op) a DiskArray tracer: JAX gives up, so hand it to the DiskArray's "
+        "reflected operator")
+def _defer_in_memory_operators(hooks: Hooks) -> None:
+    hi_type = hooks.hi_type
     for name, reflected in _REFLECTED.items():
         original = getattr(ShapedArray, name)
         if getattr(original, "_jask_deferring", False):
@@ -407,12 +295,15 @@ def _dispatching(original, jask_fn, is_hi):
     return function
 
 
-def broadcast_unbatched_outputs(is_hi, broadcast) -> None:
+@_patch("vmap_broadcast", "jax._src.interpreters.batching.broadcast",
+        "vmap gives an unbatched DiskArray output its batch axis with a function that only knows "
+        "JAX arrays")
+def _broadcast_unbatched_outputs(hooks: Hooks) -> None:
     """jax.vmap gives an output that does not depend on the batch (a function returning one
     of its unbatched DiskArray inputs) a batch axis with `batching.broadcast`, which only knows
     JAX arrays; for hi values it calls `broadcast(x, size, axis)` instead."""
-    from jax._src.interpreters import batching
-    original = batching.broadcast
+    is_hi, broadcast = hooks.is_hi, hooks.broadcast
+    original = _batching.broadcast
     if getattr(original, "_jask_original", None):
         return
 
@@ -426,7 +317,15 @@ def broadcast_unbatched_outputs(is_hi, broadcast) -> None:
             return broadcast(x, sz, axis)
 
     batching_broadcast._jask_original = original
-    batching.broadcast = batching_broadcast
+    _batching.broadcast = batching_broadcast
+
+
+@_patch("numpy_dispatch", "jax.numpy, jax.lax and jax.nn functions (jask/_api/numpy_dispatch.py)",
+        "jax.numpy has no dispatch protocol for foreign arrays, and optax calls jnp.sqrt(g) on "
+        "its leaves")
+def _dispatch_numpy_functions(hooks: Hooks) -> None:
+    install_numpy_dispatch(hooks.numpy_functions, hooks.is_hi)
+    install_numpy_dispatch(hooks.numpy_sequence_functions, hooks.holds_hi)
 
 
 def install_numpy_dispatch(table: dict, is_hi) -> None:
@@ -446,18 +345,13 @@ def install_numpy_dispatch(table: dict, is_hi) -> None:
 # the factored optimizers call it on every leaf. For arrays of real dtype,
 # which are all Jask stores, |x|^2 is x * x.
 
-PINNED_OPTAX = "0.2.8"
-
-
-def accept_in_optax_abs_sq(is_hi, square) -> None:
-    try:
-        import optax
-        from optax._src import numerics, transform
-    except ImportError:  # optax is optional at run time
-        return
-    if optax.__version__ != PINNED_OPTAX:
-        raise ImportError(f"jask needs optax=={PINNED_OPTAX} (it adapts optax.numerics.abs_sq); "
-                          f"found optax {optax.__version__}")
+@_patch("optax_abs_sq", "optax._src.numerics.abs_sq (and its use in optax._src.transform)",
+        "abs_sq refuses anything but np.ndarray and jax.Array; adagrad and the factored "
+        "optimizers call it on every leaf", library="optax", version=PINNED_OPTAX)
+def _accept_in_optax_abs_sq(hooks: Hooks) -> None:
+    # imported here: optax is optional at run time (check_version found it installed)
+    from optax._src import numerics, transform
+    is_hi, square = hooks.is_hi, hooks.square
     original = numerics.abs_sq
     if getattr(original, "_jask_original", None):
         return
@@ -473,9 +367,12 @@ def accept_in_optax_abs_sq(is_hi, square) -> None:
 
 # -- a clear error for JAX primitives that Jask does not implement -------------
 
-def name_unsupported_primitives(is_hi) -> None:
+@_patch("unsupported_primitive_errors", "jax._src.core.Primitive.bind",
+        "a lax primitive on a DiskArray fails deep inside JAX; re-raise it naming the primitive")
+def _name_unsupported_primitives(hooks: Hooks) -> None:
     """A lax primitive applied to a DiskArray fails deep inside JAX; re-raise it as a
     NotImplementedError that names the primitive."""
+    is_hi = hooks.is_hi
     original = _core.Primitive.bind
     if getattr(original, "_jask_original", None):
         return
@@ -501,10 +398,10 @@ def name_unsupported_primitives(is_hi) -> None:
 # (int32 handles) where the enclosing program expects hijax values. Raise
 # them back, as every other hijax lowering does.
 
-def raise_remat_outputs() -> None:
-    from jax._src import ad_checkpoint
-
-    original = ad_checkpoint.remat_p.to_lojax
+@_patch("remat_outputs", "jax._src.ad_checkpoint.remat_p.to_lojax",
+        "jax.checkpoint's lowering returns hijax outputs as their int32 handles; raise them back")
+def _raise_remat_outputs(hooks: Hooks) -> None:
+    original = _ad_checkpoint.remat_p.to_lojax
     if getattr(original, "_jask_original", None):
         return
 
@@ -520,4 +417,4 @@ def raise_remat_outputs() -> None:
         return outs
 
     to_lojax._jask_original = original
-    ad_checkpoint.remat_p.to_lojax = to_lojax
+    _ad_checkpoint.remat_p.to_lojax = to_lojax

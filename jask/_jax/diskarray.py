@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -18,8 +19,8 @@ from .. import _engine
 from .._dtypes import dtype_from_code
 from . import compat
 
-# Filled in by jask.api: the functions operators dispatch to. Kept as a table
-# so this module does not import the op layer.
+# The functions operators and methods dispatch to, filled in by jask._setup.install (the
+# functions are written with ops, which sit above this module).
 OPERATORS: dict[str, Any] = {}
 
 
@@ -123,7 +124,6 @@ def _real_part(x):
 def _imaginary_part(x):
     # Zero: a 0-d value rather than a zero DiskArray, so that expressions
     # such as square(x.real) + square(x.imag) cost no extra pass over a file.
-    import jax
     return jnp.zeros((), jax.dtypes.canonicalize_dtype(x.dtype))
 
 
@@ -178,7 +178,7 @@ class DiskArray(metaclass=_DiskArrayMeta):
 
     # constructors -------------------------------------------------------
     @staticmethod
-    def from_numpy(array) -> "DiskArray":
+    def from_numpy(array) -> DiskArray:
         """Writes a NumPy array (or anything np.asarray accepts) to a new scratch file.
 
         >>> import numpy as np, jask
@@ -188,7 +188,7 @@ class DiskArray(metaclass=_DiskArrayMeta):
         return _op("from_numpy")(array)
 
     @staticmethod
-    def open(path, shape=None, dtype=None, offset: int = 0, mode: str = "r") -> "DiskArray":
+    def open(path, shape=None, dtype=None, offset: int = 0, mode: str = "r") -> DiskArray:
         """Opens an existing .npy file, or a raw binary file given shape and dtype, in place.
 
         Args:
@@ -279,7 +279,7 @@ class DiskArray(metaclass=_DiskArrayMeta):
         """Writes a copy of this array to a new .npy file at `path`."""
         _engine.save(self.handle, os.fspath(path))
 
-    def update_(self, new) -> "DiskArray":
+    def update_(self, new) -> DiskArray:
         """Overwrites this array's file with `new`'s values and returns this array.
 
         The array keeps its handle, shape and dtype, so a jitted function that
@@ -358,8 +358,3 @@ def info(handle: int) -> tuple[np.dtype, tuple[int, ...]]:
     """dtype and shape of an engine handle."""
     code, shape, *_ = _engine.info(handle)
     return dtype_from_code(code), tuple(shape)
-
-
-compat.register_hitype(DiskArray, lambda x: x._ty)
-compat.defer_dense_operators_to(DiskArrayTy)
-compat.raise_remat_outputs()

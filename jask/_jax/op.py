@@ -9,6 +9,8 @@ jit, the VJP plumbing) is derived here once.
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import jax
@@ -16,24 +18,37 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _engine, _runtime
-from .._dtypes import dtype_code
 from . import compat
 from .diskarray import DiskArray, DiskArrayTy
 
-# How a kernel's result comes back, per Op.result (one engine entry per kind):
+# How a kernel's result comes back, per Op.result:
 #   "array"     a new DiskArray (an int32 handle)
-#   "arrays"    a tuple of new DiskArrays (a fused program with several outputs)
 #   "scalar"    a 0-d in-memory value (a reduction)
 #   "in_memory" an in-memory jax.Array of the op's output type (materialize, row slices)
-#   "group"     a tuple of new DiskArrays and 0-d values (a row group, ops/_rowgroup.py)
+#   "arrays"    a tuple of new DiskArrays (a fused program with several outputs)
+#   "group"     a tuple of new DiskArrays and 0-d values (a row group, lowering/row_groups.py)
 # Operands reach the engine as handles (DiskArrays), scalars (0-d) and
-# in-memory buffers (other in-memory arrays), in that order; parameters as named
-# fields: XLA FFI attributes under jit, a dict eagerly.
-_FFI_TARGET = {"array": "jask_array_op", "arrays": "jask_arrays_op", "scalar": "jask_scalar_op",
-               "in_memory": "jask_in_memory_op", "group": "jask_group_op"}
-_EAGER_ENTRY = {"array": _engine.array_op, "arrays": _engine.arrays_op,
-                "scalar": _engine.scalar_op, "in_memory": _engine.in_memory_op,
-                "group": _engine.group_op}
+# in-memory buffers (other in-memory arrays), in that order; parameters as the
+# kernel's named fields: XLA FFI attributes under jit, a dict eagerly.
+#
+# Each result kind's engine entry points: the XLA FFI target (jitted programs) and the
+# nanobind function (eager calls), one per kind in the engine too.
+_ENGINE_CALLS = {
+    "array": ("jask_array_op", "array_op"),
+    "arrays": ("jask_arrays_op", "arrays_op"),
+    "scalar": ("jask_scalar_op", "scalar_op"),
+    "in_memory": ("jask_in_memory_op", "in_memory_op"),
+    "group": ("jask_group_op", "group_op"),
+}
+RELEASE_TARGET = "jask_release"
+
+
+def _ffi_target(result: str) -> str:
+    return _ENGINE_CALLS[result][0]
+
+
+def _eager_call(result: str):
+    return getattr(_engine, _ENGINE_CALLS[result][1])
 
 
 def _attribute(value):
@@ -58,16 +73,36 @@ def _eager_value(value):
     return tuple(int(v) for v in value)
 
 
+class Role(enum.Enum):
+    """What an op is to the jit-time passes (jask/lowering): which blocks of its operands
+    each block of its result needs, and so what it may be merged with."""
+
+    OTHER = "other"
+    """Anything else: the passes leave it alone."""
+    ELEMENTWISE = "elementwise"
+    """Each element from the same element of each operand (scalars and NumPy broadcasting
+    allowed): one engine expression, `Op.expression()`."""
+    ELEMENTWISE_MULTI = "elementwise_multi"
+    """An elementwise expression that stores several of its instructions' results."""
+    BROADCAST = "broadcast"
+    """One scalar written to every element (`Op.expression()` copies it)."""
+    REDUCTION = "reduction"
+    """A full reduction (sum, max, min) of an elementwise expression, `Op.expression()`."""
+    MATMUL = "matmul"
+    """A matrix product: row-local in its left operand (or in both, for a.T @ b)."""
+
+
 class Op(compat.VJPHiPrimitive):
     """One Jask op applied to operands of given types, with given static params.
 
     Subclasses set `name` and `kernel`, implement `out_type` and `vjp`, and
-    may override `kernel_params` (the kernel's named fields) and `result`.
+    may override `kernel_params`, `result` and `role`.
     """
 
     name: ClassVar[str]
     kernel: ClassVar[str]
     result: ClassVar[str] = "array"
+    role: ClassVar[Role] = Role.OTHER
 
     def __init__(self, *in_avals, **params):
         self.in_avals = tuple(in_avals)
@@ -82,6 +117,11 @@ class Op(compat.VJPHiPrimitive):
     def kernel_params(self) -> dict[str, Any]:
         """The kernel's parameters by field name: ints, bools, strings, tuples of ints."""
         return {}
+
+    def expression(self):
+        """The engine expression (an `ops._elementwise.Expression`) of an op whose role is
+        ELEMENTWISE, ELEMENTWISE_MULTI, BROADCAST or REDUCTION: what the fusion passes splice."""
+        raise NotImplementedError(f"jask.{self.name} (role {self.role.name}) has no expression")
 
     def vjp(self, ct, *operands, out, needs):
         """Cotangents of the operands, one per operand (None where not needed)."""
@@ -102,30 +142,31 @@ class Op(compat.VJPHiPrimitive):
     def _run_eagerly(self, operands):
         _runtime.ensure_scratch()
         handles = [x.handle for x in operands if isinstance(x, DiskArray)]
-        dense = [np.asarray(x) for x in operands if not isinstance(x, DiskArray)]
-        scalars = [float(x) for x in dense if x.ndim == 0]
-        buffers = [np.ascontiguousarray(x).reshape(-1).view(np.uint8) for x in dense if x.ndim]
+        in_memory = [np.asarray(x) for x in operands if not isinstance(x, DiskArray)]
+        scalars = [float(x) for x in in_memory if x.ndim == 0]
+        buffers = [np.ascontiguousarray(x).reshape(-1).view(np.uint8) for x in in_memory if x.ndim]
         params = {k: _eager_value(v) for k, v in self.kernel_params().items()}
-        run = _EAGER_ENTRY[self.result]
+        call = _eager_call(self.result)
         if self.result == "array":
-            return DiskArray(self.out_aval, run(self.kernel, handles, scalars, buffers, params))
+            h = call(self.kernel, handles, scalars, buffers, params)
+            return DiskArray(self.out_aval, h)
         if self.result == "arrays":
-            hs = run(self.kernel, handles, scalars, buffers, params)
+            hs = call(self.kernel, handles, scalars, buffers, params)
             return tuple(DiskArray(aval, h) for aval, h in zip(self.out_aval, hs))
         if self.result == "group":
-            hs, values = run(self.kernel, handles, scalars, buffers, params)
+            hs, values = call(self.kernel, handles, scalars, buffers, params)
             return _group_results(self.out_aval, hs, values)
         if self.result == "scalar":
-            value = run(self.kernel, handles, scalars, buffers, params)
+            value = call(self.kernel, handles, scalars, buffers, params)
             return jnp.asarray(value, self.out_aval.dtype)
         out = np.empty(self.out_aval.shape, self.out_aval.dtype)
-        run(self.kernel, handles, scalars, buffers, params, out.reshape(-1).view(np.uint8))
+        call(self.kernel, handles, scalars, buffers, params, out.reshape(-1).view(np.uint8))
         return jnp.asarray(out)
 
     def _lower(self, operands):
         handles = [x._lowered_handle() for x in operands if isinstance(x, DiskArray)]
-        dense = [jnp.asarray(x) for x in operands if not isinstance(x, DiskArray)]
-        dense = [x for x in dense if x.ndim == 0] + [x for x in dense if x.ndim]
+        in_memory = [jnp.asarray(x) for x in operands if not isinstance(x, DiskArray)]
+        in_memory = [x for x in in_memory if x.ndim == 0] + [x for x in in_memory if x.ndim]
         out = self.out_aval
         if self.result == "array":
             result_type = jax.ShapeDtypeStruct((), jnp.int32)
@@ -139,9 +180,9 @@ class Op(compat.VJPHiPrimitive):
                                                 values[0].dtype if values else jnp.float32))
         else:
             result_type = jax.ShapeDtypeStruct(out.shape, out.dtype)
-        call = jax.ffi.ffi_call(_FFI_TARGET[self.result], result_type, has_side_effect=True)
+        call = jax.ffi.ffi_call(_ffi_target(self.result), result_type, has_side_effect=True)
         attributes = {k: _attribute(v) for k, v in self.kernel_params().items()}
-        value = call(*handles, *dense, kernel=self.kernel, num_handles=np.int64(len(handles)),
+        value = call(*handles, *in_memory, kernel=self.kernel, num_handles=np.int64(len(handles)),
                      **attributes)
         if self.result == "arrays":
             return tuple(DiskArray(aval, value[i]) for i, aval in enumerate(out))
@@ -188,8 +229,10 @@ class Op(compat.VJPHiPrimitive):
     def batch(self, axis_data, args, dims):
         # Jask ops are passes over whole arrays: a batch of n runs the op n times and
         # stacks the results along a new leading axis (on disk for DiskArray results).
-        from ..ops._batching import run_per_element
-        return run_per_element(self, axis_data.size, args, dims)
+        if _batch_rule is None:
+            raise NotImplementedError(f"jax.vmap of jask.{self.name} needs jask's batching rule; "
+                                      f"import jask to install it")
+        return _batch_rule(self, axis_data.size, args, dims)
 
     def lin(self, nzs_in, *primals):
         out = self(*primals)
@@ -203,6 +246,17 @@ class Op(compat.VJPHiPrimitive):
 
     def __repr__(self):
         return f"jask.{self.name}{self.params or ''}"
+
+
+BatchRule = Callable[[Op, int, tuple, tuple], tuple]
+"""(op, batch size, operands, their batch axes) -> (results, their batch axes)."""
+_batch_rule: BatchRule | None = None
+
+
+def set_batch_rule(rule: BatchRule) -> None:
+    """Installs the vmap rule of every op (jask.ops._batching: it is written with ops)."""
+    global _batch_rule
+    _batch_rule = rule
 
 
 def _group_results(out_avals, handles, values):
@@ -245,7 +299,7 @@ def _is_traced(x) -> bool:
 
 
 def apply(op_cls: type[Op], *operands, **params):
-    """Binds `op_cls` to operands (DiskArrays and dense scalars) and runs it."""
+    """Binds `op_cls` to operands (DiskArrays and in-memory scalars) and runs it."""
     avals = [compat.typeof(x) for x in operands]
     return op_cls(*avals, **params)(*operands)
 
@@ -273,26 +327,3 @@ def same_type(op_name: str, x: DiskArrayTy, y: DiskArrayTy) -> DiskArrayTy:
 def scalar_type(op_name: str, s) -> None:
     if not isinstance(s, compat.ShapedArray) or s.shape != ():
         raise TypeError(f"jask.{op_name}: expected a scalar operand, got {describe(s)}")
-
-
-class Release(compat.VJPHiPrimitive):
-    """Frees an intermediate DiskArray of a compiled program after its consumers ran.
-
-    Inserted by the lowering pass in compat, never called by users. The first
-    operand is the intermediate; the rest are its consumers' results, which
-    order this call after them.
-    """
-
-    def __init__(self, *in_avals):
-        self.in_avals = tuple(in_avals)
-        self.out_aval = compat.ShapedArray((), jnp.int32)
-        self.params = {}
-        super().__init__()
-
-    def expand(self, dead, *deps):
-        operands = [x._lowered_handle() if isinstance(x, DiskArray) else x for x in (dead, *deps)]
-        call = jax.ffi.ffi_call("jask_release", jax.ShapeDtypeStruct((), jnp.int32),
-                                has_side_effect=True)
-        return call(*operands, num_handles=np.int64(1))
-
-

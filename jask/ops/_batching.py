@@ -17,7 +17,8 @@ from .slice import Slice
 def run_per_element(prim, size: int, args, dims):
     """(results stacked along axis 0, their batch axes) of `prim` over a batch of `size`."""
     if size == 0:
-        raise NotImplementedError(f"jax.vmap of jask.{prim.name} over an empty batch axis is not supported")
+        raise NotImplementedError(
+            f"jax.vmap of jask.{prim.name} over an empty batch axis is not supported")
     results = [prim(*(x if d is None else _element(x, d, b) for x, d in zip(args, dims)))
                for b in range(size)]
     if isinstance(prim.out_aval, tuple):

@@ -3,6 +3,7 @@ shape and scalars, streamed in one pass (see src/engine/program/program.hpp)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar
 
 import jax
@@ -11,9 +12,8 @@ import numpy as np
 
 from .. import _engine
 from .._dtypes import dtype_code
-from .._jax import compat
-from .._jax.diskarray import DiskArray, DiskArrayTy
-from .._jax.op import Op, apply, describe
+from .._jax.diskarray import DiskArrayTy
+from .._jax.op import Op, Role, describe
 
 OPCODES: dict[str, int] = dict(_engine.opcodes())
 REDUCTIONS = {"none": 0, "sum": 1, "max": 2, "min": 3}
@@ -22,6 +22,27 @@ REDUCTIONS = {"none": 0, "sum": 1, "max": 2, "min": 3}
 # An expression is a tuple of instructions (opcode name, argument refs); a ref
 # is ("in", operand index) or ("tmp", index of an earlier instruction). The
 # last instruction is the result.
+
+
+@dataclass(frozen=True)
+class Expression:
+    """An op's engine expression, as the fusion passes see it (`Op.expression()`)."""
+
+    instructions: tuple
+    """(opcode name, argument refs) per instruction; the last is the result."""
+    reduction: str
+    """"none", or the full reduction ("sum", "max", "min") of the result."""
+    dtype: np.dtype
+    """The dtype the result is computed (and stored) in."""
+    label: str
+    """The name in kernel names and messages ("exp+mul")."""
+    shape: tuple[int, ...]
+    """The iteration shape: the broadcast shape of the array operands."""
+    outputs: tuple[int, ...] = ()
+    """The instructions whose results are stored (empty: the last one)."""
+
+    def stored(self) -> tuple[int, ...]:
+        return self.outputs or (len(self.instructions) - 1,)
 
 
 def single_instruction(instr: str, n_operands: int) -> tuple:
@@ -34,7 +55,8 @@ def _kind(aval) -> str:
     return "memory" if aval.shape else "scalar"
 
 
-def encode(expr, in_avals, out_shape, out_dtype, reduction: str = "none", outputs=None) -> dict:
+def encode(expr, in_avals, out_shape, out_dtype, reduction: str = "none",
+           outputs=None) -> dict:
     """The fields of the engine's elementwise kernels for `expr` (ElementwiseParams in
     src/engine/kernels/ops.cpp): the output shape, each in-memory operand's dtype and shape,
     and the program. DiskArray operands are the first registers, in-memory arrays the next,
@@ -70,10 +92,11 @@ def broadcast_shape(name: str, arrays) -> tuple[int, ...]:
         raise ValueError(f"jask.{name}: shapes do not broadcast: {' and '.join(names)}") from None
 
 
-def operand_shape(name: str, operands, allow_dense: bool = False) -> tuple[tuple[int, ...], list]:
+def operand_shape(name: str, operands,
+                  allow_in_memory: bool = False) -> tuple[tuple[int, ...], list]:
     """The broadcast shape of the operands (NumPy rules) and the array operands among them;
     at least one must be a DiskArray."""
-    if not allow_dense and not any(isinstance(a, DiskArrayTy) for a in operands):
+    if not allow_in_memory and not any(isinstance(a, DiskArrayTy) for a in operands):
         raise TypeError(f"jask.{name}: needs at least one DiskArray operand")
     arrays = [a for a in operands if isinstance(a, DiskArrayTy) or a.shape]
     return broadcast_shape(name, arrays), arrays
@@ -95,33 +118,11 @@ def scalar_like(s, x):
     return jnp.asarray(s, dtype=jax.dtypes.canonicalize_dtype(x.dtype))
 
 
-def reduce_to(g, operand):
-    """`g` (of the broadcast output's shape) as the cotangent of `operand`, a value or its
-    type: summed over the axes along which the operand was broadcast."""
-    on_disk = isinstance(operand, (DiskArray, DiskArrayTy))
-    if g is None or (on_disk and tuple(operand.shape) == tuple(g.shape)):
-        return g
-    if tuple(operand.shape) == tuple(g.shape):  # an in-memory operand of the full shape
-        from .to_dense import ToDense
-        return apply(ToDense, g).astype(jax.dtypes.canonicalize_dtype(operand.dtype))
-    if not operand.shape and not on_disk:
-        dtype = jax.dtypes.canonicalize_dtype(operand.dtype)
-        return apply(Reduce, g, instr="copy", reduction="sum").astype(dtype)
-    from .reduce_axes import ReduceAxes, ReduceAxesDense
-    from .reshape import Reshape
-    lead = len(g.shape) - len(operand.shape)
-    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(operand.shape)
-                                      if d == 1 and g.shape[lead + i] != 1)
-    summed = apply(ReduceAxes if on_disk else ReduceAxesDense, g, axes=axes, reduction="sum")
-    if on_disk:
-        return apply(Reshape, summed, shape=tuple(operand.shape))
-    return summed.reshape(operand.shape).astype(jax.dtypes.canonicalize_dtype(operand.dtype))
-
-
 class Elementwise(Op):
     """Base of ops that are one engine instruction; subclasses set `instr` and `vjp`."""
 
     kernel = "map"
+    role = Role.ELEMENTWISE
     instr: ClassVar[str]
     bool_result: ClassVar[bool] = False
 
@@ -133,248 +134,9 @@ class Elementwise(Op):
     def expr(self) -> tuple:
         return single_instruction(self.instr, len(self.in_avals))
 
+    def expression(self) -> Expression:
+        return Expression(self.expr(), "none", self.out_aval.dtype, self.name, self.out_aval.shape)
+
     def kernel_params(self):
         return {"label": self.name,
                 **encode(self.expr(), self.in_avals, self.out_aval.shape, self.out_aval.dtype)}
-
-
-class BroadcastTo(Elementwise):
-    """An array, in memory or on disk (or a scalar), broadcast to a larger shape as a new
-    DiskArray."""
-
-    name = "broadcast_to"
-    instr = "copy"
-
-    def out_type(self, x, *, shape):
-        if broadcast_shape(self.name, [x, tuple(shape)]) != tuple(shape):
-            raise ValueError(f"jask.broadcast_to: cannot broadcast {describe(x)} to {shape}")
-        return DiskArrayTy(tuple(shape), x.dtype)
-
-    def vjp(self, ct, x, *, out, needs):
-        return (reduce_to(ct, x),)
-
-    def tangent(self, out, operands, tangents):
-        return apply(BroadcastTo, tangents[0], shape=self.shape)
-
-
-class Reduce(Op):
-    """The sum, max or min over all elements of one elementwise instruction's result."""
-
-    name = "reduce"
-    kernel = "map_reduce"
-    result = "scalar"
-
-    def out_type(self, *operands, instr, reduction):
-        _, arrays = operand_shape(self.name, operands)
-        return compat.ShapedArray((), jax.dtypes.canonicalize_dtype(common_dtype(self.name, arrays)))
-
-    def expr(self) -> tuple:
-        return single_instruction(self.instr, len(self.in_avals))
-
-    def kernel_params(self):
-        shape, arrays = operand_shape(self.name, self.in_avals)
-        return {"label": self.reduction,
-                **encode(self.expr(), self.in_avals, shape, arrays[0].dtype, self.reduction)}
-
-    def vjp(self, ct, *operands, out, needs):
-        from .fill import Fill
-        from .mul import Mul
-        if self.reduction == "sum" and self.instr == "copy":
-            (x,) = operands
-            return (apply(Fill, ct, shape=x.shape, dtype=x.dtype),)
-        if self.reduction == "sum" and self.instr == "mul":
-            a, b = operands
-            return (apply(Mul, b, scalar_like(ct, b)) if needs[0] else None,
-                    apply(Mul, a, scalar_like(ct, a)) if needs[1] else None)
-        if self.instr == "copy":  # max or min: ct split evenly among the elements that attain it
-            (x,) = operands
-            return (_chosen(x, out) * scalar_like(ct, x),)
-        raise NotImplementedError(f"jax.grad of jask.{self.reduction} of {self.instr} needs a backward rule")
-
-    def tangent(self, out, operands, tangents):
-        if self.reduction == "sum" and self.instr == "copy":
-            return apply(Reduce, tangents[0], instr="copy", reduction="sum")
-        if self.reduction == "sum" and self.instr == "mul":
-            (a, b), (ta, tb) = operands, tangents
-            vdot = lambda u, v: apply(Reduce, u, v, instr="mul", reduction="sum")  # noqa: E731
-            terms = [None if ta is None else vdot(ta, b), None if tb is None else vdot(a, tb)]
-            return terms[0] if terms[1] is None else terms[1] if terms[0] is None else terms[0] + terms[1]
-        if self.instr == "copy":  # max or min
-            x, tx = operands[0], tangents[0]
-            return apply(Reduce, tx * _chosen(x, out), instr="copy", reduction="sum")
-        raise NotImplementedError(f"jax.jvp of jask.{self.reduction} of {self.instr} needs a forward rule")
-
-
-def _chosen(x, out):
-    """Weights 1/k on the k elements of x equal to its max (or min) `out`, 0 elsewhere."""
-    hits = (x == scalar_like(out, x)).astype(x.dtype)
-    return hits / apply(Reduce, hits, instr="copy", reduction="sum").astype(hits.dtype)
-
-
-# -- fusion -------------------------------------------------------------------
-#
-# Under jit, a chain of elementwise ops whose intermediates are used once
-# becomes one engine program (compat.install_lowering_passes finds the
-# chains): each input is read once and no intermediate is written. Fusion
-# runs after autodiff, so fused ops need no backward rule.
-
-
-class FusedMap(Op):
-    """Several elementwise instructions in one pass, ending in a new DiskArray."""
-
-    name = "fused"
-    kernel = "map"
-
-    def out_type(self, *operands, expr, label, shape, out_dtype, reduction="none"):
-        return DiskArrayTy(shape, out_dtype)
-
-    def kernel_params(self):
-        return {"label": self.label,
-                **encode(self.expr, self.in_avals, self.shape, self.out_dtype, self.reduction)}
-
-
-class FusedReduce(FusedMap):
-    """Several elementwise instructions in one pass, ending in a full reduction."""
-
-    kernel = "map_reduce"
-    result = "scalar"
-
-    def out_type(self, *operands, expr, label, shape, out_dtype, reduction):
-        return compat.ShapedArray((), jax.dtypes.canonicalize_dtype(out_dtype))
-
-
-def _parts(prim):
-    """(expr, reduction, out dtype, label, iteration shape) of a fusible op, or None."""
-    if isinstance(prim, FusedMap):
-        return prim.expr, prim.reduction, np.dtype(prim.out_dtype), prim.label, prim.shape
-    if isinstance(prim, Elementwise):
-        return prim.expr(), "none", prim.out_aval.dtype, prim.name, prim.out_aval.shape
-    if prim.kernel == "fill":  # a scalar broadcast (the cotangent of a sum): no array to write
-        return single_instruction("copy", 1), "none", prim.out_aval.dtype, "fill", prim.out_aval.shape
-    if isinstance(prim, Reduce):
-        label = prim.reduction if prim.instr == "copy" else f"{prim.instr}+{prim.reduction}"
-        shape, arrays = operand_shape(prim.name, prim.in_avals)
-        return prim.expr(), prim.reduction, common_dtype(prim.name, arrays), label, shape
-    return None
-
-
-_EXACT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-# Array operands of one fused pass: each needs a block buffer at the same
-# time, so a longer chain would raise the smallest budget that works.
-MAX_FUSED_ARRAYS = 4
-
-
-def _same_float_dtype(avals) -> bool:
-    """Fusing keeps intermediates in registers; that equals the unfused result only when
-    every stored value has the compute precision (one float dtype; bools are exact)."""
-    dtypes = {a.dtype for a in avals if isinstance(a, DiskArrayTy) and a.dtype != np.bool_}
-    return len(dtypes) == 1 and dtypes.pop() in _EXACT_DTYPES
-
-
-def _splice(consumer, ks, producer, c_expr, p_expr, result):
-    """(operand avals, instructions) of the producer's instructions followed by the
-    consumer's, whose operands at positions `ks` become the producer's instruction `result`;
-    the producer's operands take the place of the first of them."""
-    k = ks[0]
-    rest = [i for i in range(k + 1, len(consumer.in_avals)) if i not in ks]
-    avals = (*consumer.in_avals[:k], *producer.in_avals, *(consumer.in_avals[i] for i in rest))
-    width, offset = len(producer.in_avals), len(p_expr)
-
-    def moved(ref):
-        kind, i = ref
-        if kind == "tmp":
-            return ("tmp", i + offset)
-        if i in ks:
-            return ("tmp", result)
-        return ("in", i if i < k else k + width + rest.index(i))
-    shifted = tuple((instr, tuple(("in", i + k) if kind == "in" else (kind, i) for kind, i in args))
-                    for instr, args in p_expr)
-    return avals, shifted + tuple((instr, tuple(moved(r) for r in args)) for instr, args in c_expr)
-
-
-def fuse(consumer, k: int, producer):
-    """The op computing `consumer` with its operand k replaced by `producer`'s computation,
-    or None if the two cannot share one pass."""
-    c, p = _parts(consumer), _parts(producer)
-    if c is None or p is None or p[1] != "none":
-        return None
-    (c_expr, reduction, out_dtype, c_label, shape), (p_expr, _, _, p_label, _) = c, p
-    avals, expr = _splice(consumer, (k,), producer, c_expr, p_expr, len(p_expr) - 1)
-    if sum(1 for a in avals if a.shape or isinstance(a, DiskArrayTy)) > MAX_FUSED_ARRAYS:
-        return None
-    if not _same_float_dtype((*avals, producer.out_aval, DiskArrayTy((), c[2]))):
-        return None
-    cls = FusedMap if reduction == "none" else FusedReduce
-    return cls(*avals, expr=expr, label=f"{p_label}+{c_label}", shape=shape,
-               out_dtype=out_dtype, reduction=reduction)
-
-
-class FusedMulti(Op):
-    """Several elementwise instructions in one pass writing several new DiskArrays: values
-    that are both results of the program and inputs of later instructions (an optimizer's
-    new state and the update computed from it) are written once, never read back."""
-
-    name = "fused"
-    kernel = "map_multi"
-    result = "arrays"
-
-    def out_type(self, *operands, expr, label, shape, out_dtype, outputs):
-        return tuple(DiskArrayTy(shape, out_dtype) for _ in outputs)
-
-    def kernel_params(self):
-        return {"label": self.label,
-                **encode(self.expr, self.in_avals, self.shape, self.out_dtype, outputs=self.outputs)}
-
-
-# Array streams (operands and results) of one multi-output pass.
-MAX_FUSED_STREAMS = 8
-
-
-def _results(prim):
-    """(expr, result instructions, out dtype, label, shape) of a pass writing arrays, or None."""
-    if isinstance(prim, FusedMulti):
-        return prim.expr, prim.outputs, np.dtype(prim.out_dtype), prim.label, prim.shape
-    parts = _parts(prim)
-    if parts is None or parts[1] != "none":
-        return None
-    expr, _, out_dtype, label, shape = parts
-    return expr, (len(expr) - 1,), out_dtype, label, shape
-
-
-def fuse_results(consumer, ks: tuple[int, ...], producer, consumed: int, kept: tuple[int, ...]):
-    """One pass computing `producer` and `consumer`, where the consumer's operands at
-    positions `ks` are the producer's result number `consumed`; the producer's operands take
-    the place of the first of them. Its results are the producer's results listed in `kept`,
-    then the consumer's. None if they cannot share a pass."""
-    c, p = _results(consumer), _results(producer)
-    if c is None or p is None or c[4] != p[4] or c[2] != p[2]:
-        return None
-    (c_expr, c_outs, out_dtype, c_label, shape), (p_expr, p_outs, _, p_label, _) = c, p
-    avals, expr = _splice(consumer, ks, producer, c_expr, p_expr, p_outs[consumed])
-    arrays = sum(1 for a in avals if a.shape or isinstance(a, DiskArrayTy))
-    if arrays + len(kept) + len(c[1]) > MAX_FUSED_STREAMS:
-        return None
-    if not _same_float_dtype((*avals, DiskArrayTy((), c[2]))):
-        return None
-    offset = len(p_expr)
-    outputs = tuple(p_outs[j] for j in kept) + tuple(j + offset for j in c_outs)
-    return FusedMulti(*avals, expr=expr, label=f"{p_label}+{c_label}", shape=shape,
-                      out_dtype=out_dtype, outputs=outputs)
-
-
-def merge_operands(prim, keep: int, drop: int):
-    """`prim` with operand `drop` read from operand `keep` instead (the same value twice)."""
-    def ref(r):
-        kind, i = r
-        if kind != "in":
-            return r
-        if i == drop:
-            return ("in", keep)
-        return ("in", i - 1 if i > drop else i)
-    expr = tuple((instr, tuple(ref(r) for r in args)) for instr, args in prim.expr)
-    avals = prim.in_avals[:drop] + prim.in_avals[drop + 1:]
-    if isinstance(prim, FusedMulti):
-        return FusedMulti(*avals, expr=expr, label=prim.label, shape=prim.shape,
-                          out_dtype=prim.out_dtype, outputs=prim.outputs)
-    return type(prim)(*avals, expr=expr, label=prim.label, shape=prim.shape,
-                      out_dtype=prim.out_dtype, reduction=prim.reduction)

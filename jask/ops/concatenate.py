@@ -6,8 +6,7 @@ import jax.numpy as jnp
 
 from .._jax.diskarray import DiskArrayTy
 from .._jax.op import Op, apply, describe
-from .place import placement_params
-from .slice import Slice, SliceDense
+from .slice import Slice, SliceInMemory, placement_params
 
 
 class Concatenate(Op):
@@ -18,11 +17,13 @@ class Concatenate(Op):
         first = parts[0]
         for p in parts[1:]:
             if p.dtype != first.dtype:
-                raise TypeError(f"jask.concatenate: dtypes differ: {', '.join(describe(q) for q in parts)}; "
+                raise TypeError(f"jask.concatenate: dtypes differ: "
+                                f"{', '.join(describe(q) for q in parts)}; "
                                 f"convert them to one dtype first")
-            if p.ndim != first.ndim or any(a != b for d, (a, b) in enumerate(zip(p.shape, first.shape))
-                                           if d != axis):
-                raise ValueError(f"jask.concatenate: shapes must agree except along axis {axis}, got "
+            if p.ndim != first.ndim or any(
+                    a != b for d, (a, b) in enumerate(zip(p.shape, first.shape)) if d != axis):
+                raise ValueError(f"jask.concatenate: shapes must agree except along axis "
+                                 f"{axis}, got "
                                  f"{', '.join(str(tuple(q.shape)) for q in parts)}")
         size = sum(p.shape[axis] for p in parts)
         return DiskArrayTy((*first.shape[:axis], size, *first.shape[axis + 1:]), first.dtype)
@@ -41,7 +42,8 @@ class Concatenate(Op):
         return placement_params(self.out_aval, self.in_avals, self.selections())
 
     def vjp(self, ct, *parts, out, needs):
-        return tuple(apply(Slice if isinstance(aval, DiskArrayTy) else SliceDense, ct, selection=sel)
+        return tuple(apply(Slice if isinstance(aval, DiskArrayTy) else SliceInMemory, ct,
+                           selection=sel)
                      if need else None
                      for aval, sel, need in zip(self.in_avals, self.selections(), needs))
 

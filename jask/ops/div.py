@@ -1,6 +1,7 @@
 """x / y, elementwise (DiskArrays of one shape, or a DiskArray and a scalar on either side)."""
 from .._jax.op import add_terms
-from ._elementwise import Elementwise, reduce_to
+from ._elementwise import Elementwise
+from .reduce import reduce_to
 
 
 class Div(Elementwise):
@@ -12,5 +13,5 @@ class Div(Elementwise):
                 reduce_to(-(ct * out) / y, y) if needs[1] else None)
 
     def tangent(self, out, operands, tangents):
-        (x, y), (tx, ty) = operands, tangents
+        (_, y), (tx, ty) = operands, tangents
         return add_terms(None if tx is None else tx / y, None if ty is None else -(out * ty) / y)

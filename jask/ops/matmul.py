@@ -4,8 +4,8 @@ per the trans_* flags. Leading (batch) axes broadcast as in jnp.matmul.
 The flags let backward rules multiply by a transpose without writing it out.
 """
 from .._jax.diskarray import DiskArrayTy
-from .._jax.op import Op, add_terms, apply, describe
-from ._elementwise import reduce_to
+from .._jax.op import Op, Role, add_terms, apply, describe
+from .reduce import reduce_to
 
 
 def matmul_type(a, b, trans_a=False, trans_b=False, fn="matmul") -> DiskArrayTy:
@@ -21,7 +21,8 @@ def matmul_type(a, b, trans_a=False, trans_b=False, fn="matmul") -> DiskArrayTy:
         raise ValueError(f"jask.{fn}: contracted dimensions differ ({k} vs {k2}) for {pair}")
     batch_a, batch_b = a.shape[:-2], b.shape[:-2]
     width = max(len(batch_a), len(batch_b))
-    batch_a, batch_b = (1,) * (width - len(batch_a)) + batch_a, (1,) * (width - len(batch_b)) + batch_b
+    batch_a = (1,) * (width - len(batch_a)) + batch_a
+    batch_b = (1,) * (width - len(batch_b)) + batch_b
     if any(x != y and 1 not in (x, y) for x, y in zip(batch_a, batch_b)):
         raise ValueError(f"jask.{fn}: batch dimensions {a.shape[:-2]} and {b.shape[:-2]} do not "
                          f"broadcast in {pair}")
@@ -32,6 +33,7 @@ def matmul_type(a, b, trans_a=False, trans_b=False, fn="matmul") -> DiskArrayTy:
 class Matmul(Op):
     name = "matmul"
     kernel = "matmul"
+    role = Role.MATMUL
 
     def out_type(self, a, b, *, trans_a=False, trans_b=False):
         return matmul_type(a, b, trans_a, trans_b)

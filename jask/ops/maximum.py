@@ -1,6 +1,7 @@
 """The larger of x and y, elementwise; at ties the gradient is split evenly, as in JAX."""
 from .._jax.op import add_terms
-from ._elementwise import Elementwise, reduce_to
+from ._elementwise import Elementwise
+from .reduce import reduce_to
 
 
 def _share(ct, first, second):
@@ -20,7 +21,8 @@ class Maximum(Elementwise):
 
     def tangent(self, out, operands, tangents):
         (x, y), (tx, ty) = operands, tangents
-        return add_terms(None if tx is None else _share(tx, x, y), None if ty is None else _share(ty, y, x))
+        return add_terms(None if tx is None else _share(tx, x, y),
+                         None if ty is None else _share(ty, y, x))
 
 
 class Minimum(Elementwise):
@@ -33,4 +35,5 @@ class Minimum(Elementwise):
 
     def tangent(self, out, operands, tangents):
         (x, y), (tx, ty) = operands, tangents
-        return add_terms(None if tx is None else _share(tx, y, x), None if ty is None else _share(ty, x, y))
+        return add_terms(None if tx is None else _share(tx, y, x),
+                         None if ty is None else _share(ty, x, y))

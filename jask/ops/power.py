@@ -1,7 +1,8 @@
 """x ** y, elementwise (y a scalar or a DiskArray of x's shape)."""
 from .._jax.op import add_terms, apply
-from ._elementwise import Elementwise, reduce_to
+from ._elementwise import Elementwise
 from .log import Log
+from .reduce import reduce_to
 
 
 class Pow(Elementwise):

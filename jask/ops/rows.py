@@ -1,11 +1,14 @@
 """Rows [start, start + count) of a DiskArray's leading axis, as an in-memory jax.Array.
 
 `start` may be traced (a mini-batch index inside jit); like lax.dynamic_slice
-it is clamped so that the rows stay inside the array.
+it is clamped so that the rows stay inside the array. The backward rule is `PutRows`: a new
+DiskArray of zeros with in-memory rows written at the (clamped) leading index, whose
+backward rule is `Rows` again.
 """
+from .._dtypes import dtype_code
 from .._jax import compat
+from .._jax.diskarray import DiskArrayTy
 from .._jax.op import Op, apply, describe, scalar_type
-from .put_rows import PutRows
 
 
 class Rows(Op):
@@ -26,4 +29,26 @@ class Rows(Op):
         return apply(PutRows, ct, start, shape=x.shape, dtype=x.dtype), None
 
     def tangent(self, out, operands, tangents):
-        return None if tangents[0] is None else apply(Rows, tangents[0], operands[1], count=self.count)
+        if tangents[0] is None:
+            return None
+        return apply(Rows, tangents[0], operands[1], count=self.count)
+
+
+class PutRows(Op):
+    name = "put_rows"
+    kernel = "put_rows"
+
+    def out_type(self, rows, start, *, shape, dtype):
+        scalar_type(self.name, start)
+        return DiskArrayTy(shape, dtype)
+
+    def kernel_params(self):
+        return {"dtype": dtype_code(self.dtype), "shape": self.shape}
+
+    def vjp(self, ct, rows, start, *, out, needs):
+        return apply(Rows, ct, start, count=rows.shape[0]), None
+
+    def tangent(self, out, operands, tangents):
+        if tangents[0] is None:
+            return None
+        return apply(PutRows, tangents[0], operands[1], shape=self.shape, dtype=self.dtype)

@@ -1,6 +1,7 @@
 """x - y, elementwise (DiskArrays of one shape, or a DiskArray and a scalar)."""
 from .._jax.op import add_terms
-from ._elementwise import Elementwise, reduce_to
+from ._elementwise import Elementwise
+from .reduce import reduce_to
 
 
 class Sub(Elementwise):

@@ -4,7 +4,7 @@ and the backward rule: the cotangent rows scatter-added into zeros of x's shape.
 The indices are an in-memory integer array (int32, or int64 for very long axes), concrete or
 traced. The engine wraps a negative index once and clamps what is still out of range to
 [0, rows - 1], as XLA gathers do; jask.take checks concrete indices before that.
-`Take` returns a DiskArray, `TakeDense` an in-memory jax.Array (jask.take picks by size).
+`Take` returns a DiskArray, `TakeInMemory` an in-memory jax.Array (jask.take picks by size).
 """
 import jax
 
@@ -17,7 +17,8 @@ from .._jax.op import Op, apply, describe
 def _check_indices(op_name, indices):
     if not isinstance(indices, compat.ShapedArray) or indices.ndim == 0 or \
             indices.dtype.name not in ("int32", "int64"):
-        raise TypeError(f"jask.{op_name}: the indices must be an int32 or int64 array of rank >= 1, "
+        raise TypeError(f"jask.{op_name}: the indices must be an int32 or int64 array of "
+                        f"rank >= 1, "
                         f"got {describe(indices)}")
 
 
@@ -32,7 +33,8 @@ class Take(Op):
     def out_type(self, x, indices):
         _check_indices(self.name, indices)
         if not isinstance(x, DiskArrayTy) or x.ndim == 0:
-            raise TypeError(f"jask.take: expected a DiskArray with a leading axis, got {describe(x)}")
+            raise TypeError(
+                f"jask.take: expected a DiskArray with a leading axis, got {describe(x)}")
         return self.result_type((*indices.shape, *x.shape[1:]), x.dtype)
 
     def result_type(self, shape, dtype):
@@ -49,7 +51,7 @@ class Take(Op):
         return None if tangents[0] is None else apply(type(self), tangents[0], operands[1])
 
 
-class TakeDense(Take):
+class TakeInMemory(Take):
     result = "in_memory"
 
     def result_type(self, shape, dtype):
@@ -65,7 +67,8 @@ class ScatterAddRows(Op):
         _check_indices(self.name, indices)
         if tuple(rows.shape) != (*indices.shape, *shape[1:]) or rows.dtype != dtype:
             raise ValueError(f"jask.scatter_add_rows: rows {describe(rows)} do not match indices "
-                             f"{describe(indices)} into a {dtype.name}[{','.join(map(str, shape))}] array")
+                             f"{describe(indices)} into a "
+                             f"{dtype.name}[{','.join(map(str, shape))}] array")
         return DiskArrayTy(shape, dtype)
 
     def kernel_params(self):
@@ -74,7 +77,7 @@ class ScatterAddRows(Op):
 
     def vjp(self, ct, rows, indices, *, out, needs):
         # the rows' cotangent has the rows' type: in memory or on disk
-        gather = Take if isinstance(_aval(rows), DiskArrayTy) else TakeDense
+        gather = Take if isinstance(_aval(rows), DiskArrayTy) else TakeInMemory
         return apply(gather, ct, indices), None
 
     def tangent(self, out, operands, tangents):

@@ -4,7 +4,8 @@ import numpy as np
 
 from .._jax.diskarray import DiskArrayTy
 from .._jax.op import apply
-from ._elementwise import Elementwise, common_dtype, operand_shape, reduce_to
+from ._elementwise import Elementwise, common_dtype, operand_shape, scalar_like
+from .reduce import reduce_to
 
 
 class Where(Elementwise):
@@ -30,5 +31,4 @@ class Where(Elementwise):
 
 
 def zero_like(x):
-    from ._elementwise import scalar_like
     return scalar_like(0, x)

@@ -143,14 +143,14 @@ TEST(Registry, HoldsEveryEngineKernel) {
     registered.emplace(result_kind_name(e->kind), e->name);
   }
   const std::set<std::pair<std::string, std::string>> expected = {{"array", "fill"},
-                                                                  {"array", "from_memory"},
+                                                                  {"array", "from_in_memory"},
                                                                   {"array", "put_rows"},
                                                                   {"array", "transpose"},
                                                                   {"array", "reshape"},
                                                                   {"array", "matmul"},
                                                                   {"array", "reduce_axes"},
                                                                   {"in-memory", "reduce_axes"},
-                                                                  {"in-memory", "materialize"},
+                                                                  {"in-memory", "to_in_memory"},
                                                                   {"in-memory", "rows"},
                                                                   {"array", "map"},
                                                                   {"arrays", "map_multi"},

@@ -665,14 +665,14 @@ int32_t run_fill(const KernelCall& call, const ArrayParams& p) {
 }
 const KernelRegistration kFill{"fill", kArraySchema, run_fill};
 
-int32_t run_from_memory(const KernelCall& call, const ArrayParams& p) {
+int32_t run_from_in_memory(const KernelCall& call, const ArrayParams& p) {
   expect_operands(call, 0, 0, 1);
   const MemoryOperand& src = call.operands.memory[0];
-  int32_t h = reg().add(StoredArray::create_scratch(info_of(p), "from_memory"));
+  int32_t h = reg().add(StoredArray::create_scratch(info_of(p), "from_in_memory"));
   write_from_memory(h, src.data, src.nbytes);
   return h;
 }
-const KernelRegistration kFromMemory{"from_memory", kArraySchema, run_from_memory};
+const KernelRegistration kFromInMemory{"from_in_memory", kArraySchema, run_from_in_memory};
 
 int32_t run_put_rows(const KernelCall& call, const ArrayParams& p) {
   expect_operands(call, 0, 1, 1);
@@ -748,11 +748,11 @@ void run_reduce_axes_in_memory(const KernelCall& call, const ReduceAxesParams& p
 const KernelRegistration kReduceAxesInMemory{"reduce_axes", kReduceAxesSchema,
                                              run_reduce_axes_in_memory};
 
-void run_materialize(const KernelCall& call, const NoParams&) {
+void run_to_in_memory(const KernelCall& call, const NoParams&) {
   expect_operands(call, 1, 0, 0);
   read_to_memory(call.operands.handles[0], call.out.data, call.out.nbytes);
 }
-const KernelRegistration kMaterialize{"materialize", Schema<NoParams>{}, run_materialize};
+const KernelRegistration kToInMemory{"to_in_memory", Schema<NoParams>{}, run_to_in_memory};
 
 struct RowsParams {
   int64_t count = 0;

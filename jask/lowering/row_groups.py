@@ -8,8 +8,8 @@ becomes one engine call (src/engine/kernels/row_group.cpp) that reads each tall 
 every intermediate in memory and writes only the results used elsewhere: a model's forward
 and backward pass over a dataset on disk is one read of the data.
 
-`find_groups` chooses the sets; `group_op` builds the op that replaces one (the lowering
-pass in compat does the program surgery).
+`find_groups` chooses the sets and `group_op` builds the op that replaces one, both by the
+ops' declared roles (`Op.role`); graph.replace_groups does the program surgery.
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ import numpy as np
 from .._dtypes import dtype_code
 from .._jax.diskarray import DiskArrayTy
 from .._jax.op import Op
-from ._elementwise import Elementwise, FusedMap, FusedReduce, Reduce, encode
-from .matmul import Matmul
+from .._jax.op import Role as OpRole
+from ..ops._elementwise import encode
+from .graph import Group
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-# Node codes of the engine's row_group kernel (see src/engine/kernels/row_group.hpp).
+# Node codes of the engine's encoding (see src/engine/kernels/row_group.hpp).
 MAP, GEMM, GEMM_TN, SUM = 0, 1, 2, 3
 
 
@@ -50,22 +51,20 @@ def _is_float_disk(aval) -> bool:
 
 
 def _elementwise_parts(prim):
-    """(expr, ends in a sum) of an elementwise op over same-shaped operands, or None."""
-    if isinstance(prim, FusedReduce):
-        return (prim.expr, True) if prim.reduction == "sum" else None
-    if isinstance(prim, FusedMap):
-        return (prim.expr, False) if prim.reduction == "none" else None
-    if isinstance(prim, Reduce):
-        return (prim.expr(), True) if prim.reduction == "sum" else None
-    if isinstance(prim, Elementwise) and not prim.bool_result:
-        return prim.expr(), False
+    """(expr, ends in a sum) of an elementwise op or full sum, or None."""
+    if prim.role is OpRole.ELEMENTWISE:
+        expression = prim.expression()
+        return (expression.instructions, False) if expression.reduction == "none" else None
+    if prim.role is OpRole.REDUCTION:
+        expression = prim.expression()
+        return (expression.instructions, True) if expression.reduction == "sum" else None
     return None
 
 
 def role(prim):
     """(kind, rows, dtype) when `prim` is row-local, else None. Kinds: "map", "sum", "gemm",
     "gemm_tn", "fill"."""
-    if isinstance(prim, Matmul):
+    if prim.role is OpRole.MATMUL:
         a, b = prim.in_avals
         if a.ndim != 2 or b.ndim != 2 or not (_is_float_disk(a) and a.dtype == b.dtype):
             return None
@@ -74,9 +73,11 @@ def role(prim):
         if not prim.trans_b:
             return "gemm_tn", a.shape[0], np.dtype(a.dtype)
         return None
-    if getattr(prim, "kernel", None) == "fill":
+    if prim.role is OpRole.BROADCAST:
         out = prim.out_aval
-        return ("fill", out.shape[0], np.dtype(out.dtype)) if out.ndim and _is_float_disk(out) else None
+        if not out.ndim or not _is_float_disk(out):
+            return None
+        return "fill", out.shape[0], np.dtype(out.dtype)
     parts = _elementwise_parts(prim)
     if parts is None:
         return None
@@ -108,13 +109,13 @@ def _produces_tall(kind) -> bool:
 # -- choosing the groups ----------------------------------------------------------
 
 def find_groups(nodes, last_use_order):
-    """Index lists of the nodes to fuse. `nodes[i]` is (prim or None, in_keys, out_keys) in
-    program order; `last_use_order(group)` is the compat callback that says whether a group
-    can run at the position of its last member (nothing outside reads its results earlier).
+    """Index lists of the nodes (graph.Node, in program order) to fuse; `last_use_order(group)`
+    says whether a group can run at the position of its last member (nothing outside reads
+    its results earlier).
     A group has a matrix product and at least two ops."""
-    roles = {i: role(p) for i, (p, _, _) in enumerate(nodes) if p is not None}
+    roles = {i: role(node.op) for i, node in enumerate(nodes) if node.op is not None}
     roles = {i: r for i, r in roles.items() if r is not None}
-    producer = {k: i for i, (_, _, outs) in enumerate(nodes) for k in outs}
+    producer = {k: i for i, node in enumerate(nodes) for k in node.outputs}
     parent = {i: i for i in roles}
 
     def find(i):
@@ -124,7 +125,7 @@ def find_groups(nodes, last_use_order):
         return i
 
     for j, r in roles.items():
-        prim, ins, _ = nodes[j]
+        prim, ins = nodes[j].op, nodes[j].inputs
         for pos in _tall_operands(prim, r[0]):
             i = producer.get(ins[pos])
             if i in roles and _produces_tall(roles[i][0]) and roles[i][1:] == r[1:]:
@@ -147,8 +148,9 @@ def _valid_prefix(members, nodes, roles, producer, last_use_order):
     while members:
         inside = set(members)
         late = next((j for j in members
-                     if any(producer.get(k) in inside and pos not in _tall_operands(nodes[j][0], roles[j][0])
-                            for pos, k in enumerate(nodes[j][1]))), None)
+                     if any(producer.get(k) in inside
+                            and pos not in _tall_operands(nodes[j].op, roles[j][0])
+                            for pos, k in enumerate(nodes[j].inputs))), None)
         if late is not None:
             members = [i for i in members if i < late]
             continue
@@ -162,13 +164,13 @@ def _valid_prefix(members, nodes, roles, producer, last_use_order):
 # -- the op that replaces a group ------------------------------------------------
 
 def group_op(members, nodes, avals, used_outside):
-    """(RowGroup op, its input keys, its output keys) for the nodes `members`."""
+    """The RowGroup op replacing the nodes `members`, with its input and output keys."""
     handles, scalars = [], []       # (key, kind, a, b) / key
     handle_index, scalar_index = {}, {}
-    refs, produced = {}, {}         # key -> engine ref of values computed inside
+    produced = {}                   # key -> engine ref of values computed inside
     encoded, outputs = [], []
     first = members[0]
-    _, rows, dtype = role(nodes[first][0])
+    _, rows, dtype = role(nodes[first].op)
 
     def ref(key, as_tall):
         if key in produced:
@@ -191,7 +193,7 @@ def group_op(members, nodes, avals, used_outside):
         return (2, len(encoded) - 1)
 
     for i in members:
-        prim, ins, outs = nodes[i]
+        prim, ins, outs = nodes[i].op, nodes[i].inputs, nodes[i].outputs
         kind = role(prim)[0]
         if kind in ("gemm", "gemm_tn"):
             a, b = prim.in_avals
@@ -254,9 +256,16 @@ def group_op(members, nodes, avals, used_outside):
     encoding = (("dtype", dtype_code(dtype)), ("rows", int(rows)),
                 *((name, tuple(int(v) for v in values)) for name, values in fields.items()))
     out_avals = tuple(avals[k] for k in outputs)
-    label = "+".join(type(nodes[i][0]).__name__.lower() for i in members)
+    label = "+".join(type(nodes[i].op).__name__.lower() for i in members)
     in_keys = [k for k, _, _, _ in handles] + scalars
     op = RowGroup(*(avals[k] for k in in_keys), encoding=encoding, out_avals=out_avals,
                   label=label)
-    return op, in_keys, outputs
+    return Group(op, tuple(in_keys), tuple(outputs))
+
+
+class RowGroups:
+    """The policy of the row-group pass (graph.GroupPolicy)."""
+
+    find_groups = staticmethod(find_groups)
+    group_op = staticmethod(group_op)
 

@@ -1,0 +1,1 @@
+"""The functions users call, one module per family; jask/__init__.py re-exports them."""

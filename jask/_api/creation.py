@@ -1,0 +1,53 @@
+"""New arrays: full, zeros and the *_like functions."""
+
+from __future__ import annotations
+
+import numbers
+
+import jax
+import jax.numpy as jnp
+
+from .._dtypes import storage_dtype
+from .._jax.diskarray import DiskArray
+from .._jax.op import apply
+from ..ops import Fill
+
+
+def full(shape, fill_value, dtype="float32") -> DiskArray:
+    """A new DiskArray of `shape` filled with `fill_value`.
+
+    >>> import jask
+    >>> float(jask.sum(jask.full((2, 2), 3.0)))
+    12.0
+    """
+    dt = storage_dtype(dtype)
+    shape = (shape,) if isinstance(shape, numbers.Integral) else tuple(int(d) for d in shape)
+    if any(d < 0 for d in shape):
+        raise ValueError(f"jask.full: negative dimension in shape {shape}")
+    value = jnp.asarray(fill_value, dtype=jax.dtypes.canonicalize_dtype(dt))
+    return apply(Fill, value, shape=shape, dtype=dt)
+
+
+def zeros(shape, dtype="float32") -> DiskArray:
+    """A new DiskArray of zeros (a sparse file: nothing is written).
+
+    >>> import jask
+    >>> jask.zeros((3, 2)).shape
+    (3, 2)
+    """
+    return full(shape, 0, dtype)
+
+
+def zeros_like(x, dtype=None) -> DiskArray:
+    """A new DiskArray of zeros with x's shape (and dtype, unless given)."""
+    return zeros(x.shape, x.dtype if dtype is None else dtype)
+
+
+def full_like(x, fill_value, dtype=None) -> DiskArray:
+    """A new DiskArray of x's shape (and dtype, unless given) filled with `fill_value`."""
+    return full(x.shape, fill_value, x.dtype if dtype is None else dtype)
+
+
+def ones_like(x, dtype=None) -> DiskArray:
+    """A new DiskArray of ones with x's shape (and dtype, unless given)."""
+    return full_like(x, 1, dtype)

@@ -1,0 +1,249 @@
+"""Products: matmul, dot, vdot, outer, einsum."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from .._jax.diskarray import DiskArray
+from .._jax.op import apply, describe
+from ..ops import FromInMemory, Matmul, Reduce
+from ..ops.matmul import matmul_type
+from . import reductions
+from .operands import check_disk, is_in_memory, unsupported_operands
+from .shape import reshape, transpose
+
+
+def vdot(x, y):
+    """sum(x * y) over two DiskArrays of one shape, as a 0-d jax.Array.
+
+    >>> import numpy as np, jask
+    >>> x = jask.DiskArray.from_numpy(np.arange(3, dtype=np.float32))
+    >>> float(jask.vdot(x, x))
+    5.0
+    """
+    check_disk("vdot", x)
+    check_disk("vdot", y)
+    return apply(Reduce, x, y, instr="mul", reduction="sum")
+
+
+def _matmul_operands(fn: str, a, b):
+    """The two operands of a matrix product as DiskArrays. An in-memory array (a weight
+    held by JAX) is written to disk with FromInMemory, whose backward rule brings its gradient
+    back as a jax.Array; it must have the DiskArray's dtype."""
+    disk = next((v for v in (a, b) if isinstance(v, DiskArray)), None)
+    if disk is None or not all(isinstance(v, DiskArray) or is_in_memory(v) for v in (a, b)):
+        unsupported_operands(fn, a, b)
+    values = [v if isinstance(v, DiskArray) else jnp.asarray(v) for v in (a, b)]
+    for v in values:
+        if not isinstance(v, DiskArray) and np.dtype(v.dtype) != np.dtype(disk.dtype):
+            raise TypeError(f"jask.{fn}: dtypes differ: {describe(values[0])} and "
+                            f"{describe(values[1])}; "
+                            f"convert one of them with .astype first")
+    return [v if isinstance(v, DiskArray) else apply(FromInMemory, v) for v in values]
+
+
+def _product(fn: str, x, y, trans_x: bool = False, trans_y: bool = False):
+    """op(x) @ op(y) for DiskArrays of 2 or more axes (op transposes the last two axes where
+    its flag is set). When y has no batch axes x's batch folds into its rows, a free reshape:
+    one 2-D product instead of one per batch index."""
+    out = matmul_type(x, y, trans_x, trans_y, fn=fn)
+    if x.ndim > 2 and y.ndim == 2 and not trans_x:
+        rows = reshape(x, (int(np.prod(x.shape[:-1], dtype=np.int64)), x.shape[-1]))
+        return reshape(apply(Matmul, rows, y, trans_a=False, trans_b=trans_y), out.shape)
+    return apply(Matmul, x, y, trans_a=trans_x, trans_b=trans_y)
+
+
+def _matmul(fn: str, a, b):
+    a, b = _matmul_operands(fn, a, b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"jask.{fn}: operands need at least one axis, got {describe(a)} and "
+                         f"{describe(b)}")
+    if a.ndim == 1 and b.ndim == 1:
+        if a.shape != b.shape:
+            raise ValueError(f"jask.{fn}: vector lengths differ: {describe(a)} and {describe(b)}")
+        return vdot(a, b)
+    k_a, k_b = a.shape[-1], b.shape[-2 if b.ndim > 1 else 0]
+    if 1 in (a.ndim, b.ndim) and k_a != k_b:  # named here: promoted vectors would show as matrices
+        raise ValueError(f"jask.{fn}: contracted dimensions differ ({k_a} vs {k_b}) for "
+                         f"{describe(a)} @ {describe(b)}")
+    # numpy.matmul: a 1-D operand is a row vector on the left, a column on the right, and its
+    # axis is dropped from the result.
+    a2 = reshape(a, (1, a.shape[0])) if a.ndim == 1 else a
+    b2 = reshape(b, (b.shape[0], 1)) if b.ndim == 1 else b
+    out = _product(fn, a2, b2)
+    if a.ndim == 1:
+        return reshape(out, out.shape[:-2] + out.shape[-1:])
+    if b.ndim == 1:
+        return reshape(out, out.shape[:-1])
+    return out
+
+
+def matmul(a, b):
+    """The matrix product like jnp.matmul (and `a @ b`), with batch axes.
+
+    Args:
+      a, b: DiskArrays, or one DiskArray and one in-memory array of the same dtype (an
+        in-memory weight gets its gradient back as a jax.Array). Axes before the last two
+        are batch axes and broadcast as in NumPy; a 1-D operand is a row vector on the left
+        and a column vector on the right, its axis dropped from the result.
+
+    Returns:
+      A DiskArray of shape ``broadcast(a.shape[:-2], b.shape[:-2]) + (m, n)``; for two 1-D
+      operands their inner product, a 0-d jax.Array.
+
+    >>> import numpy as np, jask
+    >>> a = jask.DiskArray.from_numpy(np.ones((5, 2, 3), np.float32))
+    >>> b = jask.DiskArray.from_numpy(np.ones((3, 4), np.float32))
+    >>> jask.matmul(a, b).shape
+    (5, 2, 4)
+    """
+    return _matmul("matmul", a, b)
+
+
+def dot(a, b):
+    """Matrix product like numpy.dot for 1-D and 2-D operands (see jask.matmul for batches).
+
+    2-D @ 2-D and the matrix-vector cases give a DiskArray; 1-D . 1-D gives a
+    0-d jax.Array. One operand may be an in-memory array, as in jask.matmul.
+
+    >>> import numpy as np, jask
+    >>> a = jask.DiskArray.from_numpy(np.ones((2, 3), np.float32))
+    >>> b = jask.DiskArray.from_numpy(np.ones((3, 4), np.float32))
+    >>> jask.dot(a, b).shape
+    (2, 4)
+    """
+    if not any(isinstance(v, DiskArray) for v in (a, b)) or not all(
+            isinstance(v, DiskArray) or is_in_memory(v) for v in (a, b)):
+        return unsupported_operands("dot", a, b)
+    if a.ndim not in (1, 2) or b.ndim not in (1, 2):
+        raise ValueError(f"jask.dot supports 1-D and 2-D operands, got {describe(a)} and "
+                         f"{describe(b)}; "
+                         f"jask.matmul multiplies batches of matrices")
+    return _matmul("dot", a, b)
+
+
+def outer(a, b) -> DiskArray:
+    """The outer product of two 1-D DiskArrays, a DiskArray of shape (len(a), len(b)).
+
+    >>> import numpy as np, jask
+    >>> v = jask.DiskArray.from_numpy(np.arange(3, dtype=np.float32))
+    >>> np.asarray(jask.outer(v, v))[2].tolist()
+    [0.0, 2.0, 4.0]
+    """
+    check_disk("outer", a)
+    check_disk("outer", b)
+    if a.ndim != 1 or b.ndim != 1:
+        raise ValueError(f"jask.outer needs 1-D operands, got {describe(a)} and {describe(b)}")
+    return apply(Matmul, reshape(a, (a.shape[0], 1)), reshape(b, (1, b.shape[0])), trans_a=False,
+                 trans_b=False)
+
+
+def einsum(spec: str, *operands):
+    """Einsum of one or two operands, the contractions dense layers and attention need.
+
+    One operand: transposes and sums. Two operands: products with at most one contracted
+    index, every other index kept in the output; indices in both operands and the output
+    are batch indices (as are extra indices of one operand, broadcast), so "ij,jk->ik",
+    "bij,bjk->bik", "bik,bjk->bij", "bij,jk->bik", "ij,bjk->bik" and "bi,bi->b" all work.
+    Products run as one out-of-core (batched) matmul with transposes folded into its flags;
+    an operand is transposed on disk only when its batch indices do not lead. Without an
+    index private to either operand ("bi,bi->b") the product is elementwise, then summed.
+    One of two operands may be an in-memory array, as in jask.matmul.
+
+    >>> import numpy as np, jask
+    >>> a = jask.DiskArray.from_numpy(np.ones((4, 2, 3), np.float32))
+    >>> jask.einsum("bij,bkj->bik", a, a).shape
+    (4, 2, 2)
+    """
+    lhs, arrow, out = spec.replace(" ", "").partition("->")
+    inputs = lhs.split(",")
+    if not arrow or len(inputs) != len(operands) or len(inputs) not in (1, 2):
+        raise NotImplementedError(
+            f"jask.einsum supports 'in->out' with one or two operands, got {spec!r}")
+    if len(operands) == 1:
+        check_disk("einsum", operands[0])
+    else:
+        operands = _matmul_operands("einsum", *operands)
+    for x, idx in zip(operands, inputs):
+        if x.ndim != len(idx) or len(set(idx)) != len(idx):
+            raise ValueError(f"jask.einsum: {idx!r} does not index {describe(x)} once per axis")
+    if len(operands) == 1:
+        return _einsum_single(spec, inputs[0], out, operands[0])
+    return _einsum_pair(spec, inputs, out, *operands)
+
+
+def _einsum_single(spec, idx, out, x):
+    if len(set(out)) != len(out) or not set(out) <= set(idx):
+        raise NotImplementedError(f"jask.einsum does not support {spec!r}")
+    summed = tuple(i for i, c in enumerate(idx) if c not in out)
+    result = reductions.sum(x, axis=summed) if summed else x
+    kept = [c for c in idx if c in out]
+    perm = tuple(kept.index(c) for c in out)
+    if perm == tuple(range(len(perm))):
+        return result
+    return transpose(result, perm) if isinstance(result, DiskArray) else jnp.transpose(result, perm)
+
+
+def _einsum_pair(spec, inputs, out, a, b):
+    ia, ib = inputs
+    contracted = [c for c in ia if c in ib and c not in out]
+    if (len(contracted) > 1 or len(set(out)) != len(out)
+            or set(out) != (set(ia) | set(ib)) - set(contracted)):
+        raise NotImplementedError(f"jask.einsum does not support {spec!r}: it handles products "
+                                  f"of two operands with at most one contracted index and every "
+                                  f"other index kept in the output")
+    c = contracted[0] if contracted else None
+    # An operand's free (matrix) index: its last index the other operand lacks; the output's
+    # other indices are batch indices.
+    def free_index(x, y):
+        return ([d for d in x if d not in y] or [None])[-1]
+    free_a, free_b = free_index(ia, ib), free_index(ib, ia)
+    if free_a is None and free_b is None:
+        return _einsum_elementwise(out, c, (a, ia), (b, ib))
+    if free_a is not None and free_b is not None and out.index(free_b) < out.index(free_a):
+        (a, ia, free_a), (b, ib, free_b) = (b, ib, free_b), (a, ia, free_a)  # (AB)^T = B^T A^T
+    batch = [d for d in out if d not in (free_a, free_b)]
+    x, trans_x = _einsum_matrices(a, ia, batch, free_a, c)
+    y, trans_y = _einsum_matrices(b, ib, batch, c, free_b)
+    product = _product("einsum", x, y, trans_x, trans_y)
+    frees = [(d, dict(zip(ix, v.shape))[d]) for d, ix, v in ((free_a, ia, a), (free_b, ib, b)) if d]
+    order = batch + [d for d, _ in frees]
+    result = reshape(product, product.shape[:-2] + tuple(n for _, n in frees))
+    perm = tuple(order.index(d) for d in out)
+    return result if perm == tuple(range(len(perm))) else transpose(result, perm)
+
+
+def _einsum_matrices(x, idx, batch, row, col):
+    """x (indexed by `idx`) as a stack of (row, col) matrices for a product, and whether they
+    are stored transposed. Its batch indices lead, in `batch` order (moved there on disk if
+    they do not), with size-1 axes for batch indices it lacks unless it has none; a missing
+    row or column index is a size-1 axis."""
+    sizes = dict(zip(idx, x.shape))
+    own_batch = [d for d in batch if d in idx]
+    rest = [d for d in idx if d not in own_batch]  # row and col, those present, as stored
+    perm = tuple(idx.index(d) for d in own_batch + rest)
+    if perm != tuple(range(len(perm))):
+        x = transpose(x, perm)
+    trans = rest == [col, row]
+    matrix = tuple(sizes[d] for d in rest) if len(rest) == 2 else tuple(
+        sizes[d] if d in rest else 1 for d in (row, col))
+    stack = tuple(sizes.get(d, 1) for d in batch) if own_batch else ()
+    return (x if x.shape == stack + matrix else reshape(x, stack + matrix)), trans
+
+
+def _einsum_elementwise(out, c, *operands):
+    """A product with no free index: each operand aligned to out's indices (then c's) with
+    size-1 axes where it lacks one, multiplied elementwise and summed over c."""
+    if not out:
+        return vdot(*(x for x, _ in operands))
+    order = list(out) + ([c] if c else [])
+    aligned = []
+    for x, idx in operands:
+        sizes = dict(zip(idx, x.shape))
+        perm = tuple(sorted(range(len(idx)), key=lambda i: order.index(idx[i])))
+        x = x if perm == tuple(range(len(perm))) else transpose(x, perm)
+        shape = tuple(sizes.get(d, 1) for d in order)
+        aligned.append(x if x.shape == shape else reshape(x, shape))
+    product = aligned[0] * aligned[1]
+    return reductions.sum(product, axis=-1) if c else product

@@ -1,0 +1,54 @@
+"""Wiring Jask into JAX: one explicit `install()`, called once from jask/__init__.py.
+
+Everything that registers a Jask object with JAX (or hands one layer the functions of a
+layer above it) happens here, in this order, rather than as a side effect of importing a
+module.
+"""
+
+from __future__ import annotations
+
+from . import lowering
+from ._api import creation, elementwise, indexing, io, linalg, numpy_dispatch, reductions, shape
+from ._jax import compat, op
+from ._jax.diskarray import OPERATORS, DiskArray, DiskArrayTy
+from .ops import _batching
+
+_installed = False
+
+
+def install() -> None:
+    """Registers DiskArray with JAX, hands the op layer its vmap rule and DiskArray its
+    operators, and installs the JAX patches (compat.PATCHES: among them the jit-time passes
+    and the jax.numpy dispatch). Idempotent."""
+    global _installed
+    if _installed:
+        return
+    compat.register_hitype(DiskArray, lambda x: x._ty)
+    op.set_batch_rule(_batching.run_per_element)
+    OPERATORS.update(_operators())
+    compat.install_patches(compat.Hooks(
+        hi_type=DiskArrayTy,
+        is_hi=numpy_dispatch.is_disk,
+        holds_hi=numpy_dispatch.holds_disk,
+        numpy_functions=numpy_dispatch.TABLE,
+        numpy_sequence_functions=numpy_dispatch.SEQUENCE_TABLE,
+        square=elementwise.square,
+        broadcast=lambda x, size, axis: shape.stack([x] * size, axis),
+        lowering_passes=lowering.passes(),
+    ))
+    _installed = True
+
+
+def _operators() -> dict:
+    """The functions DiskArray's operators and methods call (diskarray.OPERATORS)."""
+    return dict(
+        add=elementwise.add, sub=elementwise.sub, mul=elementwise.mul,
+        divide=elementwise.divide, power=elementwise.power, negative=elementwise.negative,
+        abs=elementwise.abs, astype=elementwise.astype, less=elementwise.less,
+        less_equal=elementwise.less_equal, greater=elementwise.greater,
+        greater_equal=elementwise.greater_equal, equal=elementwise.equal,
+        not_equal=elementwise.not_equal,
+        dot=linalg.dot, matmul=linalg.matmul, transpose=shape.transpose, sum=reductions.sum,
+        zeros=creation.zeros, from_numpy=io.from_numpy, open=io.open_array, update_=io.update_,
+        getitem=indexing.getitem,
+    )

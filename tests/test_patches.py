@@ -1,0 +1,50 @@
+"""The JAX and optax patches: each named, written for one version, installed once by
+jask._setup.install()."""
+
+import dataclasses
+
+import pytest
+
+import jask  # noqa: F401 - installs the patches
+from jask._jax import compat
+
+EXPECTED = {
+    "lowering_passes": "jax",
+    "reflected_operators": "jax",
+    "vmap_broadcast": "jax",
+    "numpy_dispatch": "jax",
+    "optax_abs_sq": "optax",
+    "unsupported_primitive_errors": "jax",
+    "remat_outputs": "jax",
+}
+
+
+def test_the_patches_are_listed():
+    assert {name: p.library for name, p in compat.PATCHES.items()} == EXPECTED
+
+
+def test_each_patch_states_its_version_target_and_reason():
+    for name, patch in compat.PATCHES.items():
+        assert patch.name == name
+        assert patch.version == compat.library_version(patch.library), name
+        assert patch.target and patch.reason and "\n" not in patch.reason, name
+
+
+def test_importing_jask_installs_every_patch():
+    assert compat.installed_patches() == tuple(compat.PATCHES)
+
+
+def test_installing_again_changes_nothing():
+    jask._setup.install()
+    assert compat.installed_patches() == tuple(compat.PATCHES)
+
+
+def test_a_patch_for_another_version_is_refused():
+    patch = dataclasses.replace(compat.PATCHES["lowering_passes"], version="0.0.1")
+    with pytest.raises(ImportError, match=r"lowering_passes.*jax==0\.0\.1; found jax 0\.10\.2"):
+        compat.check_version(patch)
+
+
+def test_a_patch_for_a_missing_library_is_skipped():
+    patch = dataclasses.replace(compat.PATCHES["optax_abs_sq"], library="not_a_jask_dependency")
+    assert compat.check_version(patch) is False
