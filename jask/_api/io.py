@@ -55,12 +55,12 @@ def open_array(path, *, shape=None, dtype=None, offset=0, mode="r") -> DiskArray
         raise ValueError(f"opening a raw file needs both shape= and dtype= (got shape={shape!r}, "
                          f"dtype={dtype!r}); a .npy file needs neither")
     if shape is None:
-        h = _engine.open_npy(path, writable)
+        h = _engine.open(path, "npy", writable)
     else:
         shape = (shape,) if isinstance(shape, numbers.Integral) else tuple(int(d) for d in shape)
         if offset < 0:
             raise ValueError(f"offset must be non-negative, got {offset}")
-        h = _engine.open_raw(path, dtype_code(dtype), list(shape), int(offset), writable)
+        h = _engine.open(path, "raw", writable, dtype_code(dtype), list(shape), int(offset))
     code, shp, *_ = _engine.info(h)
     return DiskArray(DiskArrayTy(tuple(shp), dtype_from_code(code)), h)
 

@@ -20,6 +20,7 @@
 #include "plan/planner.hpp"
 #include "program/program.hpp"
 #include "storage/array_store.hpp"
+#include "storage/io_config.hpp"
 #include "storage/scratch.hpp"
 #include "storage/scratch_pool.hpp"
 
@@ -185,20 +186,18 @@ NB_MODULE(_engine, m) {
     return nb::make_tuple(io_counters().direct_bytes.load(), io_counters().buffered_bytes.load());
   });
 
+  // format: a plug-in's name ("npy", "raw"), or "" to detect it. dtype < 0:
+  // no dtype and shape given (the format's header has them).
   m.def(
-      "open_npy",
-      [](const std::string& path, bool writable) {
-        return register_array(StoredArray::open_npy(path, writable));
+      "open",
+      [](const std::string& path, const std::string& format, bool writable, int dtype,
+         std::vector<int64_t> shape, uint64_t offset) {
+        OpenOptions options{writable, std::nullopt, offset};
+        if (dtype >= 0) options.info = ArrayInfo{checked_dtype(dtype), std::move(shape)};
+        return register_array(StoredArray::open(path, format, options));
       },
-      "path"_a, "writable"_a, Unlocked());
-  m.def(
-      "open_raw",
-      [](const std::string& path, int dtype, std::vector<int64_t> shape, uint64_t offset,
-         bool writable) {
-        return register_array(
-            StoredArray::open_raw(path, ArrayInfo{checked_dtype(dtype), shape}, offset, writable));
-      },
-      "path"_a, "dtype"_a, "shape"_a, "offset"_a, "writable"_a, Unlocked());
+      "path"_a, "format"_a, "writable"_a, "dtype"_a = -1, "shape"_a = std::vector<int64_t>(),
+      "offset"_a = 0, Unlocked());
   m.def(
       "create",
       [](int dtype, std::vector<int64_t> shape) {

@@ -12,6 +12,7 @@
 
 #include "base/errors.hpp"
 #include "io/file.hpp"
+#include "storage/scratch.hpp"
 #include "test_util.hpp"
 
 namespace jask {
@@ -28,23 +29,25 @@ std::vector<char> pattern(size_t n, int salt) {
   return v;
 }
 
-// Turns O_DIRECT on or off for one test and back on afterwards.
-class DirectIo {
- public:
-  explicit DirectIo(bool enabled) { set_direct_io_enabled(enabled); }
-  ~DirectIo() { set_direct_io_enabled(true); }
-};
+// The policy a test hands its reads and writes: O_DIRECT on or off, bytes
+// counted in `counters`. Nothing process-wide changes.
+IoPolicy policy(bool direct, IoCounters* counters = nullptr) {
+  return IoPolicy{direct, ReadMode::kDirect, nullptr, counters};
+}
 
+// Bytes a test's policy moved each way since construction.
 struct CounterDeltas {
-  uint64_t direct0 = io_counters().direct_bytes, buffered0 = io_counters().buffered_bytes;
-  uint64_t direct() const { return io_counters().direct_bytes - direct0; }
-  uint64_t buffered() const { return io_counters().buffered_bytes - buffered0; }
+  IoCounters counters;
+  IoPolicy io(bool direct = true) { return policy(direct, &counters); }
+  uint64_t direct() const { return counters.direct_bytes; }
+  uint64_t buffered() const { return counters.buffered_bytes; }
 };
 
 // Writes `n` bytes at `offset` from memory `misalign` bytes past a 4096-byte
 // boundary, checks the whole file against a model, then reads the range back
 // into memory with the same misalignment.
-void check_round_trip(const std::string& path, uint64_t offset, size_t n, size_t misalign) {
+void check_round_trip(const std::string& path, uint64_t offset, size_t n, size_t misalign,
+                      const IoPolicy& io) {
   std::vector<char> model = pattern(kFileBytes, 1);
   test::write_file_bytes(path, model);
   std::vector<char> data = pattern(n, 2);
@@ -52,25 +55,25 @@ void check_round_trip(const std::string& path, uint64_t offset, size_t n, size_t
   File file(path, OpenMode::kReadWrite);
   AlignedBuffer src(n + misalign);
   std::memcpy(src.data() + misalign, data.data(), n);
-  file.write_at(src.data() + misalign, n, offset);
+  file.write_at(src.data() + misalign, n, offset, io);
   std::copy(data.begin(), data.end(), model.begin() + static_cast<ptrdiff_t>(offset));
   ASSERT_EQ(test::read_file_bytes(path), model)
       << "write at offset " << offset << ", " << n << " bytes, memory misaligned by " << misalign;
 
   AlignedBuffer dst(n + misalign);
   std::memset(dst.data(), 0x5a, n + misalign);
-  file.read_at(dst.data() + misalign, n, offset);
+  file.read_at(dst.data() + misalign, n, offset, io);
   ASSERT_EQ(std::memcmp(dst.data() + misalign, data.data(), n), 0)
       << "read at offset " << offset << ", " << n << " bytes, memory misaligned by " << misalign;
 }
 
-void check_all_request_shapes(const std::string& path) {
+void check_all_request_shapes(const std::string& path, const IoPolicy& io) {
   for (uint64_t offset : {0ul, 1ul, 100ul, 4095ul, 4096ul, 5000ul, 8192ul}) {
     for (size_t n : {1ul, 100ul, 4096ul, 4097ul, 8192ul + 17, 3 * 4096ul}) {
       // Aligned memory, unaligned memory, and memory congruent with the
       // offset (the aligned middle of the request can then go direct).
       for (size_t misalign : {size_t{0}, size_t{1}, static_cast<size_t>(offset % kIoAlignment)}) {
-        check_round_trip(path, offset, n, misalign);
+        check_round_trip(path, offset, n, misalign, io);
         if (testing::Test::HasFatalFailure()) return;
       }
     }
@@ -79,14 +82,12 @@ void check_all_request_shapes(const std::string& path) {
 
 TEST(FileIo, EveryRequestShapeRoundTripsWithDirectIo) {
   TempDir dir;
-  DirectIo on(true);
-  check_all_request_shapes(dir.file("data.bin"));
+  check_all_request_shapes(dir.file("data.bin"), policy(true));
 }
 
 TEST(FileIo, EveryRequestShapeRoundTripsWithTheBufferedFallback) {
   TempDir dir;
-  DirectIo off(false);
-  check_all_request_shapes(dir.file("data.bin"));
+  check_all_request_shapes(dir.file("data.bin"), policy(false));
 }
 
 // The direct-I/O counters need a file system that accepts O_DIRECT.
@@ -100,18 +101,17 @@ TEST(FileIo, AlignedRequestOnDiskGoesDirect) {
   std::string path = dir.file("data.bin");
   test::write_file_bytes(path, pattern(kFileBytes, 1));
   if (!direct_io_supported(path)) GTEST_SKIP() << dir.path() << " refuses O_DIRECT";
-  DirectIo on(true);
   File file(path, OpenMode::kReadWrite);
   AlignedBuffer buf(4 * kIoAlignment);
   std::memset(buf.data(), 7, buf.size());
 
   CounterDeltas write_delta;
-  file.write_at(buf.data(), buf.size(), kIoAlignment);
+  file.write_at(buf.data(), buf.size(), kIoAlignment, write_delta.io());
   EXPECT_EQ(write_delta.direct(), buf.size());
   EXPECT_EQ(write_delta.buffered(), 0u);
 
   CounterDeltas read_delta;
-  file.read_at(buf.data(), buf.size(), 0);
+  file.read_at(buf.data(), buf.size(), 0, read_delta.io());
   EXPECT_EQ(read_delta.direct(), buf.size());
   EXPECT_EQ(read_delta.buffered(), 0u);
 }
@@ -121,7 +121,6 @@ TEST(FileIo, UnalignedEdgesAreBufferedAndTheAlignedMiddleGoesDirect) {
   std::string path = dir.file("data.bin");
   test::write_file_bytes(path, pattern(kFileBytes, 1));
   if (!direct_io_supported(path)) GTEST_SKIP() << dir.path() << " refuses O_DIRECT";
-  DirectIo on(true);
   File file(path, OpenMode::kReadWrite);
   // Bytes [100, 100 + 3*4096): the middle [4096, 12288) is aligned in the
   // file and, with memory offset by 100 as well, in memory.
@@ -130,12 +129,12 @@ TEST(FileIo, UnalignedEdgesAreBufferedAndTheAlignedMiddleGoesDirect) {
   AlignedBuffer buf(n + offset);
 
   CounterDeltas read_delta;
-  file.read_at(buf.data() + offset, n, offset);
+  file.read_at(buf.data() + offset, n, offset, read_delta.io());
   EXPECT_EQ(read_delta.direct(), 2 * kIoAlignment);
   EXPECT_EQ(read_delta.buffered(), n - 2 * kIoAlignment);
 
   CounterDeltas write_delta;
-  file.write_at(buf.data() + offset, n, offset);
+  file.write_at(buf.data() + offset, n, offset, write_delta.io());
   EXPECT_EQ(write_delta.direct(), 2 * kIoAlignment);
   EXPECT_EQ(write_delta.buffered(), n - 2 * kIoAlignment);
 }
@@ -144,13 +143,12 @@ TEST(FileIo, DisablingDirectIoSendsEverythingThroughTheBufferedPath) {
   TempDir dir;
   std::string path = dir.file("data.bin");
   test::write_file_bytes(path, pattern(kFileBytes, 1));
-  DirectIo off(false);
   File file(path, OpenMode::kReadWrite);
   AlignedBuffer buf(4 * kIoAlignment);
 
   CounterDeltas delta;
-  file.read_at(buf.data(), buf.size(), 0);
-  file.write_at(buf.data(), buf.size(), 0);
+  file.read_at(buf.data(), buf.size(), 0, delta.io(/*direct=*/false));
+  file.write_at(buf.data(), buf.size(), 0, delta.io(/*direct=*/false));
   EXPECT_EQ(delta.direct(), 0u);
   EXPECT_EQ(delta.buffered(), 2 * buf.size());
 }
@@ -159,12 +157,11 @@ TEST(FileIo, UnalignedMemoryIsNeverSentDirect) {
   TempDir dir;
   std::string path = dir.file("data.bin");
   test::write_file_bytes(path, pattern(kFileBytes, 1));
-  DirectIo on(true);
   File file(path, OpenMode::kReadWrite);
   AlignedBuffer buf(4 * kIoAlignment + 1);
 
   CounterDeltas delta;
-  file.read_at(buf.data() + 1, 4 * kIoAlignment, 0);
+  file.read_at(buf.data() + 1, 4 * kIoAlignment, 0, delta.io());
   EXPECT_EQ(delta.direct(), 0u);
   EXPECT_EQ(delta.buffered(), 4 * kIoAlignment);
 }
@@ -176,11 +173,10 @@ TEST(FileIo, FileOnTmpfsRoundTrips) {
     GTEST_SKIP() << "/dev/shm is missing or not tmpfs";
   }
   TempDir dir("/dev/shm");
-  DirectIo on(true);
   std::string path = dir.file("data.bin");
   for (uint64_t offset : {0ul, 4096ul, 4100ul}) {
     for (size_t misalign : {size_t{0}, size_t{4}, static_cast<size_t>(offset % kIoAlignment)}) {
-      check_round_trip(path, offset, 2 * kIoAlignment, misalign);
+      check_round_trip(path, offset, 2 * kIoAlignment, misalign, policy(true));
       if (HasFatalFailure()) return;
     }
   }
@@ -196,7 +192,7 @@ TEST(FileIo, WritingAReadOnlyFileThrowsAndLeavesItUntouched) {
   AlignedBuffer buf(kIoAlignment);
   std::memset(buf.data(), 0, buf.size());
   try {
-    file.write_at(buf.data(), buf.size(), 0);
+    file.write_at(buf.data(), buf.size(), 0, IoPolicy{});
     ADD_FAILURE() << "write_at on a read-only file did not throw";
   } catch (const ReadOnlyError& e) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
@@ -221,7 +217,7 @@ TEST(FileIo, ReadingPastTheEndThrowsIoError) {
   test::write_file_bytes(path, pattern(5000, 1));
   File file(path, OpenMode::kReadOnly);
   std::vector<char> buf(4096);
-  EXPECT_THROW(file.read_at(buf.data(), buf.size(), 2000), IoError);
+  EXPECT_THROW(file.read_at(buf.data(), buf.size(), 2000, IoPolicy{}), IoError);
 }
 
 TEST(FileIo, CreateExclusiveMakesAPrivateFileAndRefusesAnExistingOne) {
@@ -259,15 +255,10 @@ TEST(FileIo, AlignedBufferIsAlignedForODirect) {
 namespace jask {
 namespace {
 
-// Restores the process's read mode when a test ends.
-class ReadModeScope {
- public:
-  explicit ReadModeScope(ReadMode mode) : saved_(read_mode()) { set_read_mode(mode); }
-  ~ReadModeScope() { set_read_mode(saved_); }
-
- private:
-  ReadMode saved_;
-};
+// A policy reading in `mode`, measured by `calibration`, counted in `counters`.
+IoPolicy reading(ReadCalibration& calibration, IoCounters* counters = nullptr) {
+  return IoPolicy{true, calibration.mode(), &calibration, counters};
+}
 
 // Large reads at an unaligned offset, into memory at the file offset's
 // alignment, in every read mode: the same bytes.
@@ -281,19 +272,19 @@ TEST(FileIo, LargeReadsMatchInEveryReadModeAndAutoSettles) {
   AlignedBuffer buf(n + 2 * kIoAlignment);
   const uint64_t offset = 100;  // the block lands at offset % 4096 in memory, as readers do
   for (ReadMode mode : {ReadMode::kDirect, ReadMode::kBuffered, ReadMode::kAuto}) {
-    ReadModeScope scope(mode);
+    ReadCalibration calibration(mode);
     // kAuto reads in phases of 128 MiB each way until each has read 256 MiB, then keeps one.
     const int reads = mode == ReadMode::kAuto ? 16 : 1;
     for (int r = 0; r < reads; ++r) {
       std::memset(buf.data(), 0, buf.size());
-      file.read_at(buf.data() + offset, n, offset);
+      file.read_at(buf.data() + offset, n, offset, reading(calibration));
       ASSERT_EQ(std::memcmp(buf.data() + offset, model.data() + offset, n), 0)
           << "mode " << static_cast<int>(mode) << " read " << r;
     }
     if (mode == ReadMode::kAuto)
-      EXPECT_NE(read_mode(), ReadMode::kAuto);
+      EXPECT_NE(calibration.mode(), ReadMode::kAuto);
     else
-      EXPECT_EQ(read_mode(), mode);
+      EXPECT_EQ(calibration.mode(), mode);
   }
 }
 
@@ -306,12 +297,11 @@ TEST(FileIo, AutoTimesWholePhasesOfReadsOneWayAtATime) {
   test::write_file_bytes(path, pattern(n, 9));
   File file(path, OpenMode::kReadOnly);
   AlignedBuffer buf(n);
-  ReadModeScope scope(ReadMode::kAuto);
+  ReadCalibration calibration(ReadMode::kAuto);
   auto read_once = [&] {
-    const uint64_t direct = io_counters().direct_bytes, buffered = io_counters().buffered_bytes;
-    file.read_at(buf.data(), n, 0);
-    return std::pair<uint64_t, uint64_t>{io_counters().direct_bytes - direct,
-                                         io_counters().buffered_bytes - buffered};
+    IoCounters counters;
+    file.read_at(buf.data(), n, 0, reading(calibration, &counters));
+    return std::pair<uint64_t, uint64_t>{counters.direct_bytes, counters.buffered_bytes};
   };
   for (int r = 0; r < 4; ++r)
     EXPECT_EQ(read_once(), (std::pair<uint64_t, uint64_t>{n, 0})) << "read " << r;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "base/errors.hpp"
-#include "formats/npy_format.hpp"
+#include "formats/npy.hpp"
 #include "test_util.hpp"
 
 namespace jask {

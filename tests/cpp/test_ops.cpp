@@ -13,7 +13,7 @@
 
 #include "base/errors.hpp"
 #include "exec/pipeline.hpp"
-#include "formats/npy_format.hpp"
+#include "formats/npy.hpp"
 #include "io/file.hpp"
 #include "kernels/batched_matmul.hpp"
 #include "kernels/ops.hpp"
@@ -299,7 +299,7 @@ TEST(Ops, CopyIntoAReadOnlyArrayThrowsAndLeavesTheFileUntouched) {
     file->write_elems(test::encode(DType::f32, test_values(37 * 23, 1)).data(), 0, 37 * 23);
   }
   std::vector<char> before = test::read_file_bytes(path);
-  int32_t dst = Registry::instance().add(StoredArray::open_npy(path, /*writable=*/false));
+  int32_t dst = Registry::instance().add(test::open_npy(path, /*writable=*/false));
   int32_t src = make_array(DType::f32, {37, 23}, test_values(37 * 23, 2));
   expect_error_mentioning<ReadOnlyError>([&] { copy_into(dst, src); }, {path});
   EXPECT_EQ(test::read_file_bytes(path), before);
@@ -331,7 +331,7 @@ TEST(Ops, SaveArrayWritesANpyFileWithTheSameContents) {
     EXPECT_EQ(test::decode(dt, bytes.data() + header.data_offset, 37 * 23), values)
         << dtype_name(dt);
 
-    auto reopened = StoredArray::open_npy(path, false);
+    auto reopened = test::open_npy(path, false);
     EXPECT_FALSE(reopened->is_scratch());
     EXPECT_EQ(array_values(*reopened), values);
   }
@@ -378,8 +378,8 @@ TEST(Ops, ArraysAtUnalignedFileOffsetsStreamCorrectly) {
   std::memcpy(bytes.data() + 100, payload.data(), payload.size());
   test::write_file_bytes(dir.file("raw.bin"), bytes);
 
-  int32_t raw = Registry::instance().add(StoredArray::open_raw(
-      dir.file("raw.bin"), ArrayInfo{DType::f32, {97, 61}}, 100, /*writable=*/true));
+  int32_t raw = Registry::instance().add(
+      test::open_raw(dir.file("raw.bin"), ArrayInfo{DType::f32, {97, 61}}, 100, /*writable=*/true));
   int32_t doubled = add_arrays(raw, raw);
   std::vector<double> expected(values);
   for (double& v : expected) v *= 2;

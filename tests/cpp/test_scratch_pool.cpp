@@ -70,7 +70,7 @@ TEST_F(ScratchPoolTest, AnOverwritingOpGetsTheFileOfAFreedArray) {
   std::vector<float> values(5000);
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
   next->write_elems(values.data(), 0, 5000);
-  ArrayRef reopened = StoredArray::open_npy(next->path(), false);
+  ArrayRef reopened = test::open_npy(next->path(), false);
   EXPECT_EQ(reopened->info().shape, (std::vector<int64_t>{50, 100}));
   EXPECT_EQ(values_of(*reopened), values);
 }

@@ -41,7 +41,7 @@ int32_t open_npy_with(const std::string& path, const std::vector<double>& values
                       bool writable = true) {
   StoredArray::create_file(path, kInfo)
       ->write_elems(test::encode(DType::f32, values).data(), 0, kNumel);
-  return Registry::instance().add(StoredArray::open_npy(path, writable));
+  return Registry::instance().add(test::open_npy(path, writable));
 }
 
 std::set<std::string> names_in(const std::string& dir) {
@@ -104,7 +104,7 @@ TEST(Update, ReplacesTheFileUnderTheSamePathAndLeavesNoTempFile) {
   ASSERT_EQ(bytes.size(), header_before.size());
   EXPECT_TRUE(std::equal(bytes.begin(), bytes.begin() + offset, header_before.begin()));
   EXPECT_EQ(test::decode(DType::f32, bytes.data() + offset, kNumel), values);
-  EXPECT_EQ(array_values(*StoredArray::open_npy(path, false)), values);
+  EXPECT_EQ(array_values(*test::open_npy(path, false)), values);
   EXPECT_EQ(replacement_files_in(dir.path()), std::set<std::string>{});
 }
 
@@ -121,7 +121,7 @@ TEST(Update, ReadersOfTheOldFileKeepItAndTheArrayAndItsViewsSeeTheNewOne) {
 
   // The old file is unlinked but open: an op that started on it finishes on it.
   std::vector<unsigned char> old_bytes(kInfo.nbytes());
-  old_file->read_at(old_bytes.data(), old_bytes.size(), before->data_offset());
+  old_file->read_at(old_bytes.data(), old_bytes.size(), before->data_offset(), IoPolicy{});
   EXPECT_EQ(test::decode(DType::f32, old_bytes.data(), kNumel), old_values);
   EXPECT_EQ(array_values(*before), new_values);
   EXPECT_EQ(array_values(*view), new_values);
@@ -202,8 +202,7 @@ TEST(Update, KeepsTheBytesBeforeAndAfterARawArray) {
   std::vector<char> bytes(prefix + kInfo.nbytes() + suffix);
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>('a' + i % 23);
   test::write_file_bytes(path, bytes);
-  int32_t dst =
-      Registry::instance().add(StoredArray::open_raw(path, kInfo, prefix, /*writable=*/true));
+  int32_t dst = Registry::instance().add(test::open_raw(path, kInfo, prefix, /*writable=*/true));
   std::vector<double> values = test_values(kNumel, 4);
 
   copy_into(dst, make_array(DType::f32, kInfo.shape, values));
@@ -223,7 +222,7 @@ TEST(Update, KeepsPermissionBitsAndSymlinks) {
   StoredArray::create_file(real, kInfo);
   fs::permissions(real, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
   fs::create_symlink("real.npy", link);
-  int32_t dst = Registry::instance().add(StoredArray::open_npy(link, /*writable=*/true));
+  int32_t dst = Registry::instance().add(test::open_npy(link, /*writable=*/true));
   std::vector<double> values = test_values(kNumel, 5);
 
   copy_into(dst, make_array(DType::f32, kInfo.shape, values));
@@ -231,7 +230,7 @@ TEST(Update, KeepsPermissionBitsAndSymlinks) {
   EXPECT_TRUE(fs::is_symlink(link));
   EXPECT_EQ(fs::status(real).permissions() & fs::perms::all,
             fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
-  EXPECT_EQ(array_values(*StoredArray::open_npy(real, false)), values);
+  EXPECT_EQ(array_values(*test::open_npy(real, false)), values);
   EXPECT_EQ(Registry::instance().get(dst)->path(), link);
   EXPECT_EQ(replacement_files_in(dir.path()), std::set<std::string>{});
 }
@@ -287,16 +286,130 @@ TEST(Update, OpeningWritableRemovesReplacementFilesOfDeadProcesses) {
   const std::string dead = "a.npy.jask-tmp-" + std::to_string(dead_pid()) + "-0badf00d";
   test::write_file_bytes(dir.file(dead), {'x'});
 
-  StoredArray::open_npy(path, /*writable=*/false);
-  StoredArray::open_raw(path, kInfo, 128, /*writable=*/false);
+  test::open_npy(path, /*writable=*/false);
+  test::open_raw(path, kInfo, 128, /*writable=*/false);
   EXPECT_EQ(replacement_files_in(dir.path()), std::set<std::string>{dead})
       << "read-only opens leave it";
-  StoredArray::open_npy(path, /*writable=*/true);
+  test::open_npy(path, /*writable=*/true);
   EXPECT_EQ(replacement_files_in(dir.path()), std::set<std::string>{});
 
   test::write_file_bytes(dir.file(dead), {'x'});
-  StoredArray::open_raw(path, kInfo, 128, /*writable=*/true);
+  test::open_raw(path, kInfo, 128, /*writable=*/true);
   EXPECT_EQ(replacement_files_in(dir.path()), std::set<std::string>{});
+}
+
+// A raw container file: a prefix, array A, a gap, array B, a suffix, each
+// byte outside A and B a known pattern.
+struct TwoArrayFile {
+  static constexpr uint64_t kPrefix = 5000, kGap = 3000, kSuffix = 777;
+  static constexpr uint64_t kA = kPrefix, kB = kPrefix + 37 * 23 * 4 + kGap;
+  std::string path;
+  std::vector<char> bytes;
+
+  explicit TwoArrayFile(const std::string& p) : path(p), bytes(kB + kInfo.nbytes() + kSuffix) {
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>('a' + i % 23);
+    test::write_file_bytes(path, bytes);
+  }
+  int32_t open(uint64_t offset, bool writable = true) const {
+    return Registry::instance().add(test::open_raw(path, kInfo, offset, writable));
+  }
+  // Checks the file on disk: A and B hold these values, every other byte is unchanged.
+  void expect_holds(const std::vector<double>& a, const std::vector<double>& b) const {
+    std::vector<char> now = test::read_file_bytes(path);
+    ASSERT_EQ(now.size(), bytes.size());
+    EXPECT_EQ(test::decode(DType::f32, now.data() + kA, kNumel), a);
+    EXPECT_EQ(test::decode(DType::f32, now.data() + kB, kNumel), b);
+    auto same = [&](uint64_t begin, uint64_t end) {
+      return std::equal(now.begin() + begin, now.begin() + end, bytes.begin() + begin);
+    };
+    EXPECT_TRUE(same(0, kA)) << "prefix";
+    EXPECT_TRUE(same(kA + kInfo.nbytes(), kB)) << "gap";
+    EXPECT_TRUE(same(kB + kInfo.nbytes(), bytes.size())) << "suffix";
+  }
+  std::vector<double> values_at(uint64_t offset) const {
+    return test::decode(DType::f32, bytes.data() + offset, kNumel);
+  }
+};
+
+TEST(Update, OfOneArrayOfAFileKeepsTheOtherArraysLatestBytes) {
+  ScratchDir scratch;
+  BudgetGuard budget(4096);  // every range copied in several chunks
+  TempDir dir;
+  TwoArrayFile file(dir.file("two.bin"));
+  const int32_t a = file.open(TwoArrayFile::kA), b = file.open(TwoArrayFile::kB);
+  std::vector<double> a_now = file.values_at(TwoArrayFile::kA);
+  std::vector<double> b_now = file.values_at(TwoArrayFile::kB);
+  // Each in turn, then in alternation: an update of one must never restore
+  // the other's bytes as they were when it was opened.
+  const int order[] = {0, 0, 1, 1, 0, 1, 0, 1};
+  for (int step = 0; step < 8; ++step) {
+    std::vector<double> values = test_values(kNumel, 10 + step);
+    copy_into(order[step] == 0 ? a : b, make_array(DType::f32, kInfo.shape, values));
+    (order[step] == 0 ? a_now : b_now) = values;
+    EXPECT_EQ(array_values(a), a_now) << "step " << step;
+    EXPECT_EQ(array_values(b), b_now) << "step " << step;
+    file.expect_holds(a_now, b_now);
+    if (HasFailure()) return;
+  }
+  EXPECT_EQ(replacement_files_in(dir.path()), std::set<std::string>{});
+}
+
+TEST(Update, ReachesEveryViewOfEveryArrayOfTheFile) {
+  ScratchDir scratch;
+  TempDir dir;
+  TwoArrayFile file(dir.file("two.bin"));
+  const int32_t a = file.open(TwoArrayFile::kA), b = file.open(TwoArrayFile::kB);
+  ArrayRef b_view = StoredArray::viewed(Registry::instance().get(b), 23, {36, 23});
+  ArrayRef a_reshaped = StoredArray::reshaped(Registry::instance().get(a), {23, 37});
+  const std::vector<double> b_values = file.values_at(TwoArrayFile::kB);
+
+  const std::vector<double> a_values = test_values(kNumel, 7);
+  copy_into(a, make_array(DType::f32, kInfo.shape, a_values));
+
+  // The view of B reads B's bytes from the new file, unchanged.
+  EXPECT_EQ(array_values(*b_view), std::vector<double>(b_values.begin() + 23, b_values.end()));
+  EXPECT_EQ(b_view->file(), Registry::instance().get(a)->file()) << "one file for all";
+  EXPECT_EQ(array_values(*a_reshaped), a_values);
+
+  const std::vector<double> b_new = test_values(kNumel, 8);
+  copy_into(b, make_array(DType::f32, kInfo.shape, b_new));
+  EXPECT_EQ(array_values(*b_view), std::vector<double>(b_new.begin() + 23, b_new.end()));
+  EXPECT_EQ(array_values(*a_reshaped), a_values);
+  file.expect_holds(a_values, b_new);
+}
+
+TEST(Update, OfArraysOfOneFileFromTwoThreadsKeepsBoth) {
+  ScratchDir scratch;
+  BudgetGuard budget(4096);
+  TempDir dir;
+  TwoArrayFile file(dir.file("two.bin"));
+  const int32_t a = file.open(TwoArrayFile::kA), b = file.open(TwoArrayFile::kB);
+  const int kUpdates = 6;
+  auto updates = [&](int32_t target, int salt) {
+    for (int k = 1; k <= kUpdates; ++k) copy_into(target, fill_array(kInfo, salt + k));
+  };
+  std::thread other([&] { updates(b, 100); });
+  updates(a, 0);
+  other.join();
+  file.expect_holds(std::vector<double>(kNumel, kUpdates),
+                    std::vector<double>(kNumel, 100 + kUpdates));
+}
+
+TEST(Update, OfAnArrayOpenedReadOnlyBesideAWritableOneThrowsAndItSeesTheOthersUpdates) {
+  ScratchDir scratch;
+  TempDir dir;
+  TwoArrayFile file(dir.file("two.bin"));
+  const int32_t a = file.open(TwoArrayFile::kA, /*writable=*/false);
+  const int32_t b = file.open(TwoArrayFile::kB, /*writable=*/true);
+  EXPECT_FALSE(Registry::instance().get(a)->writable());
+  EXPECT_TRUE(Registry::instance().get(b)->writable());
+  expect_error_mentioning<ReadOnlyError>(
+      [&] { copy_into(a, make_array(DType::f32, kInfo.shape, test_values(kNumel, 2))); },
+      file.path);
+  const std::vector<double> b_values = test_values(kNumel, 3);
+  copy_into(b, make_array(DType::f32, kInfo.shape, b_values));
+  EXPECT_EQ(array_values(a), file.values_at(TwoArrayFile::kA));
+  file.expect_holds(file.values_at(TwoArrayFile::kA), b_values);
 }
 
 }  // namespace

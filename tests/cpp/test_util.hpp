@@ -25,6 +25,7 @@
 #include "plan/planner.hpp"
 #include "program/program.hpp"
 #include "storage/array_store.hpp"
+#include "storage/io_config.hpp"
 #include "storage/scratch.hpp"
 
 namespace jask::test {
@@ -205,6 +206,15 @@ inline int32_t make_array(DType dtype, const std::vector<int64_t>& shape,
 }
 
 // The contents of an array, read without going through the ops under test.
+// The array of an existing .npy file, or of a raw file at `offset`.
+inline ArrayRef open_npy(const std::string& path, bool writable) {
+  return StoredArray::open(path, "npy", OpenOptions{writable, std::nullopt, 0});
+}
+inline ArrayRef open_raw(const std::string& path, const ArrayInfo& info, uint64_t offset,
+                         bool writable) {
+  return StoredArray::open(path, "raw", OpenOptions{writable, info, offset});
+}
+
 inline std::vector<double> array_values(const StoredArray& arr) {
   std::vector<unsigned char> bytes(arr.info().nbytes());
   arr.read_elems(bytes.data(), 0, arr.info().numel());

@@ -34,8 +34,6 @@ namespace {
 // <target> + this + "<pid>-<random>" names a replacement file.
 constexpr std::string_view kReplacementTag = ".jask-tmp-";
 
-std::atomic<bool> g_direct_enabled{true};
-
 bool is_aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kIoAlignment == 0; }
 
 int open_flags(OpenMode mode) {
@@ -70,98 +68,59 @@ std::optional<pid_t> owner_pid(std::string_view tail) {
 // EPERM means the process exists but belongs to another user.
 bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
 
-}  // namespace
+void count(IoCounters* counters, std::atomic<uint64_t> IoCounters::*field, size_t n) {
+  if (counters != nullptr) (counters->*field).fetch_add(n, std::memory_order_relaxed);
+}
 
-namespace {
-
-std::atomic<int> g_read_mode{static_cast<int>(ReadMode::kAuto)};
-// The smallest aligned read that calibrates kAuto: smaller ones are mostly
-// latency (and go direct until kAuto settles).
-constexpr size_t kCalibrationBytes = 8 << 20;
-
-// Bytes each way that kAuto measures before it decides: one sample is at
-// the mercy of a shared disk's moment-to-moment speed.
-constexpr double kCalibrationTotal = 256.0 * (1 << 20);
 // Calibration runs in phases of this many bytes, all reads of a phase one
-// way (direct, buffered, direct, buffered): reads of several operands run
-// at once, and timing a direct read while a buffered one competes with it
-// measured the mix, not either way.
-constexpr double kPhaseBytes = kCalibrationTotal / 2;
+// way: reads of several operands run at once, and timing a direct read while
+// a buffered one competes with it measured the mix, not either way.
+constexpr double kPhaseBytes = ReadCalibration::kCalibrationTotal / 2;
 
-using Clock = std::chrono::steady_clock;
+}  // namespace
 
 // A phase's throughput is its bytes over the time any of its reads was in
 // flight (the union of their intervals): concurrent reads share the disk,
 // and gaps spent computing are not the disk's.
-struct Calibration {
-  std::mutex mu;
-  bool phase_direct = true;
-  double phase_bytes = 0;
-  int in_flight = 0;
-  Clock::time_point busy_since;
-  double bytes[2] = {0, 0}, busy_seconds[2] = {0, 0};  // [buffered, direct]
-};
-Calibration& calibration() {
-  static Calibration c;
-  return c;
+void ReadCalibration::reset(ReadMode mode) {
+  std::lock_guard<std::mutex> lock(mu_);
+  phase_direct_ = true;
+  phase_bytes_ = 0;
+  bytes_[0] = bytes_[1] = busy_seconds_[0] = busy_seconds_[1] = 0;
+  mode_ = static_cast<int>(mode);
 }
 
-// Starts a calibration read: true if it goes direct (the phase's way).
-bool begin_calibration_read() {
-  Calibration& c = calibration();
-  std::lock_guard<std::mutex> lock(c.mu);
-  if (c.in_flight++ == 0) c.busy_since = Clock::now();
-  return c.phase_direct;
+bool ReadCalibration::begin_read() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (in_flight_++ == 0) busy_since_ = Clock::now();
+  return phase_direct_;
 }
 
-// Ends a calibration read. Once both ways have kCalibrationTotal bytes,
-// kAuto becomes the faster. A direct read the file system refused picks
-// buffered.
-void end_calibration_read(bool direct, bool ok, size_t n) {
-  Calibration& c = calibration();
-  std::lock_guard<std::mutex> lock(c.mu);
+void ReadCalibration::close_busy(Clock::time_point now) {
+  busy_seconds_[phase_direct_] += std::chrono::duration<double>(now - busy_since_).count();
+  busy_since_ = now;
+}
+
+void ReadCalibration::end_read(bool direct, bool ok, size_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
   int expected = static_cast<int>(ReadMode::kAuto);
   const Clock::time_point now = Clock::now();
-  auto close_busy = [&] {
-    c.busy_seconds[c.phase_direct] += std::chrono::duration<double>(now - c.busy_since).count();
-    c.busy_since = now;
-  };
-  if (--c.in_flight == 0) close_busy();
+  if (--in_flight_ == 0) close_busy(now);
   if (!ok) {
-    g_read_mode.compare_exchange_strong(expected, static_cast<int>(ReadMode::kBuffered));
+    mode_.compare_exchange_strong(expected, static_cast<int>(ReadMode::kBuffered));
     return;
   }
-  c.bytes[direct] += static_cast<double>(n);
-  if (direct == c.phase_direct) c.phase_bytes += static_cast<double>(n);
-  if (c.phase_bytes >= kPhaseBytes) {
-    if (c.in_flight > 0) close_busy();
-    c.phase_direct = !c.phase_direct;
-    c.phase_bytes = 0;
+  bytes_[direct] += static_cast<double>(n);
+  if (direct == phase_direct_) phase_bytes_ += static_cast<double>(n);
+  if (phase_bytes_ >= kPhaseBytes) {
+    if (in_flight_ > 0) close_busy(now);
+    phase_direct_ = !phase_direct_;
+    phase_bytes_ = 0;
   }
-  if (c.bytes[0] < kCalibrationTotal || c.bytes[1] < kCalibrationTotal) return;
-  const bool direct_faster = c.bytes[1] / c.busy_seconds[1] >= c.bytes[0] / c.busy_seconds[0];
-  g_read_mode.compare_exchange_strong(
+  if (bytes_[0] < kCalibrationTotal || bytes_[1] < kCalibrationTotal) return;
+  const bool direct_faster = bytes_[1] / busy_seconds_[1] >= bytes_[0] / busy_seconds_[0];
+  mode_.compare_exchange_strong(
       expected, static_cast<int>(direct_faster ? ReadMode::kDirect : ReadMode::kBuffered));
-}
-
-}  // namespace
-
-void set_read_mode(ReadMode mode) {
-  Calibration& c = calibration();
-  std::lock_guard<std::mutex> lock(c.mu);
-  c.phase_direct = true;
-  c.phase_bytes = 0;
-  c.bytes[0] = c.bytes[1] = c.busy_seconds[0] = c.busy_seconds[1] = 0;
-  g_read_mode = static_cast<int>(mode);
-}
-ReadMode read_mode() { return static_cast<ReadMode>(g_read_mode.load()); }
-
-void set_direct_io_enabled(bool enabled) { g_direct_enabled = enabled; }
-bool direct_io_enabled() { return g_direct_enabled; }
-
-IoCounters& io_counters() {
-  static IoCounters counters;
-  return counters;
 }
 
 AlignedBuffer::AlignedBuffer(size_t bytes) : size_(bytes) {
@@ -202,7 +161,7 @@ File::~File() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void File::buffered_read(std::byte* dst, size_t n, uint64_t offset) const {
+void File::buffered_read(std::byte* dst, size_t n, uint64_t offset, IoCounters* counters) const {
   size_t done = 0;
   while (done < n) {
     ssize_t r = ::pread(fd_, dst + done, n - done, static_cast<off_t>(offset + done));
@@ -217,10 +176,11 @@ void File::buffered_read(std::byte* dst, size_t n, uint64_t offset) const {
     }
     done += static_cast<size_t>(r);
   }
-  io_counters().buffered_bytes += n;
+  count(counters, &IoCounters::buffered_bytes, n);
 }
 
-void File::buffered_write(const std::byte* src, size_t n, uint64_t offset) const {
+void File::buffered_write(const std::byte* src, size_t n, uint64_t offset,
+                          IoCounters* counters) const {
   size_t done = 0;
   while (done < n) {
     ssize_t r = ::pwrite(fd_, src + done, n - done, static_cast<off_t>(offset + done));
@@ -230,10 +190,10 @@ void File::buffered_write(const std::byte* src, size_t n, uint64_t offset) const
     }
     done += static_cast<size_t>(r);
   }
-  io_counters().buffered_bytes += n;
+  count(counters, &IoCounters::buffered_bytes, n);
 }
 
-bool File::try_direct_read(std::byte* dst, size_t n, uint64_t offset) const {
+bool File::try_direct_read(std::byte* dst, size_t n, uint64_t offset, IoCounters* counters) const {
   size_t done = 0;
   while (done < n) {
     ssize_t r = ::pread(direct_fd_, dst + done, n - done, static_cast<off_t>(offset + done));
@@ -249,12 +209,13 @@ bool File::try_direct_read(std::byte* dst, size_t n, uint64_t offset) const {
     done += static_cast<size_t>(r);
     if (done % kIoAlignment != 0) break;  // short read at end of file
   }
-  if (done < n) buffered_read(dst + done, n - done, offset + done);
-  io_counters().direct_bytes += done;
+  if (done < n) buffered_read(dst + done, n - done, offset + done, counters);
+  count(counters, &IoCounters::direct_bytes, done);
   return true;
 }
 
-bool File::try_direct_write(const std::byte* src, size_t n, uint64_t offset) const {
+bool File::try_direct_write(const std::byte* src, size_t n, uint64_t offset,
+                            IoCounters* counters) const {
   size_t done = 0;
   while (done < n) {
     ssize_t r = ::pwrite(direct_fd_, src + done, n - done, static_cast<off_t>(offset + done));
@@ -269,8 +230,8 @@ bool File::try_direct_write(const std::byte* src, size_t n, uint64_t offset) con
     done += static_cast<size_t>(r);
     if (done % kIoAlignment != 0) break;
   }
-  if (done < n) buffered_write(src + done, n - done, offset + done);
-  io_counters().direct_bytes += done;
+  if (done < n) buffered_write(src + done, n - done, offset + done, counters);
+  count(counters, &IoCounters::direct_bytes, done);
   return true;
 }
 
@@ -314,74 +275,90 @@ bool in_parallel(size_t n, Io io) {
 
 }  // namespace
 
-void File::parallel_buffered_read(std::byte* dst, size_t n, uint64_t offset) const {
+void File::parallel_buffered_read(std::byte* dst, size_t n, uint64_t offset,
+                                  IoCounters* counters) const {
   in_parallel(n, [&](size_t at, size_t len) {
-    buffered_read(dst + at, len, offset + at);
+    buffered_read(dst + at, len, offset + at, counters);
     return true;
   });
 }
 
-bool File::parallel_direct_read(std::byte* dst, size_t n, uint64_t offset) const {
-  return in_parallel(
-      n, [&](size_t at, size_t len) { return try_direct_read(dst + at, len, offset + at); });
+bool File::parallel_direct_read(std::byte* dst, size_t n, uint64_t offset,
+                                IoCounters* counters) const {
+  return in_parallel(n, [&](size_t at, size_t len) {
+    return try_direct_read(dst + at, len, offset + at, counters);
+  });
 }
 
-void File::read_at(void* dst_v, size_t n, uint64_t offset) const {
+void File::calibrating_read(std::byte* dst, size_t n, uint64_t offset, const IoPolicy& io) const {
+  ReadCalibration& calibration = *io.calibration;
+  const bool try_direct = calibration.begin_read();
+  bool direct_ok = false;
+  try {
+    direct_ok = try_direct && parallel_direct_read(dst, n, offset, io.counters);
+    if (!try_direct)
+      parallel_buffered_read(dst, n, offset, io.counters);
+    else if (!direct_ok)
+      buffered_read(dst, n, offset, io.counters);
+  } catch (...) {
+    calibration.end_read(try_direct, true, 0);
+    throw;
+  }
+  calibration.end_read(try_direct, direct_ok || !try_direct, n);
+}
+
+void File::read_at(void* dst_v, size_t n, uint64_t offset, const IoPolicy& io) const {
   auto* dst = static_cast<std::byte*>(dst_v);
   // Split into [unaligned head][aligned middle][unaligned tail]; the middle
   // may go direct when the memory it lands in is aligned too.
   uint64_t mid_start = (offset + kIoAlignment - 1) / kIoAlignment * kIoAlignment;
   uint64_t end = offset + n;
   uint64_t mid_end = end / kIoAlignment * kIoAlignment;
-  bool direct = g_direct_enabled && has_direct() && mid_end > mid_start &&
-                is_aligned(dst + (mid_start - offset));
-  const ReadMode mode = read_mode();
-  if (!direct || mode == ReadMode::kBuffered) return parallel_buffered_read(dst, n, offset);
-  if (mid_start > offset) buffered_read(dst, mid_start - offset, offset);
+  bool direct =
+      io.direct && has_direct() && mid_end > mid_start && is_aligned(dst + (mid_start - offset));
+  if (!direct || io.read_mode == ReadMode::kBuffered)
+    return parallel_buffered_read(dst, n, offset, io.counters);
+  if (mid_start > offset) buffered_read(dst, mid_start - offset, offset, io.counters);
   std::byte* mid = dst + (mid_start - offset);
   const size_t mid_n = mid_end - mid_start;
-  if (mode == ReadMode::kAuto && mid_n >= kCalibrationBytes) {
-    const bool try_direct = begin_calibration_read();
-    bool direct_ok = false;
-    try {
-      direct_ok = try_direct && parallel_direct_read(mid, mid_n, mid_start);
-      if (!try_direct)
-        parallel_buffered_read(mid, mid_n, mid_start);
-      else if (!direct_ok)
-        buffered_read(mid, mid_n, mid_start);
-    } catch (...) {
-      end_calibration_read(try_direct, true, 0);
-      throw;
-    }
-    end_calibration_read(try_direct, direct_ok || !try_direct, mid_n);
-  } else if (!parallel_direct_read(mid, mid_n, mid_start)) {
-    buffered_read(mid, mid_n, mid_start);
+  // Smaller reads are mostly latency: they go direct until kAuto settles.
+  if (io.read_mode == ReadMode::kAuto && io.calibration != nullptr &&
+      mid_n >= ReadCalibration::kCalibrationBytes) {
+    calibrating_read(mid, mid_n, mid_start, io);
+  } else if (!parallel_direct_read(mid, mid_n, mid_start, io.counters)) {
+    buffered_read(mid, mid_n, mid_start, io.counters);
   }
-  if (end > mid_end) buffered_read(dst + (mid_end - offset), end - mid_end, mid_end);
+  if (end > mid_end) buffered_read(dst + (mid_end - offset), end - mid_end, mid_end, io.counters);
 }
 
-void File::write_at(const void* src_v, size_t n, uint64_t offset) const {
+void File::write_at(const void* src_v, size_t n, uint64_t offset, const IoPolicy& io) const {
   if (!writable_) throw ReadOnlyError("cannot write to " + path_ + ": it was opened read-only");
   const auto* src = static_cast<const std::byte*>(src_v);
   uint64_t mid_start = (offset + kIoAlignment - 1) / kIoAlignment * kIoAlignment;
   uint64_t end = offset + n;
   uint64_t mid_end = end / kIoAlignment * kIoAlignment;
-  bool direct = g_direct_enabled && has_direct() && mid_end > mid_start &&
-                is_aligned(src + (mid_start - offset));
-  if (!direct) return buffered_write(src, n, offset);
-  if (mid_start > offset) buffered_write(src, mid_start - offset, offset);
+  bool direct =
+      io.direct && has_direct() && mid_end > mid_start && is_aligned(src + (mid_start - offset));
+  if (!direct) return buffered_write(src, n, offset, io.counters);
+  if (mid_start > offset) buffered_write(src, mid_start - offset, offset, io.counters);
   const std::byte* mid = src + (mid_start - offset);
   bool done = in_parallel(mid_end - mid_start, [&](size_t at, size_t len) {
-    return try_direct_write(mid + at, len, mid_start + at);
+    return try_direct_write(mid + at, len, mid_start + at, io.counters);
   });
-  if (!done) buffered_write(mid, mid_end - mid_start, mid_start);
-  if (end > mid_end) buffered_write(src + (mid_end - offset), end - mid_end, mid_end);
+  if (!done) buffered_write(mid, mid_end - mid_start, mid_start, io.counters);
+  if (end > mid_end) buffered_write(src + (mid_end - offset), end - mid_end, mid_end, io.counters);
 }
 
 uint64_t File::size() const {
   struct stat st;
   if (::fstat(fd_, &st) != 0) throw IoError(errno_message("fstat", path_, errno));
   return static_cast<uint64_t>(st.st_size);
+}
+
+FileIdentity File::identity() const {
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) throw IoError(errno_message("fstat", path_, errno));
+  return FileIdentity{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
 }
 
 uint64_t File::allocated_bytes() const {
@@ -443,8 +420,7 @@ ReplacementFile::~ReplacementFile() {
   if (!committed_) ::unlink(temp_path_.c_str());
 }
 
-std::shared_ptr<File> ReplacementFile::commit(bool durable) {
-  if (durable) file_->sync();
+std::shared_ptr<File> ReplacementFile::commit() {
   file_->rename_over(resolved_, target_);
   committed_ = true;
   return file_;

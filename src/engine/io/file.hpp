@@ -4,32 +4,75 @@
 // go through an ordinary buffered descriptor.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 namespace jask {
 
 inline constexpr size_t kIoAlignment = 4096;
 
-// Process-wide switch, used by tests to exercise the buffered fallback.
-void set_direct_io_enabled(bool enabled);
-bool direct_io_enabled();
-
 // How large reads go to the disk. Direct reads bypass the page cache (the
 // fastest on local NVMe); buffered reads, several at once with the kernel's
-// readahead, are faster on some virtual disks. kAuto times the first large
-// read both ways (half each) and keeps the faster for the process.
+// readahead, are faster on some virtual disks. kAuto times large reads both
+// ways (a ReadCalibration) and keeps the faster.
 enum class ReadMode { kAuto, kDirect, kBuffered };
-void set_read_mode(ReadMode mode);
-ReadMode read_mode();
+
+// kAuto's measurement, shared by every read under one policy: reads of
+// kCalibrationBytes or more run in phases, all of a phase one way (direct,
+// buffered, direct, ...), until each way has read kCalibrationTotal bytes;
+// then mode() becomes the way with more bytes per second of disk-busy time.
+// Thread-safe.
+class ReadCalibration {
+ public:
+  explicit ReadCalibration(ReadMode mode = ReadMode::kAuto) { reset(mode); }
+  ReadCalibration(const ReadCalibration&) = delete;
+  ReadCalibration& operator=(const ReadCalibration&) = delete;
+
+  // Starts over in `mode` (kAuto measures again from nothing).
+  void reset(ReadMode mode);
+  // kAuto until the measurement settles, then kDirect or kBuffered.
+  ReadMode mode() const { return static_cast<ReadMode>(mode_.load(std::memory_order_relaxed)); }
+  // A calibrating read starts: true if it goes direct (its phase's way).
+  bool begin_read();
+  // It ended, `ok` false if the file system refused O_DIRECT (kAuto then
+  // settles on buffered); `n` bytes moved.
+  void end_read(bool direct, bool ok, size_t n);
+
+  static constexpr size_t kCalibrationBytes = 8 << 20;
+  static constexpr double kCalibrationTotal = 256.0 * (1 << 20);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void close_busy(Clock::time_point now);
+
+  std::atomic<int> mode_{static_cast<int>(ReadMode::kAuto)};
+  std::mutex mu_;
+  bool phase_direct_ = true;
+  double phase_bytes_ = 0;
+  int in_flight_ = 0;
+  Clock::time_point busy_since_;
+  double bytes_[2] = {0, 0}, busy_seconds_[2] = {0, 0};  // [buffered, direct]
+};
 
 struct IoCounters {
   std::atomic<uint64_t> direct_bytes{0};
   std::atomic<uint64_t> buffered_bytes{0};
 };
-IoCounters& io_counters();
+
+// How one read or write reaches the disk, chosen by the layer above (the
+// engine's configuration, storage/io_config.hpp) and passed to every call:
+// io/ keeps no process-wide state. The default is direct I/O where the file
+// system allows it, nothing measured, nothing counted.
+struct IoPolicy {
+  bool direct = true;  // false: every request buffered
+  ReadMode read_mode = ReadMode::kDirect;
+  ReadCalibration* calibration = nullptr;  // kAuto's measurement; kAuto without one reads direct
+  IoCounters* counters = nullptr;          // bytes moved each way, if not null
+};
 
 // Buffer aligned for O_DIRECT; owns its memory. Mapped directly from the
 // kernel and unmapped on destruction, so block memory goes back to the
@@ -53,6 +96,13 @@ class AlignedBuffer {
 
 enum class OpenMode { kReadOnly, kReadWrite, kCreateExclusive, kCreateTruncate };
 
+// Which file an open descriptor reaches: two paths (a symlink, a hard link,
+// "a/../b") name one file exactly when these are equal.
+struct FileIdentity {
+  uint64_t device = 0, inode = 0;
+  auto operator<=>(const FileIdentity&) const = default;
+};
+
 class File {
  public:
   // kCreateExclusive makes a private (0600) file; kCreateTruncate makes a
@@ -62,10 +112,10 @@ class File {
   File(const File&) = delete;
   File& operator=(const File&) = delete;
 
-  void read_at(void* dst, size_t n, uint64_t offset) const;
-  void write_at(const void* src, size_t n, uint64_t offset) const;
-  void write_all(const void* src, size_t n, uint64_t offset) const { write_at(src, n, offset); }
+  void read_at(void* dst, size_t n, uint64_t offset, const IoPolicy& io) const;
+  void write_at(const void* src, size_t n, uint64_t offset, const IoPolicy& io) const;
   uint64_t size() const;
+  FileIdentity identity() const;
   // Bytes of disk the file occupies (holes of a sparse file take none).
   uint64_t allocated_bytes() const;
   void resize(uint64_t bytes) const;
@@ -82,14 +132,17 @@ class File {
   const std::string& path() const { return path_; }
 
  private:
-  void buffered_read(std::byte* dst, size_t n, uint64_t offset) const;
-  // Several buffered reads at once; large ranges are then dropped from the
-  // page cache (read once: the cache would only hold them against a memory cap).
-  void parallel_buffered_read(std::byte* dst, size_t n, uint64_t offset) const;
-  bool parallel_direct_read(std::byte* dst, size_t n, uint64_t offset) const;
-  void buffered_write(const std::byte* src, size_t n, uint64_t offset) const;
-  bool try_direct_read(std::byte* dst, size_t n, uint64_t offset) const;
-  bool try_direct_write(const std::byte* src, size_t n, uint64_t offset) const;
+  void buffered_read(std::byte* dst, size_t n, uint64_t offset, IoCounters* counters) const;
+  // Several buffered reads at once.
+  void parallel_buffered_read(std::byte* dst, size_t n, uint64_t offset,
+                              IoCounters* counters) const;
+  bool parallel_direct_read(std::byte* dst, size_t n, uint64_t offset, IoCounters* counters) const;
+  // The aligned middle of a read under kAuto: one calibrating read.
+  void calibrating_read(std::byte* dst, size_t n, uint64_t offset, const IoPolicy& io) const;
+  void buffered_write(const std::byte* src, size_t n, uint64_t offset, IoCounters* counters) const;
+  bool try_direct_read(std::byte* dst, size_t n, uint64_t offset, IoCounters* counters) const;
+  bool try_direct_write(const std::byte* src, size_t n, uint64_t offset,
+                        IoCounters* counters) const;
 
   std::string path_;
   int fd_ = -1;
@@ -102,7 +155,7 @@ class File {
 // <target>.jask-tmp-<pid>-<random> in the same directory (rename(2) is atomic
 // only within one file system) with the target's permission bits. commit()
 // renames it over the target, so a crash at any moment leaves at the target
-// path either the old file, whole, or the new one; with `durable`, a power
+// path either the old file, whole, or the new one; after sync(), a power
 // loss too. Removed on destruction unless committed.
 class ReplacementFile {
  public:
@@ -114,9 +167,11 @@ class ReplacementFile {
   ReplacementFile& operator=(const ReplacementFile&) = delete;
 
   const std::shared_ptr<File>& file() const { return file_; }
-  // Renames the file over the target (after an fdatasync when `durable`).
-  // Returns the file, now reached through the target path.
-  std::shared_ptr<File> commit(bool durable);
+  // fdatasync of the new file: its contents survive a power loss once renamed.
+  void sync() const { file_->sync(); }
+  // Renames the file over the target. Returns the file, now reached through
+  // the target path.
+  std::shared_ptr<File> commit();
   // fsync of the target's directory: makes the rename itself survive a
   // power loss. Separate from commit() so the caller can install the new
   // file first: after the rename, the old one is gone from the path even if

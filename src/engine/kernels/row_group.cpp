@@ -556,8 +556,7 @@ class SinglePass {
   T* node_block(size_t j, int64_t t) {
     if (!out_bufs_[j]) return reinterpret_cast<T*>(local_[j].data());
     // Where the block's file offset is in its page, so the write goes direct.
-    const uint64_t offset = targets_[j][0]->data_offset() +
-                            static_cast<uint64_t>(bytes(first_row(t) * g_.nodes[j].value.a));
+    const uint64_t offset = targets_[j][0]->byte_of(first_row(t) * g_.nodes[j].value.a);
     return reinterpret_cast<T*>(out_bufs_[j]->at(t) + offset % kIoAlignment);
   }
 

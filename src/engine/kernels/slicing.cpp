@@ -406,7 +406,7 @@ ArrayRef place_arrays(const ArrayInfo& info, const std::vector<Placement>& parts
       }
       if (span.hi == span.lo) continue;
       if (aligned < aligned_parts) {  // land at the file offset's alignment
-        const int64_t offset = static_cast<int64_t>(parts[k].array->data_offset()) + span.lo * isz;
+        const int64_t offset = static_cast<int64_t>(parts[k].array->byte_of(span.lo));
         const int64_t page = static_cast<int64_t>(kIoAlignment);
         cursor += ((offset - cursor) % page + page) % page;
         ++aligned;

@@ -161,9 +161,7 @@ class DirectReader : public OperandReader {
     array_->read_elems(dst, first, count);
   }
   int64_t alignment_shift(int64_t first) const override {
-    const uint64_t offset =
-        array_->data_offset() + static_cast<uint64_t>(first) * itemsize(array_->info().dtype);
-    return static_cast<int64_t>(offset % kIoAlignment);
+    return static_cast<int64_t>(array_->byte_of(first) % kIoAlignment);
   }
 
  private:

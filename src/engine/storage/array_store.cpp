@@ -1,33 +1,17 @@
 #include "storage/array_store.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <utility>
 
 #include "base/errors.hpp"
 #include "base/memory_budget.hpp"
-#include "formats/npy_format.hpp"
+#include "formats/npy.hpp"
+#include "formats/registry.hpp"
+#include "storage/io_config.hpp"
 #include "storage/scratch.hpp"
 #include "storage/scratch_pool.hpp"
 
 namespace jask {
-
-int64_t ArrayInfo::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
-std::string ArrayInfo::describe() const {
-  std::string s = std::string(dtype_name(dtype)) + "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ",";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
-}
-
 namespace {
 
 void check_shape(const std::vector<int64_t>& shape, const std::string& what) {
@@ -38,105 +22,88 @@ void check_shape(const std::vector<int64_t>& shape, const std::string& what) {
 
 // Copies bytes [begin, end) from one file to the same offsets in another, in
 // chunks within the memory budget (a raw file's prefix may be large).
-void copy_range(const File& from, const File& to, uint64_t begin, uint64_t end) {
+void copy_range(const File& from, const File& to, uint64_t begin, uint64_t end,
+                const IoPolicy& io) {
   if (end <= begin) return;
   const uint64_t budget = static_cast<uint64_t>(std::max<int64_t>(memory_budget(), 1));
   const uint64_t chunk = std::min<uint64_t>({end - begin, budget, uint64_t{1} << 20});
   AlignedBuffer buf(chunk);
   for (uint64_t at = begin; at < end; at += chunk) {
     const size_t n = std::min(chunk, end - at);
-    from.read_at(buf.data(), n, at);
-    to.write_at(buf.data(), n, at);
+    from.read_at(buf.data(), n, at, io);
+    to.write_at(buf.data(), n, at, io);
   }
+}
+
+// Writes the header of a new file (Jask creates .npy files) and sizes it.
+void write_new_file(const File& file, const ArrayInfo& info, const Layout& layout) {
+  npy_format().write_header(file, io_policy(), info);
+  file.resize(layout.data_bytes(info).second);
+}
+
+// The scratch pool hears of a scratch file's end, to recycle it.
+void release_to_pool(const File& last) {
+  uint64_t bytes = 0, allocated = 0;
+  try {
+    bytes = last.size();
+    allocated = last.allocated_bytes();
+  } catch (const std::exception&) {
+    bytes = 0;  // unknown size: release() unlinks it
+  }
+  ScratchPool::instance().release(last.path(), bytes, allocated);
 }
 
 }  // namespace
 
-ArrayRef StoredArray::create_npy(const std::string& path, const ArrayInfo& info, bool scratch,
-                                 ScratchContents contents) {
-  check_shape(info.shape, path);
-  std::string header = make_npy_header(info.dtype, info.shape);
-  const uint64_t bytes = header.size() + info.nbytes();
-  const bool recycled = scratch && contents == ScratchContents::kOverwritten &&
-                        ScratchPool::instance().take(bytes, path);
-  const OpenMode mode = recycled  ? OpenMode::kReadWrite
-                        : scratch ? OpenMode::kCreateExclusive
-                                  : OpenMode::kCreateTruncate;
-  auto file = std::make_unique<File>(path, mode);
-  file->write_at(header.data(), header.size(), 0);
-  file->resize(bytes);
-  if (scratch) ScratchPool::instance().created(bytes);
-  return ArrayRef(new StoredArray(std::move(file), info, header.size(), scratch));
-}
-
 ArrayRef StoredArray::create_file(const std::string& path, const ArrayInfo& info) {
-  return create_npy(path, info, false);
+  check_shape(info.shape, path);
+  const Layout layout = npy_format().new_layout(info);
+  std::shared_ptr<SharedFile> shared = FileTable::instance().open(path, OpenMode::kCreateTruncate);
+  write_new_file(*shared->current(), info, layout);
+  return ArrayRef(new StoredArray(std::move(shared), path, info, layout, true));
 }
 
+// The scratch pool is policy over this: an op that overwrites every byte of
+// its output may get the file of a freed scratch array, renamed to `path`.
 ArrayRef StoredArray::create_scratch(const ArrayInfo& info, const std::string& tag,
                                      ScratchContents contents) {
-  return create_npy(Scratch::instance().new_file_path(tag), info, true, contents);
-}
-
-ArrayRef StoredArray::open_npy(const std::string& path, bool writable) {
-  if (writable) remove_stale_replacements(path);
-  auto file = std::make_unique<File>(path, writable ? OpenMode::kReadWrite : OpenMode::kReadOnly);
-  uint64_t size = file->size();
-  std::string prefix(std::min<uint64_t>(size, 12), '\0');
-  file->read_at(prefix.data(), prefix.size(), 0);
-  uint64_t header_len = npy_header_length(prefix, path);
-  if (header_len > size) throw ValueError(path + ": truncated .npy header");
-  std::string header(header_len, '\0');
-  file->read_at(header.data(), header.size(), 0);
-  NpyHeader h = parse_npy_header(header, path);
-  ArrayInfo info{h.dtype, h.shape};
-  if (size < h.data_offset + info.nbytes()) {
-    throw ValueError(path + " is too short: " + info.describe() + " needs " +
-                     std::to_string(info.nbytes()) + " data bytes after the " +
-                     std::to_string(h.data_offset) + "-byte header, but the file has only " +
-                     std::to_string(size - h.data_offset));
-  }
-  return ArrayRef(new StoredArray(std::move(file), info, h.data_offset, false));
-}
-
-ArrayRef StoredArray::open_raw(const std::string& path, const ArrayInfo& info, uint64_t offset,
-                               bool writable) {
+  const std::string path = Scratch::instance().new_file_path(tag);
   check_shape(info.shape, path);
-  if (writable) remove_stale_replacements(path);
-  auto file = std::make_unique<File>(path, writable ? OpenMode::kReadWrite : OpenMode::kReadOnly);
-  uint64_t size = file->size();
-  if (size < offset + info.nbytes()) {
-    throw ValueError(path + " is too short: " + info.describe() + " at offset " +
-                     std::to_string(offset) + " needs " + std::to_string(offset + info.nbytes()) +
-                     " bytes, but the file has " + std::to_string(size));
+  const Layout layout = npy_format().new_layout(info);
+  const uint64_t bytes = layout.data_bytes(info).second;
+  const bool recycled =
+      contents == ScratchContents::kOverwritten && ScratchPool::instance().take(bytes, path);
+  auto file =
+      std::make_shared<File>(path, recycled ? OpenMode::kReadWrite : OpenMode::kCreateExclusive);
+  write_new_file(*file, info, layout);
+  ScratchPool::instance().created(bytes);
+  auto shared = SharedFile::unlisted(std::move(file), /*scratch=*/true, release_to_pool);
+  return ArrayRef(new StoredArray(std::move(shared), path, info, layout, true));
+}
+
+ArrayRef StoredArray::open(const std::string& path, std::string_view format_name,
+                           const OpenOptions& options) {
+  if (options.writable) remove_stale_replacements(path);
+  std::shared_ptr<SharedFile> shared = FileTable::instance().open(
+      path, options.writable ? OpenMode::kReadWrite : OpenMode::kReadOnly);
+  std::shared_ptr<const File> file = shared->current();
+  const IoPolicy io = io_policy();
+  const Format* format = nullptr;
+  if (format_name.empty()) {
+    std::string leading(std::min<uint64_t>(file->size(), kDetectBytes), '\0');
+    file->read_at(leading.data(), leading.size(), 0, io);
+    format = detect_format(leading, path);
+    if (format == nullptr) {
+      throw ValueError(path +
+                       ": not a file of a known format (a .npy file starts with \\x93NUMPY); to "
+                       "open a raw binary file pass shape= and dtype=");
+    }
+  } else {
+    format = &format_named(format_name);
   }
-  return ArrayRef(new StoredArray(std::move(file), info, offset, false));
-}
-
-StoredArray::OwnedFile::OwnedFile(std::shared_ptr<File> f, bool s)
-    : path(f->path()), scratch(s), file_(std::move(f)) {}
-
-StoredArray::OwnedFile::~OwnedFile() {
-  if (!scratch) return;
-  uint64_t bytes = 0, allocated = 0;
-  try {
-    bytes = file_->size();
-    allocated = file_->allocated_bytes();
-  } catch (const std::exception&) {
-    bytes = 0;  // unknown size: release() unlinks it
-  }
-  ScratchPool::instance().release(path, bytes, allocated);
-}
-
-std::shared_ptr<const File> StoredArray::OwnedFile::current() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return file_;
-}
-
-void StoredArray::OwnedFile::install(std::shared_ptr<File> f) {
-  std::shared_ptr<File> old;  // closed outside the lock
-  std::lock_guard<std::mutex> lock(mu_);
-  old = std::exchange(file_, std::move(f));
+  ArrayHeader header = format->read_header(*file, io, path, options);
+  return ArrayRef(new StoredArray(std::move(shared), path, std::move(header.info), header.layout,
+                                  options.writable));
 }
 
 ArrayRef StoredArray::reshaped(const ArrayRef& base, const std::vector<int64_t>& shape) {
@@ -146,7 +113,7 @@ ArrayRef StoredArray::reshaped(const ArrayRef& base, const std::vector<int64_t>&
     throw ValueError("cannot reshape " + base->info().describe() + " to " + info.describe() +
                      ": the sizes differ");
   }
-  return ArrayRef(new StoredArray(base->file_, info, base->data_offset_));
+  return ArrayRef(new StoredArray(base->file_, base->path_, info, base->layout_, base->writable_));
 }
 
 ArrayRef StoredArray::viewed(const ArrayRef& base, int64_t first,
@@ -158,41 +125,58 @@ ArrayRef StoredArray::viewed(const ArrayRef& base, int64_t first,
                      std::to_string(first + info.numel()) + ") of " + base->info().describe() +
                      " as " + info.describe());
   }
-  const uint64_t offset = base->data_offset_ + static_cast<uint64_t>(first) * itemsize(info.dtype);
-  return ArrayRef(new StoredArray(base->file_, info, offset));
+  const Layout layout = base->layout_.from_element(first, itemsize(info.dtype));
+  return ArrayRef(new StoredArray(base->file_, base->path_, info, layout, base->writable_));
 }
 
 void StoredArray::read_elems(void* dst, int64_t first, int64_t count) const {
-  size_t isz = itemsize(info_.dtype);
-  file_->current()->read_at(dst, static_cast<size_t>(count) * isz,
-                            data_offset_ + static_cast<uint64_t>(first) * isz);
+  std::shared_ptr<const File> file = file_->current();
+  const IoPolicy io = io_policy();
+  auto* out = static_cast<std::byte*>(dst);
+  layout_.for_each_extent(first, count, itemsize(info_.dtype),
+                          [&](uint64_t offset, size_t bytes, size_t at) {
+                            file->read_at(out + at, bytes, offset, io);
+                          });
 }
 
 void StoredArray::write_elems(const void* src, int64_t first, int64_t count) const {
-  size_t isz = itemsize(info_.dtype);
-  file_->current()->write_at(src, static_cast<size_t>(count) * isz,
-                             data_offset_ + static_cast<uint64_t>(first) * isz);
+  if (!writable_) throw ReadOnlyError("cannot write to " + path_ + ": it was opened read-only");
+  std::shared_ptr<const File> file = file_->current();
+  const IoPolicy io = io_policy();
+  const auto* in = static_cast<const std::byte*>(src);
+  layout_.for_each_extent(first, count, itemsize(info_.dtype),
+                          [&](uint64_t offset, size_t bytes, size_t at) {
+                            file->write_at(in + at, bytes, offset, io);
+                          });
 }
 
 void StoredArray::replace_data(const DataWriter& write_data) {
+  if (!writable_) {
+    throw ReadOnlyError("cannot replace the contents of " + path_ + ": it was opened read-only");
+  }
   std::lock_guard<std::mutex> one_at_a_time(file_->replacing);
   std::shared_ptr<const File> old = file_->current();
   if (!old->writable()) {
-    throw ReadOnlyError("cannot replace the contents of " + path() + ": it was opened read-only");
+    throw ReadOnlyError("cannot replace the contents of " + path_ + ": it was opened read-only");
   }
   // A scratch folder belongs to this process: no dead process left files there.
-  if (!file_->scratch) remove_stale_replacements(path());
+  if (!file_->scratch()) remove_stale_replacements(file_->path());
+  const IoPolicy io = io_policy();
   const uint64_t size = old->size();
-  ReplacementFile next(path(), size);
-  copy_range(*old, *next.file(), 0, data_offset_);
-  copy_range(*old, *next.file(), data_offset_ + info_.nbytes(), size);
-  StoredArray staged(std::make_shared<OwnedFile>(next.file(), /*scratch=*/false), info_,
-                     data_offset_);
+  ReplacementFile next(file_->path(), size);
+  // Everything but this array's data, as it is now: the header and the
+  // other arrays of the file, with their latest updates.
+  const auto [begin, end] = layout_.data_bytes(info_);
+  copy_range(*old, *next.file(), 0, begin, io);
+  copy_range(*old, *next.file(), end, size, io);
+  StoredArray staged(SharedFile::unlisted(next.file(), /*scratch=*/false), path_, info_, layout_,
+                     true);
   write_data(staged);
   // A scratch file never outlives its process (its folder is reclaimed after
   // a crash), so flushing it to disk would buy nothing.
-  const bool durable = !file_->scratch;
-  file_->install(next.commit(durable));
+  const bool durable = !file_->scratch();
+  if (durable) next.sync();
+  file_->commit_replacement(next);
   if (durable) next.sync_directory();
 }
 

@@ -6,22 +6,17 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "base/array_info.hpp"
 #include "base/dtype.hpp"
+#include "formats/format.hpp"
 #include "io/file.hpp"
+#include "storage/file_table.hpp"
 
 namespace jask {
-
-struct ArrayInfo {
-  DType dtype;
-  std::vector<int64_t> shape;
-
-  int64_t numel() const;
-  uint64_t nbytes() const { return static_cast<uint64_t>(numel()) * itemsize(dtype); }
-  std::string describe() const;  // e.g. "float32[4,6]"
-};
 
 // What the op creating a scratch array will put in it. kZeros: it relies on
 // bytes it does not write reading as zero (a new file). kOverwritten: it
@@ -38,9 +33,12 @@ class StoredArray {
       ScratchContents contents = ScratchContents::kZeros);
   // A new .npy file at a user-chosen path (kept).
   static std::shared_ptr<StoredArray> create_file(const std::string& path, const ArrayInfo& info);
-  static std::shared_ptr<StoredArray> open_npy(const std::string& path, bool writable);
-  static std::shared_ptr<StoredArray> open_raw(const std::string& path, const ArrayInfo& info,
-                                               uint64_t offset, bool writable);
+  // The array in the file at `path`, in place, read by the format plug-in
+  // called `format` ("npy", "raw"; see formats/registry.hpp), or by the one
+  // that recognises the file when `format` is empty. Arrays of one file
+  // share its open (storage/file_table.hpp).
+  static std::shared_ptr<StoredArray> open(const std::string& path, std::string_view format,
+                                           const OpenOptions& options);
   // The same file seen with another shape of equal size (no copy).
   static std::shared_ptr<StoredArray> reshaped(const std::shared_ptr<StoredArray>& base,
                                                const std::vector<int64_t>& shape);
@@ -54,10 +52,17 @@ class StoredArray {
   StoredArray& operator=(const StoredArray&) = delete;
 
   const ArrayInfo& info() const { return info_; }
-  const std::string& path() const { return file_->path; }
-  uint64_t data_offset() const { return data_offset_; }
-  bool writable() const { return file_->current()->writable(); }
-  bool is_scratch() const { return file_->scratch; }
+  // As the array was opened (a symlink stays a symlink).
+  const std::string& path() const { return path_; }
+  const Layout& layout() const { return layout_; }
+  uint64_t data_offset() const { return layout_.data_offset(); }
+  // The file offset of element `element`: where a read of it starts, so
+  // readers can land it in memory at the same alignment (for O_DIRECT).
+  uint64_t byte_of(int64_t element) const {
+    return layout_.byte_of(element, itemsize(info_.dtype));
+  }
+  bool writable() const { return writable_ && file_->current()->writable(); }
+  bool is_scratch() const { return file_->scratch(); }
   // The file now behind the array. replace_data() may install another; this
   // one stays readable (its inode alive) while the pointer is held.
   std::shared_ptr<const File> file() const { return file_->current(); }
@@ -68,50 +73,32 @@ class StoredArray {
 
   // Replaces the array's contents as one step that a crash cannot tear: a
   // new file is built beside the old one (see ReplacementFile), holding the
-  // old file's bytes outside the data (a .npy header, a raw file's prefix and
-  // suffix) and the data `write_data` writes into `staged`, an array of the
-  // same layout over the new file. It is then renamed over the path and
-  // installed for this array and every view of its file. Readers in flight
-  // finish the read they started on the old file.
+  // old file's bytes outside the array's data (a .npy header, a raw file's
+  // prefix and suffix, the other arrays of the file as they are now) and the
+  // data `write_data` writes into `staged`, an array of the same layout over
+  // the new file. It is then renamed over the path and installed for every
+  // array and view of the file. Readers in flight finish the read they
+  // started on the old file. Updates of arrays of one file run one at a time.
   // Cost: disk space for a second copy of the file until the rename, the
-  // bytes outside the data read and written once more, an fdatasync of the
-  // new file and an fsync of its directory (both skipped for scratch files).
+  // bytes outside the data read and written once more (the whole file less
+  // this array), an fdatasync of the new file and an fsync of its directory
+  // (both skipped for scratch files).
   using DataWriter = std::function<void(const StoredArray& staged)>;
   void replace_data(const DataWriter& write_data);
 
  private:
-  // Shared by reshaped views; a scratch file is unlinked with its last view.
-  class OwnedFile {
-   public:
-    OwnedFile(std::shared_ptr<File> f, bool s);
-    ~OwnedFile();
-    // Copied per read or write, under a lock: install() may swap the
-    // pointer from another thread at any time.
-    std::shared_ptr<const File> current() const;
-    void install(std::shared_ptr<File> f);
-
-    const std::string path;  // unchanged by install(): the new file was renamed onto it
-    const bool scratch;
-    // Held for a whole replace_data, so renames and installs happen in the
-    // same order when two threads update one array.
-    std::mutex replacing;
-
-   private:
-    mutable std::mutex mu_;
-    std::shared_ptr<File> file_;
-  };
-  static std::shared_ptr<StoredArray> create_npy(
-      const std::string& path, const ArrayInfo& info, bool scratch,
-      ScratchContents contents = ScratchContents::kZeros);
-  StoredArray(std::unique_ptr<File> file, ArrayInfo info, uint64_t offset, bool scratch)
-      : file_(std::make_shared<OwnedFile>(std::move(file), scratch)),
+  StoredArray(std::shared_ptr<SharedFile> file, std::string path, ArrayInfo info, Layout layout,
+              bool writable)
+      : file_(std::move(file)),
+        path_(std::move(path)),
         info_(std::move(info)),
-        data_offset_(offset) {}
-  StoredArray(std::shared_ptr<OwnedFile> file, ArrayInfo info, uint64_t offset)
-      : file_(std::move(file)), info_(std::move(info)), data_offset_(offset) {}
-  std::shared_ptr<OwnedFile> file_;
+        layout_(layout),
+        writable_(writable) {}
+  std::shared_ptr<SharedFile> file_;
+  std::string path_;
   ArrayInfo info_;
-  uint64_t data_offset_;
+  Layout layout_;
+  bool writable_;
 };
 
 using ArrayRef = std::shared_ptr<StoredArray>;

@@ -14,7 +14,6 @@
 #include <random>
 
 #include "base/errors.hpp"
-#include "storage/scratch_pool.hpp"
 
 namespace fs = std::filesystem;
 
@@ -96,7 +95,7 @@ void Scratch::configure(const std::string& root, bool allow_tmpfs) {
   if (!dir_.empty() && fs::path(root_) == abs_root) return;  // already there
   if (!dir_.empty()) {
     retired_.emplace_back(dir_, lock_fd_);
-    ScratchPool::instance().clear();  // recycled files stay in the folder they came from
+    for (const auto& hook : on_change_) hook();
   }
   // Build and lock the folder under a name other processes ignore, then
   // rename it into place: a "proc-" folder always has a held lock, so no
@@ -167,9 +166,14 @@ void Scratch::remove_all_locked() {
   root_.clear();
 }
 
+void Scratch::on_folder_change(std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(mu_);
+  on_change_.push_back(std::move(hook));
+}
+
 void Scratch::shutdown() {
   std::lock_guard<std::mutex> lock(mu_);
-  ScratchPool::instance().clear();
+  for (const auto& hook : on_change_) hook();
   remove_all_locked();
 }
 

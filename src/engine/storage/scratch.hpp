@@ -4,6 +4,7 @@
 // dead process and is removed at the next start.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -28,6 +29,11 @@ class Scratch {
   // Removes this process's folder (at exit).
   void shutdown();
 
+  // Runs `hook` before this process's folder moves (configure() with another
+  // root) or goes (shutdown()): the scratch pool, a policy on top of scratch,
+  // drops the files it keeps there.
+  void on_folder_change(std::function<void()> hook);
+
   // Number of folders of dead processes removed by the last configure().
   int reclaimed_folders() const { return reclaimed_; }
 
@@ -38,6 +44,7 @@ class Scratch {
   // Folders of earlier configure() calls: arrays may still live there, so
   // they are kept (locked) until shutdown.
   std::vector<std::pair<std::string, int>> retired_;
+  std::vector<std::function<void()>> on_change_;
   std::string root_;
   std::string dir_;
   int lock_fd_ = -1;

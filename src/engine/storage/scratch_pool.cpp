@@ -5,10 +5,18 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "storage/scratch.hpp"
+
 namespace jask {
 
+// Recycled files stay in the folder they came from: when scratch moves or
+// shuts down, they go.
 ScratchPool& ScratchPool::instance() {
-  static ScratchPool pool;
+  static ScratchPool& pool = []() -> ScratchPool& {
+    static ScratchPool p;
+    Scratch::instance().on_folder_change([] { p.clear(); });
+    return p;
+  }();
   return pool;
 }
 

@@ -1,11 +1,13 @@
-// The .npy header: parsed with a small literal parser (never pickle), and
-// written padded so the data starts at a 4096-byte boundary (for O_DIRECT).
+// The .npy format plug-in. The header is parsed with a small literal parser
+// (never pickle), and written padded so the data starts at a 4096-byte
+// boundary (for O_DIRECT).
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "base/dtype.hpp"
+#include "formats/format.hpp"
 
 namespace jask {
 
@@ -27,5 +29,7 @@ uint64_t npy_header_length(const std::string& first_bytes, const std::string& pa
 // Complete header (magic, version, dict, padding); its size is a multiple of
 // kDataAlignment.
 std::string make_npy_header(DType dtype, const std::vector<int64_t>& shape);
+
+const Format& npy_format();
 
 }  // namespace jask

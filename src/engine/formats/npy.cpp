@@ -1,5 +1,6 @@
-#include "formats/npy_format.hpp"
+#include "formats/npy.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 
@@ -177,6 +178,53 @@ std::string make_npy_header(DType dtype, const std::vector<int64_t>& shape) {
   out.append(dict_len - dict.size() - 1, ' ');
   out += '\n';
   return out;
+}
+
+namespace {
+
+class NpyFormat final : public Format {
+ public:
+  std::string_view name() const override { return "npy"; }
+
+  bool detect(std::string_view leading, std::string_view) const override {
+    return leading.substr(0, kMagicLen) == std::string_view(kMagic, kMagicLen);
+  }
+
+  ArrayHeader read_header(const File& file, const IoPolicy& io, const std::string& path,
+                          const OpenOptions&) const override {
+    const uint64_t size = file.size();
+    std::string prefix(std::min<uint64_t>(size, 12), '\0');
+    file.read_at(prefix.data(), prefix.size(), 0, io);
+    const uint64_t header_len = npy_header_length(prefix, path);
+    if (header_len > size) throw ValueError(path + ": truncated .npy header");
+    std::string header(header_len, '\0');
+    file.read_at(header.data(), header.size(), 0, io);
+    NpyHeader h = parse_npy_header(header, path);
+    ArrayInfo info{h.dtype, h.shape};
+    if (size < h.data_offset + info.nbytes()) {
+      throw ValueError(path + " is too short: " + info.describe() + " needs " +
+                       std::to_string(info.nbytes()) + " data bytes after the " +
+                       std::to_string(h.data_offset) + "-byte header, but the file has only " +
+                       std::to_string(size - h.data_offset));
+    }
+    return ArrayHeader{std::move(info), Layout::contiguous(h.data_offset)};
+  }
+
+  Layout new_layout(const ArrayInfo& info) const override {
+    return Layout::contiguous(make_npy_header(info.dtype, info.shape).size());
+  }
+
+  void write_header(const File& file, const IoPolicy& io, const ArrayInfo& info) const override {
+    const std::string header = make_npy_header(info.dtype, info.shape);
+    file.write_at(header.data(), header.size(), 0, io);
+  }
+};
+
+}  // namespace
+
+const Format& npy_format() {
+  static const NpyFormat format;
+  return format;
 }
 
 }  // namespace jask

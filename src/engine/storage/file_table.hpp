@@ -1,0 +1,82 @@
+// One open per file. Every array of a file (the arrays of a container file,
+// a file opened twice, through a symlink or at several offsets, and every
+// view of them) shares one SharedFile: one open File, one replacement lock.
+// update_ of one array replaces the file for all of them, so it keeps the
+// others' current bytes and re-points every one of them at the new file.
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "io/file.hpp"
+
+namespace jask {
+
+class FileTable;
+
+class SharedFile {
+ public:
+  using OnClose = std::function<void(const File& last)>;
+  // A file no other open will find (scratch files, a replacement being
+  // written); `on_close` runs with the last File when the last array goes.
+  static std::shared_ptr<SharedFile> unlisted(std::shared_ptr<File> file, bool scratch,
+                                              OnClose on_close = nullptr);
+  ~SharedFile();
+  SharedFile(const SharedFile&) = delete;
+  SharedFile& operator=(const SharedFile&) = delete;
+
+  // The file now behind every array of this entry, copied under a lock per
+  // read or write: a replacement may be installed from another thread at
+  // any time; a File held stays readable (its inode alive).
+  std::shared_ptr<const File> current() const;
+  // The path update_ replaces: the one this entry was first opened by.
+  const std::string& path() const { return path_; }
+  bool scratch() const { return scratch_; }
+
+  // Renames `next` over path() and installs it for every array of the file;
+  // the table then finds the file under its new identity. Only while
+  // holding `replacing`.
+  void commit_replacement(ReplacementFile& next);
+
+  // Held for a whole update_ of any array of the file: renames and installs
+  // happen one at a time, each building on the last one's bytes.
+  std::mutex replacing;
+
+ private:
+  friend class FileTable;
+  SharedFile(std::shared_ptr<File> file, bool scratch, OnClose on_close, FileTable* table);
+  void install(std::shared_ptr<File> file);
+
+  const std::string path_;
+  const bool scratch_;
+  const OnClose on_close_;
+  FileTable* const table_;  // null: unlisted
+  FileIdentity identity_;   // guarded by the table's lock
+  mutable std::mutex mu_;
+  std::shared_ptr<File> file_;
+};
+
+// The process's open files, keyed by FileIdentity (device + inode), so two
+// spellings of one path are one entry. Holds entries weakly: a file closes
+// with its last array.
+class FileTable {
+ public:
+  static FileTable& instance();
+  // The entry of the file at `path`, opening it with `mode` when no array
+  // has it open. A writable open of a file open read-only reopens it
+  // writable for the entry (each array still says whether it may write).
+  std::shared_ptr<SharedFile> open(const std::string& path, OpenMode mode);
+  // Entries with a live array (for tests).
+  size_t size() const;
+
+ private:
+  friend class SharedFile;
+  void commit(SharedFile& shared, ReplacementFile& next);
+
+  mutable std::mutex mu_;
+  std::map<FileIdentity, std::weak_ptr<SharedFile>> entries_;
+};
+
+}  // namespace jask

@@ -1,0 +1,34 @@
+#include "storage/io_config.hpp"
+
+#include <atomic>
+
+namespace jask {
+namespace {
+
+struct IoConfig {
+  std::atomic<bool> direct{true};
+  ReadCalibration reads{ReadMode::kAuto};
+  IoCounters counters;
+};
+
+IoConfig& config() {
+  static IoConfig c;
+  return c;
+}
+
+}  // namespace
+
+IoPolicy io_policy() {
+  IoConfig& c = config();
+  return IoPolicy{c.direct.load(std::memory_order_relaxed), c.reads.mode(), &c.reads, &c.counters};
+}
+
+void set_direct_io_enabled(bool enabled) { config().direct = enabled; }
+bool direct_io_enabled() { return config().direct; }
+
+void set_read_mode(ReadMode mode) { config().reads.reset(mode); }
+ReadMode read_mode() { return config().reads.mode(); }
+
+IoCounters& io_counters() { return config().counters; }
+
+}  // namespace jask
