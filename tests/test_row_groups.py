@@ -16,7 +16,10 @@ N, D, H, O = 1237, 29, 11, 3  # rows not a multiple of any block
 
 
 def kernels(fn, *args):
-    return re.findall(r'kernel = "([^"]+)"', jax.jit(fn).lower(*args).as_text())
+    """The engine kernels a jitted `fn` calls, as "kernel/label" where the call has a label."""
+    calls = re.findall(r'kernel = "([^"]+)"(?:, label = "([^"]+)")?',
+                       jax.jit(fn).lower(*args).as_text())
+    return [f"{kernel}/{label}" if label else kernel for kernel, label in calls]
 
 
 def seed_loss(a, b, c, t):

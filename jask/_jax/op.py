@@ -1,7 +1,8 @@
 """The base class of every Jask op, and how ops reach the engine.
 
 An op file subclasses `Op` and states: the output type, the engine kernel and
-its integer parameters, and the backward rule written with other Jask ops.
+its parameters (named fields, as the kernel's schema in the engine declares
+them), and the backward rule written with other Jask ops.
 Everything JAX needs (eager evaluation, lowering to an XLA FFI call under
 jit, the VJP plumbing) is derived here once.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -27,26 +28,19 @@ from .diskarray import DiskArray, DiskArrayTy
 #   "arrays"    a tuple of new DiskArrays (a fused program with several outputs)
 #   "group"     a tuple of new DiskArrays and 0-d values (a row group, lowering/row_groups.py)
 # Operands reach the engine as handles (DiskArrays), scalars (0-d) and
-# buffers (other in-memory arrays), in that order.
+# in-memory buffers (other in-memory arrays), in that order; parameters as the
+# kernel's named fields: XLA FFI attributes under jit, a dict eagerly.
 #
 # Each result kind's engine entry points: the XLA FFI target (jitted programs) and the
-# nanobind function (eager calls). The engine still calls in-memory results "dense"; this
-# table is the one place that knows.
+# nanobind function (eager calls), one per kind in the engine too.
 _ENGINE_CALLS = {
     "array": ("jask_array_op", "array_op"),
     "arrays": ("jask_arrays_op", "arrays_op"),
-    "scalar": ("jask_reduce_op", "reduce_op"),
-    "in_memory": ("jask_dense_op", "dense_op"),
+    "scalar": ("jask_scalar_op", "scalar_op"),
+    "in_memory": ("jask_in_memory_op", "in_memory_op"),
     "group": ("jask_group_op", "group_op"),
 }
 RELEASE_TARGET = "jask_release"
-# Kernels whose engine name differs from the op's (the engine still says "dense").
-_ENGINE_KERNELS = {"to_in_memory": "to_dense", "from_in_memory": "from_dense"}
-
-
-def engine_kernel(kernel: str) -> str:
-    """The engine's name of a kernel."""
-    return _ENGINE_KERNELS.get(kernel, kernel)
 
 
 def _ffi_target(result: str) -> str:
@@ -55,6 +49,28 @@ def _ffi_target(result: str) -> str:
 
 def _eager_call(result: str):
     return getattr(_engine, _ENGINE_CALLS[result][1])
+
+
+def _attribute(value):
+    """A parameter as an XLA FFI attribute: int64 scalars and arrays, bools, strings."""
+    if isinstance(value, (bool, np.bool_)):
+        return np.bool_(value)
+    if isinstance(value, (int, np.integer)):
+        return np.int64(value)
+    if isinstance(value, str):
+        return value
+    return np.asarray(value, np.int64).reshape(-1)
+
+
+def _eager_value(value):
+    """The same parameter as the engine's eager entry takes it."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, str):
+        return value
+    return tuple(int(v) for v in value)
 
 
 class Role(enum.Enum):
@@ -118,12 +134,9 @@ class Op(compat.VJPHiPrimitive):
     def out_type(self, *in_avals, **params):
         raise NotImplementedError(f"jask.{self.name} must state its output type")
 
-    def kernel_params(self) -> tuple[int, ...]:
-        return ()
-
-    def kernel_name(self) -> str:
-        """The engine kernel to call (families add the op's name, for messages)."""
-        return self.kernel
+    def kernel_params(self) -> dict[str, Any]:
+        """The kernel's parameters by field name: ints, bools, strings, tuples of ints."""
+        return {}
 
     def transpose_rule(self, ct, *operands, needs=None):
         """Linear and bilinear ops: the cotangent of the linear operand given the output's (the
@@ -230,24 +243,23 @@ class Op(compat.VJPHiPrimitive):
         handles = [x.handle for x in operands if isinstance(x, DiskArray)]
         in_memory = [np.asarray(x) for x in operands if not isinstance(x, DiskArray)]
         scalars = [float(x) for x in in_memory if x.ndim == 0]
-        params = list(self.kernel_params())
         buffers = [np.ascontiguousarray(x).reshape(-1).view(np.uint8) for x in in_memory if x.ndim]
+        params = {k: _eager_value(v) for k, v in self.kernel_params().items()}
         call = _eager_call(self.result)
-        kernel = engine_kernel(self.kernel_name())
         if self.result == "array":
-            h = call(kernel, handles, scalars, params, buffers)
+            h = call(self.kernel, handles, scalars, buffers, params)
             return DiskArray(self.out_aval, h)
         if self.result == "arrays":
-            hs = call(kernel, handles, scalars, params, buffers)
+            hs = call(self.kernel, handles, scalars, buffers, params)
             return tuple(DiskArray(aval, h) for aval, h in zip(self.out_aval, hs))
         if self.result == "group":
-            hs, values = call(kernel, handles, scalars, params)
+            hs, values = call(self.kernel, handles, scalars, buffers, params)
             return _group_results(self.out_aval, hs, values)
         if self.result == "scalar":
-            value = call(kernel, handles, scalars, params)
+            value = call(self.kernel, handles, scalars, buffers, params)
             return jnp.asarray(value, self.out_aval.dtype)
         out = np.empty(self.out_aval.shape, self.out_aval.dtype)
-        call(kernel, handles, scalars, params, out.reshape(-1).view(np.uint8), buffers)
+        call(self.kernel, handles, scalars, buffers, params, out.reshape(-1).view(np.uint8))
         return jnp.asarray(out)
 
     def _lower(self, operands):
@@ -268,9 +280,9 @@ class Op(compat.VJPHiPrimitive):
         else:
             result_type = jax.ShapeDtypeStruct(out.shape, out.dtype)
         call = jax.ffi.ffi_call(_ffi_target(self.result), result_type, has_side_effect=True)
-        value = call(*handles, *in_memory, kernel=engine_kernel(self.kernel_name()),
-                     params=np.asarray(self.kernel_params(), np.int64),
-                     num_handles=np.int64(len(handles)))
+        attributes = {k: _attribute(v) for k, v in self.kernel_params().items()}
+        value = call(*handles, *in_memory, kernel=self.kernel, num_handles=np.int64(len(handles)),
+                     **attributes)
         if self.result == "arrays":
             return tuple(DiskArray(aval, value[i]) for i, aval in enumerate(out))
         if self.result == "group":

@@ -36,10 +36,8 @@ class FusedMap(Op):
                           self.shape)
 
     def kernel_params(self):
-        return encode(self.expr, self.in_avals, self.shape, self.out_dtype, self.reduction)
-
-    def kernel_name(self):
-        return f"map/{self.label}"
+        return {"label": self.label,
+                **encode(self.expr, self.in_avals, self.shape, self.out_dtype, self.reduction)}
 
 
 class FusedReduce(FusedMap):
@@ -51,9 +49,6 @@ class FusedReduce(FusedMap):
 
     def out_type(self, *operands, expr, label, shape, out_dtype, reduction):
         return compat.ShapedArray((), jax.dtypes.canonicalize_dtype(out_dtype))
-
-    def kernel_name(self):
-        return f"map_reduce/{self.label}"
 
 
 # The roles whose expression may be spliced into another's pass.
@@ -134,10 +129,9 @@ class FusedMulti(Op):
                           self.outputs)
 
     def kernel_params(self):
-        return encode(self.expr, self.in_avals, self.shape, self.out_dtype, outputs=self.outputs)
-
-    def kernel_name(self):
-        return f"map_multi/{self.label}"
+        return {"label": self.label,
+                **encode(self.expr, self.in_avals, self.shape, self.out_dtype,
+                         outputs=self.outputs)}
 
 
 # Array streams (operands and results) of one multi-output pass.

@@ -4,7 +4,7 @@ A matrix product by a small matrix (`x @ w`), elementwise ops on arrays of the s
 a full sum, and the product of two tall arrays over their rows (`x.T @ g`, a gradient) all
 compute each row of their result, or their contribution to it, from the same rows of their
 operands. Under jit, a connected set of such ops on arrays with the same leading dimension
-becomes one engine call (src/engine/row_group.cpp) that reads each tall input once, keeps
+becomes one engine call (src/engine/kernels/row_group.cpp) that reads each tall input once, keeps
 every intermediate in memory and writes only the results used elsewhere: a model's forward
 and backward pass over a dataset on disk is one read of the data.
 
@@ -26,7 +26,7 @@ from ..ops._elementwise import encode
 from .graph import Group
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-# Node codes of the engine's encoding (see src/engine/row_group.hpp).
+# Node codes of the engine's encoding (see src/engine/kernels/row_group.hpp).
 MAP, GEMM, GEMM_TN, SUM = 0, 1, 2, 3
 
 
@@ -41,10 +41,7 @@ class RowGroup(Op):
         return tuple(out_avals)
 
     def kernel_params(self):
-        return self.encoding
-
-    def kernel_name(self):
-        return f"row_group/{self.label}"
+        return {"label": self.label, **dict(self.encoding)}
 
 
 # -- what each op is to a row group ---------------------------------------------
@@ -213,7 +210,7 @@ def group_op(members, nodes, avals, used_outside):
                 expr, total = _elementwise_parts(prim)
                 in_avals, args = prim.in_avals, [ref(k, True) for k in ins]
             shape = (rows, *(prim.out_aval.shape[1:] if not total else prim.in_avals[0].shape[1:]))
-            program = encode(expr, in_avals, shape, dtype)[len(shape) + 2:]
+            program = encode(expr, in_avals, shape, dtype)
             order = [j for j, a in enumerate(in_avals) if isinstance(a, DiskArrayTy)] + \
                     [j for j, a in enumerate(in_avals) if not isinstance(a, DiskArrayTy)]
             result = node(MAP, math.prod(shape[1:]), [args[j] for j in order], program)
@@ -224,31 +221,45 @@ def group_op(members, nodes, avals, used_outside):
         if out_key in used_outside:
             outputs.append(out_key)
 
-    params = [dtype_code(dtype), rows, len(handles)]
+    fields = {name: [] for name in (
+        "input_kind", "input_a", "input_b", "node_kind", "node_width", "node_trans_b",
+        "node_refs", "node_n_regs", "node_out_reg", "node_instrs", "ref_kind", "ref_index",
+        "op", "dst", "a", "b", "c", "output_node", "output_rank", "output_dims")}
+
+    def add(**values):
+        for name, value in values.items():
+            fields[name].append(value)
+
     for _, kind, a, b in handles:
-        params += [kind, a, b]
-    params.append(len(encoded))
-    for code, *fields in encoded:
-        params.append(code)
+        add(input_kind=kind, input_a=a, input_b=b)
+    for code, *node_fields in encoded:
+        width, trans_b, program = 0, 0, None
         if code == MAP:
-            width, args, program = fields
-            params += [width, len(args), *(x for r in args for x in r), len(program), *program]
+            width, node_refs, program = node_fields
         elif code == GEMM:
-            (t, s, trans_b, n) = fields
-            params += [*t, *s, trans_b, n]
-        elif code == GEMM_TN:
-            params += [*fields[0], *fields[1]]
-        else:
-            params += [*fields[0]]
-    params.append(len(outputs))
+            t, small, trans_b, width = node_fields
+            node_refs = [t, small]
+        else:  # GEMM_TN reads two tall values, SUM one
+            node_refs = list(node_fields)
+        for ref_kind, ref_index in node_refs:
+            add(ref_kind=ref_kind, ref_index=ref_index)
+        for name in ("op", "dst", "a", "b", "c"):
+            fields[name] += program[name] if program else ()
+        add(node_kind=code, node_width=width, node_trans_b=trans_b, node_refs=len(node_refs),
+            node_n_regs=program["n_regs"] if program else 0,
+            node_out_reg=program["out_regs"][0] if program else 0,
+            node_instrs=len(program["op"]) if program else 0)
     for key in outputs:
         shape = avals[key].shape
-        params += [produced[key][1], len(shape), *shape]
+        add(output_node=produced[key][1], output_rank=len(shape))
+        fields["output_dims"] += shape
+    encoding = (("dtype", dtype_code(dtype)), ("rows", int(rows)),
+                *((name, tuple(int(v) for v in values)) for name, values in fields.items()))
     out_avals = tuple(avals[k] for k in outputs)
     label = "+".join(type(nodes[i].op).__name__.lower() for i in members)
     in_keys = [k for k, _, _, _ in handles] + scalars
-    op = RowGroup(*(avals[k] for k in in_keys), encoding=tuple(int(x) for x in params),
-                  out_avals=out_avals, label=label)
+    op = RowGroup(*(avals[k] for k in in_keys), encoding=encoding, out_avals=out_avals,
+                  label=label)
     return Group(op, tuple(in_keys), tuple(outputs))
 
 

@@ -1,5 +1,5 @@
 """The elementwise family: ops computed by one engine instruction over DiskArrays of one
-shape and scalars, streamed in one pass (see src/engine/program.hpp)."""
+shape and scalars, streamed in one pass (see src/engine/program/program.hpp)."""
 
 from __future__ import annotations
 
@@ -56,28 +56,30 @@ def _kind(aval) -> str:
 
 
 def encode(expr, in_avals, out_shape, out_dtype, reduction: str = "none",
-           outputs=None) -> tuple[int, ...]:
-    """The engine's operand header and program for `expr` (see ProgramOperands in
-    src/engine/ops.cpp): DiskArray operands are the first registers, in-memory arrays the
-    next, scalars after them, then one register per instruction. `outputs` lists the
-    instructions whose results are stored (default: the last one)."""
+           outputs=None) -> dict:
+    """The fields of the engine's elementwise kernels for `expr` (ElementwiseParams in
+    src/engine/kernels/ops.cpp): the output shape, each in-memory operand's dtype and shape,
+    and the program. DiskArray operands are the first registers, in-memory arrays the next,
+    scalars after them, then one register per instruction. `outputs` lists the instructions
+    whose results are stored (default: the last one)."""
     kinds = [_kind(a) for a in in_avals]
     order = [i for k in ("disk", "memory", "scalar") for i, kind in enumerate(kinds) if kind == k]
     register = {operand: r for r, operand in enumerate(order)}
-    header = [len(out_shape), *out_shape, kinds.count("memory")]
-    for i in order:
-        if kinds[i] == "memory":
-            header += [dtype_code(in_avals[i].dtype), len(in_avals[i].shape), *in_avals[i].shape]
+    memory = [in_avals[i] for i in order if kinds[i] == "memory"]
     base = len(in_avals)
     outputs = (len(expr) - 1,) if outputs is None else tuple(outputs)
-    params = [base + len(expr), dtype_code(out_dtype), REDUCTIONS[reduction], base + outputs[0],
-              len(expr)]
+    fields = {"op": [], "dst": [], "a": [], "b": [], "c": []}
     for j, (instr, args) in enumerate(expr):
         regs = [register[i] if kind == "in" else base + i for kind, i in args]
-        params += [OPCODES[instr], base + j, *(regs + [0, 0, 0])[:3]]
-    if len(outputs) > 1:
-        params += [len(outputs) - 1, *(base + j for j in outputs[1:])]
-    return tuple(header + params)
+        for name, value in zip(fields, (OPCODES[instr], base + j, *(regs + [0, 0, 0])[:3])):
+            fields[name].append(value)
+    return {"shape": tuple(out_shape),
+            "memory_dtypes": tuple(dtype_code(a.dtype) for a in memory),
+            "memory_ranks": tuple(len(a.shape) for a in memory),
+            "memory_dims": tuple(d for a in memory for d in a.shape),
+            "n_regs": base + len(expr), "out_dtype": dtype_code(out_dtype),
+            "reduction": REDUCTIONS[reduction], "out_regs": tuple(base + j for j in outputs),
+            **{name: tuple(values) for name, values in fields.items()}}
 
 
 def broadcast_shape(name: str, arrays) -> tuple[int, ...]:
@@ -137,10 +139,8 @@ class Elementwise(Op):
         return Expression(self.expr(), "none", self.out_aval.dtype, self.name, self.out_aval.shape)
 
     def kernel_params(self):
-        return encode(self.expr(), self.in_avals, self.out_aval.shape, self.out_aval.dtype)
-
-    def kernel_name(self):
-        return f"map/{self.name}"
+        return {"label": self.name,
+                **encode(self.expr(), self.in_avals, self.out_aval.shape, self.out_aval.dtype)}
 
     def zero_tangent(self, aval):
         return jnp.zeros((), jax.dtypes.canonicalize_dtype(aval.dtype))  # it broadcasts

@@ -31,7 +31,7 @@ class FromInMemory(Op):
         return DiskArrayTy(x.shape, storage_dtype(x.dtype))
 
     def kernel_params(self):
-        return (dtype_code(self.out_aval.dtype), *self.out_aval.shape)
+        return {"dtype": dtype_code(self.out_aval.dtype), "shape": self.out_aval.shape}
 
     def transpose_rule(self, ct, x):
         return apply(ToInMemory, ct).astype(x.dtype)

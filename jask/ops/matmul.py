@@ -40,7 +40,7 @@ class Matmul(Op):
         return matmul_type(a, b, trans_a, trans_b)
 
     def kernel_params(self):
-        return (int(self.trans_a), int(self.trans_b))
+        return {"trans_a": bool(self.trans_a), "trans_b": bool(self.trans_b)}
 
     def transpose_rule(self, ct, a, b, *, needs):
         # The products have the broadcast batch shape; reduce_to sums them back over the

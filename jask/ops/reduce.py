@@ -82,7 +82,7 @@ class Fill(Op):
         return Expression(single_instruction("copy", 1), "none", out.dtype, "fill", out.shape)
 
     def kernel_params(self):
-        return (dtype_code(self.out_aval.dtype), *self.shape)
+        return {"dtype": dtype_code(self.out_aval.dtype), "shape": self.shape}
 
     def transpose_rule(self, ct, value):
         return reduce_to(ct, value)
@@ -112,10 +112,8 @@ class Reduce(Op):
 
     def kernel_params(self):
         shape, arrays = operand_shape(self.name, self.in_avals)
-        return encode(self.expr(), self.in_avals, shape, arrays[0].dtype, self.reduction)
-
-    def kernel_name(self):
-        return f"map_reduce/{self.reduction}"
+        return {"label": self.reduction,
+                **encode(self.expr(), self.in_avals, shape, arrays[0].dtype, self.reduction)}
 
     @property
     def linear(self):  # sum(x)
@@ -170,7 +168,7 @@ class ReduceAxes(Op):
         return DiskArrayTy(shape, dtype)
 
     def kernel_params(self):
-        return (REDUCTIONS[self.reduction], *self.axes)
+        return {"reduction": REDUCTIONS[self.reduction], "axes": self.axes}
 
     @property
     def linear(self):

@@ -17,7 +17,7 @@ class Reshape(Op):
         return DiskArrayTy(shape, x.dtype)
 
     def kernel_params(self):
-        return self.shape
+        return {"shape": self.shape}
 
     def transpose_rule(self, ct, x):
         return apply(Reshape, ct, shape=x.shape)

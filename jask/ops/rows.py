@@ -24,7 +24,7 @@ class Rows(Op):
         return compat.ShapedArray((count, *x.shape[1:]), x.dtype)
 
     def kernel_params(self):
-        return (self.count,)
+        return {"count": self.count}
 
     def transpose_rule(self, ct, x, start):
         return apply(PutRows, ct, start, shape=x.shape, dtype=x.dtype)
@@ -40,7 +40,7 @@ class PutRows(Op):
         return DiskArrayTy(shape, dtype)
 
     def kernel_params(self):
-        return (dtype_code(self.dtype), *self.shape)
+        return {"dtype": dtype_code(self.dtype), "shape": self.shape}
 
     def transpose_rule(self, ct, rows, start):
         return apply(Rows, ct, start, count=rows.shape[0])

@@ -44,7 +44,8 @@ class Slice(Op):
         return DiskArrayTy(selected_shape(x, selection), x.dtype)
 
     def kernel_params(self):
-        return tuple(v for axis in self.selection for v in axis)
+        start, step, count = zip(*self.selection) if self.selection else ((), (), ())
+        return {"start": start, "step": step, "count": count}
 
     def transpose_rule(self, ct, x):
         return place(ct, x.shape, x.dtype, self.selection)
@@ -58,13 +59,14 @@ class SliceInMemory(Slice):
                                   jax.dtypes.canonicalize_dtype(x.dtype))
 
 
-def placement_params(out, parts, selections) -> tuple[int, ...]:
-    """The "place" kernel's params: output dtype and shape, then per part whether it is in
-    memory and its (start, step, count) per axis."""
-    params = [dtype_code(out.dtype), out.ndim, *out.shape, len(parts)]
-    for aval, selection in zip(parts, selections):
-        params += [int(not isinstance(aval, DiskArrayTy)), *(v for axis in selection for v in axis)]
-    return tuple(params)
+def placement_params(out, parts, selections) -> dict:
+    """The "place" kernel's params: output dtype and shape, whether each part is in memory,
+    and the parts' (start, step, count) per axis, part after part."""
+    axes = [axis for selection in selections for axis in selection]
+    return {"dtype": dtype_code(out.dtype), "shape": out.shape,
+            "in_memory": tuple(int(not isinstance(aval, DiskArrayTy)) for aval in parts),
+            "start": tuple(a[0] for a in axes), "step": tuple(a[1] for a in axes),
+            "count": tuple(a[2] for a in axes)}
 
 
 class Place(Op):

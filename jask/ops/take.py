@@ -43,7 +43,7 @@ class Take(Op):
 
     def kernel_params(self):
         indices = self.in_avals[1]
-        return (indices.dtype.itemsize, *indices.shape)
+        return {"index_itemsize": indices.dtype.itemsize, "index_shape": indices.shape}
 
     def transpose_rule(self, ct, x, indices):
         return apply(ScatterAddRows, ct, indices, shape=x.shape, dtype=x.dtype)
@@ -71,7 +71,8 @@ class ScatterAddRows(Op):
         return DiskArrayTy(shape, dtype)
 
     def kernel_params(self):
-        return (dtype_code(self.dtype), self.in_avals[1].dtype.itemsize, *self.shape)
+        return {"dtype": dtype_code(self.dtype), "index_itemsize": self.in_avals[1].dtype.itemsize,
+                "shape": self.shape}
 
     def transpose_rule(self, ct, rows, indices):
         # the rows' cotangent has the rows' type: in memory or on disk

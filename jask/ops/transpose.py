@@ -15,7 +15,7 @@ class Transpose(Op):
         return DiskArrayTy(tuple(x.shape[p] for p in perm), x.dtype)
 
     def kernel_params(self):
-        return self.perm
+        return {"perm": self.perm}
 
     def transpose_rule(self, ct, x):
         inverse = tuple(sorted(range(len(self.perm)), key=lambda i: self.perm[i]))

@@ -1,6 +1,8 @@
-// Jitted programs carry arrays as int32 handles. These handlers decode the
-// handles and scalar operands, run the engine op (the whole out-of-core loop
-// runs here, in C++), and return the new handle or the reduced scalar.
+// Jitted programs carry arrays as int32 handles. Each handler stages its XLA
+// FFI call into the engine's KernelCall (operands by kind, attributes by name),
+// runs the kernel through the registry (the whole out-of-core loop runs here,
+// in C++), and stores the result. One handler per result kind; the kernel's
+// own schema decodes its attributes.
 #include "ffi_handlers.hpp"
 
 #include <algorithm>
@@ -9,7 +11,7 @@
 #include <vector>
 
 #include "base/errors.hpp"
-#include "kernels/ops.hpp"
+#include "call/registry.hpp"
 #include "storage/array_store.hpp"
 #include "xla/ffi/api/ffi.h"
 
@@ -46,50 +48,77 @@ double scalar_value(const ffi::AnyBuffer& buf) {
   }
 }
 
+// One attribute as the engine's AttrValue (what jask's Python side sends:
+// bools, int64 scalars, strings and int64 arrays).
+template <class T>
+std::vector<int64_t> widened(ffi::Span<const T> values) {
+  return std::vector<int64_t>(values.begin(), values.end());
+}
+
+// (The dictionary's typed lookup by name tells the types apart: a decoding of
+// the wrong type fails without side effects.)
+AttrValue attr_value(const ffi::Dictionary& attrs, std::string_view name, std::string_view kernel) {
+  if (auto v = attrs.get<bool>(name); v.has_value()) return *v;
+  if (auto v = attrs.get<int64_t>(name); v.has_value()) return *v;
+  if (auto v = attrs.get<int32_t>(name); v.has_value()) return int64_t{*v};
+  if (auto v = attrs.get<double>(name); v.has_value()) return *v;
+  if (auto v = attrs.get<float>(name); v.has_value()) return double{*v};
+  if (auto v = attrs.get<std::string_view>(name); v.has_value()) return std::string(*v);
+  if (auto v = attrs.get<ffi::Span<const int64_t>>(name); v.has_value()) return widened(*v);
+  if (auto v = attrs.get<ffi::Span<const int32_t>>(name); v.has_value()) return widened(*v);
+  reject_field(kernel, name, "has a type kernels do not take");
+}
+
 // Operands: `num_handles` int32 handles, then in-memory operands: 0-d ones
-// are scalars, others whole buffers.
-OpCall decode_call(std::string_view kernel, ffi::Span<const int64_t> params, int64_t num_handles,
-                   const ffi::RemainingArgs& args) {
-  OpCall call{std::string(kernel), {}, {}, {params.begin(), params.end()}, {}};
+// are scalars, others whole buffers (read in place: host memory on the CPU).
+KernelCall stage_call(const ffi::RemainingArgs& args, const ffi::Dictionary& attrs) {
+  KernelCall call;
+  auto kernel = attrs.get<std::string_view>("kernel");
+  if (!kernel.has_value()) throw ValueError("jask FFI call: no 'kernel' attribute");
+  call.kernel = std::string(*kernel);
+  auto num_handles = attrs.get<int64_t>("num_handles");
+  if (!num_handles.has_value()) reject_field(call.kernel, "num_handles", "is missing (an int64)");
+  for (auto it = attrs.begin(); it != attrs.end(); ++it) {
+    const std::string_view name = *it;
+    if (name == "kernel" || name == "num_handles") continue;
+    call.attrs.emplace(std::string(name), attr_value(attrs, name, call.kernel));
+  }
   for (size_t i = 0; i < args.size(); ++i) {
     auto buf = args.get<ffi::AnyBuffer>(i);
-    if (!buf.has_value())
-      throw ValueError("jask FFI call: cannot decode operand " + std::to_string(i));
-    if (static_cast<int64_t>(i) < num_handles) {
-      call.handles.push_back(handle_value(*buf));
+    if (!buf.has_value()) {
+      throw ValueError("kernel '" + call.kernel + "': cannot decode operand " + std::to_string(i));
+    }
+    if (static_cast<int64_t>(i) < *num_handles) {
+      call.operands.handles.push_back(handle_value(*buf));
     } else if (buf->dimensions().size() == 0) {
-      call.scalars.push_back(scalar_value(*buf));
+      call.operands.scalars.push_back(scalar_value(*buf));
     } else {
-      call.buffers.push_back(DenseOperand{buf->untyped_data(), buf->size_bytes()});
+      call.operands.memory.push_back(MemoryOperand{buf->untyped_data(), buf->size_bytes()});
     }
   }
   return call;
 }
 
-ffi::Error array_op(std::string_view kernel, ffi::Span<const int64_t> params, int64_t num_handles,
-                    ffi::RemainingArgs args, ffi::ResultBufferR0<ffi::DataType::S32> out) {
-  try {
-    out->typed_data()[0] = run_array_op(decode_call(kernel, params, num_handles, args));
-    return ffi::Error::Success();
-  } catch (const std::exception& e) {
-    return to_ffi_error(e);
-  }
+// Frees new arrays a result slot could not take.
+void release_all(const std::vector<int32_t>& handles) {
+  for (int32_t h : handles) Registry::instance().release_floating(h);
 }
 
-ffi::Error arrays_op(std::string_view kernel, ffi::Span<const int64_t> params, int64_t num_handles,
-                     ffi::RemainingArgs args, ffi::ResultBufferR1<ffi::DataType::S32> out) {
-  try {
-    std::vector<int32_t> handles = run_arrays_op(decode_call(kernel, params, num_handles, args));
-    if (handles.size() != static_cast<size_t>(out->element_count())) {
-      for (int32_t h : handles) Registry::instance().release_floating(h);
-      throw ValueError(std::string(kernel) + ": " + std::to_string(handles.size()) +
-                       " results for " + std::to_string(out->element_count()) + " result slots");
-    }
-    std::copy(handles.begin(), handles.end(), out->typed_data());
-    return ffi::Error::Success();
-  } catch (const std::exception& e) {
-    return to_ffi_error(e);
-  }
+// Results of a row group or fused program: slots for exactly its arrays (or
+// values), or one unused slot (0) when it has none, as XLA callers may not
+// want zero-length results.
+void check_slots(const std::string& kernel, const char* what, size_t results, int64_t slots) {
+  if (static_cast<int64_t>(results) == slots || (results == 0 && slots == 1)) return;
+  throw ValueError(kernel + ": " + std::to_string(results) + " " + what + " for " +
+                   std::to_string(slots) + " result slots");
+}
+
+void store_handles(const std::string& kernel, const std::vector<int32_t>& handles,
+                   ffi::ResultBufferR1<ffi::DataType::S32>& out) {
+  check_slots(kernel, "arrays", handles.size(), out->element_count());
+  int32_t* slots = out->typed_data();
+  std::fill(slots, slots + out->element_count(), 0);
+  std::copy(handles.begin(), handles.end(), slots);
 }
 
 void store_scalar(ffi::AnyBuffer& buf, double v) {
@@ -109,74 +138,93 @@ void store_scalar(ffi::AnyBuffer& buf, double v) {
   }
 }
 
-ffi::Error reduce_op(std::string_view kernel, ffi::Span<const int64_t> params, int64_t num_handles,
-                     ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> out) {
-  try {
-    store_scalar(*out, run_reduce_op(decode_call(kernel, params, num_handles, args)));
-    return ffi::Error::Success();
-  } catch (const std::exception& e) {
-    return to_ffi_error(e);
-  }
-}
-
-// Results of a row group: slots for exactly its results, or one unused slot
-// (0) when it has none, as XLA callers may not want zero-length results.
-void check_slots(std::string_view kernel, const char* what, size_t results, int64_t slots) {
-  if (static_cast<int64_t>(results) == slots || (results == 0 && slots == 1)) return;
-  throw ValueError(std::string(kernel) + ": " + std::to_string(results) + " " + what + " for " +
-                   std::to_string(slots) + " result slots");
-}
-
-// The scalar results as float32 or float64 (what JAX holds without or with x64).
-void store_values(std::string_view kernel, ffi::AnyBuffer& buf, const std::vector<double>& values) {
-  if (buf.dimensions().size() != 1)
-    throw ValueError(std::string(kernel) + ": the values result must be 1-D");
+// The values as float32 or float64 (what JAX holds without or with x64).
+void store_values(const std::string& kernel, ffi::AnyBuffer& buf,
+                  const std::vector<double>& values) {
+  if (buf.dimensions().size() != 1) throw ValueError(kernel + ": the values result must be 1-D");
   const int64_t slots = buf.dimensions()[0];
   check_slots(kernel, "values", values.size(), slots);
   void* p = buf.untyped_data();
+  auto value = [&](int64_t i) { return i < static_cast<int64_t>(values.size()) ? values[i] : 0.0; };
   switch (buf.element_type()) {
     case ffi::DataType::F32:
-      for (int64_t i = 0; i < slots; ++i) {
-        static_cast<float*>(p)[i] =
-            i < static_cast<int64_t>(values.size()) ? static_cast<float>(values[i]) : 0.0f;
-      }
+      for (int64_t i = 0; i < slots; ++i) static_cast<float*>(p)[i] = static_cast<float>(value(i));
       return;
     case ffi::DataType::F64:
-      for (int64_t i = 0; i < slots; ++i) {
-        static_cast<double*>(p)[i] = i < static_cast<int64_t>(values.size()) ? values[i] : 0.0;
-      }
+      for (int64_t i = 0; i < slots; ++i) static_cast<double*>(p)[i] = value(i);
       return;
-    default:
-      throw TypeError(std::string(kernel) + ": the values result must be float32 or float64");
+    default: throw TypeError(kernel + ": the values result must be float32 or float64");
   }
 }
 
-// A row group: its new arrays' handles, and the values of its sums.
-ffi::Error group_op(std::string_view kernel, ffi::Span<const int64_t> params, int64_t num_handles,
-                    ffi::RemainingArgs args, ffi::ResultBufferR1<ffi::DataType::S32> handles_out,
-                    ffi::Result<ffi::AnyBuffer> values_out) {
+// Runs `body` and turns engine exceptions into FFI errors.
+template <class Body>
+ffi::Error guarded(Body body) {
   try {
-    GroupResult r = run_group_op(decode_call(kernel, params, num_handles, args));
-    try {
-      check_slots(kernel, "arrays", r.handles.size(), handles_out->element_count());
-      store_values(kernel, *values_out, r.scalars);
-    } catch (...) {
-      for (int32_t h : r.handles) Registry::instance().release_floating(h);
-      throw;
-    }
-    int32_t* slots = handles_out->typed_data();
-    std::fill(slots, slots + handles_out->element_count(), 0);
-    std::copy(r.handles.begin(), r.handles.end(), slots);
+    body();
     return ffi::Error::Success();
   } catch (const std::exception& e) {
     return to_ffi_error(e);
   }
+}
+
+ffi::Error array_op(ffi::RemainingArgs args, ffi::ResultBufferR0<ffi::DataType::S32> out,
+                    ffi::Dictionary attrs) {
+  return guarded([&] {
+    out->typed_data()[0] = run_kernel(ResultKind::kArray, stage_call(args, attrs)).handles.at(0);
+  });
+}
+
+ffi::Error arrays_op(ffi::RemainingArgs args, ffi::ResultBufferR1<ffi::DataType::S32> out,
+                     ffi::Dictionary attrs) {
+  return guarded([&] {
+    const KernelCall call = stage_call(args, attrs);
+    KernelResult r = run_kernel(ResultKind::kArrays, call);
+    if (r.handles.size() != static_cast<size_t>(out->element_count())) {
+      release_all(r.handles);
+      throw ValueError(call.kernel + ": " + std::to_string(r.handles.size()) + " results for " +
+                       std::to_string(out->element_count()) + " result slots");
+    }
+    std::copy(r.handles.begin(), r.handles.end(), out->typed_data());
+  });
+}
+
+ffi::Error scalar_op(ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> out,
+                     ffi::Dictionary attrs) {
+  return guarded([&] {
+    store_scalar(*out, run_kernel(ResultKind::kScalar, stage_call(args, attrs)).values.at(0));
+  });
+}
+
+ffi::Error in_memory_op(ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> out,
+                        ffi::Dictionary attrs) {
+  return guarded([&] {
+    KernelCall call = stage_call(args, attrs);
+    call.out = MemoryResult{out->untyped_data(), out->size_bytes()};
+    run_kernel(ResultKind::kInMemory, call);
+  });
+}
+
+// A row group: its new arrays' handles, and the values of its sums.
+ffi::Error group_op(ffi::RemainingArgs args, ffi::ResultBufferR1<ffi::DataType::S32> handles_out,
+                    ffi::Result<ffi::AnyBuffer> values_out, ffi::Dictionary attrs) {
+  return guarded([&] {
+    const KernelCall call = stage_call(args, attrs);
+    KernelResult r = run_kernel(ResultKind::kGroup, call);
+    try {
+      store_values(call.kernel, *values_out, r.values);
+      store_handles(call.kernel, r.handles, handles_out);
+    } catch (...) {
+      release_all(r.handles);
+      throw;
+    }
+  });
 }
 
 // Frees the first `num_handles` operands if no Python object owns them; the
 // other operands are only there to order this call after their producers.
-ffi::Error release(int64_t num_handles, ffi::RemainingArgs args,
-                   ffi::ResultBufferR0<ffi::DataType::S32> out) {
+ffi::Error release(ffi::RemainingArgs args, ffi::ResultBufferR0<ffi::DataType::S32> out,
+                   int64_t num_handles) {
   for (int64_t i = 0; i < num_handles && i < static_cast<int64_t>(args.size()); ++i) {
     auto buf = args.get<ffi::AnyBuffer>(i);
     if (buf.has_value()) Registry::instance().release_floating(handle_value(*buf));
@@ -185,71 +233,47 @@ ffi::Error release(int64_t num_handles, ffi::RemainingArgs args,
   return ffi::Error::Success();
 }
 
-ffi::Error dense_op(std::string_view kernel, ffi::Span<const int64_t> params, int64_t num_handles,
-                    ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> out) {
-  try {
-    run_dense_op(decode_call(kernel, params, num_handles, args), out->untyped_data(),
-                 out->size_bytes());
-    return ffi::Error::Success();
-  } catch (const std::exception& e) {
-    return to_ffi_error(e);
-  }
-}
-
 }  // namespace
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JaskDenseOp, dense_op,
-                              ffi::Ffi::Bind()
-                                  .Attr<std::string_view>("kernel")
-                                  .Attr<ffi::Span<const int64_t>>("params")
-                                  .Attr<int64_t>("num_handles")
-                                  .RemainingArgs()
-                                  .Ret<ffi::AnyBuffer>());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaskArrayOp, array_op,
                               ffi::Ffi::Bind()
-                                  .Attr<std::string_view>("kernel")
-                                  .Attr<ffi::Span<const int64_t>>("params")
-                                  .Attr<int64_t>("num_handles")
                                   .RemainingArgs()
-                                  .Ret<ffi::BufferR0<ffi::DataType::S32>>());
+                                  .Ret<ffi::BufferR0<ffi::DataType::S32>>()
+                                  .Attrs<ffi::Dictionary>());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaskArraysOp, arrays_op,
                               ffi::Ffi::Bind()
-                                  .Attr<std::string_view>("kernel")
-                                  .Attr<ffi::Span<const int64_t>>("params")
-                                  .Attr<int64_t>("num_handles")
                                   .RemainingArgs()
-                                  .Ret<ffi::BufferR1<ffi::DataType::S32>>());
+                                  .Ret<ffi::BufferR1<ffi::DataType::S32>>()
+                                  .Attrs<ffi::Dictionary>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    JaskScalarOp, scalar_op,
+    ffi::Ffi::Bind().RemainingArgs().Ret<ffi::AnyBuffer>().Attrs<ffi::Dictionary>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    JaskInMemoryOp, in_memory_op,
+    ffi::Ffi::Bind().RemainingArgs().Ret<ffi::AnyBuffer>().Attrs<ffi::Dictionary>());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaskGroupOp, group_op,
                               ffi::Ffi::Bind()
-                                  .Attr<std::string_view>("kernel")
-                                  .Attr<ffi::Span<const int64_t>>("params")
-                                  .Attr<int64_t>("num_handles")
                                   .RemainingArgs()
                                   .Ret<ffi::BufferR1<ffi::DataType::S32>>()
-                                  .Ret<ffi::AnyBuffer>());
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Attrs<ffi::Dictionary>());
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JaskReduceOp, reduce_op,
-                              ffi::Ffi::Bind()
-                                  .Attr<std::string_view>("kernel")
-                                  .Attr<ffi::Span<const int64_t>>("params")
-                                  .Attr<int64_t>("num_handles")
-                                  .RemainingArgs()
-                                  .Ret<ffi::AnyBuffer>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    JaskRelease, release,
+    ffi::Ffi::Bind().RemainingArgs().Ret<ffi::BufferR0<ffi::DataType::S32>>().Attr<int64_t>(
+        "num_handles"));
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JaskRelease, release,
-                              ffi::Ffi::Bind()
-                                  .Attr<int64_t>("num_handles")
-                                  .RemainingArgs()
-                                  .Ret<ffi::BufferR0<ffi::DataType::S32>>());
-
-void* ffi_array_op_handler() { return reinterpret_cast<void*>(JaskArrayOp); }
-void* ffi_arrays_op_handler() { return reinterpret_cast<void*>(JaskArraysOp); }
-void* ffi_group_op_handler() { return reinterpret_cast<void*>(JaskGroupOp); }
-void* ffi_reduce_op_handler() { return reinterpret_cast<void*>(JaskReduceOp); }
-void* ffi_release_handler() { return reinterpret_cast<void*>(JaskRelease); }
-void* ffi_dense_op_handler() { return reinterpret_cast<void*>(JaskDenseOp); }
+std::vector<std::pair<const char*, void*>> ffi_targets() {
+  return {{"jask_array_op", reinterpret_cast<void*>(JaskArrayOp)},
+          {"jask_arrays_op", reinterpret_cast<void*>(JaskArraysOp)},
+          {"jask_scalar_op", reinterpret_cast<void*>(JaskScalarOp)},
+          {"jask_in_memory_op", reinterpret_cast<void*>(JaskInMemoryOp)},
+          {"jask_group_op", reinterpret_cast<void*>(JaskGroupOp)},
+          {"jask_release", reinterpret_cast<void*>(JaskRelease)}};
+}
 
 }  // namespace jask

@@ -1,12 +1,9 @@
-// XLA FFI entry points: what jitted programs call. Each returns a capsule
-// for jax.ffi.register_ffi_target.
+// XLA FFI entry points: what jitted programs call, one handler per result
+// kind. Each (name, handler) goes to jax.ffi.register_ffi_target.
 #pragma once
+#include <utility>
+#include <vector>
 
 namespace jask {
-void* ffi_array_op_handler();
-void* ffi_arrays_op_handler();
-void* ffi_group_op_handler();
-void* ffi_reduce_op_handler();
-void* ffi_release_handler();
-void* ffi_dense_op_handler();
+std::vector<std::pair<const char*, void*>> ffi_targets();
 }  // namespace jask

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "base/errors.hpp"
+#include "call/registry.hpp"
 #include "exec/pipeline.hpp"
 #include "ffi_handlers.hpp"
 #include "io/file.hpp"
@@ -33,10 +34,49 @@ using Bytes = nb::ndarray<nb::c_contig, nb::device::cpu>;
 using ReadOnlyBytes = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
 
 // The in-memory operands of an op, as the engine takes them.
-std::vector<DenseOperand> dense_operands(const std::vector<ReadOnlyBytes>& buffers) {
-  std::vector<DenseOperand> dense;
-  for (const auto& b : buffers) dense.push_back(DenseOperand{b.data(), b.nbytes()});
-  return dense;
+std::vector<MemoryOperand> memory_operands(const std::vector<ReadOnlyBytes>& buffers) {
+  std::vector<MemoryOperand> memory;
+  for (const auto& b : buffers) memory.push_back(MemoryOperand{b.data(), b.nbytes()});
+  return memory;
+}
+
+// One parameter as the engine's AttrValue: a bool, an int, a float, a str or a
+// sequence of ints (what jask's ops state in kernel_params).
+AttrValue attr_value(const std::string& kernel, const std::string& name, nb::handle v) {
+  if (PyBool_Check(v.ptr())) return v.ptr() == Py_True;
+  if (PyFloat_Check(v.ptr())) return nb::cast<double>(v);
+  if (PyUnicode_Check(v.ptr())) return nb::cast<std::string>(v);
+  if (PyIndex_Check(v.ptr())) return nb::cast<int64_t>(nb::int_(v));
+  if (PySequence_Check(v.ptr())) {
+    std::vector<int64_t> ints;
+    for (nb::handle item : v) {
+      if (!PyIndex_Check(item.ptr()) || PyBool_Check(item.ptr())) {
+        reject_field(kernel, name, "must hold ints only");
+      }
+      ints.push_back(nb::cast<int64_t>(nb::int_(item)));
+    }
+    return ints;
+  }
+  reject_field(kernel, name,
+               std::string("has a type kernels do not take: ") + Py_TYPE(v.ptr())->tp_name);
+}
+
+// An eager call staged as the engine takes it; `params` maps field names to values.
+KernelCall eager_call(const std::string& kernel, std::vector<int32_t> handles,
+                      std::vector<double> scalars, const std::vector<ReadOnlyBytes>& memory,
+                      const nb::dict& params) {
+  KernelCall call{kernel, {std::move(handles), std::move(scalars), memory_operands(memory)}, {}};
+  for (auto [key, value] : params) {
+    const std::string name = nb::cast<std::string>(key);
+    call.attrs.emplace(name, attr_value(kernel, name, value));
+  }
+  return call;
+}
+
+// Runs a staged call with the GIL released (the call holds everything it reads).
+KernelResult run_unlocked(ResultKind kind, const KernelCall& call) {
+  nb::gil_scoped_release unlocked;
+  return run_kernel(kind, call);
 }
 
 // A Python dict of named numbers (engine statistics).
@@ -172,44 +212,67 @@ NB_MODULE(_engine, m) {
       "release", [](int32_t h) { Registry::instance().release(h); }, "handle"_a, Unlocked());
   m.def("live_arrays", [] { return Registry::instance().size(); });
 
+  // One entry per result kind, as the FFI targets: kernel name, operands by kind,
+  // and the kernel's parameters as a dict of named fields (its schema decodes them).
   m.def(
       "array_op",
       [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
-         std::vector<int64_t> params, std::vector<ReadOnlyBytes> buffers) {
-        return run_array_op(OpCall{kernel, handles, scalars, params, dense_operands(buffers)});
+         std::vector<ReadOnlyBytes> memory, nb::dict params) {
+        KernelCall call =
+            eager_call(kernel, std::move(handles), std::move(scalars), memory, params);
+        return run_unlocked(ResultKind::kArray, call).handles.at(0);
       },
-      "kernel"_a, "handles"_a, "scalars"_a, "params"_a, "buffers"_a, Unlocked());
+      "kernel"_a, "handles"_a, "scalars"_a, "memory"_a, "params"_a);
   m.def(
       "arrays_op",
       [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
-         std::vector<int64_t> params, std::vector<ReadOnlyBytes> buffers) {
-        return run_arrays_op(OpCall{kernel, handles, scalars, params, dense_operands(buffers)});
+         std::vector<ReadOnlyBytes> memory, nb::dict params) {
+        KernelCall call =
+            eager_call(kernel, std::move(handles), std::move(scalars), memory, params);
+        return run_unlocked(ResultKind::kArrays, call).handles;
       },
-      "kernel"_a, "handles"_a, "scalars"_a, "params"_a, "buffers"_a, Unlocked());
+      "kernel"_a, "handles"_a, "scalars"_a, "memory"_a, "params"_a);
   m.def(
-      "dense_op",
+      "scalar_op",
       [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
-         std::vector<int64_t> params, Bytes out, std::vector<ReadOnlyBytes> buffers) {
-        run_dense_op(OpCall{kernel, handles, scalars, params, dense_operands(buffers)}, out.data(),
-                     out.nbytes());
+         std::vector<ReadOnlyBytes> memory, nb::dict params) {
+        KernelCall call =
+            eager_call(kernel, std::move(handles), std::move(scalars), memory, params);
+        return run_unlocked(ResultKind::kScalar, call).values.at(0);
       },
-      "kernel"_a, "handles"_a, "scalars"_a, "params"_a, "out"_a,
-      "buffers"_a = std::vector<ReadOnlyBytes>(), Unlocked());
+      "kernel"_a, "handles"_a, "scalars"_a, "memory"_a, "params"_a);
   m.def(
-      "reduce_op",
+      "in_memory_op",
       [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
-         std::vector<int64_t> params) {
-        return run_reduce_op(OpCall{kernel, handles, scalars, params, {}});
+         std::vector<ReadOnlyBytes> memory, nb::dict params, Bytes out) {
+        KernelCall call =
+            eager_call(kernel, std::move(handles), std::move(scalars), memory, params);
+        call.out = MemoryResult{out.data(), out.nbytes()};
+        run_unlocked(ResultKind::kInMemory, call);
       },
-      "kernel"_a, "handles"_a, "scalars"_a, "params"_a, Unlocked());
+      "kernel"_a, "handles"_a, "scalars"_a, "memory"_a, "params"_a, "out"_a);
   m.def(
       "group_op",
       [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
-         std::vector<int64_t> params) {
-        GroupResult r = run_group_op(OpCall{kernel, handles, scalars, params, {}});
-        return std::make_pair(std::move(r.handles), std::move(r.scalars));
+         std::vector<ReadOnlyBytes> memory, nb::dict params) {
+        KernelCall call =
+            eager_call(kernel, std::move(handles), std::move(scalars), memory, params);
+        KernelResult r = run_unlocked(ResultKind::kGroup, call);
+        return std::make_pair(std::move(r.handles), std::move(r.values));
       },
-      "kernel"_a, "handles"_a, "scalars"_a, "params"_a, Unlocked());
+      "kernel"_a, "handles"_a, "scalars"_a, "memory"_a, "params"_a);
+  // Every registered kernel: {(result kind, name): [(field, type), ...]}.
+  m.def("kernel_schemas", [] {
+    nb::dict d;
+    for (const KernelEntry* e : KernelRegistry::instance().entries()) {
+      nb::list fields;
+      for (const FieldInfo& f : e->fields) {
+        fields.append(nb::make_tuple(f.name, field_type_name(f.type)));
+      }
+      d[nb::make_tuple(result_kind_name(e->kind), e->name)] = fields;
+    }
+    return d;
+  });
   m.def("opcodes", [] {
     nb::dict d;
     for (const auto& [name, code] : opcode_table()) d[nb::str(name.c_str())] = code;
@@ -264,12 +327,7 @@ NB_MODULE(_engine, m) {
 
   m.def("ffi_targets", [] {
     nb::dict d;
-    d["jask_array_op"] = nb::capsule(ffi_array_op_handler());
-    d["jask_arrays_op"] = nb::capsule(ffi_arrays_op_handler());
-    d["jask_group_op"] = nb::capsule(ffi_group_op_handler());
-    d["jask_reduce_op"] = nb::capsule(ffi_reduce_op_handler());
-    d["jask_release"] = nb::capsule(ffi_release_handler());
-    d["jask_dense_op"] = nb::capsule(ffi_dense_op_handler());
+    for (const auto& [name, handler] : ffi_targets()) d[name] = nb::capsule(handler);
     return d;
   });
 }

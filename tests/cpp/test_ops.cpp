@@ -16,6 +16,7 @@
 #include "exec/pipeline.hpp"
 #include "formats/npy.hpp"
 #include "io/file.hpp"
+#include "kernels/batched_matmul.hpp"
 #include "kernels/ops.hpp"
 #include "plan/planner.hpp"
 #include "program/program.hpp"
@@ -28,6 +29,9 @@ using test::array_values;
 using test::BudgetGuard;
 using test::expect_error_mentioning;
 using test::make_array;
+using test::run_map;
+using test::run_map_multi;
+using test::run_map_reduce;
 using test::ScratchDir;
 using test::TaskCount;
 using test::test_values;
@@ -40,7 +44,7 @@ int32_t add_arrays(int32_t x, int32_t y) {
                          .n_operands = 2,
                          .out_dtype = Registry::instance().get(x)->info().dtype};
   b.add(Opcode::kAdd, 0, 1);
-  return map_program("add", {x, y}, {}, {}, b.params());
+  return run_map("add", {x, y}, {}, {}, b.params());
 }
 
 TEST(Ops, FillArrayWritesTheValueEverywhere) {
@@ -477,62 +481,66 @@ TEST(Ops, BudgetTooSmallForAnOpIsRefusedNamingTheOpAndTheBudgetNeeded) {
 
 // --- the generic entry points used by the FFI handlers ---
 
-TEST(Ops, RunArrayOpDecodesFillReshapeAndMatmulCalls) {
+TEST(Ops, RegisteredKernelsDecodeFillReshapeAndMatmulCalls) {
   ScratchDir scratch;
   BudgetGuard budget(4096);
-  int32_t filled =
-      run_array_op(OpCall{"fill", {}, {1.5}, {static_cast<int64_t>(DType::f64), 6, 4}});
+  using test::array_op;
+  const Attrs f64_6x4{{"dtype", int64_t{static_cast<int64_t>(DType::f64)}},
+                      {"shape", std::vector<int64_t>{6, 4}}};
+  int32_t filled = array_op("fill", {}, {1.5}, {}, f64_6x4);
   EXPECT_EQ(test::array_shape(filled), (std::vector<int64_t>{6, 4}));
   EXPECT_EQ(array_values(filled), std::vector<double>(24, 1.5));
 
   std::vector<double> values = test_values(24, 1);
   int32_t a = make_array(DType::f32, {6, 4}, values);
-  int32_t reshaped = run_array_op(OpCall{"reshape", {a}, {}, {2, 12}});
+  int32_t reshaped = array_op("reshape", {a}, {}, {}, {{"shape", std::vector<int64_t>{2, 12}}});
   EXPECT_EQ(test::array_shape(reshaped), (std::vector<int64_t>{2, 12}));
   EXPECT_EQ(array_values(reshaped), values);
-  EXPECT_THROW(run_array_op(OpCall{"reshape", {a}, {}, {5, 5}}), ValueError);
+  EXPECT_THROW(array_op("reshape", {a}, {}, {}, {{"shape", std::vector<int64_t>{5, 5}}}),
+               ValueError);
 
   // A^T A through the flags: (4x6)(6x4).
-  int32_t gram = run_array_op(OpCall{"matmul", {a, a}, {}, {1, 0}});
+  int32_t gram = array_op("matmul", {a, a}, {}, {}, {{"trans_a", true}, {"trans_b", false}});
   std::vector<double> at = stored_matrix(values, 6, 4, true);
   EXPECT_EQ(array_values(gram), matmul_reference(at, values, 4, 6, 4));
 
-  // Elementwise programs: "map/<label>", "map_multi/<label>", "map_reduce/<label>".
+  // Elementwise programs: the map, map_multi and map_reduce kernels, labelled for messages.
   test::ProgramBuilder scale{.out_shape = {6, 4}, .n_operands = 2};
   scale.add(Opcode::kMul, 0, 1);
-  int32_t scaled = run_array_op(OpCall{"map/scale", {a}, {-2.0}, scale.params()});
+  int32_t scaled = test::run_map("scale", {a}, {}, {-2.0}, scale.params());
   std::vector<double> expected(values);
   for (double& v : expected) v *= -2.0;
   EXPECT_EQ(array_values(scaled), expected);
   scale.outputs = {scale.code.back().dst, 0};
-  std::vector<int32_t> both = run_arrays_op(OpCall{"map_multi/scale", {a}, {-2.0}, scale.params()});
+  std::vector<int32_t> both = test::run_map_multi("scale", {a}, {}, {-2.0}, scale.params());
   ASSERT_EQ(both.size(), 2u);
   EXPECT_EQ(array_values(both[0]), expected);
   EXPECT_EQ(array_values(both[1]), values);
   test::ProgramBuilder sum{.out_shape = {6, 4}, .n_operands = 1, .reduction = Reduction::kSum};
   sum.add(Opcode::kCopy, 0);
-  EXPECT_DOUBLE_EQ(run_reduce_op(OpCall{"map_reduce/sum", {a}, {}, sum.params()}),
+  EXPECT_DOUBLE_EQ(test::run_map_reduce("sum", {a}, {}, {}, sum.params()),
                    std::accumulate(values.begin(), values.end(), 0.0));
 
-  // The single-op kernels of the old elementwise path are gone.
-  for (const char* old :
-       {"add", "sub", "mul", "neg", "square", "scale", "add_scalar", "rsub_scalar", "copy"}) {
+  // The single-op kernels of the old elementwise path, and the "map/" prefixes, are gone.
+  for (const char* old : {"add", "sub", "mul", "neg", "square", "scale", "add_scalar",
+                          "rsub_scalar", "copy", "map/scale"}) {
     expect_error_mentioning<ValueError>(
         [&] {
-          run_array_op(OpCall{old, {a, a}, {1.0}, {}});
+          array_op(old, {a, a}, {1.0}, {}, {});
         },
         {"unknown", old});
   }
-  for (const char* old : {"sum", "sum_mul", "max"}) {
+  for (const char* old : {"sum", "sum_mul", "max", "map_reduce/sum"}) {
     expect_error_mentioning<ValueError>(
-        [&] {
-          run_reduce_op(OpCall{old, {a}, {}, {}});
-        },
-        {"unknown", old});
+        [&] { test::run_call(ResultKind::kScalar, old, {a}, {}, {}, {}); }, {"unknown", old});
   }
-  EXPECT_THROW(run_array_op(OpCall{"frobnicate", {a}, {}, {}}), ValueError);
-  EXPECT_THROW(run_arrays_op(OpCall{"map/scale", {a}, {-2.0}, scale.params()}), ValueError);
-  EXPECT_THROW(run_array_op(OpCall{"fill", {}, {1.0}, {99, 3}}), TypeError);
+  EXPECT_THROW(array_op("frobnicate", {a}, {}, {}, {}), ValueError);
+  expect_error_mentioning<ValueError>(
+      [&] { test::run_call(ResultKind::kArrays, "fill", {}, {1.0}, {}, f64_6x4); },
+      {"unknown arrays kernel 'fill'", "array"});
+  EXPECT_THROW(
+      array_op("fill", {}, {1.0}, {}, {{"dtype", int64_t{99}}, {"shape", std::vector<int64_t>{3}}}),
+      TypeError);
 }
 
 }  // namespace

@@ -30,6 +30,9 @@ using test::BudgetGuard;
 using test::expect_error_mentioning;
 using test::make_array;
 using test::ProgramBuilder;
+using test::run_map;
+using test::run_map_multi;
+using test::run_map_reduce;
 using test::ScratchDir;
 using test::TaskCount;
 using test::test_values;
@@ -218,7 +221,7 @@ TEST(Program, ScalarOperandsReachEveryElement) {
     for (const ScalarCase& sc : kScalarCases) {
       ProgramBuilder b{.n_operands = 2, .out_dtype = dt};
       sc.build(b);
-      Program program = Program::decode(b.program(), 1, 1);
+      Program program = Program::build(b.program(), 1, 1);
       std::vector<double> got = run_in_memory(program, {dt}, {x}, {scalar}, n)[0];
       for (int64_t i = 0; i < n; ++i) {
         ASSERT_EQ(got[i], sc.ref(x[i], scalar))
@@ -246,7 +249,7 @@ TEST(Program, RegistersKeepTheComputeTypeBetweenInstructions) {
   ProgramBuilder b{.n_operands = 2, .out_dtype = DType::bf16};
   const int32_t t = b.add(Opcode::kAdd, 0, 1);
   b.add(Opcode::kSub, t, 0);
-  Program program = Program::decode(b.program(), 1, 1);
+  Program program = Program::build(b.program(), 1, 1);
   std::vector<double> got =
       run_in_memory(program, {DType::bf16}, {{1.0, 1.0}}, {std::ldexp(1.0, -9)}, 2)[0];
   EXPECT_EQ(got, (std::vector<double>{std::ldexp(1.0, -9), std::ldexp(1.0, -9)}));
@@ -372,7 +375,7 @@ TEST(Program, SeveralOutputsAreStoredFromTheirRegisters) {
   for (const std::vector<int32_t>& outputs :
        {std::vector<int32_t>{m, s, t}, std::vector<int32_t>{t, m}}) {
     b.outputs = outputs;
-    Program program = Program::decode(b.program(), 2, 1);
+    Program program = Program::build(b.program(), 2, 1);
     ASSERT_EQ(program.n_outputs(), outputs.size());
     auto got = run_in_memory(program, {DType::f32, DType::f32}, {x, y}, {1.0}, n);
     for (size_t o = 0; o < outputs.size(); ++o) {
@@ -389,7 +392,7 @@ TEST(Program, RunnerChecksTheNumberOfOutputBuffers) {
   ProgramBuilder b{.n_operands = 1};
   const int32_t r = b.add(Opcode::kNeg, 0);
   b.outputs = {r, 0};
-  Program two = Program::decode(b.program(), 1, 0);
+  Program two = Program::build(b.program(), 1, 0);
   ProgramRunner runner(two, {DType::f32}, {});
   float x = 1, out1 = 0, out2 = 0;
   EXPECT_THROW(runner.run({&x}, &out1, 1), ValueError) << "one buffer for two outputs";
@@ -399,12 +402,12 @@ TEST(Program, RunnerChecksTheNumberOfOutputBuffers) {
   EXPECT_EQ(out2, 1);
 }
 
-// Program::decode rejects each malformation with a ValueError; `inputs` and
+// Program::build rejects each malformation with a ValueError; `inputs` and
 // `scalars` count the operands (registers 0..inputs+scalars-1).
-void expect_malformed(const std::vector<int64_t>& params, size_t inputs, size_t scalars,
+void expect_malformed(const ProgramCode& code, size_t inputs, size_t scalars,
                       const std::string& why) {
   try {
-    Program::decode(params, inputs, scalars);
+    Program::build(code, inputs, scalars);
     ADD_FAILURE() << "accepted: " << why;
   } catch (const ValueError& e) {
     EXPECT_NE(std::string(e.what()).find("malformed elementwise program"), std::string::npos)
@@ -412,45 +415,43 @@ void expect_malformed(const std::vector<int64_t>& params, size_t inputs, size_t 
   }
 }
 
-TEST(Program, DecodeRejectsMalformedPrograms) {
-  const int64_t add = static_cast<int64_t>(Opcode::kAdd), f32 = static_cast<int64_t>(DType::f32);
+TEST(Program, BuildRejectsMalformedPrograms) {
+  const int64_t add = static_cast<int64_t>(Opcode::kAdd);
   // A valid one first: r2 = r0 + r1.
-  const std::vector<int64_t> good = {3, f32, 0, 2, 1, add, 2, 0, 1, 0};
-  EXPECT_NO_THROW(Program::decode(good, 2, 0));
-  auto with = [&](size_t i, int64_t v) {
-    std::vector<int64_t> p = good;
-    p[i] = v;
+  const ProgramCode good{3, DType::f32, 0, {2}, {add}, {2}, {0}, {1}, {0}};
+  EXPECT_NO_THROW(Program::build(good, 2, 0));
+  auto with = [&](auto change) {
+    ProgramCode p = good;
+    change(p);
     return p;
   };
-  expect_malformed({3, f32, 0}, 2, 0, "too short");
-  expect_malformed({3, f32, 0, 2, 2, add, 2, 0, 1, 0}, 2, 0, "fewer instructions than n_instr");
-  expect_malformed(with(4, -1), 2, 0, "negative n_instr");
-  expect_malformed(with(2, 7), 2, 0, "unknown reduction");
-  expect_malformed(with(2, -1), 2, 0, "negative reduction");
-  expect_malformed(with(5, 999), 2, 0, "unknown opcode");
-  expect_malformed(with(5, -1), 2, 0, "negative opcode");
-  expect_malformed(with(6, 0), 2, 0, "an instruction writing an input register");
-  expect_malformed(with(6, 3), 2, 0, "destination past n_regs");
-  expect_malformed(with(7, 3), 2, 0, "operand register past n_regs");
-  expect_malformed(with(8, -1), 2, 0, "negative operand register");
-  expect_malformed(with(3, 3), 2, 0, "output register past n_regs");
-  expect_malformed(with(3, -1), 2, 0, "negative output register");
+  expect_malformed(with([](ProgramCode& p) { p.dst.clear(); }), 2, 0, "fields of unequal length");
+  expect_malformed(with([](ProgramCode& p) { p.out_regs.clear(); }), 2, 0, "no output register");
+  expect_malformed(with([](ProgramCode& p) { p.reduction = 7; }), 2, 0, "unknown reduction");
+  expect_malformed(with([](ProgramCode& p) { p.reduction = -1; }), 2, 0, "negative reduction");
+  expect_malformed(with([](ProgramCode& p) { p.op = {999}; }), 2, 0, "unknown opcode");
+  expect_malformed(with([](ProgramCode& p) { p.op = {-1}; }), 2, 0, "negative opcode");
+  expect_malformed(with([](ProgramCode& p) { p.dst = {0}; }), 2, 0,
+                   "an instruction writing an input register");
+  expect_malformed(with([](ProgramCode& p) { p.dst = {3}; }), 2, 0, "destination past n_regs");
+  expect_malformed(with([](ProgramCode& p) { p.a = {3}; }), 2, 0, "operand register past n_regs");
+  expect_malformed(with([](ProgramCode& p) { p.b = {-1}; }), 2, 0, "negative operand register");
+  expect_malformed(with([](ProgramCode& p) { p.out_regs = {3}; }), 2, 0,
+                   "output register past n_regs");
+  expect_malformed(with([](ProgramCode& p) { p.out_regs = {-1}; }), 2, 0,
+                   "negative output register");
   expect_malformed(good, 2, 2, "fewer registers than operands");
-  expect_malformed(with(0, 5000), 2, 0, "too many registers");
-  // Several outputs: [n_more, regs...] after the instructions.
-  std::vector<int64_t> two = good;
-  two.insert(two.end(), {1, 0});
-  EXPECT_EQ(Program::decode(two, 2, 0).n_outputs(), 2u);
-  std::vector<int64_t> short_list = good;
-  short_list.insert(short_list.end(), {2, 0});
-  expect_malformed(short_list, 2, 0, "output list shorter than n_more");
-  std::vector<int64_t> bad_reg = good;
-  bad_reg.insert(bad_reg.end(), {1, 3});
-  expect_malformed(bad_reg, 2, 0, "further output register past n_regs");
-  std::vector<int64_t> reduced_two = two;
-  reduced_two[2] = static_cast<int64_t>(Reduction::kSum);
+  expect_malformed(with([](ProgramCode& p) { p.n_regs = 5000; }), 2, 0, "too many registers");
+  // Several outputs: further registers in out_regs.
+  const ProgramCode two = with([](ProgramCode& p) { p.out_regs = {2, 0}; });
+  EXPECT_EQ(Program::build(two, 2, 0).n_outputs(), 2u);
+  expect_malformed(with([](ProgramCode& p) {
+                     p.out_regs = {2, 3};
+                   }),
+                   2, 0, "further output register past n_regs");
+  ProgramCode reduced_two = two;
+  reduced_two.reduction = static_cast<int64_t>(Reduction::kSum);
   expect_malformed(reduced_two, 2, 0, "a reduction with several outputs");
-  EXPECT_THROW(Program::decode(with(1, 99), 2, 0), TypeError) << "unknown dtype code";
 }
 
 // --- out of core: map_program, map_program_outputs, reduce_program ---
@@ -502,7 +503,7 @@ void check_map_case(const MapCase& mc, DType dt, const std::vector<int64_t>& sha
   if (mc.arrays == 2) handles.push_back(make_array(dt, shape, y));
   ProgramBuilder b{.out_shape = shape, .n_operands = mc.arrays + 1, .out_dtype = dt};
   mc.build(b);
-  int32_t out = map_program(mc.name, handles, {}, {scalar}, b.params());
+  int32_t out = run_map(mc.name, handles, {}, {scalar}, b.params());
   ArrayRef arr = Registry::instance().get(out);
   EXPECT_EQ(arr->info().dtype, dt);
   EXPECT_EQ(arr->info().shape, shape);
@@ -541,14 +542,14 @@ TEST(Programs, AcceptZeroDimensionalAndEmptyArrays) {
 
   ProgramBuilder sum{.out_shape = {}, .n_operands = 1, .reduction = Reduction::kSum};
   sum.add(Opcode::kCopy, 0);
-  EXPECT_EQ(reduce_program("sum", {make_array(DType::f32, {}, {2.5})}, {}, {}, sum.params()), 2.5);
+  EXPECT_EQ(run_map_reduce("sum", {make_array(DType::f32, {}, {2.5})}, {}, {}, sum.params()), 2.5);
   const int32_t empty = make_array(DType::f32, {0, 5}, {});
   sum.out_shape = {0, 5};
-  EXPECT_EQ(reduce_program("sum", {empty}, {}, {}, sum.params()), 0.0);
+  EXPECT_EQ(run_map_reduce("sum", {empty}, {}, {}, sum.params()), 0.0);
 
   ProgramBuilder two{.out_shape = {0, 5}, .n_operands = 1};
   two.outputs = {two.add(Opcode::kNeg, 0), 0};
-  std::vector<int32_t> outs = map_program_outputs("neg", {empty}, {}, {}, two.params());
+  std::vector<int32_t> outs = run_map_multi("neg", {empty}, {}, {}, two.params());
   ASSERT_EQ(outs.size(), 2u);
   for (int32_t h : outs) EXPECT_EQ(array_shape(h), (std::vector<int64_t>{0, 5}));
 }
@@ -564,7 +565,7 @@ double sum_on_disk(DType dt, const std::vector<int32_t>& handles,
     b.add(Opcode::kCopy, 0);
   else
     b.add(Opcode::kMul, 0, 1);
-  return reduce_program(handles.size() == 1 ? "sum" : "vdot", handles, {}, {}, b.params());
+  return run_map_reduce(handles.size() == 1 ? "sum" : "vdot", handles, {}, {}, b.params());
 }
 
 TEST(Programs, SumsMatchADoubleReference) {
@@ -603,7 +604,7 @@ TEST(Programs, MaxAndMinOfAnExpression) {
       want = r == Reduction::kMax ? std::max(want, x[i] * y[i] - 1.5)
                                   : std::min(want, x[i] * y[i] - 1.5);
     }
-    EXPECT_EQ(reduce_program("mul+sub+max", handles, {}, {1.5}, b.params()), want);
+    EXPECT_EQ(run_map_reduce("mul+sub+max", handles, {}, {1.5}, b.params()), want);
   }
 }
 
@@ -655,7 +656,7 @@ TEST(Programs, TwoAndThreeOutputsAreWrittenInOnePass) {
     const int64_t block =
         plan_stream_block("test", "test", n, 4 * (2 + static_cast<int64_t>(outputs.size())), 0);
     TaskCount tasks;
-    std::vector<int32_t> outs = map_program_outputs("mul+add+mul", handles, {}, {1.5}, b.params());
+    std::vector<int32_t> outs = run_map_multi("mul+add+mul", handles, {}, {1.5}, b.params());
     EXPECT_EQ(tasks.delta(), static_cast<uint64_t>((n + block - 1) / block));
     EXPECT_GT(tasks.delta(), 20u) << "many small blocks";
     ASSERT_EQ(outs.size(), outputs.size());
@@ -676,21 +677,21 @@ TEST(Programs, SeveralOutputsNeedMapProgramOutputsAndNoReduction) {
   ProgramBuilder two{.out_shape = {3}, .n_operands = 1};
   two.outputs = {two.add(Opcode::kNeg, 0), 0};
   const size_t live = Registry::instance().size();
-  expect_error_mentioning<ValueError>([&] { map_program("neg", {x}, {}, {}, two.params()); },
+  expect_error_mentioning<ValueError>([&] { run_map("neg", {x}, {}, {}, two.params()); },
                                       {"neg", "2 outputs"});
   EXPECT_EQ(Registry::instance().size(), live) << "the outputs of a refused call stay registered";
   two.reduction = Reduction::kSum;
-  expect_error_mentioning<ValueError>([&] { reduce_program("neg", {x}, {}, {}, two.params()); },
+  expect_error_mentioning<ValueError>([&] { run_map_reduce("neg", {x}, {}, {}, two.params()); },
                                       {"several outputs", "reduction"});
 
   ProgramBuilder sum{.out_shape = {3}, .n_operands = 1, .reduction = Reduction::kSum};
   sum.add(Opcode::kCopy, 0);
-  expect_error_mentioning<ValueError>(
-      [&] { map_program_outputs("sum", {x}, {}, {}, sum.params()); }, {"sum", "reduction"});
-  EXPECT_THROW(map_program("sum", {x}, {}, {}, sum.params()), ValueError);
+  expect_error_mentioning<ValueError>([&] { run_map_multi("sum", {x}, {}, {}, sum.params()); },
+                                      {"sum", "reduction"});
+  EXPECT_THROW(run_map("sum", {x}, {}, {}, sum.params()), ValueError);
   ProgramBuilder neg{.out_shape = {3}, .n_operands = 1};
   neg.add(Opcode::kNeg, 0);
-  expect_error_mentioning<ValueError>([&] { reduce_program("neg", {x}, {}, {}, neg.params()); },
+  expect_error_mentioning<ValueError>([&] { run_map_reduce("neg", {x}, {}, {}, neg.params()); },
                                       {"neg", "no reduction"});
   EXPECT_EQ(Registry::instance().size(), live);
 }
@@ -700,29 +701,36 @@ TEST(Programs, MalformedParamsAreValueErrorsNamingTheOp) {
   const int32_t x = make_array(DType::f32, {3}, {1, 2, 3});
   ProgramBuilder good{.out_shape = {3}, .n_operands = 1};
   good.add(Opcode::kNeg, 0);
-  EXPECT_EQ(array_values(map_program("neg", {x}, {}, {}, good.params())),
+  EXPECT_EQ(array_values(run_map("neg", {x}, {}, {}, good.params())),
             (std::vector<double>{-1, -2, -3}));
-  const std::vector<int64_t> program = good.program();
-  auto header_then_program = [&](std::vector<int64_t> header) {
-    header.insert(header.end(), program.begin(), program.end());
-    return header;
+  // Calls that do not match the map kernel's schema name the kernel and the field.
+  auto with = [&](const char* field, AttrValue value) {
+    Attrs a = good.params();
+    a[field] = std::move(value);
+    return a;
   };
-  std::vector<int64_t> truncated = good.params();
-  truncated.pop_back();
-  std::vector<int64_t> bad_register = good.params();
-  bad_register[bad_register.size() - 3] = 7;  // the instruction's first operand
-  const std::vector<std::vector<int64_t>> malformed = {
-      {},                                       // no header
-      {1, 3},                                   // header cut short
-      header_then_program({-1, 0}),             // negative rank
-      header_then_program({1, -3, 0}),          // negative extent
-      header_then_program({1, 3, 1, 0, 1, 3}),  // an in-memory operand that was not passed
-      truncated,
-      bad_register,
+  Attrs missing = good.params();
+  missing.erase("shape");
+  const std::vector<std::pair<Attrs, std::vector<std::string>>> malformed = {
+      {missing, {"kernel 'map'", "'shape'", "missing"}},
+      {with("shape", std::string("3")), {"kernel 'map'", "'shape'", "int64 array", "a string"}},
+      {with("n_regs", std::vector<int64_t>{2}), {"kernel 'map'", "'n_regs'", "an int64"}},
+      {with("out_dtype", int64_t{42}), {"kernel 'map'", "'out_dtype'", "dtype"}},
+      {with("frobnicate", int64_t{1}), {"kernel 'map'", "'frobnicate'", "not a parameter"}},
+      {with("memory_dtypes", std::vector<int64_t>{0}), {"kernel 'map'", "'memory_dtypes'"}},
+      {with("shape", std::vector<int64_t>{-3}), {"neg", "negative extent"}},
+      {with("a", std::vector<int64_t>{7}), {"neg", "malformed"}},
   };
-  for (const auto& params : malformed) {
-    expect_error_mentioning<ValueError>([&] { map_program("neg", {x}, {}, {}, params); },
-                                        {"neg", "malformed"});
+  for (const auto& [params, needles] : malformed) {
+    try {
+      run_map("neg", {x}, {}, {}, params);
+      ADD_FAILURE() << "accepted a malformed call";
+    } catch (const std::exception& e) {  // ValueError, or TypeError for the dtype code
+      for (const auto& needle : needles) {
+        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
+            << "'" << needle << "' not in: " << e.what();
+      }
+    }
   }
   // An in-memory operand of another size than its header says.
   ProgramBuilder with_memory{.out_shape = {3}, .n_operands = 2, .memory = {{DType::f32, {3}}}};
@@ -730,12 +738,12 @@ TEST(Programs, MalformedParamsAreValueErrorsNamingTheOp) {
   std::vector<float> two_values = {1, 2};
   expect_error_mentioning<ValueError>(
       [&] {
-        map_program("add", {x}, {DenseOperand{two_values.data(), 8}}, {}, with_memory.params());
+        run_map("add", {x}, {MemoryOperand{two_values.data(), 8}}, {}, with_memory.params());
       },
-      {"add", "in-memory operand size"});
+      {"add", "in-memory operand of 8 bytes", "float32[3]"});
   // More operands than the program has registers for, and an unknown handle.
-  EXPECT_THROW(map_program("neg", {x, x}, {}, {}, good.params()), ValueError);
-  EXPECT_THROW(map_program("neg", {987654}, {}, {}, good.params()), ValueError);
+  EXPECT_THROW(run_map("neg", {x, x}, {}, {}, good.params()), ValueError);
+  EXPECT_THROW(run_map("neg", {987654}, {}, {}, good.params()), ValueError);
 }
 
 // The values of an operand of `shape` at every position of `out`, by NumPy's
@@ -794,7 +802,7 @@ TEST(Programs, SmallerOperandsBroadcastToTheOutput) {
       acc = b.add(k % 2 ? Opcode::kAdd : Opcode::kSub, acc, k);
     b.outputs = {acc, first};
     TaskCount tasks;
-    std::vector<int32_t> outs = map_program_outputs("broadcast", handles, {}, {}, b.params());
+    std::vector<int32_t> outs = run_map_multi("broadcast", handles, {}, {}, b.params());
     EXPECT_GT(tasks.delta(), 5u);
     std::vector<double> want(n), want_first(n);
     for (int64_t i = 0; i < n; ++i) {
@@ -816,13 +824,13 @@ TEST(Programs, OperandsThatDoNotBroadcastAreRefusedNamingTheShapes) {
   add.add(Opcode::kAdd, 0, 1);
   expect_error_mentioning<ValueError>(
       [&] {
-        map_program("add", {a, b}, {}, {}, add.params());
+        run_map("add", {a, b}, {}, {}, add.params());
       },
       {"add", "float32[4,3]", "(4, 3)", "(3, 4)"});
   // An operand larger than the output.
   ProgramBuilder neg{.out_shape = {4}, .n_operands = 1};
   neg.add(Opcode::kNeg, 0);
-  expect_error_mentioning<ValueError>([&] { map_program("neg", {a}, {}, {}, neg.params()); },
+  expect_error_mentioning<ValueError>([&] { run_map("neg", {a}, {}, {}, neg.params()); },
                                       {"neg", "(3, 4)"});
   // An in-memory operand likewise.
   std::vector<float> row(3, 1.0f);
@@ -830,7 +838,7 @@ TEST(Programs, OperandsThatDoNotBroadcastAreRefusedNamingTheShapes) {
   mem.add(Opcode::kAdd, 0, 1);
   expect_error_mentioning<ValueError>(
       [&] {
-        map_program("add", {a}, {DenseOperand{row.data(), 12}}, {}, mem.params());
+        run_map("add", {a}, {MemoryOperand{row.data(), 12}}, {}, mem.params());
       },
       {"add", "(3,)", "(3, 4)"});
 }
@@ -848,16 +856,15 @@ TEST(Programs, InMemoryOperandsAreReadInPlace) {
   for (int64_t i = 0; i < 61; ++i) bias[i] = static_cast<float>(test::test_value(i, 2) + 0.5);
   for (int64_t i = 0; i < 97; ++i) column[i] = static_cast<float>(test::test_value(i, 3));
   for (int64_t i = 0; i < n; ++i) full[i] = test::test_value(i, 4) + 0.25;
-  const std::vector<DenseOperand> buffers = {{bias.data(), bias.size() * 4},
-                                             {full.data(), full.size() * 8},
-                                             {column.data(), column.size() * 4}};
+  const std::vector<MemoryOperand> buffers = {{bias.data(), bias.size() * 4},
+                                              {full.data(), full.size() * 8},
+                                              {column.data(), column.size() * 4}};
   // Registers: x, bias, full, column, then the scalar s. ((x * bias + full) - column) * s.
   ProgramBuilder b{.out_shape = shape,
                    .n_operands = 5,
                    .memory = {{DType::f32, {61}}, {DType::f64, {97, 61}}, {DType::f32, {97, 1}}}};
   b.add(Opcode::kMul, b.add(Opcode::kSub, b.add(Opcode::kAdd, b.add(Opcode::kMul, 0, 1), 2), 3), 4);
-  std::vector<double> got =
-      array_values(map_program("dense_layer", {hx}, buffers, {2.0}, b.params()));
+  std::vector<double> got = array_values(run_map("dense_layer", {hx}, buffers, {2.0}, b.params()));
   for (int64_t i = 0; i < n; ++i) {
     const double want = ((x[i] * bias[i % 61] + full[i]) - column[i / 61]) * 2.0;
     ASSERT_EQ(got[i], static_cast<float>(want)) << "element " << i;
@@ -867,11 +874,11 @@ TEST(Programs, InMemoryOperandsAreReadInPlace) {
   ProgramBuilder spread{.out_shape = shape, .n_operands = 1, .memory = {{DType::f32, {61}}}};
   spread.add(Opcode::kCopy, 0);
   std::vector<double> rows =
-      array_values(map_program("broadcast_to", {}, {buffers[0]}, {}, spread.params()));
+      array_values(run_map("broadcast_to", {}, {buffers[0]}, {}, spread.params()));
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(rows[i], bias[i % 61]) << "element " << i;
   ProgramBuilder full_of{.out_shape = shape, .n_operands = 1, .out_dtype = DType::bf16};
   full_of.outputs = {0};
-  const int32_t filled = map_program("full", {}, {}, {2.5}, full_of.params());
+  const int32_t filled = run_map("full", {}, {}, {2.5}, full_of.params());
   EXPECT_EQ(Registry::instance().get(filled)->info().describe(), "bfloat16[97,61]");
   EXPECT_EQ(array_values(filled), std::vector<double>(static_cast<size_t>(n), 2.5));
 }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,7 @@ struct Ref {
 };
 Ref scalar_ref(int64_t i) { return {1, i}; }
 
-// Writes the params of row_group.hpp.
+// Writes the typed call of the row_group kernel (row_group.hpp).
 class GroupBuilder {
  public:
   GroupBuilder(DType dtype, int64_t rows) : dtype_(dtype), rows_(rows) {}
@@ -47,48 +48,88 @@ class GroupBuilder {
   Ref map(int64_t width, const std::vector<Ref>& args, Code code) {
     test::ProgramBuilder b{.n_operands = static_cast<int32_t>(args.size()), .out_dtype = dtype_};
     code(b);
-    std::vector<int64_t> node{0, width, static_cast<int64_t>(args.size())};
-    for (const Ref& r : args) node.insert(node.end(), {r.kind, r.index});
-    std::vector<int64_t> program = b.program();
-    node.push_back(static_cast<int64_t>(program.size()));
-    node.insert(node.end(), program.begin(), program.end());
-    return add(node);
+    const ProgramCode p = b.program();
+    return node(0, width, 0, args, &p);
   }
-  Ref gemm(Ref x, Ref s, bool trans_b, int64_t n) {
-    return add({1, x.kind, x.index, s.kind, s.index, trans_b, n});
-  }
-  Ref gemm_tn(Ref x1, Ref x2) { return add({2, x1.kind, x1.index, x2.kind, x2.index}); }
-  Ref sum(Ref x) { return add({3, x.kind, x.index}); }
-  Ref add(const std::vector<int64_t>& node) {
-    nodes_.push_back(node);
-    return {2, static_cast<int64_t>(nodes_.size() - 1)};
+  Ref gemm(Ref x, Ref s, bool trans_b, int64_t n) { return node(1, n, trans_b, {x, s}); }
+  Ref gemm_tn(Ref x1, Ref x2) { return node(2, 0, 0, {x1, x2}); }
+  Ref sum(Ref x) { return node(3, 0, 0, {x}); }
+  Ref node(int64_t kind, int64_t width, int64_t trans_b, const std::vector<Ref>& refs,
+           const ProgramCode* program = nullptr) {
+    add("node_kind", kind);
+    add("node_width", width);
+    add("node_trans_b", trans_b);
+    add("node_refs", static_cast<int64_t>(refs.size()));
+    for (const Ref& r : refs) {
+      add("ref_kind", r.kind);
+      add("ref_index", r.index);
+    }
+    add("node_n_regs", program ? program->n_regs : 0);
+    add("node_out_reg", program ? program->out_regs.at(0) : 0);
+    add("node_instrs", program ? static_cast<int64_t>(program->op.size()) : 0);
+    if (program) {
+      for (const auto& [name, f] : {std::pair{"op", &program->op}, std::pair{"dst", &program->dst},
+                                    std::pair{"a", &program->a}, std::pair{"b", &program->b},
+                                    std::pair{"c", &program->c}}) {
+        for (int64_t v : *f) add(name, v);
+      }
+    }
+    return {2, nodes_++};
   }
   void output(Ref node, const std::vector<int64_t>& shape) {
-    std::vector<int64_t> out{node.index, static_cast<int64_t>(shape.size())};
-    out.insert(out.end(), shape.begin(), shape.end());
-    outputs_.push_back(out);
+    add("output_node", node.index);
+    add("output_rank", static_cast<int64_t>(shape.size()));
+    for (int64_t d : shape) add("output_dims", d);
   }
 
-  std::vector<int64_t> params() const {
-    std::vector<int64_t> p{static_cast<int64_t>(dtype_), rows_,
-                           static_cast<int64_t>(inputs_.size())};
-    for (const auto& in : inputs_) p.insert(p.end(), in.begin(), in.end());
-    p.push_back(static_cast<int64_t>(nodes_.size()));
-    for (const auto& n : nodes_) p.insert(p.end(), n.begin(), n.end());
-    p.push_back(static_cast<int64_t>(outputs_.size()));
-    for (const auto& o : outputs_) p.insert(p.end(), o.begin(), o.end());
-    return p;
+  Attrs params(const std::string& label = "test") const {
+    Attrs a{{"label", label}, {"dtype", static_cast<int64_t>(dtype_)}, {"rows", rows_}};
+    for (const char* name : {"input_kind",
+                             "input_a",
+                             "input_b",
+                             "node_kind",
+                             "node_width",
+                             "node_trans_b",
+                             "node_refs",
+                             "ref_kind",
+                             "ref_index",
+                             "node_n_regs",
+                             "node_out_reg",
+                             "node_instrs",
+                             "op",
+                             "dst",
+                             "a",
+                             "b",
+                             "c",
+                             "output_node",
+                             "output_rank",
+                             "output_dims"}) {
+      auto it = fields_.find(name);
+      a[name] = it == fields_.end() ? std::vector<int64_t>{} : it->second;
+    }
+    return a;
   }
 
  private:
+  void add(const std::string& field, int64_t value) { fields_[field].push_back(value); }
   Ref input(int64_t kind, int64_t a, int64_t b) {
-    inputs_.push_back({kind, a, b});
-    return {0, static_cast<int64_t>(inputs_.size() - 1)};
+    add("input_kind", kind);
+    add("input_a", a);
+    add("input_b", b);
+    return {0, inputs_++};
   }
   DType dtype_;
   int64_t rows_;
-  std::vector<std::vector<int64_t>> inputs_, nodes_, outputs_;
+  int64_t inputs_ = 0, nodes_ = 0;
+  std::map<std::string, std::vector<int64_t>> fields_;
 };
+
+KernelCall group_call(const std::string& label, std::vector<int32_t> handles,
+                      std::vector<double> scalars, const GroupBuilder& g) {
+  return KernelCall{"row_group", {std::move(handles), std::move(scalars), {}}, g.params(label)};
+}
+
+KernelResult run_group_op(const KernelCall& call) { return run_kernel(ResultKind::kGroup, call); }
 
 // op(A) op(B) in double, row-major; op(X) = X^T when its flag is set.
 std::vector<double> matmul(const std::vector<double>& A, bool ta, const std::vector<double>& B,
@@ -129,7 +170,7 @@ struct W4 {
   int64_t N;
   DType dtype;
   std::vector<double> a, t, b, c;
-  OpCall call;
+  KernelCall call;
 
   // a_skip_rows > 0: `a` is a view starting that many rows into a larger
   // array, so its data offset is not page-aligned.
@@ -167,10 +208,10 @@ struct W4 {
     g.output(loss, {});
     g.output(p, {D, H});
     g.output(diff, {N, O, 1});
-    call = OpCall{"row_group/w4", {ha, ht, hb, hc}, {2.0}, g.params(), {}};
+    call = group_call("w4", {ha, ht, hb, hc}, {2.0}, g);
   }
 
-  void check(const GroupResult& r) const {
+  void check(const KernelResult& r) const {
     std::vector<double> e = matmul(a, false, b, false, N, D, H);
     std::vector<double> g = matmul(e, false, c, false, N, H, O);
     double loss = 0;
@@ -182,7 +223,7 @@ struct W4 {
     }
     std::vector<double> m = matmul(l, false, c, true, N, O, H);
     ASSERT_EQ(r.handles.size(), 4u);
-    ASSERT_EQ(r.scalars.size(), 1u);
+    ASSERT_EQ(r.values.size(), 1u);
     EXPECT_EQ(array_shape(r.handles[0]), (std::vector<int64_t>{N, D}));
     EXPECT_EQ(array_shape(r.handles[1]), (std::vector<int64_t>{H, O}));
     EXPECT_EQ(array_shape(r.handles[2]), (std::vector<int64_t>{D, H}));
@@ -191,7 +232,7 @@ struct W4 {
                  "o = m @ b^T");
     expect_close(array_values(r.handles[1]), matmul(e, true, l, false, H, N, O), dtype,
                  "n = e^T l");
-    expect_close({r.scalars[0]}, {loss}, dtype, "loss");
+    expect_close({r.values[0]}, {loss}, dtype, "loss");
     expect_close(array_values(r.handles[2]), matmul(a, true, m, false, D, N, H), dtype,
                  "p = a^T m");
     expect_close(array_values(r.handles[3]), g, dtype, "g = f - t");
@@ -211,7 +252,7 @@ TEST(RowGroup, W4AtAGenerousBudgetIsOnePassOfOneBlock) {
     W4 w(dt, 1001);
     ASSERT_EQ(group_block_rows(w.call), 1001);
     const size_t live = Registry::instance().size();
-    GroupResult r;
+    KernelResult r;
     EXPECT_EQ(tasks_of([&] { r = run_group_op(w.call); }), 1u) << dtype_name(dt);
     EXPECT_EQ(Registry::instance().size(), live + 4);  // only the outputs
     w.check(r);
@@ -232,9 +273,9 @@ TEST(RowGroup, W4InSeveralBlocksReadsDirectAndMatches) {
     }
     ASSERT_GT(rows, 1) << dtype_name(dt);
     BudgetGuard budget(bytes);
-    const bool direct = Registry::instance().get(w.call.handles[0])->file()->has_direct();
+    const bool direct = Registry::instance().get(w.call.operands.handles[0])->file()->has_direct();
     const uint64_t direct_before = io_counters().direct_bytes;
-    GroupResult r;
+    KernelResult r;
     EXPECT_EQ(tasks_of([&] { r = run_group_op(w.call); }),
               static_cast<uint64_t>((1001 + rows - 1) / rows));
     // Most of `a` read and of `o` written bypass the page cache.
@@ -253,7 +294,7 @@ TEST(RowGroup, W4RunsNodeByNodeWhenOneRowDoesNotFit) {
     W4 w(dt, 1001);
     ASSERT_EQ(group_block_rows(w.call), 0);
     const size_t live = Registry::instance().size();
-    GroupResult r;
+    KernelResult r;
     EXPECT_GT(tasks_of([&] { r = run_group_op(w.call); }), 10u);
     EXPECT_EQ(Registry::instance().size(), live + 4);  // intermediates released
     w.check(r);
@@ -261,8 +302,8 @@ TEST(RowGroup, W4RunsNodeByNodeWhenOneRowDoesNotFit) {
 }
 
 // Runs `call` in one pass and node by node; both results, in that order.
-std::vector<GroupResult> both_ways(const OpCall& call) {
-  std::vector<GroupResult> out;
+std::vector<KernelResult> both_ways(const KernelCall& call) {
+  std::vector<KernelResult> out;
   {
     BudgetGuard budget(64 << 20);
     EXPECT_GT(group_block_rows(call), 0);
@@ -291,15 +332,15 @@ TEST(RowGroup, FillAndScalarArgumentsInMaps) {
     g.output(fill, {N, W});
     g.output(y, {N, 1, W});
     g.output(g.sum(y), {});
-    OpCall call{"row_group/fill", {make_array(dt, {N, W}, x)}, {1.5, -2.0}, g.params(), {}};
+    KernelCall call = group_call("fill", {make_array(dt, {N, W}, x)}, {1.5, -2.0}, g);
     std::vector<double> want(x.size());
     double total = 0;
     for (size_t i = 0; i < x.size(); ++i) total += (want[i] = (x[i] + 1.5) * -2.0);
-    for (const GroupResult& r : both_ways(call)) {
+    for (const KernelResult& r : both_ways(call)) {
       ASSERT_EQ(r.handles.size(), 2u);
       EXPECT_EQ(array_values(r.handles[0]), std::vector<double>(x.size(), 1.5)) << dtype_name(dt);
       EXPECT_EQ(array_values(r.handles[1]), want) << dtype_name(dt);
-      EXPECT_EQ(r.scalars, std::vector<double>{total}) << dtype_name(dt);
+      EXPECT_EQ(r.values, std::vector<double>{total}) << dtype_name(dt);
     }
   }
 }
@@ -316,16 +357,14 @@ TEST(RowGroup, GemmWithAndWithoutTransposedSmallMatrix) {
     Ref X = g.tall(K), S = g.small(K, M), ST = g.small(M, K);
     g.output(g.gemm(X, S, false, M), {N, M});
     g.output(g.gemm(X, ST, true, M), {N, M});
-    OpCall call{"row_group/gemm",
-                {make_array(dt, {N, K}, x), make_array(dt, {K, M}, s), make_array(dt, {M, K}, s_t)},
-                {},
-                g.params(),
-                {}};
+    KernelCall call = group_call(
+        "gemm", {make_array(dt, {N, K}, x), make_array(dt, {K, M}, s), make_array(dt, {M, K}, s_t)},
+        {}, g);
     const std::vector<double> want =
         matmul(x, false, s, false, N, K, M);  // small whole numbers: exact
-    for (const GroupResult& r : both_ways(call)) {
+    for (const KernelResult& r : both_ways(call)) {
       ASSERT_EQ(r.handles.size(), 2u);
-      EXPECT_TRUE(r.scalars.empty());
+      EXPECT_TRUE(r.values.empty());
       EXPECT_EQ(array_values(r.handles[0]), want) << dtype_name(dt);
       EXPECT_EQ(array_values(r.handles[1]), want) << dtype_name(dt);
     }
@@ -340,18 +379,18 @@ TEST(RowGroup, NoRowsGiveEmptyArraysZeroAccumulatorsAndAZeroSum) {
   g.output(y, {0, 3});
   g.output(g.gemm_tn(X, y), {3, 3});
   g.output(g.sum(y), {});
-  OpCall call{"row_group/empty", {make_array(DType::f32, {0, 3}, {})}, {}, g.params(), {}};
-  for (const GroupResult& r : both_ways(call)) {
+  KernelCall call = group_call("empty", {make_array(DType::f32, {0, 3}, {})}, {}, g);
+  for (const KernelResult& r : both_ways(call)) {
     ASSERT_EQ(r.handles.size(), 2u);
     EXPECT_EQ(array_shape(r.handles[0]), (std::vector<int64_t>{0, 3}));
     EXPECT_EQ(array_values(r.handles[1]), std::vector<double>(9, 0.0));
-    EXPECT_EQ(r.scalars, std::vector<double>{0.0});
+    EXPECT_EQ(r.values, std::vector<double>{0.0});
   }
 }
 
 // Runs `call`, expecting E whose message names the group and contains `needle`.
 template <class E = ValueError>
-void expect_rejected(const OpCall& call, const std::string& needle) {
+void expect_rejected(const KernelCall& call, const std::string& needle) {
   try {
     run_group_op(call);
     ADD_FAILURE() << "no exception for: " << needle;
@@ -373,22 +412,29 @@ TEST(RowGroup, MalformedParamsAreValueErrorsNamingTheGroup) {
     GroupBuilder g(DType::f32, N);
     Ref X = g.tall(width), S = g.small(4, 3);
     body(g, X, S);
-    return OpCall{"row_group/bad", {x, s}, {1.0}, g.params(), {}};
+    return group_call("bad", {x, s}, {1.0}, g);
   };
   auto copy = [](auto& p) { p.add(Opcode::kCopy, 0); };
-  OpCall good = call_with([&](GroupBuilder& g, Ref X, Ref S) {
+  KernelCall good = call_with([&](GroupBuilder& g, Ref X, Ref S) {
     g.output(g.gemm(X, S, false, 3), {N, 3});
   });
   EXPECT_EQ(run_group_op(good).handles.size(), 1u);
 
-  OpCall cut = good;
-  cut.params.pop_back();
-  expect_rejected(cut, "output 0's rank 2, but only 1 params are left");
-  OpCall extra = good;
-  extra.params.push_back(0);
-  expect_rejected(extra, "1 params left");
-  OpCall fewer = good;
-  fewer.handles.pop_back();
+  // Calls that do not match the schema, or whose parallel fields disagree.
+  KernelCall cut = good;
+  cut.attrs.erase("output_dims");
+  expect_rejected(cut, "field 'output_dims' is missing");
+  KernelCall short_dims = good;
+  short_dims.attrs["output_dims"] = std::vector<int64_t>{N};
+  expect_rejected(short_dims, "fewer extents than output_rank");
+  KernelCall extra = good;
+  extra.attrs["ref_kind"] = std::vector<int64_t>{0, 0, 0};
+  expect_rejected(extra, "field 'ref_index' has 2 entries; it needs 3");
+  KernelCall mistyped = good;
+  mistyped.attrs["rows"] = std::vector<int64_t>{N};
+  expect_rejected(mistyped, "field 'rows' must be an int64, got an int64 array");
+  KernelCall fewer = good;
+  fewer.operands.handles.pop_back();
   expect_rejected(fewer, "2 inputs declared for 1 handles");
   expect_rejected(call_with(
                       [&](GroupBuilder& g, Ref, Ref) {
@@ -423,7 +469,7 @@ TEST(RowGroup, MalformedParamsAreValueErrorsNamingTheGroup) {
                     g.output(g.gemm_tn(X, Ref{0, 1}), {4, 3});
                   }),
                   "X2 is a 4x3 matrix, not a tall value");
-  expect_rejected(call_with([&](GroupBuilder& g, Ref, Ref) { g.add({7}); }),
+  expect_rejected(call_with([&](GroupBuilder& g, Ref, Ref) { g.node(7, 0, 0, {}); }),
                   "node 0 has unknown code 7");
   expect_rejected(call_with([&](GroupBuilder& g, Ref X, Ref) {
                     g.output(g.map(4, {X}, [](auto& p) { p.add(Opcode::kCopy, 5); }), {N, 4});
@@ -431,13 +477,13 @@ TEST(RowGroup, MalformedParamsAreValueErrorsNamingTheGroup) {
                   "register out of range");
   expect_rejected(call_with([&](GroupBuilder& g, Ref X, Ref) { g.output(g.sum(X), {1}); }),
                   "output 0 has shape (1,)");
-  OpCall unknown = good;
-  unknown.kernel = "rowgroup/bad";
+  KernelCall unknown = good;
+  unknown.kernel = "row_group/bad";
   EXPECT_THROW(run_group_op(unknown), ValueError);
 
   const int32_t x64 = make_array(DType::f64, {N, 4}, test_values(N * 4));
-  OpCall mixed = good;
-  mixed.handles[0] = x64;
+  KernelCall mixed = good;
+  mixed.operands.handles[0] = x64;
   expect_rejected<TypeError>(mixed, "input 0 is float64[11,4], not float32");
 }
 

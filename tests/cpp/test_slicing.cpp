@@ -247,24 +247,44 @@ TEST(Slicing, PlaceRejectsOverflowingOverlapsAndNegativeSteps) {
       ValueError);
 }
 
-TEST(Slicing, OpCallsDecodeTheirParameters) {
+TEST(Slicing, KernelsDecodeTheirTypedCalls) {
   ScratchDir scratch;
   BudgetGuard budget(4096);
   const std::vector<double> values = distinct_values(13 * 7);
   int32_t x = make_array(DType::f32, {13, 7}, values);
-  OpCall slice{"slice", {x}, {}, {1, 3, 4, 6, -2, 3}, {}};  // x[1:13:3, 6::-2]
+  using Ints = std::vector<int64_t>;
+  // x[1:13:3, 6::-2]
+  const Attrs slice{{"start", Ints{1, 6}}, {"step", Ints{3, -2}}, {"count", Ints{4, 3}}};
   const Selection sel = {{1, 3, 4}, {6, -2, 3}};
-  int32_t out = run_array_op(slice);
+  int32_t out = test::array_op("slice", {x}, {}, {}, slice);
   EXPECT_EQ(array_values(out), slice_reference(values, {13, 7}, sel));
-  std::vector<float> dense(12);
-  run_dense_op(slice, dense.data(), dense.size() * sizeof(float));
-  EXPECT_EQ(std::vector<double>(dense.begin(), dense.end()), slice_reference(values, {13, 7}, sel));
+  std::vector<float> in_memory(12);
+  KernelCall to_memory;
+  to_memory.kernel = "slice";
+  to_memory.operands.handles = {x};
+  to_memory.attrs = slice;
+  to_memory.out = MemoryResult{in_memory.data(), in_memory.size() * sizeof(float)};
+  run_kernel(ResultKind::kInMemory, to_memory);
+  EXPECT_EQ(std::vector<double>(in_memory.begin(), in_memory.end()),
+            slice_reference(values, {13, 7}, sel));
   // place: the slice back into zeros of (13, 7), positive steps
   const Selection forward = {{1, 3, 4}, {2, 2, 3}};
-  OpCall place{
-      "place", {out}, {}, {static_cast<int64_t>(DType::f32), 2, 13, 7, 1, 0, 1, 3, 4, 2, 2, 3}, {}};
+  const Attrs place{{"dtype", int64_t{static_cast<int64_t>(DType::f32)}},
+                    {"shape", Ints{13, 7}},
+                    {"in_memory", Ints{0}},
+                    {"start", Ints{1, 2}},
+                    {"step", Ints{3, 2}},
+                    {"count", Ints{4, 3}}};
   std::vector<double> reversed = array_values(out);
-  EXPECT_EQ(array_values(run_array_op(place)), place_reference({13, 7}, {forward}, {reversed}));
+  EXPECT_EQ(array_values(test::array_op("place", {out}, {}, {}, place)),
+            place_reference({13, 7}, {forward}, {reversed}));
+  // One entry per axis of x.
+  test::expect_error_mentioning<ValueError>(
+      [&] {
+        test::array_op("slice", {x}, {}, {},
+                       {{"start", Ints{1}}, {"step", Ints{3}}, {"count", Ints{4}}});
+      },
+      {"kernel 'slice'", "'start'", "2 axes"});
 }
 
 }  // namespace

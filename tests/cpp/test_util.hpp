@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "base/dtype.hpp"
+#include "call/registry.hpp"
 #include "exec/pipeline.hpp"
 #include "plan/planner.hpp"
 #include "program/program.hpp"
@@ -248,13 +249,11 @@ inline std::vector<double> test_values(int64_t n, int salt = 0, int range = 6,
   return v;
 }
 
-// An elementwise program's params as jask/ops/_elementwise.py `encode` writes
-// them: the operand header [out_rank, out_shape..., n_memory, (dtype, rank,
-// shape...) per in-memory operand], then [n_regs, out_dtype, reduction,
-// out_reg, n_instr, (op, dst, a, b, c) x n_instr] and, with several outputs,
-// [n_more, more_out_regs...]. Registers 0 .. n_operands - 1 are the operands
-// (disk arrays, in-memory arrays, scalars, in that order); instruction j
-// writes register n_operands + j.
+// An elementwise program's typed call as jask/ops/_elementwise.py `encode`
+// writes it (ElementwiseParams in kernels/ops.cpp): the output shape, each
+// in-memory operand's dtype and shape, and the program's fields. Registers
+// 0 .. n_operands - 1 are the operands (disk arrays, in-memory arrays,
+// scalars, in that order); instruction j writes register n_operands + j.
 struct ProgramBuilder {
   std::vector<int64_t> out_shape = {};
   int32_t n_operands = 0;
@@ -270,32 +269,51 @@ struct ProgramBuilder {
     return dst;
   }
 
-  std::vector<int64_t> program() const {
-    std::vector<int32_t> outs = outputs;
-    if (outs.empty()) outs.push_back(code.empty() ? 0 : code.back().dst);
-    std::vector<int64_t> p = {n_operands + static_cast<int64_t>(code.size()),
-                              static_cast<int64_t>(out_dtype), static_cast<int64_t>(reduction),
-                              outs[0], static_cast<int64_t>(code.size())};
-    for (const Instr& in : code)
-      p.insert(p.end(), {static_cast<int64_t>(in.op), in.dst, in.a, in.b, in.c});
-    if (outs.size() > 1) {
-      p.push_back(static_cast<int64_t>(outs.size() - 1));
-      p.insert(p.end(), outs.begin() + 1, outs.end());
+  ProgramCode program() const {
+    ProgramCode p{n_operands + static_cast<int64_t>(code.size()),
+                  out_dtype,
+                  static_cast<int64_t>(reduction),
+                  {},
+                  {},
+                  {},
+                  {},
+                  {},
+                  {}};
+    for (int32_t r : outputs) p.out_regs.push_back(r);
+    if (p.out_regs.empty()) p.out_regs.push_back(code.empty() ? 0 : code.back().dst);
+    for (const Instr& in : code) {
+      p.op.push_back(static_cast<int64_t>(in.op));
+      p.dst.push_back(in.dst);
+      p.a.push_back(in.a);
+      p.b.push_back(in.b);
+      p.c.push_back(in.c);
     }
     return p;
   }
 
-  std::vector<int64_t> params() const {
-    std::vector<int64_t> p = {static_cast<int64_t>(out_shape.size())};
-    p.insert(p.end(), out_shape.begin(), out_shape.end());
-    p.push_back(static_cast<int64_t>(memory.size()));
+  // The map kernels' fields (without the label, which names the op).
+  Attrs params() const {
+    const ProgramCode p = program();
+    Attrs a{{"shape", out_shape},
+            {"n_regs", p.n_regs},
+            {"out_dtype", static_cast<int64_t>(p.out_dtype)},
+            {"reduction", p.reduction},
+            {"out_regs", p.out_regs},
+            {"op", p.op},
+            {"dst", p.dst},
+            {"a", p.a},
+            {"b", p.b},
+            {"c", p.c}};
+    std::vector<int64_t> dtypes, ranks, dims;
     for (const auto& [dt, shape] : memory) {
-      p.insert(p.end(), {static_cast<int64_t>(dt), static_cast<int64_t>(shape.size())});
-      p.insert(p.end(), shape.begin(), shape.end());
+      dtypes.push_back(static_cast<int64_t>(dt));
+      ranks.push_back(static_cast<int64_t>(shape.size()));
+      dims.insert(dims.end(), shape.begin(), shape.end());
     }
-    std::vector<int64_t> prog = program();
-    p.insert(p.end(), prog.begin(), prog.end());
-    return p;
+    a["memory_dtypes"] = dtypes;
+    a["memory_ranks"] = ranks;
+    a["memory_dims"] = dims;
+    return a;
   }
 };
 
@@ -314,6 +332,49 @@ reduction_references() {
        }},
   };
   return refs;
+}
+
+// A call of `kernel` through the registry, as the entry points make it.
+inline KernelResult run_call(ResultKind kind, const std::string& kernel,
+                             std::vector<int32_t> handles, std::vector<double> scalars,
+                             std::vector<MemoryOperand> memory, Attrs attrs) {
+  return run_kernel(kind, KernelCall{kernel,
+                                     {std::move(handles), std::move(scalars), std::move(memory)},
+                                     std::move(attrs)});
+}
+inline int32_t array_op(const std::string& kernel, std::vector<int32_t> handles,
+                        std::vector<double> scalars, std::vector<MemoryOperand> memory,
+                        Attrs attrs) {
+  return run_call(ResultKind::kArray, kernel, std::move(handles), std::move(scalars),
+                  std::move(memory), std::move(attrs))
+      .handles.at(0);
+}
+
+// The map kernels with a label `name`, as the tests call them.
+inline Attrs labelled(Attrs attrs, const std::string& name) {
+  attrs["label"] = name;
+  return attrs;
+}
+inline int32_t run_map(const std::string& name, std::vector<int32_t> handles,
+                       std::vector<MemoryOperand> memory, std::vector<double> scalars,
+                       const Attrs& params) {
+  return run_call(ResultKind::kArray, "map", std::move(handles), std::move(scalars),
+                  std::move(memory), labelled(params, name))
+      .handles.at(0);
+}
+inline std::vector<int32_t> run_map_multi(const std::string& name, std::vector<int32_t> handles,
+                                          std::vector<MemoryOperand> memory,
+                                          std::vector<double> scalars, const Attrs& params) {
+  return run_call(ResultKind::kArrays, "map_multi", std::move(handles), std::move(scalars),
+                  std::move(memory), labelled(params, name))
+      .handles;
+}
+inline double run_map_reduce(const std::string& name, std::vector<int32_t> handles,
+                             std::vector<MemoryOperand> memory, std::vector<double> scalars,
+                             const Attrs& params) {
+  return run_call(ResultKind::kScalar, "map_reduce", std::move(handles), std::move(scalars),
+                  std::move(memory), labelled(params, name))
+      .values.at(0);
 }
 
 // Runs `fn`, expecting exception E whose message contains every `needle`.

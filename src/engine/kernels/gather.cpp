@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/errors.hpp"
+#include "call/registry.hpp"
 #include "exec/pipeline.hpp"
 #include "io/file.hpp"
 #include "kernels/kernels.hpp"
@@ -231,7 +232,7 @@ std::vector<ScatterTask> plan_scatter(std::span<const int64_t> sorted_rows, int6
 
 }  // namespace
 
-RowIndices row_indices(const std::string& op, const DenseOperand& buffer, int64_t itemsize) {
+RowIndices row_indices(const std::string& op, const MemoryOperand& buffer, int64_t itemsize) {
   if (itemsize != 4 && itemsize != 8) {
     throw ValueError(op + ": indices must be int32 or int64, got " + std::to_string(itemsize) +
                      "-byte items");
@@ -347,55 +348,65 @@ ArrayRef scatter_add_rows(const ArrayInfo& info, const RowSource& rows, const Ro
   return out;
 }
 
+// -- the kernels' typed calls ----------------------------------------------------
+
 namespace {
 
-const DenseOperand& index_buffer(const OpCall& call, size_t expected_buffers) {
-  if (call.buffers.size() != expected_buffers) {
-    throw ValueError(call.kernel + ": expected " + std::to_string(expected_buffers) +
-                     " in-memory operands, got " + std::to_string(call.buffers.size()));
-  }
-  return call.buffers.back();
+// take: operands x and the indices (in memory, index_itemsize bytes each, of index_shape).
+struct TakeParams {
+  int64_t index_itemsize = 0;
+  std::vector<int64_t> index_shape;
+};
+const Schema<TakeParams> kTakeSchema{field("index_itemsize", &TakeParams::index_itemsize),
+                                     field("index_shape", &TakeParams::index_shape)};
+
+void run_take_in_memory(const KernelCall& call, const TakeParams& p) {
+  expect_operands(call, 1, 0, 1);
+  gather_rows_into(Registry::instance().get(call.operands.handles[0]),
+                   row_indices("take", call.operands.memory[0], p.index_itemsize), call.out.data,
+                   call.out.nbytes);
 }
+const KernelRegistration kTakeInMemory{"take", kTakeSchema, run_take_in_memory};
 
-RowIndices take_indices(const OpCall& call) {
-  if (call.handles.size() != 1 || call.params.empty()) {
-    throw ValueError("take: expected one array operand and the index width");
-  }
-  return row_indices("take", index_buffer(call, 1), call.params[0]);
-}
-
-}  // namespace
-
-void run_take_dense(const OpCall& call, void* out, uint64_t nbytes) {
-  gather_rows_into(Registry::instance().get(call.handles[0]), take_indices(call), out, nbytes);
-}
-
-int32_t run_take(const OpCall& call) {
-  const RowIndices idx = take_indices(call);
-  ArrayRef x = Registry::instance().get(call.handles[0]);
-  std::vector<int64_t> out_shape(call.params.begin() + 1, call.params.end());
+int32_t run_take(const KernelCall& call, const TakeParams& p) {
+  expect_operands(call, 1, 0, 1);
+  const RowIndices idx = row_indices("take", call.operands.memory[0], p.index_itemsize);
+  ArrayRef x = Registry::instance().get(call.operands.handles[0]);
+  std::vector<int64_t> out_shape = p.index_shape;
   for (size_t d = 1; d < x->info().shape.size(); ++d) out_shape.push_back(x->info().shape[d]);
   return Registry::instance().add(gather_rows(x, idx, out_shape));
 }
+const KernelRegistration kTake{"take", kTakeSchema, run_take};
 
-int32_t run_scatter_add_rows(const OpCall& call) {
-  if (call.params.size() < 2 || call.handles.size() > 1) {
-    throw ValueError(
-        "scatter_add_rows: expected [dtype, index width, shape...] and at most one array operand");
-  }
-  const ArrayInfo info{dtype_from_int(call.params[0]),
-                       {call.params.begin() + 2, call.params.end()}};
-  const bool on_disk = call.handles.size() == 1;
-  const RowIndices idx =
-      row_indices("scatter_add_rows", index_buffer(call, on_disk ? 1 : 2), call.params[1]);
+// scatter_add_rows: operands the rows (an array, or in memory) and the indices
+// (in memory); the result's dtype and shape.
+struct ScatterAddParams {
+  DType dtype = DType::f32;
+  int64_t index_itemsize = 0;
+  std::vector<int64_t> shape;
+};
+const Schema<ScatterAddParams> kScatterAddSchema{
+    field("dtype", &ScatterAddParams::dtype),
+    field("index_itemsize", &ScatterAddParams::index_itemsize),
+    field("shape", &ScatterAddParams::shape)};
+
+int32_t run_scatter_add_rows(const KernelCall& call, const ScatterAddParams& p) {
+  const auto& ops = call.operands;
+  const bool on_disk = ops.handles.size() == 1;
+  expect_operands(call, on_disk ? 1 : 0, 0, on_disk ? 1 : 2);
+  const RowIndices idx = row_indices("scatter_add_rows", ops.memory.back(), p.index_itemsize);
   RowSource rows;
   if (on_disk) {
-    rows.array = Registry::instance().get(call.handles[0]);
+    rows.array = Registry::instance().get(ops.handles[0]);
   } else {
-    rows.memory = call.buffers[0].data;
-    rows.nbytes = call.buffers[0].nbytes;
+    rows.memory = ops.memory[0].data;
+    rows.nbytes = ops.memory[0].nbytes;
   }
-  return Registry::instance().add(scatter_add_rows(info, rows, idx));
+  return Registry::instance().add(scatter_add_rows(ArrayInfo{p.dtype, p.shape}, rows, idx));
 }
+const KernelRegistration kScatterAddRows{"scatter_add_rows", kScatterAddSchema,
+                                         run_scatter_add_rows};
+
+}  // namespace
 
 }  // namespace jask

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/op_call.hpp"
+#include "call/kernel_call.hpp"
 #include "storage/array_store.hpp"
 
 namespace jask {
@@ -18,7 +18,7 @@ struct RowIndices {
   int64_t itemsize;
 };
 // Checks that `nbytes` holds whole indices of `itemsize` bytes.
-RowIndices row_indices(const std::string& op, const DenseOperand& buffer, int64_t itemsize);
+RowIndices row_indices(const std::string& op, const MemoryOperand& buffer, int64_t itemsize);
 
 // Index semantics shared by both directions: a negative index counts from
 // the end once; anything still out of [0, rows) is clamped to it (what XLA
@@ -40,12 +40,5 @@ struct RowSource {
 // A new array of `info`: zeros, plus row i of `rows` added at row idx[i];
 // duplicate indices accumulate.
 ArrayRef scatter_add_rows(const ArrayInfo& info, const RowSource& rows, const RowIndices& idx);
-
-// OpCall entries (see ops.cpp). take: handles [x], buffers [idx],
-// params [index itemsize, idx shape...]. scatter_add_rows: handles [rows] or
-// none, buffers [rows in memory,] idx; params [dtype, index itemsize, shape...].
-void run_take_dense(const OpCall& call, void* out, uint64_t nbytes);
-int32_t run_take(const OpCall& call);
-int32_t run_scatter_add_rows(const OpCall& call);
 
 }  // namespace jask

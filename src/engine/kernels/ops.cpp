@@ -8,10 +8,10 @@
 
 #include "base/concurrency.hpp"
 #include "base/errors.hpp"
+#include "call/registry.hpp"
 #include "exec/pipeline.hpp"
-#include "kernels/gather.hpp"
+#include "kernels/batched_matmul.hpp"
 #include "kernels/kernels.hpp"
-#include "kernels/slicing.hpp"
 #include "plan/planner.hpp"
 #include "program/broadcast.hpp"
 #include "program/program.hpp"
@@ -147,14 +147,10 @@ void stream_elements(const std::string& op, const std::string& operands, int64_t
 }
 
 // The operands of an elementwise program: arrays on disk, then in-memory
-// arrays, all broadcast to the output shape. params starts with
-// [out_rank, out_shape..., n_memory, (dtype, rank, shape...) per memory operand]
-// and continues with the program.
+// arrays, all broadcast to the output shape.
 struct ProgramOperands {
-  std::vector<int64_t> out_shape;
   std::vector<std::unique_ptr<OperandReader>> readers;
   std::vector<DType> dtypes;
-  std::vector<int64_t> program_params;
   std::string description;
 
   std::vector<const OperandReader*> views() const {
@@ -174,29 +170,18 @@ struct ProgramOperands {
   }
 };
 
+int64_t numel_of(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
 // `out_bytes_per_elem`: what the outputs' blocks take per element (0 for a reduction).
-ProgramOperands program_operands(const std::string& name, const std::vector<int32_t>& handles,
-                                 const std::vector<DenseOperand>& buffers,
-                                 const std::vector<int64_t>& params, int64_t out_bytes_per_elem) {
-  auto bad = [&](const std::string& why) {
-    return ValueError(name + ": malformed operand header (" + why + ")");
-  };
+ProgramOperands program_operands(const ProgramCall& call, int64_t out_bytes_per_elem) {
   ProgramOperands ops;
-  size_t p = 0;
-  auto next = [&]() {
-    if (p >= params.size()) throw bad("too short");
-    return params[p++];
-  };
-  auto shape_at = [&]() {
-    const int64_t rank = next();
-    if (rank < 0 || rank > 64) throw bad("rank " + std::to_string(rank));
-    std::vector<int64_t> shape(static_cast<size_t>(rank));
-    for (auto& d : shape) {
-      d = next();
-      if (d < 0) throw bad("negative extent");
-    }
-    return shape;
-  };
+  for (int64_t d : call.out_shape) {
+    if (d < 0) throw ValueError(call.name + ": negative extent in the output shape");
+  }
   // Operands that do not broadcast to the output: name the call.
   auto named = [&](auto make_reader_fn) {
     try {
@@ -205,65 +190,57 @@ ProgramOperands program_operands(const std::string& name, const std::vector<int3
       throw ValueError(ops.description + ": " + e.what());
     }
   };
-  ops.out_shape = shape_at();
-  const int64_t n_memory = next();
-  if (n_memory != static_cast<int64_t>(buffers.size())) throw bad("in-memory operand count");
-  auto arrays = lookup(handles);
-  ops.description = describe_call(name, arrays);
+  auto arrays = lookup(call.handles);
+  ops.description = describe_call(call.name, arrays);
   // Small operands are kept whole in memory: a quarter of the budget for all of them.
   int64_t resident_pool = memory_budget() / 4;
   for (const auto& a : arrays) {
-    ops.readers.push_back(named([&] { return make_reader(a, ops.out_shape, resident_pool); }));
+    ops.readers.push_back(named([&] { return make_reader(a, call.out_shape, resident_pool); }));
     resident_pool -= ops.readers.back()->resident_bytes();
     ops.dtypes.push_back(a->info().dtype);
   }
-  for (const auto& buf : buffers) {
-    DType dt = dtype_from_int(next());
-    std::vector<int64_t> shape = shape_at();
-    ArrayInfo info{dt, shape};
-    if (info.nbytes() != buf.nbytes) throw bad("in-memory operand size");
+  for (const MemoryArray& m : call.memory) {
+    ArrayInfo info{m.dtype, m.shape};
+    if (info.nbytes() != m.bytes.nbytes) {
+      throw ValueError(call.name + ": an in-memory operand of " + std::to_string(m.bytes.nbytes) +
+                       " bytes does not hold " + info.describe());
+    }
     ops.readers.push_back(
-        named([&] { return make_memory_reader(buf.data, dt, shape, ops.out_shape); }));
-    ops.dtypes.push_back(dt);
+        named([&] { return make_memory_reader(m.bytes.data, m.dtype, m.shape, call.out_shape); }));
+    ops.dtypes.push_back(m.dtype);
   }
-  ops.program_params.assign(params.begin() + static_cast<std::ptrdiff_t>(p), params.end());
   // At a very small budget the operands kept whole can leave no room for the
   // blocks: then every array operand is read per block instead.
-  int64_t numel = 1;
-  for (int64_t d : ops.out_shape) numel *= d;
   int64_t bytes_per_elem = out_bytes_per_elem;
   for (int64_t size : ops.itemsizes()) bytes_per_elem += size;
-  if (ops.resident_bytes() > 0 && !stream_fits(numel, bytes_per_elem, ops.resident_bytes())) {
+  if (ops.resident_bytes() > 0 &&
+      !stream_fits(numel_of(call.out_shape), bytes_per_elem, ops.resident_bytes())) {
     for (size_t i = 0; i < arrays.size(); ++i)
-      ops.readers[i] = make_reader(arrays[i], ops.out_shape, 0);
+      ops.readers[i] = make_reader(arrays[i], call.out_shape, 0);
   }
   return ops;
 }
 
-// The program after the operand header, its errors naming the op.
-Program decode_program(const std::string& name, const ProgramOperands& ops, size_t n_scalars) {
+// The call's program, its errors naming the op.
+Program build_program(const ProgramCall& call) {
   try {
-    return Program::decode(ops.program_params, ops.dtypes.size(), n_scalars);
+    return Program::build(call.code, call.handles.size() + call.memory.size(), call.scalars.size());
   } catch (const ValueError& e) {
-    throw ValueError(name + ": " + e.what());
+    throw ValueError(call.name + ": " + e.what());
   }
 }
 
 }  // namespace
 
-std::vector<int32_t> map_program_outputs(const std::string& name,
-                                         const std::vector<int32_t>& handles,
-                                         const std::vector<DenseOperand>& buffers,
-                                         const std::vector<double>& scalars,
-                                         const std::vector<int64_t>& params) {
+std::vector<int32_t> map_program_outputs(const ProgramCall& call) {
   // One output's blocks: with several, a budget too small for all of them runs one pass each
   // (below).
-  ProgramOperands ops =
-      program_operands(name, handles, buffers, params, static_cast<int64_t>(sizeof(double)));
-  Program program = decode_program(name, ops, scalars.size());
+  ProgramOperands ops = program_operands(call, static_cast<int64_t>(sizeof(double)));
+  Program program = build_program(call);
+  const std::string& name = call.name;
   if (program.reduction != Reduction::kNone)
     throw ValueError(name + ": program ends in a reduction");
-  ArrayInfo info{program.out_dtype, ops.out_shape};
+  ArrayInfo info{program.out_dtype, call.out_shape};
   std::vector<ArrayRef> outs;
   std::vector<const StoredArray*> targets;
   for (size_t o = 0; o < program.n_outputs(); ++o) {
@@ -271,7 +248,7 @@ std::vector<int32_t> map_program_outputs(const std::string& name,
     targets.push_back(outs.back().get());
   }
   auto run = [&](const Program& p, const std::vector<const StoredArray*>& to) {
-    ProgramRunner runner(p, ops.dtypes, scalars);
+    ProgramRunner runner(p, ops.dtypes, call.scalars);
     stream_blocks_to(name, ops.description, info.numel(), ops.views(), ops.itemsizes(),
                      ops.resident_bytes(), to,
                      [&](int64_t, const std::vector<const void*>& in, const std::vector<void*>& dst,
@@ -296,29 +273,22 @@ std::vector<int32_t> map_program_outputs(const std::string& name,
   return handles_out;
 }
 
-int32_t map_program(const std::string& name, const std::vector<int32_t>& handles,
-                    const std::vector<DenseOperand>& buffers, const std::vector<double>& scalars,
-                    const std::vector<int64_t>& params) {
-  std::vector<int32_t> out = map_program_outputs(name, handles, buffers, scalars, params);
-  if (out.size() != 1) {  // Python never sends these; a misuse, not worth a second header parse
-    for (int32_t h : out) reg().release_floating(h);
-    throw ValueError(name + ": a program with " + std::to_string(out.size()) +
-                     " outputs needs map_multi/");
+int32_t map_program(const ProgramCall& call) {
+  if (call.code.out_regs.size() != 1) {
+    throw ValueError(call.name + ": a program with " + std::to_string(call.code.out_regs.size()) +
+                     " outputs needs the map_multi kernel");
   }
-  return out[0];
+  return map_program_outputs(call)[0];
 }
 
-double reduce_program(const std::string& name, const std::vector<int32_t>& handles,
-                      const std::vector<DenseOperand>& buffers, const std::vector<double>& scalars,
-                      const std::vector<int64_t>& params) {
-  ProgramOperands ops = program_operands(name, handles, buffers, params, 0);
-  Program program = decode_program(name, ops, scalars.size());
-  if (program.reduction == Reduction::kNone) throw ValueError(name + ": program has no reduction");
-  ProgramRunner runner(program, ops.dtypes, scalars);
-  int64_t numel = 1;
-  for (int64_t d : ops.out_shape) numel *= d;
-  stream_blocks(name, ops.description, numel, ops.views(), ops.itemsizes(), ops.resident_bytes(),
-                nullptr,
+double reduce_program(const ProgramCall& call) {
+  ProgramOperands ops = program_operands(call, 0);
+  Program program = build_program(call);
+  if (program.reduction == Reduction::kNone)
+    throw ValueError(call.name + ": program has no reduction");
+  ProgramRunner runner(program, ops.dtypes, call.scalars);
+  stream_blocks(call.name, ops.description, numel_of(call.out_shape), ops.views(), ops.itemsizes(),
+                ops.resident_bytes(), nullptr,
                 [&](int64_t, const std::vector<const void*>& in, void*, int64_t, int64_t count) {
                   runner.run(in, nullptr, count);
                 });
@@ -477,11 +447,8 @@ void narrow_values(const double* src, int64_t count, DType dt, void* dst) {
   runner.run({src}, dst, count);
 }
 
-AxisReducer axis_reducer(const OpCall& call) {
-  if (call.handles.size() != 1 || call.params.empty())
-    throw ValueError("reduce_axes: expected an array and a kind");
-  return AxisReducer(reg().get(call.handles[0]), {call.params.begin() + 1, call.params.end()},
-                     reduction_from_code(call.params[0], "reduce_axes", false));
+AxisReducer axis_reducer(int32_t handle, int64_t reduction, const std::vector<int64_t>& axes) {
+  return AxisReducer(reg().get(handle), axes, reduction_from_code(reduction, "reduce_axes", false));
 }
 
 }  // namespace
@@ -631,16 +598,6 @@ void read_to_memory(int32_t handle, void* dst, uint64_t nbytes) {
 
 namespace {
 
-ArrayInfo info_from_params(const std::string& kernel, const std::vector<int64_t>& params) {
-  if (params.empty()) throw ValueError(kernel + ": missing dtype parameter");
-  return ArrayInfo{dtype_from_int(params[0]), {params.begin() + 1, params.end()}};
-}
-
-const DenseOperand& single_buffer(const OpCall& call) {
-  if (call.buffers.size() != 1) throw ValueError(call.kernel + ": expected one in-memory operand");
-  return call.buffers[0];
-}
-
 int64_t row_elems(const ArrayInfo& info) {
   int64_t n = 1;
   for (size_t d = 1; d < info.shape.size(); ++d) n *= info.shape[d];
@@ -653,7 +610,7 @@ int64_t clamp_start(double start, int64_t count, int64_t rows) {
 }
 
 // A new array of zeros with `rows` written at a (clamped) leading index.
-int32_t put_rows(const ArrayInfo& info, double start, const DenseOperand& rows) {
+int32_t put_rows(const ArrayInfo& info, double start, const MemoryOperand& rows) {
   if (info.shape.empty()) throw ValueError("put_rows: the array needs a leading axis");
   const int64_t per_row = row_elems(info) * static_cast<int64_t>(itemsize(info.dtype));
   if (per_row == 0 || rows.nbytes % per_row != 0)
@@ -682,103 +639,204 @@ void read_rows(int32_t handle, int64_t start, int64_t count, void* dst, uint64_t
   arr->read_elems(dst, first * per_row, count * per_row);
 }
 
-void run_dense_op(const OpCall& call, void* out, uint64_t nbytes) {
-  if (call.handles.size() != 1) throw ValueError(call.kernel + ": expected one array operand");
-  if (call.kernel == "to_dense") return read_to_memory(call.handles[0], out, nbytes);
-  if (call.kernel == "reduce_axes") {
-    AxisReducer reducer = axis_reducer(call);
-    const DType dt = reg().get(call.handles[0])->info().dtype;
-    int64_t numel = 1;
-    for (int64_t d : reducer.out_shape()) numel *= d;
-    if (nbytes != static_cast<uint64_t>(numel) * itemsize(dt))
-      throw ValueError("reduce_axes: output size");
-    auto* base = static_cast<std::byte*>(out);
-    return reducer.run("reduce_axes", [&](int64_t first, int64_t count, const double* values) {
-      narrow_values(values, count, dt, base + first * static_cast<int64_t>(itemsize(dt)));
-    });
-  }
-  if (call.kernel == "take") return run_take_dense(call, out, nbytes);
-  if (call.kernel == "slice") return run_slice_dense(call, out, nbytes);
-  if (call.kernel == "rows") {
-    if (call.scalars.size() != 1 || call.params.size() != 1)
-      throw ValueError("rows: expected a start and a count");
-    return read_rows(call.handles[0], static_cast<int64_t>(call.scalars[0]), call.params[0], out,
-                     nbytes);
-  }
-  throw ValueError("unknown dense kernel '" + call.kernel + "'");
-}
+// -- the kernels' typed calls ----------------------------------------------------
 
-int32_t run_array_op(const OpCall& call) {
-  if (call.kernel == "from_dense") {
-    const DenseOperand& src = single_buffer(call);
-    int32_t h = reg().add(
-        StoredArray::create_scratch(info_from_params(call.kernel, call.params), "from_dense"));
-    write_from_memory(h, src.data, src.nbytes);
-    return h;
+namespace {
+
+// A new array's dtype and shape.
+struct ArrayParams {
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;
+};
+const Schema<ArrayParams> kArraySchema{field("dtype", &ArrayParams::dtype),
+                                       field("shape", &ArrayParams::shape)};
+
+ArrayInfo info_of(const ArrayParams& p) { return ArrayInfo{p.dtype, p.shape}; }
+
+int32_t run_fill(const KernelCall& call, const ArrayParams& p) {
+  expect_operands(call, 0, 1, 0);
+  return fill_array(info_of(p), call.operands.scalars[0]);
+}
+const KernelRegistration kFill{"fill", kArraySchema, run_fill};
+
+int32_t run_from_in_memory(const KernelCall& call, const ArrayParams& p) {
+  expect_operands(call, 0, 0, 1);
+  const MemoryOperand& src = call.operands.memory[0];
+  int32_t h = reg().add(StoredArray::create_scratch(info_of(p), "from_in_memory"));
+  write_from_memory(h, src.data, src.nbytes);
+  return h;
+}
+const KernelRegistration kFromInMemory{"from_in_memory", kArraySchema, run_from_in_memory};
+
+int32_t run_put_rows(const KernelCall& call, const ArrayParams& p) {
+  expect_operands(call, 0, 1, 1);
+  return put_rows(info_of(p), call.operands.scalars[0], call.operands.memory[0]);
+}
+const KernelRegistration kPutRows{"put_rows", kArraySchema, run_put_rows};
+
+struct TransposeParams {
+  std::vector<int64_t> perm;
+};
+const Schema<TransposeParams> kTransposeSchema{field("perm", &TransposeParams::perm)};
+int32_t run_transpose(const KernelCall& call, const TransposeParams& p) {
+  expect_operands(call, 1, 0, 0);
+  return transpose_array(call.operands.handles[0], p.perm);
+}
+const KernelRegistration kTranspose{"transpose", kTransposeSchema, run_transpose};
+
+struct ReshapeParams {
+  std::vector<int64_t> shape;
+};
+const Schema<ReshapeParams> kReshapeSchema{field("shape", &ReshapeParams::shape)};
+int32_t run_reshape(const KernelCall& call, const ReshapeParams& p) {
+  expect_operands(call, 1, 0, 0);
+  return reg().add(StoredArray::reshaped(reg().get(call.operands.handles[0]), p.shape));
+}
+const KernelRegistration kReshape{"reshape", kReshapeSchema, run_reshape};
+
+struct MatmulParams {
+  bool trans_a = false, trans_b = false;
+};
+const Schema<MatmulParams> kMatmulSchema{field("trans_a", &MatmulParams::trans_a),
+                                         field("trans_b", &MatmulParams::trans_b)};
+int32_t run_matmul(const KernelCall& call, const MatmulParams& p) {
+  expect_operands(call, 2, 0, 0);
+  return matmul_arrays(call.operands.handles[0], call.operands.handles[1], p.trans_a, p.trans_b);
+}
+const KernelRegistration kMatmul{"matmul", kMatmulSchema, run_matmul};
+
+// reduction: Reduction's code (1 sum, 2 max, 3 min); axes: the reduced axes.
+struct ReduceAxesParams {
+  int64_t reduction = 0;
+  std::vector<int64_t> axes;
+};
+const Schema<ReduceAxesParams> kReduceAxesSchema{field("reduction", &ReduceAxesParams::reduction),
+                                                 field("axes", &ReduceAxesParams::axes)};
+
+int32_t run_reduce_axes(const KernelCall& call, const ReduceAxesParams& p) {
+  expect_operands(call, 1, 0, 0);
+  AxisReducer reducer = axis_reducer(call.operands.handles[0], p.reduction, p.axes);
+  const DType dt = reg().get(call.operands.handles[0])->info().dtype;
+  auto out = StoredArray::create_scratch(ArrayInfo{dt, reducer.out_shape()}, "reduce_axes");
+  std::vector<std::byte> staged;
+  reducer.run("reduce_axes", [&](int64_t first, int64_t count, const double* values) {
+    staged.resize(static_cast<size_t>(count) * itemsize(dt));
+    narrow_values(values, count, dt, staged.data());
+    out->write_elems(staged.data(), first, count);
+  });
+  return reg().add(out);
+}
+const KernelRegistration kReduceAxes{"reduce_axes", kReduceAxesSchema, run_reduce_axes};
+
+void run_reduce_axes_in_memory(const KernelCall& call, const ReduceAxesParams& p) {
+  expect_operands(call, 1, 0, 0);
+  AxisReducer reducer = axis_reducer(call.operands.handles[0], p.reduction, p.axes);
+  const DType dt = reg().get(call.operands.handles[0])->info().dtype;
+  if (call.out.nbytes != static_cast<uint64_t>(numel_of(reducer.out_shape())) * itemsize(dt))
+    throw ValueError("reduce_axes: output size");
+  auto* base = static_cast<std::byte*>(call.out.data);
+  reducer.run("reduce_axes", [&](int64_t first, int64_t count, const double* values) {
+    narrow_values(values, count, dt, base + first * static_cast<int64_t>(itemsize(dt)));
+  });
+}
+const KernelRegistration kReduceAxesInMemory{"reduce_axes", kReduceAxesSchema,
+                                             run_reduce_axes_in_memory};
+
+void run_to_in_memory(const KernelCall& call, const NoParams&) {
+  expect_operands(call, 1, 0, 0);
+  read_to_memory(call.operands.handles[0], call.out.data, call.out.nbytes);
+}
+const KernelRegistration kToInMemory{"to_in_memory", Schema<NoParams>{}, run_to_in_memory};
+
+struct RowsParams {
+  int64_t count = 0;
+};
+const Schema<RowsParams> kRowsSchema{field("count", &RowsParams::count)};
+void run_rows(const KernelCall& call, const RowsParams& p) {
+  expect_operands(call, 1, 1, 0);
+  read_rows(call.operands.handles[0], static_cast<int64_t>(call.operands.scalars[0]), p.count,
+            call.out.data, call.out.nbytes);
+}
+const KernelRegistration kRows{"rows", kRowsSchema, run_rows};
+
+// -- elementwise programs ------------------------------------------------------------
+//
+// One schema for the three map kernels: the program (ProgramCode's fields), the output
+// shape, and each in-memory operand's dtype and shape (memory_ranks[i] extents of
+// memory_dims each, in order). label names the op in messages ("add", "mul+add").
+struct ElementwiseParams : ProgramCode {
+  std::string label;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> memory_dtypes, memory_ranks, memory_dims;
+};
+
+Schema<ElementwiseParams> elementwise_schema() {
+  using P = ElementwiseParams;
+  return Schema<P>(inherit<P, ProgramCode>(
+      program_code_fields(),
+      {field("label", &P::label), field("shape", &P::shape),
+       field("memory_dtypes", &P::memory_dtypes), field("memory_ranks", &P::memory_ranks),
+       field("memory_dims", &P::memory_dims)}));
+}
+const Schema<ElementwiseParams> kElementwiseSchema = elementwise_schema();
+
+ProgramCall program_call(const KernelCall& call, const ElementwiseParams& p) {
+  ProgramCall out{p.label, call.operands.handles, {}, call.operands.scalars, p.shape, p};
+  const auto& memory = call.operands.memory;
+  if (p.memory_dtypes.size() != memory.size() || p.memory_ranks.size() != memory.size()) {
+    reject_field(call.kernel, "memory_dtypes",
+                 "lists " + std::to_string(p.memory_dtypes.size()) + " dtypes and " +
+                     std::to_string(p.memory_ranks.size()) + " ranks for " +
+                     std::to_string(memory.size()) + " in-memory operands");
   }
-  if (call.kernel == "take") return run_take(call);
-  if (call.kernel == "scatter_add_rows") return run_scatter_add_rows(call);
-  if (call.kernel == "slice") return run_slice(call);
-  if (call.kernel == "place") return run_place(call);
-  if (call.kernel == "put_rows") {
-    if (call.scalars.size() != 1) throw ValueError("put_rows: expected a start row");
-    return put_rows(info_from_params(call.kernel, call.params), call.scalars[0],
-                    single_buffer(call));
-  }
-  // "map/<op name>": an elementwise program; the name is for messages.
-  if (call.kernel.rfind("map/", 0) == 0) {
-    return map_program(call.kernel.substr(4), call.handles, call.buffers, call.scalars,
-                       call.params);
-  }
-  if (call.kernel == "fill") {
-    if (call.scalars.empty()) throw ValueError("fill: needs a value");
-    return fill_array(info_from_params(call.kernel, call.params), call.scalars[0]);
-  }
-  if (call.kernel == "transpose") {
-    if (call.handles.size() != 1) throw ValueError("transpose: expected one array operand");
-    return transpose_array(call.handles[0], call.params);
-  }
-  if (call.kernel == "reduce_axes") {  // params = [kind, axes...]
-    AxisReducer reducer = axis_reducer(call);
-    const DType dt = reg().get(call.handles[0])->info().dtype;
-    auto out = StoredArray::create_scratch(ArrayInfo{dt, reducer.out_shape()}, "reduce_axes");
-    std::vector<std::byte> staged;
-    reducer.run("reduce_axes", [&](int64_t first, int64_t count, const double* values) {
-      staged.resize(static_cast<size_t>(count) * itemsize(dt));
-      narrow_values(values, count, dt, staged.data());
-      out->write_elems(staged.data(), first, count);
-    });
-    return reg().add(out);
-  }
-  if (call.kernel == "reshape") {
-    if (call.handles.size() != 1) throw ValueError("reshape: expected one array operand");
-    return reg().add(StoredArray::reshaped(reg().get(call.handles[0]), call.params));
-  }
-  if (call.kernel == "matmul") {
-    if (call.handles.size() != 2 || call.params.size() != 2) {
-      throw ValueError("matmul: expected two array operands and two transpose flags");
+  size_t dim = 0;
+  for (size_t i = 0; i < memory.size(); ++i) {
+    const auto rank = static_cast<size_t>(std::max<int64_t>(p.memory_ranks[i], 0));
+    if (dim + rank > p.memory_dims.size()) {
+      reject_field(call.kernel, "memory_dims", "has fewer extents than memory_ranks adds up to");
     }
-    return matmul_arrays(call.handles[0], call.handles[1], call.params[0] != 0,
-                         call.params[1] != 0);
+    out.memory.push_back(
+        MemoryArray{memory[i],
+                    dtype_from_int(p.memory_dtypes[i]),
+                    {p.memory_dims.begin() + static_cast<std::ptrdiff_t>(dim),
+                     p.memory_dims.begin() + static_cast<std::ptrdiff_t>(dim + rank)}});
+    dim += rank;
   }
-  throw ValueError("unknown array kernel '" + call.kernel + "'");
+  if (dim != p.memory_dims.size()) {
+    reject_field(call.kernel, "memory_dims", "has more extents than memory_ranks adds up to");
+  }
+  return out;
 }
 
-std::vector<int32_t> run_arrays_op(const OpCall& call) {
-  // "map_multi/<label>": an elementwise program with several outputs.
-  if (call.kernel.rfind("map_multi/", 0) == 0) {
-    return map_program_outputs(call.kernel.substr(10), call.handles, call.buffers, call.scalars,
-                               call.params);
-  }
-  throw ValueError("unknown multi-output kernel '" + call.kernel + "'");
+int32_t run_map(const KernelCall& call, const ElementwiseParams& p) {
+  return map_program(program_call(call, p));
 }
+const KernelRegistration kMap{"map", kElementwiseSchema, run_map};
 
-double run_reduce_op(const OpCall& call) {
-  if (call.kernel.rfind("map_reduce/", 0) == 0) {
-    return reduce_program(call.kernel.substr(11), call.handles, call.buffers, call.scalars,
-                          call.params);
-  }
-  throw ValueError("unknown reduction kernel '" + call.kernel + "'");
+std::vector<int32_t> run_map_multi(const KernelCall& call, const ElementwiseParams& p) {
+  return map_program_outputs(program_call(call, p));
+}
+const KernelRegistration kMapMulti{"map_multi", kElementwiseSchema, run_map_multi};
+
+double run_map_reduce(const KernelCall& call, const ElementwiseParams& p) {
+  return reduce_program(program_call(call, p));
+}
+const KernelRegistration kMapReduce{"map_reduce", kElementwiseSchema, run_map_reduce};
+
+}  // namespace
+
+const std::vector<FieldDecl<ProgramCode>>& program_code_fields() {
+  using P = ProgramCode;
+  static const std::vector<FieldDecl<P>> fields{field("n_regs", &P::n_regs),
+                                                field("out_dtype", &P::out_dtype),
+                                                field("reduction", &P::reduction),
+                                                field("out_regs", &P::out_regs),
+                                                field("op", &P::op),
+                                                field("dst", &P::dst),
+                                                field("a", &P::a),
+                                                field("b", &P::b),
+                                                field("c", &P::c)};
+  return fields;
 }
 
 }  // namespace jask

@@ -1,41 +1,43 @@
 // Out-of-core operations: each streams its operands block by block through
 // the pipeline, within the memory budget, and returns a new handle (or a
-// scalar for reductions). These are what both the eager Python path and the
-// XLA FFI handlers call.
+// scalar for reductions). The kernels built on them register themselves in
+// ops.cpp (call/registry.hpp); both entry points reach them through the registry.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "kernels/batched_matmul.hpp"
-#include "kernels/op_call.hpp"
-#include "kernels/row_group.hpp"
+#include "call/kernel_call.hpp"
+#include "call/schema.hpp"
+#include "program/program.hpp"
 #include "storage/array_store.hpp"
 
 namespace jask {
 
-int32_t run_array_op(const OpCall& call);
-// Kernels with several DiskArray results (fused multi-output programs).
-std::vector<int32_t> run_arrays_op(const OpCall& call);
-double run_reduce_op(const OpCall& call);
-// Kernels whose result is an in-memory array written to `out`.
-void run_dense_op(const OpCall& call, void* out, uint64_t nbytes);
-
-// Elementwise programs (program.hpp) over arrays of one shape.
-// `name` is the user-facing op name, for messages. Operands broadcast to the
-// output shape given at the start of params (see ProgramOperands in ops.cpp).
-int32_t map_program(const std::string& name, const std::vector<int32_t>& handles,
-                    const std::vector<DenseOperand>& buffers, const std::vector<double>& scalars,
-                    const std::vector<int64_t>& params);
-// The same with any number of outputs (Program::more_out_regs), all written in one pass.
-std::vector<int32_t> map_program_outputs(const std::string& name,
-                                         const std::vector<int32_t>& handles,
-                                         const std::vector<DenseOperand>& buffers,
-                                         const std::vector<double>& scalars,
-                                         const std::vector<int64_t>& params);
-double reduce_program(const std::string& name, const std::vector<int32_t>& handles,
-                      const std::vector<DenseOperand>& buffers, const std::vector<double>& scalars,
-                      const std::vector<int64_t>& params);
+// An elementwise program (program.hpp) over operands broadcast to `out_shape`:
+// arrays on disk, then in-memory arrays, then scalars (the program's registers
+// in that order). `name` is the user-facing op name, for messages.
+struct MemoryArray {
+  MemoryOperand bytes;
+  DType dtype;
+  std::vector<int64_t> shape;
+};
+struct ProgramCall {
+  std::string name;
+  std::vector<int32_t> handles;
+  std::vector<MemoryArray> memory;
+  std::vector<double> scalars;
+  std::vector<int64_t> out_shape;
+  ProgramCode code;
+};
+// One output: a new array.
+int32_t map_program(const ProgramCall& call);
+// Any number of outputs (Program::more_out_regs), all written in one pass.
+std::vector<int32_t> map_program_outputs(const ProgramCall& call);
+// A program ending in a reduction: its value.
+double reduce_program(const ProgramCall& call);
+// ProgramCode's fields, declared once for every kernel that carries a program.
+const std::vector<FieldDecl<ProgramCode>>& program_code_fields();
 // A new array with every element `value` (a program with no instructions).
 int32_t fill_array(const ArrayInfo& info, double value);
 int32_t transpose_array(int32_t handle, const std::vector<int64_t>& perm);

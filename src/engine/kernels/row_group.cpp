@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "base/errors.hpp"
+#include "call/registry.hpp"
 #include "exec/pipeline.hpp"
 #include "io/file.hpp"
+#include "kernels/batched_matmul.hpp"
 #include "kernels/blas.hpp"
 #include "kernels/ops.hpp"
 #include "plan/planner.hpp"
@@ -42,8 +44,8 @@ struct GroupNode {
   std::vector<GroupRef> scalars;        // MAP: scalar args
   GroupRef small{RefKind::kHandle, 0};  // GEMM: S
   bool trans_b = false;
-  std::vector<int64_t> program_params;  // MAP, as sent
-  Program program{};                    // MAP: decoded; SUM: copy and sum
+  ProgramCode code;   // MAP, as sent
+  Program program{};  // MAP: decoded; SUM: copy and sum
 };
 
 struct GroupOutput {
@@ -101,114 +103,156 @@ int64_t product(const std::vector<int64_t>& dims, size_t from = 0) {
 }
 
 // The sum of every element of a tall value: its one register, copied and summed.
-Program sum_program(DType dtype) {
-  return Program{2, dtype, Reduction::kSum, 1, {Instr{Opcode::kCopy, 1, 0, 0, 0}}, {}};
+ProgramCode sum_code(DType dtype) {
+  return ProgramCode{2,
+                     dtype,
+                     static_cast<int64_t>(Reduction::kSum),
+                     {1},
+                     {static_cast<int64_t>(Opcode::kCopy)},
+                     {1},
+                     {0},
+                     {0},
+                     {0}};
 }
+Program sum_program(DType dtype) { return Program::build(sum_code(dtype), 1, 0); }
 
-// Reads and checks the params of one call (encoding in row_group.hpp).
-class GroupParser {
+// The typed call of the row_group kernel (fields listed in row_group.hpp).
+struct RowGroupParams {
+  std::string label;
+  DType dtype = DType::f32;
+  int64_t rows = 0;
+  std::vector<int64_t> input_kind, input_a, input_b;
+  std::vector<int64_t> node_kind, node_width, node_trans_b, node_refs;
+  std::vector<int64_t> ref_kind, ref_index;
+  std::vector<int64_t> node_n_regs, node_out_reg, node_instrs;
+  std::vector<int64_t> op, dst, a, b, c;
+  std::vector<int64_t> output_node, output_rank, output_dims;
+};
+
+const Schema<RowGroupParams> kRowGroupSchema{field("label", &RowGroupParams::label),
+                                             field("dtype", &RowGroupParams::dtype),
+                                             field("rows", &RowGroupParams::rows),
+                                             field("input_kind", &RowGroupParams::input_kind),
+                                             field("input_a", &RowGroupParams::input_a),
+                                             field("input_b", &RowGroupParams::input_b),
+                                             field("node_kind", &RowGroupParams::node_kind),
+                                             field("node_width", &RowGroupParams::node_width),
+                                             field("node_trans_b", &RowGroupParams::node_trans_b),
+                                             field("node_refs", &RowGroupParams::node_refs),
+                                             field("ref_kind", &RowGroupParams::ref_kind),
+                                             field("ref_index", &RowGroupParams::ref_index),
+                                             field("node_n_regs", &RowGroupParams::node_n_regs),
+                                             field("node_out_reg", &RowGroupParams::node_out_reg),
+                                             field("node_instrs", &RowGroupParams::node_instrs),
+                                             field("op", &RowGroupParams::op),
+                                             field("dst", &RowGroupParams::dst),
+                                             field("a", &RowGroupParams::a),
+                                             field("b", &RowGroupParams::b),
+                                             field("c", &RowGroupParams::c),
+                                             field("output_node", &RowGroupParams::output_node),
+                                             field("output_rank", &RowGroupParams::output_rank),
+                                             field("output_dims", &RowGroupParams::output_dims)};
+
+// Builds and checks the Group a call's typed params describe.
+class GroupBuilder {
  public:
-  explicit GroupParser(const OpCall& call) : call_(call) {}
+  GroupBuilder(const KernelCall& call, const RowGroupParams& p) : call_(call), p_(p) {}
 
-  Group parse() {
-    g_.name = call_.kernel;
-    if (call_.kernel.rfind("row_group/", 0) != 0)
-      throw ValueError("unknown group kernel '" + call_.kernel + "'");
-    if (!call_.buffers.empty()) throw bad("in-memory operands are not supported");
-    parse_dtype();
-    g_.rows = next("the row count");
-    if (g_.rows < 0) throw bad("negative row count " + std::to_string(g_.rows));
-    g_.handles = call_.handles;
-    g_.scalars = call_.scalars;
-    parse_inputs();
-    const int64_t n_nodes = count("node count", 1);
-    for (int64_t j = 0; j < n_nodes; ++j) g_.nodes.push_back(parse_node(j));
-    parse_outputs();
-    if (pos_ != p().size())
-      throw bad(std::to_string(p().size() - pos_) + " params left after the outputs");
-    return std::move(g_);
-  }
-
- private:
-  const std::vector<int64_t>& p() const { return call_.params; }
-
-  ValueError bad(const std::string& why) const {
-    return ValueError(g_.name + ": malformed params: " + why);
-  }
-
-  int64_t next(const std::string& what) {
-    if (pos_ >= p().size()) throw bad("they end before " + what);
-    return p()[pos_++];
-  }
-
-  // A count of items taking at least `min_size` params each.
-  int64_t count(const std::string& what, int64_t min_size) {
-    const int64_t n = next("the " + what);
-    const int64_t left = static_cast<int64_t>(p().size() - pos_);
-    if (n < 0 || n > left / min_size) {
-      throw bad(what + " " + std::to_string(n) + ", but only " + std::to_string(left) +
-                " params are left");
-    }
-    return n;
-  }
-
-  int64_t positive(const std::string& what) {
-    const int64_t v = next(what);
-    if (v < 1) throw bad(what + " is " + std::to_string(v) + "; it must be at least 1");
-    return v;
-  }
-
-  void parse_dtype() {
-    g_.dtype = dtype_from_int(next("the dtype"));
+  Group build() {
+    g_.name = "row_group/" + p_.label;
+    if (!call_.operands.memory.empty()) throw bad("in-memory operands are not supported");
+    g_.dtype = p_.dtype;
     if (g_.dtype != DType::f32 && g_.dtype != DType::f64) {
       throw TypeError(g_.name + ": row groups run on float32 or float64, not " +
                       dtype_name(g_.dtype));
     }
+    g_.rows = p_.rows;
+    if (g_.rows < 0) throw bad("negative row count " + std::to_string(g_.rows));
+    g_.handles = call_.operands.handles;
+    g_.scalars = call_.operands.scalars;
+    build_inputs();
+    const size_t n_nodes = p_.node_kind.size();
+    same_length(n_nodes, {{"node_width", &p_.node_width},
+                          {"node_trans_b", &p_.node_trans_b},
+                          {"node_refs", &p_.node_refs},
+                          {"node_n_regs", &p_.node_n_regs},
+                          {"node_out_reg", &p_.node_out_reg},
+                          {"node_instrs", &p_.node_instrs}});
+    same_length(p_.ref_kind.size(), {{"ref_index", &p_.ref_index}});
+    same_length(p_.op.size(), {{"dst", &p_.dst}, {"a", &p_.a}, {"b", &p_.b}, {"c", &p_.c}});
+    for (size_t j = 0; j < n_nodes; ++j) g_.nodes.push_back(build_node(static_cast<int64_t>(j)));
+    if (ref_ != p_.ref_kind.size()) throw bad("more refs than the nodes read");
+    if (instr_ != p_.op.size()) throw bad("more instructions than the MAP nodes hold");
+    build_outputs();
+    return std::move(g_);
   }
 
-  void parse_inputs() {
-    const int64_t n_in = count("input count", 3);
-    if (n_in != static_cast<int64_t>(call_.handles.size())) {
-      throw bad(std::to_string(n_in) + " inputs declared for " +
-                std::to_string(call_.handles.size()) + " handles");
+ private:
+  ValueError bad(const std::string& why) const {
+    return ValueError(g_.name + ": malformed params: " + why);
+  }
+
+  // Fields parallel to one with `n` entries.
+  void same_length(size_t n,
+                   std::initializer_list<std::pair<const char*, const std::vector<int64_t>*>> fs) {
+    for (const auto& [name, f] : fs) {
+      if (f->size() != n) {
+        reject_field(
+            call_.kernel, name,
+            "has " + std::to_string(f->size()) + " entries; it needs " + std::to_string(n));
+      }
     }
-    for (int64_t i = 0; i < n_in; ++i) {
+  }
+
+  int64_t positive(int64_t v, const std::string& what) const {
+    if (v < 1) throw bad(what + " is " + std::to_string(v) + "; it must be at least 1");
+    return v;
+  }
+
+  void build_inputs() {
+    const size_t n_in = p_.input_kind.size();
+    same_length(n_in, {{"input_a", &p_.input_a}, {"input_b", &p_.input_b}});
+    if (n_in != g_.handles.size()) {
+      throw bad(std::to_string(n_in) + " inputs declared for " + std::to_string(g_.handles.size()) +
+                " handles");
+    }
+    for (size_t i = 0; i < n_in; ++i) {
       const std::string what = "input " + std::to_string(i);
-      const int64_t kind = next(what + "'s kind");
-      ArrayRef arr = reg().get(call_.handles[i]);
+      ArrayRef arr = reg().get(g_.handles[i]);
       const ArrayInfo& info = arr->info();
       if (info.dtype != g_.dtype) {
         throw TypeError(g_.name + ": " + what + " is " + info.describe() + ", not " +
                         dtype_name(g_.dtype));
       }
       GroupValue v;
-      if (kind == 0) {
-        v = {GroupValue::kTall, positive(what + "'s width"), 0};
-        next(what + "'s unused field");
+      if (p_.input_kind[i] == 0) {
+        v = {GroupValue::kTall, positive(p_.input_a[i], what + "'s width"), 0};
         if (info.shape.empty() || info.shape[0] != g_.rows || product(info.shape, 1) != v.a) {
           throw ValueError(g_.name + ": " + what + " is " + info.describe() + ", not " +
                            std::to_string(g_.rows) + " rows of " + std::to_string(v.a) +
                            " elements");
         }
-      } else if (kind == 1) {
-        const int64_t rows = positive(what + "'s rows");
-        v = {GroupValue::kSmall, rows, positive(what + "'s columns")};
+      } else if (p_.input_kind[i] == 1) {
+        v = {GroupValue::kSmall, positive(p_.input_a[i], what + "'s rows"),
+             positive(p_.input_b[i], what + "'s columns")};
         if (info.shape != std::vector<int64_t>{v.a, v.b}) {
           throw ValueError(g_.name + ": " + what + " is " + info.describe() + ", not a " +
                            std::to_string(v.a) + "x" + std::to_string(v.b) + " matrix");
         }
       } else {
-        throw bad(what + " has unknown kind " + std::to_string(kind));
+        throw bad(what + " has unknown kind " + std::to_string(p_.input_kind[i]));
       }
       g_.arrays.push_back(std::move(arr));
       g_.inputs.push_back(v);
     }
   }
 
-  // A ref read by node `j`, with what it holds.
+  // The next ref, read by node `j`, with what it holds.
   std::pair<GroupRef, GroupValue> ref(int64_t j, const std::string& what) {
-    const int64_t kind = next(what);
-    const int64_t index = next(what + "'s index");
+    if (ref_ >= p_.ref_kind.size()) throw bad("node " + std::to_string(j) + " reads past the refs");
+    const int64_t kind = p_.ref_kind[ref_];
+    const int64_t index = p_.ref_index[ref_];
+    ++ref_;
     auto in_range = [&](size_t n) {
       if (index < 0 || index >= static_cast<int64_t>(n)) {
         throw bad("node " + std::to_string(j) + ": " + what + " refers to " +
@@ -242,15 +286,16 @@ class GroupParser {
     return r;
   }
 
-  GroupNode parse_node(int64_t j) {
+  GroupNode build_node(int64_t j) {
     const std::string at = "node " + std::to_string(j);
-    const int64_t code = next(at + "'s code");
+    const int64_t code = p_.node_kind[j];
     if (code < 0 || code > 3) throw bad(at + " has unknown code " + std::to_string(code));
+    const size_t first_ref = ref_;
     GroupNode n;
     n.kind = static_cast<NodeKind>(code);
     switch (n.kind) {
-      case NodeKind::kMap: parse_map(j, n); break;
-      case NodeKind::kGemm: parse_gemm(j, n); break;
+      case NodeKind::kMap: build_map(j, n); break;
+      case NodeKind::kGemm: build_gemm(j, n); break;
       case NodeKind::kGemmTN: {
         n.tall = {tall_ref(j, n.kind, "X1"), tall_ref(j, n.kind, "X2")};
         n.value = {GroupValue::kSmall, g_.width(n.tall[0]), g_.width(n.tall[1])};
@@ -262,14 +307,23 @@ class GroupParser {
         n.program = sum_program(g_.dtype);
         break;
     }
+    if (static_cast<int64_t>(ref_ - first_ref) != p_.node_refs[j]) {
+      throw bad(at + " (" + node_name(n.kind) + ") reads " + std::to_string(ref_ - first_ref) +
+                " refs, node_refs says " + std::to_string(p_.node_refs[j]));
+    }
     return n;
   }
 
-  void parse_map(int64_t j, GroupNode& n) {
+  // The slice [instr_, instr_ + count) of an instruction field.
+  std::vector<int64_t> instructions(const std::vector<int64_t>& f, size_t count) const {
+    return {f.begin() + static_cast<std::ptrdiff_t>(instr_),
+            f.begin() + static_cast<std::ptrdiff_t>(instr_ + count)};
+  }
+
+  void build_map(int64_t j, GroupNode& n) {
     const std::string at = "node " + std::to_string(j) + " (MAP)";
-    n.value = {GroupValue::kTall, positive(at + "'s width")};
-    const int64_t n_args = count(at + "'s argument count", 2);
-    for (int64_t i = 0; i < n_args; ++i) {
+    n.value = {GroupValue::kTall, positive(p_.node_width[j], at + "'s width")};
+    for (int64_t i = 0; i < p_.node_refs[j]; ++i) {
       const std::string what = "argument " + std::to_string(i);
       auto [r, v] = ref(j, what);
       if (v.kind == GroupValue::kTall) {
@@ -287,25 +341,30 @@ class GroupParser {
                   "; arguments are tall values or scalar operands");
       }
     }
-    const int64_t n_prog = count(at + "'s program length", 1);
-    n.program_params.assign(p().begin() + static_cast<std::ptrdiff_t>(pos_),
-                            p().begin() + static_cast<std::ptrdiff_t>(pos_ + n_prog));
-    pos_ += static_cast<size_t>(n_prog);
+    const int64_t n_instrs = p_.node_instrs[j];
+    if (n_instrs < 0 || instr_ + static_cast<size_t>(n_instrs) > p_.op.size()) {
+      throw bad(at + ": its " + std::to_string(n_instrs) + " instructions run past the " +
+                std::to_string(p_.op.size()) + " sent");
+    }
+    const auto count = static_cast<size_t>(n_instrs);
+    n.code = ProgramCode{p_.node_n_regs[j],
+                         g_.dtype,
+                         0,
+                         {p_.node_out_reg[j]},
+                         instructions(p_.op, count),
+                         instructions(p_.dst, count),
+                         instructions(p_.a, count),
+                         instructions(p_.b, count),
+                         instructions(p_.c, count)};
+    instr_ += count;
     try {
-      n.program = Program::decode(n.program_params, n.tall.size(), n.scalars.size());
+      n.program = Program::build(n.code, n.tall.size(), n.scalars.size());
     } catch (const ValueError& e) {
       throw bad(at + ": " + e.what());
     }
-    if (n.program.reduction != Reduction::kNone || !n.program.more_out_regs.empty()) {
-      throw bad(at + ": its program must have one output and no reduction");
-    }
-    if (n.program.out_dtype != g_.dtype) {
-      throw bad(at + ": its program writes " + dtype_name(n.program.out_dtype) + ", the group is " +
-                dtype_name(g_.dtype));
-    }
   }
 
-  void parse_gemm(int64_t j, GroupNode& n) {
+  void build_gemm(int64_t j, GroupNode& n) {
     const std::string at = "node " + std::to_string(j) + " (GEMM)";
     n.tall = {tall_ref(j, n.kind, "X")};
     auto [s, v] = ref(j, "S");
@@ -314,10 +373,10 @@ class GroupParser {
                 (s.kind == RefKind::kNode ? " computed in the group" : "") + ", not a small input");
     }
     n.small = s;
-    const int64_t trans = next(at + "'s trans_b");
+    const int64_t trans = p_.node_trans_b[j];
     if (trans != 0 && trans != 1) throw bad(at + ": trans_b is " + std::to_string(trans));
     n.trans_b = trans == 1;
-    n.value = {GroupValue::kTall, positive(at + "'s width")};
+    n.value = {GroupValue::kTall, positive(p_.node_width[j], at + "'s width")};
     const int64_t k = g_.width(n.tall[0]);
     const std::vector<int64_t> expected =
         n.trans_b ? std::vector<int64_t>{n.value.a, k} : std::vector<int64_t>{k, n.value.a};
@@ -328,20 +387,26 @@ class GroupParser {
     }
   }
 
-  void parse_outputs() {
-    const int64_t n_out = count("output count", 2);
+  void build_outputs() {
+    const size_t n_out = p_.output_node.size();
+    same_length(n_out, {{"output_rank", &p_.output_rank}});
     g_.stored.assign(g_.nodes.size(), false);
-    for (int64_t o = 0; o < n_out; ++o) {
+    size_t dim = 0;
+    for (size_t o = 0; o < n_out; ++o) {
       const std::string what = "output " + std::to_string(o);
-      const int64_t node = next(what + "'s node");
+      const int64_t node = p_.output_node[o];
       if (node < 0 || node >= static_cast<int64_t>(g_.nodes.size())) {
         throw bad(what + " names node " + std::to_string(node) + " of " +
                   std::to_string(g_.nodes.size()));
       }
-      const int64_t rank = count(what + "'s rank", 1);
-      std::vector<int64_t> shape(static_cast<size_t>(rank));
-      for (auto& d : shape) {
-        d = next(what + "'s shape");
+      const int64_t rank = p_.output_rank[o];
+      if (rank < 0 || dim + static_cast<size_t>(rank) > p_.output_dims.size()) {
+        reject_field(call_.kernel, "output_dims", "has fewer extents than output_rank adds up to");
+      }
+      std::vector<int64_t> shape(p_.output_dims.begin() + static_cast<std::ptrdiff_t>(dim),
+                                 p_.output_dims.begin() + static_cast<std::ptrdiff_t>(dim + rank));
+      dim += static_cast<size_t>(rank);
+      for (int64_t d : shape) {
         if (d < 0) throw bad(what + " has a negative extent");
       }
       const GroupValue& v = g_.nodes[node].value;
@@ -362,11 +427,15 @@ class GroupParser {
       if (v.kind != GroupValue::kScalar) g_.stored[node] = true;
       g_.outputs.push_back(GroupOutput{node, std::move(shape)});
     }
+    if (dim != p_.output_dims.size()) {
+      reject_field(call_.kernel, "output_dims", "has more extents than output_rank adds up to");
+    }
   }
 
-  const OpCall& call_;
+  const KernelCall& call_;
+  const RowGroupParams& p_;
   Group g_;
-  size_t pos_ = 0;
+  size_t ref_ = 0, instr_ = 0;
 };
 
 // Rows per block of the single pass: two slots for every stream (tall
@@ -556,7 +625,7 @@ class SinglePass {
 };
 
 template <class T>
-GroupResult run_single_pass(const Group& g, int64_t block_rows) {
+KernelResult run_single_pass(const Group& g, int64_t block_rows) {
   std::vector<ArrayRef> arrays(g.outputs.size());
   std::vector<std::vector<ArrayRef>> targets(g.nodes.size());
   for (size_t o = 0; o < g.outputs.size(); ++o) {
@@ -568,12 +637,12 @@ GroupResult run_single_pass(const Group& g, int64_t block_rows) {
   }
   SinglePass<T> pass(g, block_rows, targets);
   pass.run();
-  GroupResult result;
+  KernelResult result;
   for (size_t o = 0; o < g.outputs.size(); ++o) {
     if (arrays[o])
       result.handles.push_back(reg().add(arrays[o]));
     else
-      result.scalars.push_back(pass.sum(static_cast<size_t>(g.outputs[o].node)));
+      result.values.push_back(pass.sum(static_cast<size_t>(g.outputs[o].node)));
   }
   return result;
 }
@@ -599,7 +668,7 @@ class TempHandles {
 
 // The same nodes as whole-array ops, each streaming within the budget on its
 // own; tall values become (N, width) arrays on disk.
-GroupResult run_node_by_node(const Group& g) {
+KernelResult run_node_by_node(const Group& g) {
   TempHandles temps;
   const int64_t N = g.rows;
   std::vector<int32_t> input(g.handles);
@@ -622,7 +691,6 @@ GroupResult run_node_by_node(const Group& g) {
   auto handle_of = [&](const GroupRef& r) {
     return r.kind == RefKind::kHandle ? input[r.index] : value[r.index];
   };
-  const int64_t dtype = static_cast<int64_t>(g.dtype);
   for (size_t j = 0; j < g.nodes.size(); ++j) {
     const GroupNode& n = g.nodes[j];
     switch (n.kind) {
@@ -631,10 +699,8 @@ GroupResult run_node_by_node(const Group& g) {
         for (const GroupRef& r : n.tall) handles.push_back(handle_of(r));
         std::vector<double> scalars;
         for (const GroupRef& r : n.scalars) scalars.push_back(g.scalars[r.index]);
-        std::vector<int64_t> params{2, N, n.value.a,
-                                    0};  // operand header: out shape (N, width), nothing in memory
-        params.insert(params.end(), n.program_params.begin(), n.program_params.end());
-        value[j] = temps.add(map_program(g.name, handles, {}, scalars, params));
+        value[j] = temps.add(
+            map_program(ProgramCall{g.name, handles, {}, scalars, {N, n.value.a}, n.code}));
         break;
       }
       case NodeKind::kGemm:
@@ -647,9 +713,8 @@ GroupResult run_node_by_node(const Group& g) {
         break;
       case NodeKind::kSum: {
         const int64_t w = g.width(n.tall[0]);
-        sum[j] = reduce_program(g.name, {handle_of(n.tall[0])}, {}, {},
-                                {2, N, w, 0, 2, dtype, static_cast<int64_t>(Reduction::kSum), 1, 1,
-                                 static_cast<int64_t>(Opcode::kCopy), 1, 0, 0, 0});
+        sum[j] = reduce_program(
+            ProgramCall{g.name, {handle_of(n.tall[0])}, {}, {}, {N, w}, sum_code(g.dtype)});
         break;
       }
     }
@@ -660,10 +725,10 @@ GroupResult run_node_by_node(const Group& g) {
     }
   }
   TempHandles made;
-  GroupResult result;
+  KernelResult result;
   for (const GroupOutput& out : g.outputs) {
     if (g.nodes[out.node].value.kind == GroupValue::kScalar) {
-      result.scalars.push_back(sum[out.node]);
+      result.values.push_back(sum[out.node]);
     } else {
       result.handles.push_back(
           made.add(reg().add(StoredArray::reshaped(reg().get(value[out.node]), out.shape))));
@@ -673,16 +738,21 @@ GroupResult run_node_by_node(const Group& g) {
   return result;
 }
 
-}  // namespace
+Group build_group(const KernelCall& call) {
+  return GroupBuilder(call, kRowGroupSchema.decode(call.kernel, call.attrs)).build();
+}
 
-int64_t group_block_rows(const OpCall& call) { return plan_rows(GroupParser(call).parse()); }
-
-GroupResult run_group_op(const OpCall& call) {
-  const Group g = GroupParser(call).parse();
+KernelResult run_row_group(const KernelCall& call, const RowGroupParams& p) {
+  const Group g = GroupBuilder(call, p).build();
   const int64_t block_rows = plan_rows(g);
   if (block_rows == 0) return run_node_by_node(g);
   return g.dtype == DType::f64 ? run_single_pass<double>(g, block_rows)
                                : run_single_pass<float>(g, block_rows);
 }
+const KernelRegistration kRowGroup{"row_group", kRowGroupSchema, run_row_group};
+
+}  // namespace
+
+int64_t group_block_rows(const KernelCall& call) { return plan_rows(build_group(call)); }
 
 }  // namespace jask

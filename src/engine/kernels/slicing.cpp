@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/errors.hpp"
+#include "call/registry.hpp"
 #include "exec/pipeline.hpp"
 #include "io/file.hpp"
 #include "plan/planner.hpp"
@@ -250,30 +251,6 @@ std::string describe_slice(const ArrayInfo& info, const Selection& sel) {
   return s + "])";
 }
 
-Selection selection_from(const std::vector<int64_t>& params, size_t at, size_t rank,
-                         const std::string& op) {
-  if (params.size() < at + 3 * rank) throw ValueError(op + ": selection parameters are too short");
-  Selection sel(rank);
-  for (size_t d = 0; d < rank; ++d)
-    sel[d] = {params[at + 3 * d], params[at + 3 * d + 1], params[at + 3 * d + 2]};
-  return sel;
-}
-
-Selection slice_params(const OpCall& call, const ArrayRef& x) {
-  const size_t rank = x->info().shape.size();
-  if (call.params.size() != 3 * rank) {
-    throw ValueError("slice: expected (start, step, count) for each of the " +
-                     std::to_string(rank) + " axes of " + x->info().describe() + ", got " +
-                     std::to_string(call.params.size()) + " parameters");
-  }
-  return selection_from(call.params, 0, rank, "slice");
-}
-
-ArrayRef single_handle(const OpCall& call) {
-  if (call.handles.size() != 1) throw ValueError(call.kernel + ": expected one array operand");
-  return Registry::instance().get(call.handles[0]);
-}
-
 }  // namespace
 
 void check_selection(const std::string& op, const ArrayInfo& info, const Selection& sel) {
@@ -464,55 +441,108 @@ ArrayRef place_arrays(const ArrayInfo& info, const std::vector<Placement>& parts
   return out;
 }
 
-int32_t run_slice(const OpCall& call) {
-  ArrayRef x = single_handle(call);
-  return Registry::instance().add(slice_array(x, slice_params(call, x)));
+// -- the kernels' typed calls ----------------------------------------------------
+
+namespace {
+
+// Axis d selects start[d], start[d] + step[d], ..., count[d] indices.
+struct SliceParams {
+  std::vector<int64_t> start, step, count;
+};
+const Schema<SliceParams> kSliceSchema{field("start", &SliceParams::start),
+                                       field("step", &SliceParams::step),
+                                       field("count", &SliceParams::count)};
+
+// Axes [first, first + rank) of the parallel start/step/count fields.
+Selection selection_of(const std::string& kernel, const SliceParams& p, size_t first, size_t rank) {
+  if (p.step.size() != p.start.size() || p.count.size() != p.start.size()) {
+    reject_field(kernel, "start", "step and count differ in length");
+  }
+  if (p.start.size() < first + rank) {
+    reject_field(kernel, "start",
+                 "has " + std::to_string(p.start.size()) + " entries, fewer than " +
+                     std::to_string(first + rank));
+  }
+  Selection sel(rank);
+  for (size_t d = 0; d < rank; ++d)
+    sel[d] = {p.start[first + d], p.step[first + d], p.count[first + d]};
+  return sel;
 }
 
-void run_slice_dense(const OpCall& call, void* out, uint64_t nbytes) {
-  ArrayRef x = single_handle(call);
-  slice_into(x, slice_params(call, x), out, nbytes);
+Selection slice_selection(const KernelCall& call, const SliceParams& p, const ArrayRef& x) {
+  const size_t rank = x->info().shape.size();
+  if (p.start.size() != rank) {
+    reject_field(call.kernel, "start",
+                 "needs one entry for each of the " + std::to_string(rank) + " axes of " +
+                     x->info().describe() + ", got " + std::to_string(p.start.size()));
+  }
+  return selection_of(call.kernel, p, 0, rank);
 }
 
-int32_t run_place(const OpCall& call) {
-  const auto& p = call.params;
-  auto next = [&, at = size_t{0}]() mutable {
-    if (at >= p.size()) throw ValueError("place: parameters are too short");
-    return p[at++];
-  };
-  const DType dtype = dtype_from_int(next());
-  const int64_t rank = next();
-  if (rank < 0) throw ValueError("place: negative rank");
-  ArrayInfo info{dtype, std::vector<int64_t>(static_cast<size_t>(rank))};
-  for (auto& d : info.shape) d = next();
-  const int64_t n_parts = next();
+int32_t run_slice(const KernelCall& call, const SliceParams& p) {
+  expect_operands(call, 1, 0, 0);
+  ArrayRef x = Registry::instance().get(call.operands.handles[0]);
+  return Registry::instance().add(slice_array(x, slice_selection(call, p, x)));
+}
+const KernelRegistration kSlice{"slice", kSliceSchema, run_slice};
+
+void run_slice_in_memory(const KernelCall& call, const SliceParams& p) {
+  expect_operands(call, 1, 0, 0);
+  ArrayRef x = Registry::instance().get(call.operands.handles[0]);
+  slice_into(x, slice_selection(call, p, x), call.out.data, call.out.nbytes);
+}
+const KernelRegistration kSliceInMemory{"slice", kSliceSchema, run_slice_in_memory};
+
+// The output's dtype and shape; part k (on disk, or in memory where
+// in_memory[k]) goes to the selection at axes [k * rank, (k + 1) * rank) of
+// start/step/count. Parts on disk are the array operands, in order; parts in
+// memory the in-memory operands.
+struct PlaceParams {
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape, in_memory, start, step, count;
+};
+const Schema<PlaceParams> kPlaceSchema{
+    field("dtype", &PlaceParams::dtype),         field("shape", &PlaceParams::shape),
+    field("in_memory", &PlaceParams::in_memory), field("start", &PlaceParams::start),
+    field("step", &PlaceParams::step),           field("count", &PlaceParams::count)};
+
+int32_t run_place(const KernelCall& call, const PlaceParams& p) {
+  const ArrayInfo info{p.dtype, p.shape};
+  const size_t rank = p.shape.size();
   std::vector<Placement> parts;
   size_t handle = 0, buffer = 0;
-  for (int64_t k = 0; k < n_parts; ++k) {
+  const auto& ops = call.operands;
+  const SliceParams selections{p.start, p.step, p.count};
+  for (size_t k = 0; k < p.in_memory.size(); ++k) {
     Placement part;
-    const bool in_memory = next() != 0;
-    for (int64_t d = 0; d < rank; ++d) part.selection.push_back({next(), next(), next()});
-    if (in_memory) {
-      if (buffer >= call.buffers.size())
+    part.selection = selection_of(call.kernel, selections, k * rank, rank);
+    if (p.in_memory[k] != 0) {
+      if (buffer >= ops.memory.size())
         throw ValueError("place: fewer in-memory operands than parts in memory");
-      const DenseOperand& b = call.buffers[buffer++];
-      const ArrayInfo values{dtype, selected_shape(part.selection)};
+      const MemoryOperand& b = ops.memory[buffer++];
+      const ArrayInfo values{p.dtype, selected_shape(part.selection)};
       if (b.nbytes != values.nbytes()) {
         throw ValueError("place: an in-memory part of " + std::to_string(b.nbytes) +
                          " bytes does not match " + values.describe());
       }
       part.data = b.data;
     } else {
-      if (handle >= call.handles.size())
+      if (handle >= ops.handles.size())
         throw ValueError("place: fewer array operands than parts on disk");
-      part.array = Registry::instance().get(call.handles[handle++]);
+      part.array = Registry::instance().get(ops.handles[handle++]);
     }
     parts.push_back(std::move(part));
   }
-  if (handle != call.handles.size() || buffer != call.buffers.size()) {
+  if (p.start.size() != p.in_memory.size() * rank) {
+    reject_field(call.kernel, "start", "does not hold one selection per part");
+  }
+  if (handle != ops.handles.size() || buffer != ops.memory.size()) {
     throw ValueError("place: more operands than parts");
   }
   return Registry::instance().add(place_arrays(info, parts));
 }
+const KernelRegistration kPlace{"place", kPlaceSchema, run_place};
+
+}  // namespace
 
 }  // namespace jask

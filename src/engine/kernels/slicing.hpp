@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "kernels/op_call.hpp"
 #include "storage/array_store.hpp"
 
 namespace jask {
@@ -44,14 +43,5 @@ struct Placement {
 // each part's values for a block are one contiguous range of that part.
 // Blocks no part reaches are not written (they stay sparse zeros).
 ArrayRef place_arrays(const ArrayInfo& info, const std::vector<Placement>& parts);
-
-// OpCall entries (see ops.cpp).
-// slice: handles [x]; params [start, step, count] per axis of x.
-int32_t run_slice(const OpCall& call);
-void run_slice_dense(const OpCall& call, void* out, uint64_t nbytes);
-// place: handles and buffers are the parts' values, in the order the params
-// list them; params [dtype, rank, shape..., n_parts, then per part: in memory
-// (0 or 1), [start, step, count] per axis].
-int32_t run_place(const OpCall& call);
 
 }  // namespace jask

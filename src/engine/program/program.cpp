@@ -196,41 +196,42 @@ Opcode opcode_from_name(const std::string& name) {
   throw ValueError("unknown elementwise instruction '" + name + "'");
 }
 
-Program Program::decode(const std::vector<int64_t>& p, size_t n_inputs, size_t n_scalars) {
+Program Program::build(const ProgramCode& code, size_t n_inputs, size_t n_scalars) {
   auto bad = [](const std::string& why) {
     return ValueError("malformed elementwise program: " + why);
   };
-  if (p.size() < 5) throw bad("too short");
-  Program prog;
-  prog.n_regs = static_cast<int32_t>(p[0]);
-  prog.out_dtype = dtype_from_int(p[1]);
-  prog.reduction = reduction_from_code(p[2], "malformed elementwise program", true);
-  prog.out_reg = static_cast<int32_t>(p[3]);
-  const int64_t n_instr = p[4];
-  if (n_instr < 0 || p.size() < static_cast<size_t>(5 + 5 * n_instr)) throw bad("wrong length");
-  const size_t trailer = static_cast<size_t>(5 + 5 * n_instr);
-  if (p.size() > trailer &&
-      p.size() != trailer + 1 + static_cast<size_t>(std::max<int64_t>(p[trailer], 0))) {
-    throw bad("wrong length of the output list");
+  const size_t n_instr = code.op.size();
+  if (code.dst.size() != n_instr || code.a.size() != n_instr || code.b.size() != n_instr ||
+      code.c.size() != n_instr) {
+    throw bad("the instruction fields op, dst, a, b, c differ in length");
   }
+  if (code.out_regs.empty()) throw bad("no output register");
   const int64_t fixed = static_cast<int64_t>(n_inputs + n_scalars);
-  if (prog.n_regs < fixed || prog.n_regs > 4096) throw bad("register count");
-  auto reg_ok = [&](int64_t r) { return r >= 0 && r < prog.n_regs; };
-  if (!reg_ok(prog.out_reg)) throw bad("output register");
+  if (code.n_regs < fixed || code.n_regs > 4096) throw bad("register count");
+  auto reg_ok = [&](int64_t r) { return r >= 0 && r < code.n_regs; };
+  for (int64_t r : code.out_regs) {
+    if (!reg_ok(r)) throw bad("output register");
+  }
+  Program prog;
+  prog.n_regs = static_cast<int32_t>(code.n_regs);
+  prog.out_dtype = code.out_dtype;
+  prog.reduction = reduction_from_code(code.reduction, "malformed elementwise program", true);
+  prog.out_reg = static_cast<int32_t>(code.out_regs[0]);
   const int64_t max_op = static_cast<int64_t>(Opcode::kSelect);
-  for (int64_t i = 0; i < n_instr; ++i) {
-    const int64_t* f = &p[5 + 5 * i];
-    if (f[0] < 0 || f[0] > max_op) throw bad("unknown opcode " + std::to_string(f[0]));
-    if (!reg_ok(f[1]) || f[1] < fixed || !reg_ok(f[2]) || !reg_ok(f[3]) || !reg_ok(f[4])) {
+  for (size_t i = 0; i < n_instr; ++i) {
+    if (code.op[i] < 0 || code.op[i] > max_op) {
+      throw bad("unknown opcode " + std::to_string(code.op[i]));
+    }
+    if (!reg_ok(code.dst[i]) || code.dst[i] < fixed || !reg_ok(code.a[i]) || !reg_ok(code.b[i]) ||
+        !reg_ok(code.c[i])) {
       throw bad("register out of range in instruction " + std::to_string(i));
     }
-    prog.code.push_back(Instr{static_cast<Opcode>(f[0]), static_cast<int32_t>(f[1]),
-                              static_cast<int32_t>(f[2]), static_cast<int32_t>(f[3]),
-                              static_cast<int32_t>(f[4])});
+    prog.code.push_back(Instr{static_cast<Opcode>(code.op[i]), static_cast<int32_t>(code.dst[i]),
+                              static_cast<int32_t>(code.a[i]), static_cast<int32_t>(code.b[i]),
+                              static_cast<int32_t>(code.c[i])});
   }
-  for (size_t i = trailer + 1; i < p.size(); ++i) {
-    if (!reg_ok(p[i])) throw bad("output register");
-    prog.more_out_regs.push_back(static_cast<int32_t>(p[i]));
+  for (size_t i = 1; i < code.out_regs.size(); ++i) {
+    prog.more_out_regs.push_back(static_cast<int32_t>(code.out_regs[i]));
   }
   if (!prog.more_out_regs.empty() && prog.reduction != Reduction::kNone) {
     throw bad("a program with several outputs cannot end in a reduction");

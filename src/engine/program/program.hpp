@@ -66,6 +66,16 @@ struct Instr {
   int32_t dst, a, b, c;
 };
 
+// A program as a call states it (typed fields, see kernels/elementwise.cpp):
+// instruction i is (op[i], dst[i], a[i], b[i], c[i]); out_regs[0] is the
+// output register and any further ones are more outputs.
+struct ProgramCode {
+  int64_t n_regs = 0;
+  DType out_dtype = DType::f32;
+  int64_t reduction = 0;
+  std::vector<int64_t> out_regs, op, dst, a, b, c;
+};
+
 struct Program {
   int32_t n_regs;
   DType out_dtype;
@@ -76,9 +86,9 @@ struct Program {
   // several results: one pass writes them all).
   std::vector<int32_t> more_out_regs = {};
 
-  // params = [n_regs, out_dtype, reduction, out_reg, n_instr, (op, dst, a, b, c) x n_instr,
-  //           optionally n_more, more_out_regs...]
-  static Program decode(const std::vector<int64_t>& params, size_t n_inputs, size_t n_scalars);
+  // The program `code` states, checked: registers in range (inputs, then
+  // scalars, then temporaries), known opcodes and reduction; ValueError otherwise.
+  static Program build(const ProgramCode& code, size_t n_inputs, size_t n_scalars);
   size_t n_outputs() const { return reduction == Reduction::kNone ? 1 + more_out_regs.size() : 0; }
 };
 
