@@ -305,10 +305,9 @@ TEST(Ops, ReduceAxesMatchesEveryReductionsReference) {
           for (int64_t k = 0; k < shape[2]; ++k, ++e)
             groups[i * strides[0] + j * strides[1] + k * strides[2]].push_back(x[e]);
       for (const ReductionRule& rule : kReductions) {
-        std::vector<int64_t> params = {static_cast<int64_t>(rule.kind)};
-        params.insert(params.end(), axes.begin(), axes.end());
-        const std::vector<double> got =
-            array_values(run_array_op(OpCall{"reduce_axes", {h}, {}, params}));
+        const std::vector<double> got = array_values(
+            test::array_op("reduce_axes", {h}, {}, {},
+                           {{"reduction", static_cast<int64_t>(rule.kind)}, {"axes", axes}}));
         ASSERT_EQ(got.size(), groups.size());
         for (size_t o = 0; o < groups.size(); ++o) {
           ASSERT_EQ(got[o], test::reduction_references().at(rule.name)(groups[o]))

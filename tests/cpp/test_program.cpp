@@ -628,7 +628,7 @@ TEST(Programs, EveryReductionOfTheTableMatchesItsReference) {
     const int32_t half = b.add(Opcode::kMul, b.add(Opcode::kMul, 0, 1), 4);
     b.add(Opcode::kSelect, b.add(Opcode::kEq, half, 2), 3, half);
     const double want = test::reduction_references().at(rule.name)(v);
-    EXPECT_EQ(reduce_program(rule.name, handles, {}, {0.0, 1.0, 0.5}, b.params()), want)
+    EXPECT_EQ(run_map_reduce(rule.name, handles, {}, {0.0, 1.0, 0.5}, b.params()), want)
         << rule.name;
   }
 }
