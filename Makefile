@@ -54,8 +54,10 @@ lint-cpp:
 	clang-format --dry-run -Werror $(CPP_SOURCES)
 
 # ruff (config in pyproject.toml) over the Python sources.
+PYTHON_SOURCES := jask tests bench examples example.py
 lint-python: install
-	$(BIN)/ruff check jask tests bench examples
+	$(BIN)/ruff check $(PYTHON_SOURCES)
+	$(BIN)/ruff format --check $(PYTHON_SOURCES)
 
 lint: lint-cpp lint-python
 

@@ -46,6 +46,7 @@ _SIBLING_PATTERN = r"\.(tmp|old)-(\d+)-[0-9a-f]+"
 
 # -- saving --------------------------------------------------------------------
 
+
 def save_tree(path: str | os.PathLike, tree: Any) -> None:
     """Writes `tree` to a checkpoint folder at `path`, replacing any checkpoint there atomically.
 
@@ -79,8 +80,13 @@ def save_tree(path: str | os.PathLike, tree: Any) -> None:
     _check_replaceable(path)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     _remove_stale_siblings(path)
-    index = {"format": FORMAT, "version": VERSION, "generation": _latest_generation(path) + 1,
-             "structure": structure, "leaves": records}
+    index = {
+        "format": FORMAT,
+        "version": VERSION,
+        "generation": _latest_generation(path) + 1,
+        "structure": structure,
+        "leaves": records,
+    }
     folder = _new_sibling_name(path, "tmp")
     os.mkdir(folder)
     try:
@@ -105,14 +111,18 @@ def _flatten_for_saving(tree) -> tuple[list, list[dict]]:
 
 def _leaf_record(key: str, leaf, file: str) -> dict:
     if compat.is_tracer(leaf):
-        raise TypeError(f"save_tree: leaf {key} is a traced value; save_tree writes files and "
-                        f"cannot run inside jax.jit or jax.grad, so call it on concrete values")
+        raise TypeError(
+            f"save_tree: leaf {key} is a traced value; save_tree writes files and "
+            f"cannot run inside jax.jit or jax.grad, so call it on concrete values"
+        )
     kind = _leaf_kind(key, leaf)
     array = np.asarray(leaf) if kind == "python" else leaf
     shape, dtype = tuple(array.shape), np.dtype(array.dtype)
     if dtype.hasobject:  # np.save would need pickle for these
-        raise TypeError(f"save_tree: leaf {key} ({leaf!r:.60}) has no fixed-size NumPy dtype; "
-                        f"a checkpoint stores numbers only")
+        raise TypeError(
+            f"save_tree: leaf {key} ({leaf!r:.60}) has no fixed-size NumPy dtype; "
+            f"a checkpoint stores numbers only"
+        )
     return {"path": key, "kind": kind, "file": file, "shape": list(shape), "dtype": dtype.name}
 
 
@@ -128,8 +138,10 @@ def _leaf_kind(key: str, leaf) -> str:
         return "numpy_scalar"
     if isinstance(leaf, (bool, int, float, complex)):
         return "python"
-    raise TypeError(f"save_tree: leaf {key} is a {type(leaf).__name__}; a checkpoint holds "
-                    f"DiskArrays, jax arrays, NumPy arrays and scalars, and Python numbers")
+    raise TypeError(
+        f"save_tree: leaf {key} is a {type(leaf).__name__}; a checkpoint holds "
+        f"DiskArrays, jax arrays, NumPy arrays and scalars, and Python numbers"
+    )
 
 
 def _encode_structure(node, key_path: tuple, leaf_numbers: dict[str, int]) -> dict:
@@ -138,6 +150,7 @@ def _encode_structure(node, key_path: tuple, leaf_numbers: dict[str, int]) -> di
     Any other node (a NamedTuple, a dataclass, ...) is recorded by type name
     only: rebuilding it needs its class, which load_tree takes from `like=`.
     """
+
     def child(key, value):
         return _encode_structure(value, (*key_path, key), leaf_numbers)
 
@@ -158,8 +171,10 @@ def _encode_structure(node, key_path: tuple, leaf_numbers: dict[str, int]) -> di
 def _check_replaceable(path: str) -> None:
     # Refuse to swap away a folder or file that save_tree did not write.
     if os.path.lexists(path) and not _is_complete(path):
-        raise FileExistsError(f"save_tree: {path} exists and is not a jask checkpoint (it has no "
-                              f"{INDEX}); refusing to replace it")
+        raise FileExistsError(
+            f"save_tree: {path} exists and is not a jask checkpoint (it has no "
+            f"{INDEX}); refusing to replace it"
+        )
 
 
 def _write_folder(folder: str, leaves: list, index: dict) -> None:
@@ -256,6 +271,7 @@ def _process_alive(pid: int) -> bool:
 
 # -- loading -------------------------------------------------------------------
 
+
 def load_tree(path: str | os.PathLike, like: Any = None, mode: str = "copy") -> Any:
     """Reads the checkpoint at `path` back into a pytree.
 
@@ -324,14 +340,16 @@ def _find_checkpoint(path: str) -> str:
 def _check_rebuildable(structure: dict, folder: str) -> None:
     custom = _first_custom_node(structure)
     if custom is not None:
-        raise ValueError(f"load_tree: the checkpoint at {folder} holds a {custom['type']} at "
-                         f"{custom['path'] or 'the root'}, which load_tree cannot rebuild from the "
-                         f"checkpoint alone; pass like= a tree of the same structure "
-                         f"(for an optimizer state, opt.init(params))")
+        raise ValueError(
+            f"load_tree: the checkpoint at {folder} holds a {custom['type']} at "
+            f"{custom['path'] or 'the root'}, which load_tree cannot rebuild from the "
+            f"checkpoint alone; pass like= a tree of the same structure "
+            f"(for an optimizer state, opt.init(params))"
+        )
 
 
 def _first_custom_node(node: dict) -> dict | None:
-    (tag, value), = node.items()
+    ((tag, value),) = node.items()
     if tag == "custom":
         return value
     for child in _children(tag, value):
@@ -348,7 +366,7 @@ def _children(tag: str, value) -> list[dict]:
 
 
 def _decode_structure(node: dict, leaves: list):
-    (tag, value), = node.items()
+    ((tag, value),) = node.items()
     if tag == "leaf":
         return leaves[value]
     if tag == "none":
@@ -377,9 +395,11 @@ def _structure_mismatch(saved_keys: list[str], like_keys: list[str], folder: str
     saved = saved_keys + ["nothing"] * (length - len(saved_keys))
     liked = like_keys + ["nothing"] * (length - len(like_keys))
     first = next(i for i in range(length) if saved[i] != liked[i])
-    return (f"load_tree: like= does not have the structure of the checkpoint at {folder}: leaf "
-            f"#{first} is {saved[first]} in the checkpoint but {liked[first]} in like= "
-            f"(the checkpoint has {len(saved_keys)} leaves, like= has {len(like_keys)})")
+    return (
+        f"load_tree: like= does not have the structure of the checkpoint at {folder}: leaf "
+        f"#{first} is {saved[first]} in the checkpoint but {liked[first]} in like= "
+        f"(the checkpoint has {len(saved_keys)} leaves, like= has {len(like_keys)})"
+    )
 
 
 def _check_leaf_matches(record: dict, leaf) -> None:
@@ -388,9 +408,11 @@ def _check_leaf_matches(record: dict, leaf) -> None:
     # Python numbers in like= have no dtype of their own; only shape is checked.
     like_dtype = np.dtype(leaf.dtype).name if hasattr(leaf, "dtype") else record["dtype"]
     if saved_shape != like_shape or record["dtype"] != like_dtype:
-        raise ValueError(f"load_tree: leaf {record['path'] or '(the root)'} has shape "
-                         f"{saved_shape} and dtype {record['dtype']} in the checkpoint, but shape "
-                         f"{like_shape} and dtype {like_dtype} in like=")
+        raise ValueError(
+            f"load_tree: leaf {record['path'] or '(the root)'} has shape "
+            f"{saved_shape} and dtype {record['dtype']} in the checkpoint, but shape "
+            f"{like_shape} and dtype {like_dtype} in like="
+        )
 
 
 def _read_leaf(folder: str, record: dict, mode: str):
@@ -427,12 +449,15 @@ def _read_in_memory(file: str, record: dict) -> np.ndarray:
 
 def _check_file_matches(shape, dtype, record: dict, file: str) -> None:
     if tuple(shape) != tuple(record["shape"]) or np.dtype(dtype).name != record["dtype"]:
-        raise ValueError(f"load_tree: {file} holds {np.dtype(dtype).name}{list(shape)}, but the "
-                         f"checkpoint's {INDEX} records {record['dtype']}{record['shape']} for "
-                         f"leaf {record['path']}; the checkpoint is damaged")
+        raise ValueError(
+            f"load_tree: {file} holds {np.dtype(dtype).name}{list(shape)}, but the "
+            f"checkpoint's {INDEX} records {record['dtype']}{record['shape']} for "
+            f"leaf {record['path']}; the checkpoint is damaged"
+        )
 
 
 # -- folders -------------------------------------------------------------------
+
 
 def _absolute(path: str | os.PathLike) -> str:
     return os.path.abspath(os.fspath(path))
@@ -446,8 +471,10 @@ def _read_index(folder: str) -> dict:
     with open(os.path.join(folder, INDEX)) as f:
         index = json.load(f)
     if index.get("format") != FORMAT or index.get("version") != VERSION:
-        raise ValueError(f"{folder}/{INDEX} is not a version-{VERSION} jask checkpoint index "
-                         f"(format {index.get('format')!r}, version {index.get('version')!r})")
+        raise ValueError(
+            f"{folder}/{INDEX} is not a version-{VERSION} jask checkpoint index "
+            f"(format {index.get('format')!r}, version {index.get('version')!r})"
+        )
     return index
 
 

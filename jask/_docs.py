@@ -28,17 +28,23 @@ def op_table() -> str:
     rows = ["| kind | `jask` functions |", "|---|---|"]
     for family in FAMILIES:
         kind = (family.__doc__ or "").strip().splitlines()[0].split(":")[0].rstrip(".")
-        names = sorted(name for name in jask.__all__
-                       if getattr(getattr(jask, name), "__module__", None) == family.__name__)
+        names = sorted(
+            name
+            for name in jask.__all__
+            if getattr(getattr(jask, name), "__module__", None) == family.__name__
+        )
         if names:
             rows.append(f"| {kind} | `{' '.join(names)}` |")
     jax_names = sorted({*numpy_dispatch.TABLE, *numpy_dispatch.SEQUENCE_TABLE})
-    return "\n".join([
-        *rows, "",
-        "With a DiskArray among their arguments these `jax.numpy` (`jnp`), `jax.lax` and `jax.nn` "
-        "functions call Jask:",
-        f"`{' '.join(jax_names)}`.",
-    ])
+    return "\n".join(
+        [
+            *rows,
+            "",
+            "With a DiskArray among their arguments these `jax.numpy` (`jnp`), `jax.lax` and `jax.nn` "
+            "functions call Jask:",
+            f"`{' '.join(jax_names)}`.",
+        ]
+    )
 
 
 def readme(text: str) -> str:
@@ -52,14 +58,26 @@ def init_module(text: str) -> str:
     from Unary ops included, and `__all__` listing them."""
     lines = text.splitlines()
     exports = {m.groups() for m in map(_REEXPORT.match, lines) if m}
-    exports |= {("._api.elementwise", name, name)
-                for name in elementwise.UNARY_FUNCTIONS}
+    exports |= {("._api.elementwise", name, name) for name in elementwise.UNARY_FUNCTIONS}
     imports = [f"from {module} import {name} as {alias}" for module, name, alias in sorted(exports)]
     public = sorted(alias for _, _, alias in exports if not alias.startswith("_"))
     docstring = lines[0]
-    tail = text[text.index("__version__"):]
-    return "\n".join([docstring, "", *imports, "", "__all__ = [",
-                      *(f'    "{name}",' for name in public), "]", ""]) + tail
+    tail = text[text.index("__version__") :]
+    return (
+        "\n".join(
+            [
+                docstring,
+                "",
+                *imports,
+                "",
+                "__all__ = [",
+                *(f'    "{name}",' for name in public),
+                "]",
+                "",
+            ]
+        )
+        + tail
+    )
 
 
 def main() -> None:

@@ -17,8 +17,18 @@ from . import _engine
 
 DEFAULT_SCRATCH_DIR = ".jask_scratch"
 
-_UNITS = {"": 1, "B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40,
-          "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40}
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "KB": 1 << 10,
+    "MB": 1 << 20,
+    "GB": 1 << 30,
+    "TB": 1 << 40,
+    "KIB": 1 << 10,
+    "MIB": 1 << 20,
+    "GIB": 1 << 30,
+    "TIB": 1 << 40,
+}
 _scratch_request: tuple[str, bool] = (DEFAULT_SCRATCH_DIR, False)
 
 
@@ -30,12 +40,15 @@ def parse_size(size: int | str) -> int:
         match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", size)
         if match and match.group(2).upper() in _UNITS:
             return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
-    raise ValueError(f"memory budget must be an int of bytes or a string like '64KB', '512MB', "
-                     f"'1GB'; got {size!r}")
+    raise ValueError(
+        f"memory budget must be an int of bytes or a string like '64KB', '512MB', "
+        f"'1GB'; got {size!r}"
+    )
 
 
-def set_memory_budget(budget: int | str, scratch_dir: str | os.PathLike | None = None,
-                      allow_tmpfs: bool = False) -> None:
+def set_memory_budget(
+    budget: int | str, scratch_dir: str | os.PathLike | None = None, allow_tmpfs: bool = False
+) -> None:
     """Bounds all of Jask's buffers and chooses where scratch arrays live.
 
     Args:
@@ -72,8 +85,9 @@ def set_io_mode(mode: str) -> None:
     >>> jask.set_io_mode("auto")
     """
     if mode not in ("auto", "direct", "buffered"):
-        raise ValueError(f"jask.set_io_mode: unknown mode {mode!r}; expected 'auto', 'direct' "
-                         f"or 'buffered'")
+        raise ValueError(
+            f"jask.set_io_mode: unknown mode {mode!r}; expected 'auto', 'direct' or 'buffered'"
+        )
     _engine.set_read_mode(mode)
 
 

@@ -26,29 +26,45 @@ def install() -> None:
     compat.register_hitype(DiskArray, lambda x: x._ty)
     op.set_batch_rule(_batching.run_per_element)
     OPERATORS.update(_operators())
-    compat.install_patches(compat.Hooks(
-        hi_type=DiskArrayTy,
-        is_hi=numpy_dispatch.is_disk,
-        holds_hi=numpy_dispatch.holds_disk,
-        numpy_functions=numpy_dispatch.TABLE,
-        numpy_sequence_functions=numpy_dispatch.SEQUENCE_TABLE,
-        square=elementwise.square,
-        broadcast=lambda x, size, axis: shape.stack([x] * size, axis),
-        lowering_passes=lowering.passes(),
-    ))
+    compat.install_patches(
+        compat.Hooks(
+            hi_type=DiskArrayTy,
+            is_hi=numpy_dispatch.is_disk,
+            holds_hi=numpy_dispatch.holds_disk,
+            numpy_functions=numpy_dispatch.TABLE,
+            numpy_sequence_functions=numpy_dispatch.SEQUENCE_TABLE,
+            square=elementwise.square,
+            broadcast=lambda x, size, axis: shape.stack([x] * size, axis),
+            lowering_passes=lowering.passes(),
+        )
+    )
     _installed = True
 
 
 def _operators() -> dict:
     """The functions DiskArray's operators and methods call (diskarray.OPERATORS)."""
     return dict(
-        add=elementwise.add, sub=elementwise.sub, mul=elementwise.mul,
-        divide=elementwise.divide, power=elementwise.power, negative=elementwise.negative,
-        abs=elementwise.abs, astype=elementwise.astype, less=elementwise.less,
-        less_equal=elementwise.less_equal, greater=elementwise.greater,
-        greater_equal=elementwise.greater_equal, equal=elementwise.equal,
+        add=elementwise.add,
+        sub=elementwise.sub,
+        mul=elementwise.mul,
+        divide=elementwise.divide,
+        power=elementwise.power,
+        negative=elementwise.negative,
+        abs=elementwise.abs,
+        astype=elementwise.astype,
+        less=elementwise.less,
+        less_equal=elementwise.less_equal,
+        greater=elementwise.greater,
+        greater_equal=elementwise.greater_equal,
+        equal=elementwise.equal,
         not_equal=elementwise.not_equal,
-        dot=linalg.dot, matmul=linalg.matmul, transpose=shape.transpose, sum=reductions.sum,
-        zeros=creation.zeros, from_numpy=io.from_numpy, open=io.open_array, update_=io.update_,
+        dot=linalg.dot,
+        matmul=linalg.matmul,
+        transpose=shape.transpose,
+        sum=reductions.sum,
+        zeros=creation.zeros,
+        from_numpy=io.from_numpy,
+        open=io.open_array,
+        update_=io.update_,
         getitem=indexing.getitem,
     )

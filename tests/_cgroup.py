@@ -30,8 +30,13 @@ class MemoryCgroup:
 
     def command(self, argv: list[str]) -> list[str]:
         """`argv` wrapped so that the process enters this cgroup before it execs."""
-        return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self.path / "cgroup.procs"),
-                *argv]
+        return [
+            "/bin/sh",
+            "-c",
+            'echo $$ > "$0" && exec "$@"',
+            str(self.path / "cgroup.procs"),
+            *argv,
+        ]
 
     def peak_bytes(self) -> int | None:
         """The most memory the cgroup was charged for, or None where the kernel does not say."""

@@ -1,9 +1,11 @@
 """Generic op-test cases (run by test_transformations.py over every transformation and budget):
 matrix products with batch axes, in-memory weights and batched einsum."""
+
 import jax.numpy as jnp
 import numpy as np
 
 import jask
+
 from case import Case, K, M, N  # noqa: F401
 
 # Sizes that are not multiples of any tile size.
@@ -35,6 +37,10 @@ CASES: list[Case] = [
     Case("einsum_attention_scores", *einsum("bik,bjk->bij"), ((B, R, C), (B, P, C))),
     Case("einsum_matrix_times_batch", *einsum("ij,bjk->bik"), ((R, C), (B, C, P))),
     Case("einsum_batch_not_leading", *einsum("ibj,bjk->bki"), ((R, B, C), (B, C, P))),
-    Case("einsum_batched_inner", *same(lambda a, b: jnp.sum(jnp.einsum("bi,bi->b", a, b) ** 2)),
-         ((R, C), (R, C)), scalar_out=True),
+    Case(
+        "einsum_batched_inner",
+        *same(lambda a, b: jnp.sum(jnp.einsum("bi,bi->b", a, b) ** 2)),
+        ((R, C), (R, C)),
+        scalar_out=True,
+    ),
 ]

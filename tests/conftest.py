@@ -27,8 +27,10 @@ def budget(request):
 @pytest.fixture
 def small_budget():
     """Sets a tiny budget for one test."""
+
     def set_budget(b):
         jask.set_memory_budget(b)
+
     yield set_budget
     jask.set_memory_budget(DEFAULT_BUDGET)
 

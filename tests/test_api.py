@@ -10,6 +10,7 @@ import pytest
 
 import jask
 from jask import _engine
+
 from conftest import assert_close
 
 
@@ -34,12 +35,21 @@ def test_attributes_on_tracers(rng):
     seen = {}
 
     def f(x):
-        seen.update(shape=x.shape, dtype=x.dtype, ndim=x.ndim, size=x.size, nbytes=x.nbytes,
-                    T=x.T.shape, is_disk=isinstance(x, jask.DiskArray))
+        seen.update(
+            shape=x.shape,
+            dtype=x.dtype,
+            ndim=x.ndim,
+            size=x.size,
+            nbytes=x.nbytes,
+            T=x.T.shape,
+            is_disk=isinstance(x, jask.DiskArray),
+        )
         return jask.sum(x)
 
     jax.jit(f)(x)
-    assert seen == dict(shape=(5, 7), dtype=np.float32, ndim=2, size=35, nbytes=140, T=(7, 5), is_disk=True)
+    assert seen == dict(
+        shape=(5, 7), dtype=np.float32, ndim=2, size=35, nbytes=140, T=(7, 5), is_disk=True
+    )
 
 
 def test_scratch_files_are_npy_with_aligned_data(rng):
@@ -124,7 +134,9 @@ def test_dtypes_other_than_float32(rng):
         a, b = jask.DiskArray.from_numpy(a_np), jask.DiskArray.from_numpy(b_np)
         ref = a_np.astype(np.float64)
         assert a.dtype == np.dtype(dtype)
-        assert_close(np.asarray(jask.dot(a, b)).astype(np.float64), ref @ b_np.astype(np.float64), rtol)
+        assert_close(
+            np.asarray(jask.dot(a, b)).astype(np.float64), ref @ b_np.astype(np.float64), rtol
+        )
         assert_close(np.asarray(a + a).astype(np.float64), 2 * ref, rtol)
         # the sum comes back as a JAX scalar: float32 unless jax_enable_x64
         assert_close(float(jask.sum(jask.square(a))), float(np.sum(ref * ref)), max(rtol, 1e-6))
@@ -196,13 +208,15 @@ def test_read_and_write_paths_agree_with_and_without_direct_io(rng, small_budget
 
 
 def test_io_modes_give_the_same_values(rng):
-    x_np = rng.uniform(-1, 1, (1 << 16, 65)).astype(np.float32)  # 16 MiB: reads split into parallel parts
+    x_np = rng.uniform(-1, 1, (1 << 16, 65)).astype(
+        np.float32
+    )  # 16 MiB: reads split into parallel parts
     x = jask.DiskArray.from_numpy(x_np)
     try:
         for mode in ("buffered", "direct", "auto"):
             jask.set_io_mode(mode)
             assert jask.io_mode() == mode
-            assert_close(np.asarray(jask.square(x))[::997], (x_np ** 2)[::997])
+            assert_close(np.asarray(jask.square(x))[::997], (x_np**2)[::997])
             assert_close(jask.sum(x), np.sum(x_np.astype(np.float64)))
     finally:
         jask.set_io_mode("auto")

@@ -9,6 +9,7 @@ import pytest
 import jask
 from jask import _engine
 from jask.ops import Matmul
+
 from conftest import assert_close
 
 
@@ -23,11 +24,17 @@ def data(rng):
 
 def test_errors_name_the_shapes(data):
     a = disk(data(5, 4, 6))
-    with pytest.raises(ValueError, match=r"contracted dimensions differ \(6 vs 7\).*"
-                                         r"float32\[5,4,6\].*float32\[5,7,3\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"contracted dimensions differ \(6 vs 7\).*"
+        r"float32\[5,4,6\].*float32\[5,7,3\]",
+    ):
         jask.matmul(a, disk(data(5, 7, 3)))
-    with pytest.raises(ValueError, match=r"batch dimensions \(5,\) and \(2,\) do not broadcast.*"
-                                         r"float32\[5,4,6\].*float32\[2,6,3\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"batch dimensions \(5,\) and \(2,\) do not broadcast.*"
+        r"float32\[5,4,6\].*float32\[2,6,3\]",
+    ):
         a @ disk(data(2, 6, 3))
     with pytest.raises(ValueError, match=r"\(6 vs 5\).*float32\[5,4,6\].*float32\[5\]"):
         a @ disk(data(5))
@@ -75,9 +82,13 @@ def test_many_tiles_per_matrix_at_a_tiny_budget(data, small_budget):
     a_np, b_np = data(3, 1, 41, 29), data(4, 29, 13)
     before = _engine.pipeline_tasks_run()
     out = jask.matmul(disk(a_np), disk(b_np))
-    assert _engine.pipeline_tasks_run() - before >= 12 * 4, "each of the 12 products should take several tiles"
+    assert _engine.pipeline_tasks_run() - before >= 12 * 4, (
+        "each of the 12 products should take several tiles"
+    )
     assert_close(np.asarray(out), np.matmul(a_np, b_np))
-    grads = jax.grad(lambda a, b: jask.sum(jask.square(a @ b)), argnums=(0, 1))(disk(a_np), disk(b_np))
+    grads = jax.grad(lambda a, b: jask.sum(jask.square(a @ b)), argnums=(0, 1))(
+        disk(a_np), disk(b_np)
+    )
     expected = jax.grad(lambda a, b: jnp.sum((a @ b) ** 2), argnums=(0, 1))(a_np, b_np)
     for g, e in zip(grads, expected):
         assert isinstance(g, jask.DiskArray) and g.shape == e.shape
@@ -105,8 +116,11 @@ def test_gradient_of_an_in_memory_weight_is_a_jax_array(data, side):
 
     expected = jax.grad(loss, argnums=(0, 1))(w_np, x_np)
     w = jnp.asarray(w_np)
-    for grad_fn in (jax.grad(loss, argnums=(0, 1)), jax.jit(jax.grad(loss, argnums=(0, 1))),
-                    jax.grad(jax.jit(loss), argnums=(0, 1))):
+    for grad_fn in (
+        jax.grad(loss, argnums=(0, 1)),
+        jax.jit(jax.grad(loss, argnums=(0, 1))),
+        jax.grad(jax.jit(loss), argnums=(0, 1)),
+    ):
         g_w, g_x = grad_fn(w, x)
         assert isinstance(g_w, jax.Array) and not isinstance(g_w, jask.DiskArray)
         assert isinstance(g_x, jask.DiskArray)
@@ -128,8 +142,10 @@ def test_two_layer_mlp_loss_and_gradient_under_jit(data, small_budget, weights_o
         return jnp.mean((h @ params["w2"] + params["b2"] - y) ** 2)
 
     expected_loss, expected_grads = jax.value_and_grad(mlp_loss)(params_np, x_np, y_np)
-    params = {k: disk(v) if weights_on_disk and k.startswith("w") else jnp.asarray(v)
-              for k, v in params_np.items()}
+    params = {
+        k: disk(v) if weights_on_disk and k.startswith("w") else jnp.asarray(v)
+        for k, v in params_np.items()
+    }
     loss, grads = jax.jit(jax.value_and_grad(mlp_loss))(params, disk(x_np), disk(y_np))
     assert_close(loss, expected_loss)
     for k, g in grads.items():
@@ -138,19 +154,22 @@ def test_two_layer_mlp_loss_and_gradient_under_jit(data, small_budget, weights_o
         assert_close(np.asarray(g), expected_grads[k])
 
 
-@pytest.mark.parametrize("spec, shapes", [
-    ("bij,bjk->bik", ((3, 6, 4), (3, 4, 5))),
-    ("bij,jk->bik", ((3, 6, 4), (4, 5))),
-    ("bik,bjk->bij", ((3, 6, 4), (3, 5, 4))),
-    ("ij,bjk->bik", ((6, 4), (3, 4, 5))),
-    ("bi,bi->b", ((3, 4), (3, 4))),
-    ("bj,bjk->bk", ((3, 4), (3, 4, 5))),
-    ("bij,bj->bi", ((3, 6, 4), (3, 4))),
-    ("abij,bjk->abki", ((2, 3, 6, 4), (3, 4, 5))),
-    ("bi,bj->bij", ((3, 4), (3, 5))),
-    ("ij,jk->ki", ((6, 4), (4, 5))),
-    ("i,j->ji", ((4,), (5,))),
-])
+@pytest.mark.parametrize(
+    "spec, shapes",
+    [
+        ("bij,bjk->bik", ((3, 6, 4), (3, 4, 5))),
+        ("bij,jk->bik", ((3, 6, 4), (4, 5))),
+        ("bik,bjk->bij", ((3, 6, 4), (3, 5, 4))),
+        ("ij,bjk->bik", ((6, 4), (3, 4, 5))),
+        ("bi,bi->b", ((3, 4), (3, 4))),
+        ("bj,bjk->bk", ((3, 4), (3, 4, 5))),
+        ("bij,bj->bi", ((3, 6, 4), (3, 4))),
+        ("abij,bjk->abki", ((2, 3, 6, 4), (3, 4, 5))),
+        ("bi,bj->bij", ((3, 4), (3, 5))),
+        ("ij,jk->ki", ((6, 4), (4, 5))),
+        ("i,j->ji", ((4,), (5,))),
+    ],
+)
 def test_einsum_batch_specs_eager_and_jit(spec, shapes, data):
     dense = [data(*s) for s in shapes]
     expected = np.einsum(spec, *dense)

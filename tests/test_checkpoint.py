@@ -29,8 +29,11 @@ def mixed_tree():
     return {
         "disk": [disk(np.arange(6).reshape(2, 3) % 2, dt) for dt in DISK_DTYPES],
         "disk_0d": jask.full((), 2.5),
-        "dense": (jnp.arange(4, dtype=jnp.float32), jnp.asarray(7, jnp.int32),
-                  jnp.ones((2, 2), jnp.bfloat16)),
+        "dense": (
+            jnp.arange(4, dtype=jnp.float32),
+            jnp.asarray(7, jnp.int32),
+            jnp.ones((2, 2), jnp.bfloat16),
+        ),
         "numpy": {"array": np.arange(3, dtype=np.int16), "scalar": np.float64(0.25)},
         "python": [1, 2.5, True, 1 + 2j],
         "none": None,
@@ -45,7 +48,9 @@ def assert_same_tree(actual, expected):
     for (key, a), e in zip(jax.tree_util.tree_leaves_with_path(actual), expected_leaves):
         assert type(a) is type(e) or (isinstance(a, jax.Array) and isinstance(e, jax.Array)), key
         assert np.shape(a) == np.shape(e) and np.asarray(a).dtype == np.asarray(e).dtype, key
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(e), err_msg=jax.tree_util.keystr(key))
+        np.testing.assert_array_equal(
+            np.asarray(a), np.asarray(e), err_msg=jax.tree_util.keystr(key)
+        )
 
 
 def test_round_trip_of_mixed_tree(tmp_path):
@@ -62,7 +67,13 @@ def test_round_trip_of_mixed_tree(tmp_path):
 def test_checkpoint_is_plain_json_and_npy(tmp_path):
     jask.save_tree(tmp_path / "ckpt", mixed_tree())
     index = json.loads((tmp_path / "ckpt" / "index.json").read_text())
-    assert {r["kind"] for r in index["leaves"]} == {"disk", "jax", "numpy", "numpy_scalar", "python"}
+    assert {r["kind"] for r in index["leaves"]} == {
+        "disk",
+        "jax",
+        "numpy",
+        "numpy_scalar",
+        "python",
+    }
     files = sorted(p.name for p in (tmp_path / "ckpt").iterdir())
     assert files == ["index.json"] + [f"leaf_{i:05d}.npy" for i in range(len(index["leaves"]))]
     for record in index["leaves"]:
@@ -78,7 +89,9 @@ def test_in_place_mode_opens_the_checkpoint_files_read_only(tmp_path):
     # A later save replaces the folder; the open array keeps its own (removed) file.
     jask.save_tree(tmp_path / "ckpt", {"w": w * 3.0})
     np.testing.assert_array_equal(np.asarray(w), np.ones(5, np.float32))
-    np.testing.assert_array_equal(np.asarray(jask.load_tree(tmp_path / "ckpt")["w"]), np.full(5, 3.0))
+    np.testing.assert_array_equal(
+        np.asarray(jask.load_tree(tmp_path / "ckpt")["w"]), np.full(5, 3.0)
+    )
 
 
 def test_optax_adam_state_round_trips_via_like(tmp_path):
@@ -97,8 +110,15 @@ def test_optax_adam_state_round_trips_via_like(tmp_path):
 def test_like_accepts_shape_dtype_structs(tmp_path):
     tree = {"w": disk(np.ones((4, 2))), "count": jnp.asarray(3, jnp.int32)}
     jask.save_tree(tmp_path / "ckpt", tree)
-    assert_same_tree(jask.load_tree(tmp_path / "ckpt", like=jax.eval_shape(lambda: {
-        "w": jnp.zeros((4, 2)), "count": jnp.zeros((), jnp.int32)})), tree)
+    assert_same_tree(
+        jask.load_tree(
+            tmp_path / "ckpt",
+            like=jax.eval_shape(
+                lambda: {"w": jnp.zeros((4, 2)), "count": jnp.zeros((), jnp.int32)}
+            ),
+        ),
+        tree,
+    )
 
 
 def test_named_tuples_need_like(tmp_path):
@@ -200,8 +220,13 @@ def saved_value(path):
 def test_a_killed_save_leaves_a_complete_checkpoint(tmp_path, rng):
     path, scratch = tmp_path / "ckpt", tmp_path / "saver_scratch"
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    with subprocess.Popen([sys.executable, "-c", SAVER_HOST], stdin=subprocess.PIPE,
-                          stdout=subprocess.PIPE, text=True, env=env) as host:
+    with subprocess.Popen(
+        [sys.executable, "-c", SAVER_HOST],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    ) as host:
 
         def send(line):
             host.stdin.write(line + "\n")
@@ -271,21 +296,29 @@ def test_save_removes_only_the_leftovers_of_dead_processes(tmp_path):
     for folder in (dead, alive, unrelated):
         folder.mkdir()
     jask.save_tree(path, {"x": 2})
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["ckpt", alive.name, unrelated.name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["ckpt", alive.name, unrelated.name]
+    )
 
 
 def test_missing_checkpoint_raises_file_not_found_naming_it(tmp_path):
-    with pytest.raises(FileNotFoundError, match=re.escape(f"no checkpoint at {tmp_path / 'nowhere'}")):
+    with pytest.raises(
+        FileNotFoundError, match=re.escape(f"no checkpoint at {tmp_path / 'nowhere'}")
+    ):
         jask.load_tree(tmp_path / "nowhere")
     (tmp_path / "plain").mkdir()
-    with pytest.raises(FileNotFoundError, match="plain is not a jask checkpoint: it has no index.json"):
+    with pytest.raises(
+        FileNotFoundError, match="plain is not a jask checkpoint: it has no index.json"
+    ):
         jask.load_tree(tmp_path / "plain")
 
 
 def test_like_with_another_shape_or_dtype_raises_naming_the_leaf(tmp_path):
     jask.save_tree(tmp_path / "ckpt", {"layer": {"w": disk(np.ones((4, 2)))}})
-    message = (r"leaf \['layer'\]\['w'\] has shape \(4, 2\) and dtype float32 in the checkpoint, "
-               r"but shape \(3, 2\) and dtype float32 in like=")
+    message = (
+        r"leaf \['layer'\]\['w'\] has shape \(4, 2\) and dtype float32 in the checkpoint, "
+        r"but shape \(3, 2\) and dtype float32 in like="
+    )
     with pytest.raises(ValueError, match=message):
         jask.load_tree(tmp_path / "ckpt", like={"layer": {"w": jnp.zeros((3, 2))}})
     with pytest.raises(ValueError, match=r"\['w'\] has shape \(4, 2\) .* and dtype int32 in like="):
@@ -294,9 +327,13 @@ def test_like_with_another_shape_or_dtype_raises_naming_the_leaf(tmp_path):
 
 def test_like_with_another_structure_raises_naming_the_leaf(tmp_path):
     jask.save_tree(tmp_path / "ckpt", {"w": disk(np.ones(2)), "b": disk(np.ones(2))})
-    with pytest.raises(ValueError, match=r"leaf #0 is \['b'\] in the checkpoint but \['bias'\] in "):
+    with pytest.raises(
+        ValueError, match=r"leaf #0 is \['b'\] in the checkpoint but \['bias'\] in "
+    ):
         jask.load_tree(tmp_path / "ckpt", like={"w": jnp.ones(2), "bias": jnp.ones(2)})
-    with pytest.raises(ValueError, match=r"leaf #1 is \['w'\] in the checkpoint but nothing in like="):
+    with pytest.raises(
+        ValueError, match=r"leaf #1 is \['w'\] in the checkpoint but nothing in like="
+    ):
         jask.load_tree(tmp_path / "ckpt", like={"b": jnp.ones(2)})
 
 
@@ -312,7 +349,7 @@ def test_unsupported_leaves_raise_before_anything_is_written(tmp_path):
     with pytest.raises(TypeError, match=r"leaf \['name'\] is a str"):
         jask.save_tree(tmp_path / "ckpt", {"name": "adam", "x": 1})
     with pytest.raises(TypeError, match=r"leaf \['big'\] .* no fixed-size NumPy dtype"):
-        jask.save_tree(tmp_path / "ckpt", {"big": 2 ** 70})
+        jask.save_tree(tmp_path / "ckpt", {"big": 2**70})
     with pytest.raises(TypeError, match=r"leaf \[0\] is a traced value"):
         jax.jit(lambda x: jask.save_tree(tmp_path / "ckpt", [x]))(jnp.ones(2))
     assert list(tmp_path.iterdir()) == []

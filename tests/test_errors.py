@@ -40,7 +40,9 @@ def test_errors_are_raised_at_trace_time_under_jit(x, rng):
 def test_unsupported_operands(x):
     with pytest.raises(TypeError, match="unsupported operands"):
         jask.add(x, "one")
-    with pytest.raises(ValueError, match=r"do not broadcast: float32\[4,6\] DiskArray and float32\[5\] array"):
+    with pytest.raises(
+        ValueError, match=r"do not broadcast: float32\[4,6\] DiskArray and float32\[5\] array"
+    ):
         jask.mul(x, np.ones(5, np.float32))
     with pytest.raises(TypeError, match="expects a DiskArray"):
         jask.square(np.ones(3))
@@ -128,8 +130,11 @@ def test_update_inside_jit_is_refused(x):
 def test_budget_too_small_names_op_shapes_and_minimum(small_budget, rng):
     x = jask.DiskArray.from_numpy(rng.uniform(size=(300, 200)).astype(np.float32))
     small_budget(1024)
-    with pytest.raises(ValueError, match=r"too small for add on add\(float32\[300,200\], "
-                                         r"float32\[300,200\]\): it needs at least 1536 bytes"):
+    with pytest.raises(
+        ValueError,
+        match=r"too small for add on add\(float32\[300,200\], "
+        r"float32\[300,200\]\): it needs at least 1536 bytes",
+    ):
         x + x
     with pytest.raises(Exception, match=r"too small for add.*1536 bytes"):
         jax.jit(jask.add)(x, x)

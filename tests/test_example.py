@@ -17,8 +17,13 @@ gradients of a, b and c agree with NumPy's hand-derived ones: True
 
 
 def test_example_output(tmp_path):
-    out = subprocess.run([sys.executable, os.path.join(REPO, "example.py")], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=300,
-                         env=dict(os.environ, PYTHONPATH=REPO))
+    out = subprocess.run(
+        [sys.executable, os.path.join(REPO, "example.py")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONPATH=REPO),
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout == EXPECTED

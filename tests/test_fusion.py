@@ -8,6 +8,7 @@ import numpy as np
 
 import jask
 from jask import _engine
+
 from conftest import assert_close
 
 
@@ -26,7 +27,9 @@ def test_reduction_chain_is_one_pass(rng, small_budget):
     assert kernels(loss, x, y) == ["map_reduce/sub+square+sum"]
     io_before = sum(_engine.io_counters())
     value = jax.jit(loss)(x, y)
-    assert sum(_engine.io_counters()) - io_before == x.nbytes + y.nbytes  # read once, nothing written
+    assert (
+        sum(_engine.io_counters()) - io_before == x.nbytes + y.nbytes
+    )  # read once, nothing written
     assert_close(value, np.sum((x_np - y_np) ** 2))
 
 
@@ -55,6 +58,7 @@ def test_shared_intermediates_and_other_dtypes_are_not_fused(rng):
 
 def test_adam_step_fuses_its_elementwise_math(rng):
     import optax
+
     w = jask.DiskArray.from_numpy(rng.uniform(-1, 1, (40, 9)).astype(np.float32))
     opt = optax.adam(0.01)
     state = opt.init(w)
@@ -66,6 +70,7 @@ def test_whole_adam_step_is_one_pass_with_minimal_traffic(rng, small_budget):
     """New moments are both outputs and inputs of the update: one pass reads p, g, m, v once
     and writes p, m, v once."""
     import optax
+
     small_budget("64KB")
     p_np, g_np = (rng.uniform(-1, 1, (313, 101)).astype(np.float32) for _ in range(2))
     p, g = jask.DiskArray.from_numpy(p_np), jask.DiskArray.from_numpy(g_np)
@@ -74,6 +79,7 @@ def test_whole_adam_step_is_one_pass_with_minimal_traffic(rng, small_budget):
     def step(p, g, state):
         updates, state = opt.update(g, state, p)
         return optax.apply_updates(p, updates), state
+
     state = opt.init(p)
     (kernel,) = kernels(step, p, g, state)
     assert kernel.startswith("map_multi/")
@@ -102,9 +108,11 @@ def test_results_read_before_the_consumer_stay_separate(rng):
     out, total = jax.jit(f)(x)
     assert_close(np.asarray(out), np.sqrt(x_np) * 2 + 1)
     assert_close(total, np.sqrt(x_np).sum())
+
     def two(x):
         e = jnp.exp(x)
         return e, e * 3.0 - x
+
     assert [k.split("/")[0] for k in kernels(two, x)] == ["map_multi"]
     a, b = jax.jit(two)(x)
     assert_close(np.asarray(a), np.exp(x_np))
@@ -120,6 +128,7 @@ def test_long_fused_chains_get_valid_file_names(rng):
         for _ in range(40):
             x = x * 1.01 + 0.01
         return x
+
     (kernel,) = kernels(chain, x)
     assert len(kernel) > 255
     assert_close(np.asarray(jax.jit(chain)(x)), chain(x_np))

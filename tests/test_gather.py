@@ -10,6 +10,7 @@ import pytest
 import jask
 import jask._api.operands
 from jask import _engine
+
 from conftest import assert_close
 
 N_ROWS, D = 97, 13
@@ -29,8 +30,12 @@ def random_indices(seed, count, n=N_ROWS):
 
 def test_concrete_indices_eager_and_jit(data):
     x_np, x = data
-    for fn in (lambda x: jask.take(x, IDX), jax.jit(lambda x: jask.take(x, IDX)),
-               lambda x: jnp.take(x, IDX, axis=0), jax.jit(lambda x: jnp.take(x, jnp.asarray(IDX), axis=0))):
+    for fn in (
+        lambda x: jask.take(x, IDX),
+        jax.jit(lambda x: jask.take(x, IDX)),
+        lambda x: jnp.take(x, IDX, axis=0),
+        jax.jit(lambda x: jnp.take(x, jnp.asarray(IDX), axis=0)),
+    ):
         out = fn(x)
         assert isinstance(out, jax.Array) and out.shape == (len(IDX), D)
         np.testing.assert_array_equal(np.asarray(out), x_np[IDX])
@@ -55,17 +60,22 @@ def test_traced_indices_with_duplicates(data):
     # indices drawn inside the jitted function
     draw = jax.jit(lambda x, key: jask.take(x, jax.random.randint(key, (64,), 0, N_ROWS)))
     key = jax.random.key(5)
-    np.testing.assert_array_equal(np.asarray(draw(x, key)),
-                                  x_np[np.asarray(jax.random.randint(key, (64,), 0, N_ROWS))])
+    np.testing.assert_array_equal(
+        np.asarray(draw(x, key)), x_np[np.asarray(jax.random.randint(key, (64,), 0, N_ROWS))]
+    )
 
 
 def test_jnp_take_modes_and_flattened_default(data):
     x_np, x = data
     wild = np.array([-200, -1, 5, 96, 500])
-    np.testing.assert_array_equal(np.asarray(jnp.take(x, wild, axis=0, mode="clip")),
-                                  np.asarray(jnp.take(x_np, wild, axis=0, mode="clip")))
-    np.testing.assert_array_equal(np.asarray(jnp.take(x, wild, axis=0, mode="wrap")),
-                                  np.asarray(jnp.take(x_np, wild, axis=0, mode="wrap")))
+    np.testing.assert_array_equal(
+        np.asarray(jnp.take(x, wild, axis=0, mode="clip")),
+        np.asarray(jnp.take(x_np, wild, axis=0, mode="clip")),
+    )
+    np.testing.assert_array_equal(
+        np.asarray(jnp.take(x, wild, axis=0, mode="wrap")),
+        np.asarray(jnp.take(x_np, wild, axis=0, mode="wrap")),
+    )
     flat = np.array([0, 5, N_ROWS * D - 1, 5])
     np.testing.assert_array_equal(np.asarray(jnp.take(x, flat)), x_np.reshape(-1)[flat])
 
@@ -89,7 +99,9 @@ def test_gradients_accumulate_duplicates(data):
     # row 3 appears three times in IDX: its gradient is three times one row's
     ones = jax.grad(lambda x: jnp.sum(jask.take(x, IDX)))(x)
     counts = np.bincount(np.where(IDX < 0, IDX + N_ROWS, IDX), minlength=N_ROWS)
-    np.testing.assert_array_equal(np.asarray(ones), np.repeat(counts[:, None], D, 1).astype(np.float32))
+    np.testing.assert_array_equal(
+        np.asarray(ones), np.repeat(counts[:, None], D, 1).astype(np.float32)
+    )
 
 
 def test_no_gradient_for_the_indices(data):
@@ -125,7 +137,7 @@ def test_out_of_range_concrete_indices_raise(data):
         with pytest.raises(IndexError, match=message):
             jask.take(x, np.array([0, bad, 1]))
         with pytest.raises(IndexError, match=message):
-            jax.jit(lambda x: jask.take(x, np.array([bad])))(x)
+            jax.jit(lambda x, bad=bad: jask.take(x, np.array([bad])))(x)
         with pytest.raises(IndexError, match=message):
             jnp.take(x, [bad], axis=0)
 

@@ -29,7 +29,7 @@ def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
     base = module.split(".")
     if not is_package:
         base = base[:-1]
-    base = base[:len(base) - (node.level - 1)]
+    base = base[: len(base) - (node.level - 1)]
     return ".".join(base + ([node.module] if node.module else []))
 
 
@@ -48,8 +48,10 @@ def _imports(module: str, path: Path, modules) -> list[tuple[str, int, bool]]:
         elif isinstance(node, ast.ImportFrom):
             source = _resolve(module, is_package, node)
             # `from package import name` imports the submodule package.name when there is one
-            targets = [f"{source}.{a.name}" if f"{source}.{a.name}" in modules else source
-                       for a in node.names]
+            targets = [
+                f"{source}.{a.name}" if f"{source}.{a.name}" in modules else source
+                for a in node.names
+            ]
         else:
             continue
         for target in targets:
@@ -83,7 +85,7 @@ def _cycle(graph) -> list[str] | None:
         path.append(m)
         for n in sorted(graph[m]):
             if state.get(n) == 1:
-                return path[path.index(n):] + [n]
+                return path[path.index(n) :] + [n]
             if n not in state and (found := visit(n)):
                 return found
         state[m] = 2
@@ -115,17 +117,22 @@ def test_cycle_detection_works():
 
 def test_no_function_local_jask_imports():
     modules = _modules()
-    found = [f"{path.relative_to(ROOT.parent)}:{line} imports {target}"
-             for module, path in sorted(modules.items())
-             for target, line, inside in _imports(module, path, modules)
-             if inside and (module, target) not in LAZY_IMPORTS]
-    assert not found, ("import jask modules at the top of the module (a cycle is a layering "
-                       "problem: move the shared part down):\n" + "\n".join(found))
+    found = [
+        f"{path.relative_to(ROOT.parent)}:{line} imports {target}"
+        for module, path in sorted(modules.items())
+        for target, line, inside in _imports(module, path, modules)
+        if inside and (module, target) not in LAZY_IMPORTS
+    ]
+    assert not found, (
+        "import jask modules at the top of the module (a cycle is a layering "
+        "problem: move the shared part down):\n" + "\n".join(found)
+    )
 
 
 def test_allowed_lazy_imports_still_exist():
     modules = _modules()
     for (module, target), reason in LAZY_IMPORTS.items():
         assert reason
-        assert any(t == target and inside
-                   for t, _, inside in _imports(module, modules[module], modules)), (module, target)
+        assert any(
+            t == target and inside for t, _, inside in _imports(module, modules[module], modules)
+        ), (module, target)

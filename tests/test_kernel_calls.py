@@ -26,21 +26,24 @@ def test_transpose_schema_is_its_params():
     assert _engine.kernel_schemas()[("array", "transpose")] == [("perm", "an int64 array")]
 
 
-@pytest.mark.parametrize("params, needle", [
-    ({}, "field 'perm' is missing"),
-    ({"perm": "1, 0"}, "field 'perm' must be an int64 array, got a string"),
-    ({"perm": (1, 0), "axes": (0,)}, "field 'axes' is not a parameter"),
-])
+@pytest.mark.parametrize(
+    "params, needle",
+    [
+        ({}, "field 'perm' is missing"),
+        ({"perm": "1, 0"}, "field 'perm' must be an int64 array, got a string"),
+        ({"perm": (1, 0), "axes": (0,)}, "field 'axes' is not a parameter"),
+    ],
+)
 def test_malformed_eager_call_names_kernel_and_field(x, params, needle):
     with pytest.raises(ValueError, match=f"kernel 'transpose': {needle}"):
         _engine.array_op("transpose", [x.handle], [], [], params)
 
 
 def test_malformed_jitted_call_names_kernel_and_field(x):
-    call = jax.ffi.ffi_call("jask_array_op", jax.ShapeDtypeStruct((), jnp.int32),
-                            has_side_effect=True)
-    run = jax.jit(lambda h: call(h, kernel="transpose", num_handles=np.int64(1),
-                                 perm=np.int64(1)))
+    call = jax.ffi.ffi_call(
+        "jask_array_op", jax.ShapeDtypeStruct((), jnp.int32), has_side_effect=True
+    )
+    run = jax.jit(lambda h: call(h, kernel="transpose", num_handles=np.int64(1), perm=np.int64(1)))
     with pytest.raises(Exception, match="kernel 'transpose': field 'perm' must be an int64 array"):
         jax.block_until_ready(run(jnp.int32(x.handle)))
 

@@ -66,7 +66,6 @@ def test_gradient(arrays):
     assert g.shape == x.shape
 
 
-
 CONTROL = """
 import jask, pytest
 from test_memory_limits import LIMIT, arrays  # noqa: F401 - the fixture
@@ -82,11 +81,26 @@ def test_the_limit_catches_a_materialized_array(tmp_path):
     import os
     import subprocess
     import sys
+
     here = os.path.dirname(os.path.abspath(__file__))
     (tmp_path / "test_control.py").write_text(CONTROL)
-    command = [sys.executable, "-m", "pytest", "--memray", "-q", "-p", "no:cacheprovider",
-               str(tmp_path / "test_control.py")]
-    out = subprocess.run(command, capture_output=True, text=True,
-                         cwd=tmp_path, env=dict(os.environ, PYTHONPATH=here), timeout=300)
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--memray",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        str(tmp_path / "test_control.py"),
+    ]
+    out = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=here),
+        timeout=300,
+    )
     assert out.returncode == 1, out.stdout[-2000:]
     assert "Test was limited to 12.0MiB" in out.stdout

@@ -2,10 +2,10 @@
 
 import jax
 import numpy as np
-
-from jask.ops import OPS
-from jask._jax.op import Op
 import test_transformations as generic
+
+from jask._jax.op import Op
+from jask.ops import OPS
 
 
 def test_every_registered_op_is_covered(rng, monkeypatch):
@@ -24,8 +24,13 @@ def test_every_registered_op_is_covered(rng, monkeypatch):
         jax.jvp(loss, disk, disk)
     generic.test_max_and_min_reductions(rng)
     generic.test_from_numpy_of_a_traced_value_has_a_gradient(rng)
-    rows_case = generic.Case("rows", lambda x: jax.numpy.sum(x[3:40] ** 2), None, ((generic.M, generic.K),),
-                             scalar_out=True)
+    rows_case = generic.Case(
+        "rows",
+        lambda x: jax.numpy.sum(x[3:40] ** 2),
+        None,
+        ((generic.M, generic.K),),
+        scalar_out=True,
+    )
     _, (x,) = generic.make_inputs(rows_case, rng)
     jax.grad(rows_case.fn)(x)
     missing = sorted(op.__name__ for op in OPS if op not in used)

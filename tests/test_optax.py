@@ -7,6 +7,7 @@ import optax
 import pytest
 
 import jask
+
 from conftest import assert_close
 
 

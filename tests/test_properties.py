@@ -4,8 +4,8 @@ under jax.jit, and gradients of a scalar loss under jax.grad and jax.jit(jax.gra
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 import jask
+
 from conftest import DEFAULT_BUDGET, assert_close
 
 # Odd sizes, so that no shape is a multiple of a block or tile size.
@@ -35,6 +36,7 @@ BUDGETS = ("4KB", "64KB")  # a few blocks per op; many blocks per op
 @dataclass(frozen=True)
 class Operand:
     """Argument `index` of the expression: a DiskArray when `disk`, else an in-memory array."""
+
     index: int
     shape: tuple[int, ...]
     disk: bool
@@ -49,6 +51,7 @@ class Operand:
 @dataclass(frozen=True)
 class Scalar:
     """A Python float."""
+
     value: float
 
     def evaluate(self, args):
@@ -69,7 +72,7 @@ UNARY: dict[str, Callable] = {
     "sigmoid({})": jax.nn.sigmoid,
     "softplus({})": jax.nn.softplus,
     "gelu({})": jax.nn.gelu,
-    "({}) ** 2": lambda x: x ** 2,
+    "({}) ** 2": lambda x: x**2,
     "-({})": operator.neg,
 }
 # Divisors: bounded away from zero, for DiskArray and in-memory operands alike.
@@ -77,8 +80,12 @@ POSITIVE = "(1.0 + square({}))"
 UNARY[POSITIVE] = lambda x: 1.0 + jnp.square(x)
 
 BINARY: dict[str, Callable] = {
-    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
-    "maximum": jnp.maximum, "minimum": jnp.minimum,
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": operator.truediv,
+    "maximum": jnp.maximum,
+    "minimum": jnp.minimum,
 }
 
 REDUCTIONS: dict[str, Callable] = {"sum": jnp.sum, "mean": jnp.mean, "max": jnp.max}
@@ -115,14 +122,18 @@ class Binary:
 @dataclass(frozen=True)
 class Select:
     """jnp.where(left > right, then, otherwise)."""
+
     left: Node
     right: Node
     then: Node
     otherwise: Node
 
     def evaluate(self, args):
-        return jnp.where(self.left.evaluate(args) > self.right.evaluate(args),
-                         self.then.evaluate(args), self.otherwise.evaluate(args))
+        return jnp.where(
+            self.left.evaluate(args) > self.right.evaluate(args),
+            self.then.evaluate(args),
+            self.otherwise.evaluate(args),
+        )
 
     def __repr__(self):
         return f"where({self.left} > {self.right}, {self.then}, {self.otherwise})"
@@ -155,6 +166,7 @@ class Dot:
 class Reduction:
     """jnp.sum / mean / max over all axes (axis None) or one; on a DiskArray the result is an
     in-memory jax.Array."""
+
     name: str
     x: Node
     axis: int | None = None
@@ -166,7 +178,9 @@ class Reduction:
     def __repr__(self):
         if self.axis is None:
             return f"{self.name}({self.x})"
-        return f"{self.name}({self.x}, axis={self.axis}{', keepdims=True' if self.keepdims else ''})"
+        return (
+            f"{self.name}({self.x}, axis={self.axis}{', keepdims=True' if self.keepdims else ''})"
+        )
 
 
 Node = Operand | Scalar | Unary | Binary | Select | Transpose | Dot | Reduction
@@ -177,14 +191,15 @@ Node = Operand | Scalar | Unary | Binary | Select | Transpose | Dot | Reduction
 
 @dataclass(frozen=True)
 class Case:
-    expression: Node               # evaluates to a 2-D DiskArray
+    expression: Node  # evaluates to a 2-D DiskArray
     operands: tuple[Operand, ...]  # in argument order
-    loss: str                      # how the expression becomes a scalar for jax.grad
-    coarse: bool                   # data on a grid of quarters: exact zeros and ties
+    loss: str  # how the expression becomes a scalar for jax.grad
+    coarse: bool  # data on a grid of quarters: exact zeros and ties
 
     def __repr__(self):
-        shapes = ", ".join(f"{o}: {'DiskArray' if o.disk else 'jax.Array'}{list(o.shape)}"
-                           for o in self.operands)
+        shapes = ", ".join(
+            f"{o}: {'DiskArray' if o.disk else 'jax.Array'}{list(o.shape)}" for o in self.operands
+        )
         data = "quarters" if self.coarse else "uniform"
         return f"Case(loss={self.loss}, {data} data, {self.expression}; {shapes})"
 
@@ -221,7 +236,9 @@ class _Builder:
         """A DiskArray-valued expression of `shape`."""
         if not self._take_op(depth):
             return self.operand(shape, disk=True)
-        kind = self.draw(st.sampled_from(["unary", "binary", "divide", "where", "transpose", "dot"]))
+        kind = self.draw(
+            st.sampled_from(["unary", "binary", "divide", "where", "transpose", "dot"])
+        )
         rows, cols = shape
         if kind == "unary":
             name = self.draw(st.sampled_from(self.unary_names))
@@ -235,9 +252,15 @@ class _Builder:
             x, y = self._maybe_swapped(x, y)
             return Binary("/", x, y if isinstance(y, Scalar) else Unary(POSITIVE, y))
         if kind == "where":
-            left, right = self._maybe_swapped(self.disk(shape, depth - 1), self.other(shape, depth - 1))
-            return Select(left, right, self.other(shape, depth - 1, disk_first=True),
-                          self.other(shape, depth - 1, disk_first=True))
+            left, right = self._maybe_swapped(
+                self.disk(shape, depth - 1), self.other(shape, depth - 1)
+            )
+            return Select(
+                left,
+                right,
+                self.other(shape, depth - 1, disk_first=True),
+                self.other(shape, depth - 1, disk_first=True),
+            )
         if kind == "transpose":
             return Transpose(self.disk((cols, rows), depth - 1))
         inner = self.draw(st.sampled_from(SIZES))
@@ -265,14 +288,18 @@ class _Builder:
         inner = self.draw(st.sampled_from(SIZES))
         if broadcast == (rows, 1):
             return Reduction(name, self.disk((rows, inner), depth - 1), axis=1, keepdims=True)
-        return Reduction(name, self.disk((inner, cols), depth - 1), axis=0, keepdims=len(broadcast) == 2)
+        return Reduction(
+            name, self.disk((inner, cols), depth - 1), axis=0, keepdims=len(broadcast) == 2
+        )
 
     def scalar(self, depth):
         """A Python float, or a full reduction of a DiskArray expression (a 0-d jax.Array)."""
         if not self._take_op(depth):
             return Scalar(self.draw(st.sampled_from(SCALARS)))
         shape = (self.draw(st.sampled_from(SIZES)), self.draw(st.sampled_from(SIZES)))
-        reduction = Reduction(self.draw(st.sampled_from(list(REDUCTIONS))), self.disk(shape, depth - 1))
+        reduction = Reduction(
+            self.draw(st.sampled_from(list(REDUCTIONS))), self.disk(shape, depth - 1)
+        )
         return reduction
 
     def _maybe_swapped(self, x, y):
@@ -305,6 +332,7 @@ def loss_fn(case):
         if case.loss == "vdot":
             return jnp.vdot(out, args[-1])
         return REDUCTIONS[case.loss](out)
+
     return loss
 
 
@@ -327,8 +355,10 @@ def make_arguments(case, seed):
         dense = [(rng.integers(-4, 5, o.shape) / 4).astype(np.float32) for o in case.operands]
     else:
         dense = [rng.uniform(-1, 1, o.shape).astype(np.float32) for o in case.operands]
-    ours = [jask.DiskArray.from_numpy(x) if o.disk else jnp.asarray(x)
-            for o, x in zip(case.operands, dense)]
+    ours = [
+        jask.DiskArray.from_numpy(x) if o.disk else jnp.asarray(x)
+        for o, x in zip(case.operands, dense)
+    ]
     return ours, [jnp.asarray(x) for x in dense]
 
 
@@ -336,12 +366,19 @@ def assert_gradients(case, grads, expected):
     operands = [case.operands[i] for i in differentiated(case)]
     for operand, g, e in zip(operands, grads, expected, strict=True):
         kind = jask.DiskArray if operand.disk else jax.Array
-        assert isinstance(g, kind), f"gradient for {operand} is {type(g).__name__}, not {kind.__name__}"
+        assert isinstance(g, kind), (
+            f"gradient for {operand} is {type(g).__name__}, not {kind.__name__}"
+        )
         assert_close(np.asarray(g), e)
 
 
-@settings(max_examples=25, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(case=cases(), seed=st.integers(0, 2**32 - 1), budget=st.sampled_from(BUDGETS))
 def test_random_expressions_match_jax_numpy(case, seed, budget):
     note(repr(case))
@@ -355,8 +392,10 @@ def test_random_expressions_match_jax_numpy(case, seed, budget):
             assert isinstance(out, jask.DiskArray), f"the expression gave a {type(out).__name__}"
             assert_close(np.asarray(out), expected)
 
-        for grad_fn in (jax.grad(loss_fn(case), argnums=argnums),
-                        jax.jit(jax.grad(loss_fn(case), argnums=argnums))):
+        for grad_fn in (
+            jax.grad(loss_fn(case), argnums=argnums),
+            jax.jit(jax.grad(loss_fn(case), argnums=argnums)),
+        ):
             assert_gradients(case, grad_fn(*ours), expected_grads)
     finally:
         jask.set_memory_budget(DEFAULT_BUDGET)

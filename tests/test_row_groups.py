@@ -10,15 +10,17 @@ import pytest
 
 import jask
 from jask import _engine
+
 from conftest import assert_close
 
-N, D, H, O = 1237, 29, 11, 3  # rows not a multiple of any block
+N, D, H, OUT = 1237, 29, 11, 3  # rows not a multiple of any block
 
 
 def kernels(fn, *args):
     """The engine kernels a jitted `fn` calls, as "kernel/label" where the call has a label."""
-    calls = re.findall(r'kernel = "([^"]+)"(?:, label = "([^"]+)")?',
-                       jax.jit(fn).lower(*args).as_text())
+    calls = re.findall(
+        r'kernel = "([^"]+)"(?:, label = "([^"]+)")?', jax.jit(fn).lower(*args).as_text()
+    )
     return [f"{kernel}/{label}" if label else kernel for kernel, label in calls]
 
 
@@ -32,7 +34,7 @@ def seed_ref(a, b, c, t):
 
 @pytest.fixture
 def seed(rng):
-    dense = [rng.uniform(-1, 1, s).astype(np.float32) for s in [(N, D), (D, H), (H, O), (N, O)]]
+    dense = [rng.uniform(-1, 1, s).astype(np.float32) for s in [(N, D), (D, H), (H, OUT), (N, OUT)]]
     return dense, [jask.DiskArray.from_numpy(x) for x in dense]
 
 
@@ -73,16 +75,19 @@ def test_mlp_training_step_on_a_tall_dataset(rng, small_budget):
     """A two-layer network's loss and weight gradients over data on disk, against jnp."""
     small_budget("512KB")
     x_np = rng.uniform(-1, 1, (N, D)).astype(np.float32)
-    y_np = rng.uniform(-1, 1, (N, O)).astype(np.float32)
+    y_np = rng.uniform(-1, 1, (N, OUT)).astype(np.float32)
     w1_np = rng.uniform(-0.5, 0.5, (D, H)).astype(np.float32)
-    w2_np = rng.uniform(-0.5, 0.5, (H, O)).astype(np.float32)
+    w2_np = rng.uniform(-0.5, 0.5, (H, OUT)).astype(np.float32)
     x, y, w1, w2 = (jask.DiskArray.from_numpy(v) for v in (x_np, y_np, w1_np, w2_np))
 
     def loss(w1, w2, x, y):
         return jnp.mean(jnp.square(jnp.tanh(x @ w1) @ w2 - y))
+
     grad_fn = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
-    assert any(k.startswith("row_group/") for k in kernels(jax.value_and_grad(loss, argnums=(0, 1)),
-                                                            w1, w2, x, y))
+    assert any(
+        k.startswith("row_group/")
+        for k in kernels(jax.value_and_grad(loss, argnums=(0, 1)), w1, w2, x, y)
+    )
     value, (g1, g2) = grad_fn(w1, w2, x, y)
     ref_value, (r1, r2) = jax.value_and_grad(loss, argnums=(0, 1))(w1_np, w2_np, x_np, y_np)
     assert_close(value, ref_value)
@@ -98,7 +103,7 @@ def test_a_result_read_before_the_group_ends_stays_outside(rng):
 
     def f(a, b):
         h = a @ b
-        m = jask.max(h)            # not row-local: reads h before the next ops
+        m = jask.max(h)  # not row-local: reads h before the next ops
         return jask.sum(jnp.tanh(h) * m), jask.dot(jnp.exp(h * 0.1), b.T)
 
     total, back = jax.jit(f)(a, b)
@@ -110,7 +115,7 @@ def test_a_result_read_before_the_group_ends_stays_outside(rng):
 def test_float64_groups(rng):
     jax.config.update("jax_enable_x64", True)
     try:
-        dense = [rng.uniform(-1, 1, s) for s in [(N, D), (D, H), (H, O), (N, O)]]
+        dense = [rng.uniform(-1, 1, s) for s in [(N, D), (D, H), (H, OUT), (N, OUT)]]
         disk = [jask.DiskArray.from_numpy(x) for x in dense]
         value, grads = jax.jit(jax.value_and_grad(seed_loss, argnums=(0, 1)))(*disk)
         ref_value, ref_grads = jax.value_and_grad(seed_ref, argnums=(0, 1))(*dense)

@@ -19,8 +19,15 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def run_python(code, cwd, check=True):
     env = dict(os.environ, PYTHONPATH=REPO)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=cwd, env=env,
-                          capture_output=True, text=True, check=check, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=120,
+    )
 
 
 def test_op_output_is_deleted_with_its_diskarray(rng):
@@ -35,8 +42,10 @@ def test_op_output_is_deleted_with_its_diskarray(rng):
 
 
 def test_jit_intermediates_are_reclaimed(rng):
-    a, b, c, t = (jask.DiskArray.from_numpy(rng.uniform(size=s).astype(np.float32))
-                  for s in ((40, 7), (7, 5), (5, 3), (40, 3)))
+    a, b, c, t = (
+        jask.DiskArray.from_numpy(rng.uniform(size=s).astype(np.float32))
+        for s in ((40, 7), (7, 5), (5, 3), (40, 3))
+    )
 
     def loss(a, b, c, t):
         return jask.sum(jask.square(jask.dot(jask.dot(a, b), c) - t))
@@ -55,47 +64,68 @@ def test_jit_intermediates_are_reclaimed(rng):
 
 
 def test_default_scratch_is_in_the_working_directory(tmp_path):
-    out = run_python("""
+    out = run_python(
+        """
         import numpy as np, jask
         x = jask.DiskArray.from_numpy(np.ones(3, np.float32))
         print(x.path)
-    """, cwd=tmp_path)
+    """,
+        cwd=tmp_path,
+    )
     path = out.stdout.strip()
     assert path.startswith(str(tmp_path / ".jask_scratch" / "proc-"))
     assert os.listdir(tmp_path / ".jask_scratch") == []  # removed at exit
 
 
 def test_dead_process_folders_are_reclaimed_at_next_start(tmp_path):
-    crashed = run_python("""
+    crashed = run_python(
+        """
         import os, signal, numpy as np, jask
         x = jask.DiskArray.from_numpy(np.ones((100, 100), np.float32)) * 3.0
         print(jask.scratch_dir(), flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
-    """, cwd=tmp_path, check=False)
+    """,
+        cwd=tmp_path,
+        check=False,
+    )
     assert crashed.returncode == -signal.SIGKILL
     left_behind = crashed.stdout.strip()
     assert os.path.isdir(left_behind) and os.listdir(left_behind)
-    run_python("""
+    run_python(
+        """
         import numpy as np, jask
         jask.DiskArray.from_numpy(np.ones(3, np.float32))
-    """, cwd=tmp_path)
+    """,
+        cwd=tmp_path,
+    )
     assert not os.path.exists(left_behind)
 
 
 def test_a_live_process_folder_is_not_reclaimed(tmp_path):
     live = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent("""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent("""
             import sys, numpy as np, jask
             x = jask.DiskArray.from_numpy(np.ones(3, np.float32))
             print(jask.scratch_dir(), flush=True)
             sys.stdin.read()
             print(np.asarray(x).sum(), flush=True)
-        """)], cwd=tmp_path, env=dict(os.environ, PYTHONPATH=REPO), stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, text=True)
+        """),
+        ],
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=REPO),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         folder = live.stdout.readline().strip()
-        run_python("import numpy as np, jask; jask.DiskArray.from_numpy(np.ones(3, np.float32))",
-                   cwd=tmp_path)
+        run_python(
+            "import numpy as np, jask; jask.DiskArray.from_numpy(np.ones(3, np.float32))",
+            cwd=tmp_path,
+        )
         assert os.path.isdir(folder)
         out, _ = live.communicate("", timeout=60)
         assert out.strip() == "3.0"
@@ -127,6 +157,7 @@ def _adam_steps(p0, g, steps):
     """`steps` jitted adam steps on DiskArray parameters; returns the final parameters as numpy and
     the scratch pool's reused-file count before and after the steps after the first."""
     import optax
+
     opt = optax.adam(0.1)
 
     @jax.jit
@@ -147,6 +178,7 @@ def _adam_steps(p0, g, steps):
 def _adam_reference(p0, g, steps):
     import jax.numpy as jnp
     import optax
+
     opt = optax.adam(0.1)
     p = jnp.asarray(p0)
     state = opt.init(p)

@@ -9,10 +9,28 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def test_train_regression_converges(tmp_path):
     out = subprocess.run(
-        [sys.executable, os.path.join(REPO, "examples", "train_regression.py"), "--rows", "60000",
-         "--features", "16", "--budget", "256KB", "--epochs", "3", "--batch-size", "512",
-         "--data-dir", str(tmp_path)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=REPO))
+        [
+            sys.executable,
+            os.path.join(REPO, "examples", "train_regression.py"),
+            "--rows",
+            "60000",
+            "--features",
+            "16",
+            "--budget",
+            "256KB",
+            "--epochs",
+            "3",
+            "--batch-size",
+            "512",
+            "--data-dir",
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONPATH=REPO),
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "epoch 2: loss =" in out.stdout
     assert "matches the closed-form solution" in out.stdout

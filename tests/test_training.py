@@ -11,6 +11,7 @@ import pytest
 
 import jask
 from jask import _engine
+
 from conftest import assert_close
 
 OPTIMIZERS = {
@@ -28,8 +29,11 @@ OPTIMIZERS = {
     "lamb": lambda: optax.lamb(0.01),
     "lars": lambda: optax.lars(0.01),
     "clip_and_schedule": lambda: optax.chain(
-        optax.clip_by_global_norm(1.0), optax.scale_by_adam(),
-        optax.scale_by_schedule(optax.exponential_decay(0.01, 10, 0.9)), optax.scale(-1.0)),
+        optax.clip_by_global_norm(1.0),
+        optax.scale_by_adam(),
+        optax.scale_by_schedule(optax.exponential_decay(0.01, 10, 0.9)),
+        optax.scale(-1.0),
+    ),
 }
 
 
@@ -91,7 +95,7 @@ def test_jnp_functions_on_diskarrays_match_jax_arrays(problem):
     cases = {
         "sqrt_abs": lambda m: jnp.sqrt(jnp.abs(m)),
         "maximum_where": lambda m: jnp.where(m > 0, jnp.maximum(m, 0.25), -m),
-        "power_divide": lambda m: (m ** 2 + 1.0) / (jnp.abs(m) + 2.0),
+        "power_divide": lambda m: (m**2 + 1.0) / (jnp.abs(m) + 2.0),
         "sign_clip": lambda m: jnp.sign(m) * jnp.clip(m, -0.5, 0.5),
         "rsqrt": lambda m: jax.lax.rsqrt(m * m + 1.0),
         "astype": lambda m: m.astype(jnp.float32) * 2.0,
@@ -102,7 +106,7 @@ def test_jnp_functions_on_diskarrays_match_jax_arrays(problem):
             assert isinstance(out, jask.DiskArray), name
             assert_close(np.asarray(out), fn(jnp.asarray(x_np)))
     assert_close(jnp.linalg.norm(x), jnp.linalg.norm(x_np))
-    assert_close(jax.jit(lambda m: jnp.sum(jnp.square(m)))(x), np.sum(x_np ** 2))
+    assert_close(jax.jit(lambda m: jnp.sum(jnp.square(m)))(x), np.sum(x_np**2))
 
 
 def test_traced_scalar_times_traced_diskarray(problem):

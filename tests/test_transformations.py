@@ -1,7 +1,6 @@
 """Every op and composition, under eager, jit, grad, value_and_grad, jit(grad) and grad(jit),
 against jax.numpy on in-memory copies, under three memory budgets."""
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,19 +8,24 @@ import pytest
 
 import jask
 from jask import _engine
-from conftest import assert_close
-from case import BIAS, Case, K, M, N
+
 import cases_batched
 import cases_gather
 import cases_shapes
+from case import BIAS, Case, K, M, N
+from conftest import assert_close
 
 CASES = [
     Case("add", jask.add, jnp.add, ((M, K), (M, K))),
     Case("sub", jask.sub, jnp.subtract, ((M, K), (M, K))),
     Case("mul", jask.mul, jnp.multiply, ((M, K), (M, K))),
-    Case("operators", lambda x, y: -(x + y) * y - x, lambda x, y: -(x + y) * y - x, ((M, K), (M, K))),
+    Case(
+        "operators", lambda x, y: -(x + y) * y - x, lambda x, y: -(x + y) * y - x, ((M, K), (M, K))
+    ),
     Case("scale_right", lambda x: x * 2.5, lambda x: x * 2.5, ((M, K),)),
-    Case("scale_left_numpy", lambda x: np.float32(3.0) * x, lambda x: np.float32(3.0) * x, ((M, K),)),
+    Case(
+        "scale_left_numpy", lambda x: np.float32(3.0) * x, lambda x: np.float32(3.0) * x, ((M, K),)
+    ),
     Case("scale_left_jax", lambda x: jnp.array(0.1) * x, lambda x: jnp.array(0.1) * x, ((M, K),)),
     Case("divide", lambda x: x / 4, lambda x: x / 4, ((M, K),)),
     Case("add_scalar", lambda x: 1.5 + x + 2.0, lambda x: 1.5 + x + 2.0, ((M, K),)),
@@ -36,70 +40,195 @@ CASES = [
     Case("dot_1d_2d", jask.dot, jnp.dot, ((K,), (K, N))),
     Case("dot_1d_1d", jask.dot, jnp.dot, ((K,), (K,)), scalar_out=True),
     Case("matmul_operator", lambda a, b: a @ b, lambda a, b: a @ b, ((M, K), (K, N))),
-    Case("dot_of_transposes", lambda a, b: jask.dot(a.T, b.T), lambda a, b: a.T @ b.T, ((K, M), (N, K))),
+    Case(
+        "dot_of_transposes",
+        lambda a, b: jask.dot(a.T, b.T),
+        lambda a, b: a.T @ b.T,
+        ((K, M), (N, K)),
+    ),
     Case("transpose_2d", lambda x: x.T, lambda x: x.T, ((M, K),)),
-    Case("transpose_3d", lambda x: jask.transpose(x, (2, 0, 1)), lambda x: jnp.transpose(x, (2, 0, 1)),
-         ((13, 17, 11),)),
+    Case(
+        "transpose_3d",
+        lambda x: jask.transpose(x, (2, 0, 1)),
+        lambda x: jnp.transpose(x, (2, 0, 1)),
+        ((13, 17, 11),),
+    ),
     Case("reshape", lambda x: jask.reshape(x, (K, M)), lambda x: jnp.reshape(x, (K, M)), ((M, K),)),
-    Case("materialize", lambda x: jnp.sum(jnp.sin(jask.materialize(x))),
-         lambda x: jnp.sum(jnp.sin(x)), ((M, K),), scalar_out=True),
-    Case("full", lambda x: jask.vdot(x, jask.full(x.shape, 2.0)), lambda x: jnp.vdot(x, jnp.full(x.shape, 2.0)),
-         ((M, K),), scalar_out=True),
-    Case("exp_log_sqrt", lambda x: jnp.log(jnp.sqrt(jnp.abs(x) + 0.5)) + jnp.exp(x) * jax.lax.rsqrt(x * x + 1.0),
-         lambda x: jnp.log(jnp.sqrt(jnp.abs(x) + 0.5)) + jnp.exp(x) * jax.lax.rsqrt(x * x + 1.0), ((M, K),)),
-    Case("activations", lambda x: jax.nn.relu(x) + jax.nn.sigmoid(x) * jax.nn.gelu(x) - jax.nn.softplus(x),
-         lambda x: jax.nn.relu(x) + jax.nn.sigmoid(x) * jax.nn.gelu(x) - jax.nn.softplus(x), ((M, K),)),
+    Case(
+        "materialize",
+        lambda x: jnp.sum(jnp.sin(jask.materialize(x))),
+        lambda x: jnp.sum(jnp.sin(x)),
+        ((M, K),),
+        scalar_out=True,
+    ),
+    Case(
+        "full",
+        lambda x: jask.vdot(x, jask.full(x.shape, 2.0)),
+        lambda x: jnp.vdot(x, jnp.full(x.shape, 2.0)),
+        ((M, K),),
+        scalar_out=True,
+    ),
+    Case(
+        "exp_log_sqrt",
+        lambda x: jnp.log(jnp.sqrt(jnp.abs(x) + 0.5)) + jnp.exp(x) * jax.lax.rsqrt(x * x + 1.0),
+        lambda x: jnp.log(jnp.sqrt(jnp.abs(x) + 0.5)) + jnp.exp(x) * jax.lax.rsqrt(x * x + 1.0),
+        ((M, K),),
+    ),
+    Case(
+        "activations",
+        lambda x: jax.nn.relu(x) + jax.nn.sigmoid(x) * jax.nn.gelu(x) - jax.nn.softplus(x),
+        lambda x: jax.nn.relu(x) + jax.nn.sigmoid(x) * jax.nn.gelu(x) - jax.nn.softplus(x),
+        ((M, K),),
+    ),
     Case("sin", jask.sin, jnp.sin, ((M, K),)),
     Case("cos", jask.cos, jnp.cos, ((M, K),)),
     # Factors near 1 keep the products well inside float32.
-    Case("prod", lambda x: jask.prod(x * 0.05 + 1.0), lambda x: jnp.prod(x * 0.05 + 1.0), ((37, 41),),
-         scalar_out=True),
-    Case("prod_axes", lambda x: jnp.sum(jnp.prod(x * 0.1 + 1.0, axis=0) ** 2)
-         + jnp.sum(jnp.prod(x * 0.5 + 1.0, axis=1, keepdims=True) * 2.0),
-         lambda x: jnp.sum(jnp.prod(x * 0.1 + 1.0, axis=0) ** 2)
-         + jnp.sum(jnp.prod(x * 0.5 + 1.0, axis=1, keepdims=True) * 2.0), ((M, 13),), scalar_out=True),
-    Case("log1p_expm1_tanh", lambda x: jnp.log1p(jnp.abs(x)) * jnp.tanh(x) + jnp.expm1(x),
-         lambda x: jnp.log1p(jnp.abs(x)) * jnp.tanh(x) + jnp.expm1(x), ((M, K),)),
-    Case("divide_arrays", lambda x, y: x / (y * y + 1.0), lambda x, y: x / (y * y + 1.0), ((M, K), (M, K))),
-    Case("power", lambda x: (jnp.abs(x) + 0.5) ** 1.5 + x ** 2, lambda x: (jnp.abs(x) + 0.5) ** 1.5 + x ** 2,
-         ((M, K),)),
-    Case("maximum_minimum_clip", lambda x, y: jnp.maximum(x, y) - jnp.minimum(x, 0.2) + jnp.clip(y, -0.5, 0.5),
-         lambda x, y: jnp.maximum(x, y) - jnp.minimum(x, 0.2) + jnp.clip(y, -0.5, 0.5), ((M, K), (M, K))),
-    Case("where_compare", lambda x, y: jnp.where(x > y, x * y, jnp.where(x <= 0.1, -x, y)),
-         lambda x, y: jnp.where(x > y, x * y, jnp.where(x <= 0.1, -x, y)), ((M, K), (M, K))),
-    Case("other_comparisons", lambda x, y: jnp.where(x >= y, x, 0.5) + jnp.where(x != y, y, 0.0) * (x < 0.3),
-         lambda x, y: jnp.where(x >= y, x, 0.5) + jnp.where(x != y, y, 0.0) * (x < 0.3), ((M, K), (M, K))),
-    Case("sign_abs", lambda x: jnp.sign(x) * jnp.abs(x) * 3.0, lambda x: jnp.sign(x) * jnp.abs(x) * 3.0, ((M, K),)),
-    Case("astype_roundtrip", lambda x: (x * 2.0).astype(jnp.float32), lambda x: (x * 2.0).astype(jnp.float32),
-         ((M, K),)),
+    Case(
+        "prod",
+        lambda x: jask.prod(x * 0.05 + 1.0),
+        lambda x: jnp.prod(x * 0.05 + 1.0),
+        ((37, 41),),
+        scalar_out=True,
+    ),
+    Case(
+        "prod_axes",
+        lambda x: (
+            jnp.sum(jnp.prod(x * 0.1 + 1.0, axis=0) ** 2)
+            + jnp.sum(jnp.prod(x * 0.5 + 1.0, axis=1, keepdims=True) * 2.0)
+        ),
+        lambda x: (
+            jnp.sum(jnp.prod(x * 0.1 + 1.0, axis=0) ** 2)
+            + jnp.sum(jnp.prod(x * 0.5 + 1.0, axis=1, keepdims=True) * 2.0)
+        ),
+        ((M, 13),),
+        scalar_out=True,
+    ),
+    Case(
+        "log1p_expm1_tanh",
+        lambda x: jnp.log1p(jnp.abs(x)) * jnp.tanh(x) + jnp.expm1(x),
+        lambda x: jnp.log1p(jnp.abs(x)) * jnp.tanh(x) + jnp.expm1(x),
+        ((M, K),),
+    ),
+    Case(
+        "divide_arrays",
+        lambda x, y: x / (y * y + 1.0),
+        lambda x, y: x / (y * y + 1.0),
+        ((M, K), (M, K)),
+    ),
+    Case(
+        "power",
+        lambda x: (jnp.abs(x) + 0.5) ** 1.5 + x**2,
+        lambda x: (jnp.abs(x) + 0.5) ** 1.5 + x**2,
+        ((M, K),),
+    ),
+    Case(
+        "maximum_minimum_clip",
+        lambda x, y: jnp.maximum(x, y) - jnp.minimum(x, 0.2) + jnp.clip(y, -0.5, 0.5),
+        lambda x, y: jnp.maximum(x, y) - jnp.minimum(x, 0.2) + jnp.clip(y, -0.5, 0.5),
+        ((M, K), (M, K)),
+    ),
+    Case(
+        "where_compare",
+        lambda x, y: jnp.where(x > y, x * y, jnp.where(x <= 0.1, -x, y)),
+        lambda x, y: jnp.where(x > y, x * y, jnp.where(x <= 0.1, -x, y)),
+        ((M, K), (M, K)),
+    ),
+    Case(
+        "other_comparisons",
+        lambda x, y: jnp.where(x >= y, x, 0.5) + jnp.where(x != y, y, 0.0) * (x < 0.3),
+        lambda x, y: jnp.where(x >= y, x, 0.5) + jnp.where(x != y, y, 0.0) * (x < 0.3),
+        ((M, K), (M, K)),
+    ),
+    Case(
+        "sign_abs",
+        lambda x: jnp.sign(x) * jnp.abs(x) * 3.0,
+        lambda x: jnp.sign(x) * jnp.abs(x) * 3.0,
+        ((M, K),),
+    ),
+    Case(
+        "astype_roundtrip",
+        lambda x: (x * 2.0).astype(jnp.float32),
+        lambda x: (x * 2.0).astype(jnp.float32),
+        ((M, K),),
+    ),
     Case("broadcast_in_memory_bias", lambda x: x * BIAS + 1.0, lambda x: x * BIAS + 1.0, ((M, K),)),
-    Case("broadcast_disk_column_and_row", lambda x, c, r: x * c + r, lambda x, c, r: x * c + r,
-         ((M, K), (M, 1), (K,))),
-    Case("broadcast_to", lambda r: jask.broadcast_to(r, (M, K)) * 2.0,
-         lambda r: jnp.broadcast_to(r, (M, K)) * 2.0, ((K,),)),
-    Case("axis_reductions", lambda x: jnp.sum(jnp.sum(x, axis=1) ** 2) + jnp.sum(jnp.max(x, axis=0))
-         + jnp.sum(jnp.mean(x, axis=1, keepdims=True) * 2.0) + jnp.sum(jnp.min(x, axis=1)),
-         lambda x: jnp.sum(jnp.sum(x, axis=1) ** 2) + jnp.sum(jnp.max(x, axis=0))
-         + jnp.sum(jnp.mean(x, axis=1, keepdims=True) * 2.0) + jnp.sum(jnp.min(x, axis=1)),
-         ((M, K),), scalar_out=True),
-    Case("softmax_family", lambda x: jnp.sum(jax.nn.softmax(x, axis=1) * x) + jnp.sum(jax.nn.logsumexp(x, axis=0))
-         + jnp.sum(jax.nn.log_softmax(x, axis=0) * 0.1),
-         lambda x: jnp.sum(jax.nn.softmax(x, axis=1) * x) + jnp.sum(jax.nn.logsumexp(x, axis=0))
-         + jnp.sum(jax.nn.log_softmax(x, axis=0) * 0.1), ((M, K),), scalar_out=True),
-    Case("variance", lambda x: jnp.sum(jnp.var(x, axis=0)) + jnp.var(x),
-         lambda x: jnp.sum(jnp.var(x, axis=0)) + jnp.var(x), ((M, K),), scalar_out=True),
+    Case(
+        "broadcast_disk_column_and_row",
+        lambda x, c, r: x * c + r,
+        lambda x, c, r: x * c + r,
+        ((M, K), (M, 1), (K,)),
+    ),
+    Case(
+        "broadcast_to",
+        lambda r: jask.broadcast_to(r, (M, K)) * 2.0,
+        lambda r: jnp.broadcast_to(r, (M, K)) * 2.0,
+        ((K,),),
+    ),
+    Case(
+        "axis_reductions",
+        lambda x: (
+            jnp.sum(jnp.sum(x, axis=1) ** 2)
+            + jnp.sum(jnp.max(x, axis=0))
+            + jnp.sum(jnp.mean(x, axis=1, keepdims=True) * 2.0)
+            + jnp.sum(jnp.min(x, axis=1))
+        ),
+        lambda x: (
+            jnp.sum(jnp.sum(x, axis=1) ** 2)
+            + jnp.sum(jnp.max(x, axis=0))
+            + jnp.sum(jnp.mean(x, axis=1, keepdims=True) * 2.0)
+            + jnp.sum(jnp.min(x, axis=1))
+        ),
+        ((M, K),),
+        scalar_out=True,
+    ),
+    Case(
+        "softmax_family",
+        lambda x: (
+            jnp.sum(jax.nn.softmax(x, axis=1) * x)
+            + jnp.sum(jax.nn.logsumexp(x, axis=0))
+            + jnp.sum(jax.nn.log_softmax(x, axis=0) * 0.1)
+        ),
+        lambda x: (
+            jnp.sum(jax.nn.softmax(x, axis=1) * x)
+            + jnp.sum(jax.nn.logsumexp(x, axis=0))
+            + jnp.sum(jax.nn.log_softmax(x, axis=0) * 0.1)
+        ),
+        ((M, K),),
+        scalar_out=True,
+    ),
+    Case(
+        "variance",
+        lambda x: jnp.sum(jnp.var(x, axis=0)) + jnp.var(x),
+        lambda x: jnp.sum(jnp.var(x, axis=0)) + jnp.var(x),
+        ((M, K),),
+        scalar_out=True,
+    ),
     Case("outer", jask.outer, jnp.outer, ((M,), (K,))),
-    Case("stop_gradient", lambda x: x * jax.lax.stop_gradient(x * 2.0) + x,
-         lambda x: x * jax.lax.stop_gradient(x * 2.0) + x, ((M, K),)),
-    Case("einsum_two_layer", lambda x, w1, w2: jnp.einsum("ij,jk->ik", jax.nn.relu(jnp.einsum("ij,kj->ik", x, w1)), w2),
-         lambda x, w1, w2: jnp.einsum("ij,jk->ik", jax.nn.relu(jnp.einsum("ij,kj->ik", x, w1)), w2),
-         ((M, K), (N, K), (N, 7))),
-    Case("einsum_vectors_and_transpose", lambda x, v: jnp.einsum("ij,j->i", jnp.einsum("ij->ji", x), v),
-         lambda x, v: jnp.einsum("ij,j->i", jnp.einsum("ij->ji", x), v), ((M, K), (M,))),
-    Case("seed_pipeline",
-         lambda a, b, c, t: jask.sum(jask.square(jask.sub(jask.dot(jask.dot(a, b), c), t))),
-         lambda a, b, c, t: jnp.sum(jnp.square(a @ b @ c - t)),
-         ((M, 19), (19, 23), (23, 7), (M, 7)), scalar_out=True),
+    Case(
+        "stop_gradient",
+        lambda x: x * jax.lax.stop_gradient(x * 2.0) + x,
+        lambda x: x * jax.lax.stop_gradient(x * 2.0) + x,
+        ((M, K),),
+    ),
+    Case(
+        "einsum_two_layer",
+        lambda x, w1, w2: jnp.einsum("ij,jk->ik", jax.nn.relu(jnp.einsum("ij,kj->ik", x, w1)), w2),
+        lambda x, w1, w2: jnp.einsum("ij,jk->ik", jax.nn.relu(jnp.einsum("ij,kj->ik", x, w1)), w2),
+        ((M, K), (N, K), (N, 7)),
+    ),
+    Case(
+        "einsum_vectors_and_transpose",
+        lambda x, v: jnp.einsum("ij,j->i", jnp.einsum("ij->ji", x), v),
+        lambda x, v: jnp.einsum("ij,j->i", jnp.einsum("ij->ji", x), v),
+        ((M, K), (M,)),
+    ),
+    Case(
+        "seed_pipeline",
+        lambda a, b, c, t: jask.sum(jask.square(jask.sub(jask.dot(jask.dot(a, b), c), t))),
+        lambda a, b, c, t: jnp.sum(jnp.square(a @ b @ c - t)),
+        ((M, 19), (19, 23), (23, 7), (M, 7)),
+        scalar_out=True,
+    ),
 ]
 # Cases of the shape, gather and batched-matmul ops live in their own modules.
 CASES += cases_shapes.CASES + cases_gather.CASES + cases_batched.CASES
@@ -118,7 +247,9 @@ def as_loss(case, fn, weight):
 
 
 def losses(case, rng):
-    out_shape = jax.eval_shape(case.ref, *[jax.ShapeDtypeStruct(s, jnp.float32) for s in case.shapes]).shape
+    out_shape = jax.eval_shape(
+        case.ref, *[jax.ShapeDtypeStruct(s, jnp.float32) for s in case.shapes]
+    ).shape
     w = rng.uniform(-1, 1, out_shape).astype(np.float32)
     w_disk = jask.DiskArray.from_numpy(w) if out_shape else None
     disk_weight = (lambda y: jask.vdot(y, w_disk)) if out_shape else (lambda y: y * w)
@@ -167,8 +298,11 @@ def test_seed_pipeline_any_argnums(argnums, rng):
     case = next(c for c in CASES if c.name == "seed_pipeline")
     dense, disk = make_inputs(case, rng)
     expected = jax.grad(case.ref, argnums=argnums)(*dense)
-    for grad_fn in (jax.grad(case.fn, argnums=argnums), jax.jit(jax.grad(case.fn, argnums=argnums)),
-                    jax.grad(jax.jit(case.fn), argnums=argnums)):
+    for grad_fn in (
+        jax.grad(case.fn, argnums=argnums),
+        jax.jit(jax.grad(case.fn, argnums=argnums)),
+        jax.grad(jax.jit(case.fn), argnums=argnums),
+    ):
         got = grad_fn(*disk)
         if isinstance(argnums, int):
             got, want = (got,), (expected,)
@@ -180,12 +314,20 @@ def test_seed_pipeline_any_argnums(argnums, rng):
 def test_many_blocks_per_op_at_smallest_budget(small_budget, rng):
     """The 4KB budget really streams every op in 50 or more blocks on the test shapes."""
     small_budget("4KB")
-    x, y = (jask.DiskArray.from_numpy(rng.uniform(-1, 1, (M, K)).astype(np.float32)) for _ in range(2))
+    x, y = (
+        jask.DiskArray.from_numpy(rng.uniform(-1, 1, (M, K)).astype(np.float32)) for _ in range(2)
+    )
     w = jask.DiskArray.from_numpy(rng.uniform(-1, 1, (K, N)).astype(np.float32))
     ops = {
-        "add": lambda: x + y, "mul": lambda: x * y, "scale": lambda: x * 2.0, "square": lambda: jask.square(x),
-        "sum": lambda: jask.sum(x), "vdot": lambda: jask.vdot(x, y), "dot": lambda: jask.dot(x, w),
-        "transpose": lambda: x.T, "full": lambda: jask.full((M, K), 1.0),
+        "add": lambda: x + y,
+        "mul": lambda: x * y,
+        "scale": lambda: x * 2.0,
+        "square": lambda: jask.square(x),
+        "sum": lambda: jask.sum(x),
+        "vdot": lambda: jask.vdot(x, y),
+        "dot": lambda: jask.dot(x, w),
+        "transpose": lambda: x.T,
+        "full": lambda: jask.full((M, K), 1.0),
     }
     for name, run in ops.items():
         before = _engine.pipeline_tasks_run()
@@ -253,8 +395,10 @@ def test_reverse_over_reverse_hessian_vector_product(rng):
     f = lambda x: jask.sum(jnp.exp(x) * x)  # noqa: E731
     ref = lambda x: jnp.sum(jnp.exp(x) * x)  # noqa: E731
     expected = jax.grad(lambda x: jnp.vdot(jax.grad(ref)(x), v_np))(x_np)
-    for hvp in (jax.grad(lambda x: jask.vdot(jax.grad(f)(x), v)),
-                jax.jit(jax.grad(lambda x: jask.vdot(jax.grad(f)(x), v)))):
+    for hvp in (
+        jax.grad(lambda x: jask.vdot(jax.grad(f)(x), v)),
+        jax.jit(jax.grad(lambda x: jask.vdot(jax.grad(f)(x), v))),
+    ):
         assert_grads([hvp(x)], [expected])
     second = jax.grad(jax.grad(lambda s: jask.sum(jnp.exp(x * s))))(0.3)
     assert_close(second, jax.grad(jax.grad(lambda s: jnp.sum(jnp.exp(x_np * s))))(0.3))
@@ -273,10 +417,14 @@ def test_gradient_with_respect_to_an_in_memory_bias(rng):
 
 def test_large_axis_reductions_stay_on_disk(rng, monkeypatch):
     import jask._api.operands
+
     monkeypatch.setattr(jask._api.operands, "IN_MEMORY_LIMIT", 10)
     x_np = rng.uniform(-1, 1, (M, K)).astype(np.float32)
     x = jask.DiskArray.from_numpy(x_np)
-    for fn in (lambda x: jask.sum(x, axis=1), jax.jit(lambda x: jask.max(x, axis=0, keepdims=True))):
+    for fn in (
+        lambda x: jask.sum(x, axis=1),
+        jax.jit(lambda x: jask.max(x, axis=0, keepdims=True)),
+    ):
         out = fn(x)
         assert isinstance(out, jask.DiskArray)
     assert_close(np.asarray(jask.sum(x, axis=1)), x_np.sum(1))
@@ -291,11 +439,11 @@ def test_max_and_min_reductions(rng):
         assert float(top) == x_np.max() and float(bottom) == x_np.min()
 
 
-
 def test_large_logsumexp_and_softmax_stay_on_disk_with_gradients(rng, monkeypatch):
     """Along an axis whose result exceeds IN_MEMORY_LIMIT the max is a DiskArray; its stop_gradient
     must work and the gradients must still match."""
     import jask._api.operands
+
     monkeypatch.setattr(jask._api.operands, "IN_MEMORY_LIMIT", 10)
     x_np = rng.uniform(-2, 2, (M, K)).astype(np.float32)
     x = jask.DiskArray.from_numpy(x_np)
@@ -327,9 +475,12 @@ def test_prod_gradient_is_exact_at_zeros(rng, small_budget):
     one_zero = x_np.copy()
     one_zero[2, 0] = one_zero[2, 9] = one_zero[5, 4] = 0.5
     w0, w1 = rng.uniform(-1, 1, 13).astype(np.float32), rng.uniform(-1, 1, 23).astype(np.float32)
-    cases = [(lambda x: jnp.sum(jnp.prod(x, axis=1) * w1), x_np),
-             (lambda x: jnp.sum(jnp.prod(x, axis=0) * w0), x_np),
-             (lambda x: jnp.prod(x * 0.5), one_zero), (jnp.prod, x_np)]
+    cases = [
+        (lambda x: jnp.sum(jnp.prod(x, axis=1) * w1), x_np),
+        (lambda x: jnp.sum(jnp.prod(x, axis=0) * w0), x_np),
+        (lambda x: jnp.prod(x * 0.5), one_zero),
+        (jnp.prod, x_np),
+    ]
     for loss, inputs in cases:
         expected = jax.grad(loss)(inputs)
         x = jask.DiskArray.from_numpy(inputs)
@@ -344,6 +495,7 @@ def test_prod_gradient_is_exact_at_zeros(rng, small_budget):
 @pytest.mark.parametrize("dtype", ["float64", "float16", "bfloat16"])
 def test_sin_cos_prod_on_other_float_dtypes(dtype, rng):
     import ml_dtypes
+
     dt = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
     rtol = {"float64": 1e-12, "float16": 2e-3, "bfloat16": 1e-2}[dtype]
     x_np = (rng.uniform(-1, 1, (19, 13)) * 0.2 + 1.0).astype(dt)
@@ -354,6 +506,8 @@ def test_sin_cos_prod_on_other_float_dtypes(dtype, rng):
         assert out.dtype == dt
         assert_close(np.asarray(out).astype(np.float64), np_fn(ref), rtol)
     if dtype != "float64":  # an in-memory float64 axis reduction needs jax_enable_x64 (any kind)
-        assert_close(np.asarray(jask.prod(x, axis=0)).astype(np.float64), np.prod(ref, axis=0), rtol)
+        assert_close(
+            np.asarray(jask.prod(x, axis=0)).astype(np.float64), np.prod(ref, axis=0), rtol
+        )
     # a full reduction comes back as a JAX scalar: float32 unless jax_enable_x64
     assert_close(float(jask.prod(x)), float(np.prod(ref)), max(rtol, 1e-6) * 10)

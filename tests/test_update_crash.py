@@ -48,10 +48,18 @@ def kill_during_updates(folder, delay):
     folder.mkdir()
     path = folder / "a.npy"
     np.save(path, np.zeros(ELEMENTS, np.float32))
-    env = dict(os.environ, JAX_PLATFORMS="cpu",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(path), str(folder / "scratch")],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    env = dict(
+        os.environ,
+        JAX_PLATFORMS="cpu",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(path), str(folder / "scratch")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     first = child.stdout.readline()
     if first != "1\n":
         child.kill()
@@ -62,24 +70,36 @@ def kill_during_updates(folder, delay):
     assert child.returncode == -9, (child.returncode, err)  # killed, not failed
     finished = [1] + [int(line) for line in out.split()]
     data = np.load(path)
-    return dict(path=path, finished=finished[-1], low=float(data.min()),
-                high=float(data.max()), leftovers=replacement_files(path), delay=delay)
+    return dict(
+        path=path,
+        finished=finished[-1],
+        low=float(data.min()),
+        high=float(data.max()),
+        leftovers=replacement_files(path),
+        delay=delay,
+    )
 
 
 def test_sigkill_during_update_leaves_all_old_or_all_new_values(tmp_path):
     seed = time.time_ns()
     delays = [random.Random(seed + i).uniform(0, MAX_KILL_DELAY_S) for i in range(RUNS)]
     with ThreadPoolExecutor(CONCURRENT_RUNS) as pool:
-        runs = list(pool.map(kill_during_updates, [tmp_path / f"run{i}" for i in range(RUNS)], delays))
+        runs = list(
+            pool.map(kill_during_updates, [tmp_path / f"run{i}" for i in range(RUNS)], delays)
+        )
 
     for i, run in enumerate(runs):
         where = f"run {i} (seed {seed}, killed {run['delay']:.3f} s after update 1)"
         assert run["low"] == run["high"], (
-            f"{where}: torn file, values from {run['low']} to {run['high']}")
+            f"{where}: torn file, values from {run['low']} to {run['high']}"
+        )
         # Update k+1 may have been renamed into place before the child could print k+1.
         assert run["low"] in (run["finished"], run["finished"] + 1), (
-            f"{where}: file holds {run['low']}, but update {run['finished']} had finished")
-        reopened = jask.DiskArray.open(run["path"], mode="r+")  # also removes the dead child's temp file
+            f"{where}: file holds {run['low']}, but update {run['finished']} had finished"
+        )
+        reopened = jask.DiskArray.open(
+            run["path"], mode="r+"
+        )  # also removes the dead child's temp file
         assert replacement_files(run["path"]) == [], where
         assert float(np.asarray(reopened)[-1]) == run["low"], where
         del reopened

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import jask
+
 from conftest import assert_close
 
 M, K = 53, 19
@@ -52,7 +53,7 @@ def test_in_axes_other_than_zero_and_a_batched_diskarray(data):
     got = jax.vmap(lambda c: jask.sum(x * c), in_axes=1)(cols)
     assert_close(got, jax.vmap(lambda c: jnp.sum(x_np * c), in_axes=1)(cols))
     # a DiskArray mapped along its leading axis: one row per element
-    assert_close(jax.vmap(lambda row: jask.sum(jask.square(row)))(x), np.sum(x_np ** 2, axis=1))
+    assert_close(jax.vmap(lambda row: jask.sum(jask.square(row)))(x), np.sum(x_np**2, axis=1))
 
 
 def test_per_example_gradients_of_a_batched_argument(data):
@@ -61,10 +62,14 @@ def test_per_example_gradients_of_a_batched_argument(data):
     loss = lambda x, s: jask.sum(jask.square(x * s))  # noqa: E731
     ref = lambda x, s: jnp.sum(jnp.square(x * s))  # noqa: E731
     expected = jax.vmap(jax.grad(ref, argnums=1), in_axes=(None, 0))(x_np, s)
-    for fn in (jax.vmap(jax.grad(loss, argnums=1), in_axes=(None, 0)),
-               jax.jit(jax.vmap(jax.grad(loss, argnums=1), in_axes=(None, 0)))):
+    for fn in (
+        jax.vmap(jax.grad(loss, argnums=1), in_axes=(None, 0)),
+        jax.jit(jax.vmap(jax.grad(loss, argnums=1), in_axes=(None, 0))),
+    ):
         assert_close(fn(x, s), expected)
-    grads = jax.vmap(jax.grad(loss), in_axes=(None, 0))(x, s)  # gradient w.r.t. the DiskArray, per example
+    grads = jax.vmap(jax.grad(loss), in_axes=(None, 0))(
+        x, s
+    )  # gradient w.r.t. the DiskArray, per example
     assert isinstance(grads, jask.DiskArray) and grads.shape == (2, M, K)
     assert_close(np.asarray(grads), jax.vmap(jax.grad(ref), in_axes=(None, 0))(x_np, s))
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import re
 import shutil
 import signal
@@ -27,6 +26,7 @@ import numpy as np
 import pytest
 
 import jask
+
 from _cgroup import CgroupUnavailable, create_memory_cgroup
 
 MiB = 1 << 20
@@ -74,11 +74,20 @@ def over_budget(mlir: str, budget: int) -> list[tuple[str, float]]:
     return [(ty, size) for ty, size in tensor_types(mlir) if size > budget]
 
 
-@pytest.mark.parametrize("ty, size", [
-    ("tensor<i32>", 4), ("tensor<4x3xf32>", 48), ("tensor<0xindex>", 0), ("tensor<2xi64>", 16),
-    ("tensor<8xi1>", 8), ("tensor<2x2xbf16>", 8), ("tensor<3xf8E4M3FN>", 3),
-    ("tensor<2xcomplex<f64>>", 32), ("tensor<?x4xf32>", math.inf),
-])
+@pytest.mark.parametrize(
+    "ty, size",
+    [
+        ("tensor<i32>", 4),
+        ("tensor<4x3xf32>", 48),
+        ("tensor<0xindex>", 0),
+        ("tensor<2xi64>", 16),
+        ("tensor<8xi1>", 8),
+        ("tensor<2x2xbf16>", 8),
+        ("tensor<3xf8E4M3FN>", 3),
+        ("tensor<2xcomplex<f64>>", 32),
+        ("tensor<?x4xf32>", math.inf),
+    ],
+)
 def test_tensor_types_reads_sizes(ty, size):
     assert tensor_types(f"(%arg0: {ty}) -> {ty}") == [(ty, size)] * 2
 
@@ -126,8 +135,8 @@ def test_tensor_check_flags_materialize(small_budget):
 
 # -- a run under a hard memory cap -----------------------------------------------
 
-CAP = 192 * MiB       # JAX's import alone takes about 60 MiB of anonymous memory
-BUDGET = 32 * MiB     # Jask's buffers inside the capped child
+CAP = 192 * MiB  # JAX's import alone takes about 60 MiB of anonymous memory
+BUDGET = 32 * MiB  # Jask's buffers inside the capped child
 ROW_BYTES = (16 + 4) * 4  # one row of a and of t, float32
 ROWS = -(-4 * CAP // ROW_BYTES)  # the inputs total at least four times the cap
 CHUNK_ROWS = 1 << 20  # rows per chunk when writing the inputs
@@ -180,8 +189,11 @@ GREEDY_CHILD = "import sys, numpy as np; np.ones(2 * int(sys.argv[1]), np.uint8)
 
 def _disk_folder(tmp_path_factory) -> Path:
     """A new folder on a real disk: on a tmpfs the "disk" arrays would sit in memory."""
-    for base in (tmp_path_factory.getbasetemp(), Path("/var/tmp"),
-                 Path(__file__).resolve().parents[1] / "build"):
+    for base in (
+        tmp_path_factory.getbasetemp(),
+        Path("/var/tmp"),
+        Path(__file__).resolve().parents[1] / "build",
+    ):
         if base.is_dir() and _fs_type(base) not in ("tmpfs", "ramfs"):
             return Path(tempfile.mkdtemp(prefix="jask-capped-", dir=base))
     pytest.skip("no disk-backed folder for the capped run's files (pytest's tmp, /var/tmp, build/)")
@@ -197,7 +209,7 @@ def _write_uniform(path: Path, shape: tuple[int, int], rng) -> None:
     out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=shape)
     for start in range(0, shape[0], CHUNK_ROWS):
         block = rng.random((min(CHUNK_ROWS, shape[0] - start), shape[1]), dtype=np.float32)
-        out[start:start + len(block)] = block * 2 - 1
+        out[start : start + len(block)] = block * 2 - 1
     out.flush()
     del out
 
@@ -237,15 +249,23 @@ def capped_run(disk_folder):
         np.save(data / "b.npy", (rng.standard_normal((16, 16)) / 4).astype(np.float32))
         np.save(data / "c.npy", (rng.standard_normal((16, 4)) / 4).astype(np.float32))
         start = time.perf_counter()
-        child = _run_capped(cgroup, [sys.executable, "-c", CHILD, str(data), str(data / "scratch"),
-                                     str(BUDGET)])
+        child = _run_capped(
+            cgroup, [sys.executable, "-c", CHILD, str(data), str(data / "scratch"), str(BUDGET)]
+        )
         seconds = time.perf_counter() - start
         peak, oom_kills = cgroup.peak_bytes(), cgroup.oom_kills()
-    assert child.returncode == 0, (f"the capped child exited with {child.returncode} (OOM kills: "
-                                   f"{oom_kills})\n{child.stderr[-4000:]}")
+    assert child.returncode == 0, (
+        f"the capped child exited with {child.returncode} (OOM kills: "
+        f"{oom_kills})\n{child.stderr[-4000:]}"
+    )
     report = json.loads(child.stdout.splitlines()[-1])
-    report.update(folder=data, cgroup_peak=peak, oom_kills=oom_kills, cgroup_version=cgroup.version,
-                  child_seconds=seconds)
+    report.update(
+        folder=data,
+        cgroup_peak=peak,
+        oom_kills=oom_kills,
+        cgroup_version=cgroup.version,
+        child_seconds=seconds,
+    )
     return report
 
 
@@ -271,8 +291,10 @@ def _assert_rows_close(got, want, first_row: int, rtol=1e-4, atol=1e-5) -> None:
     bad = ~(np.abs(got - want) <= atol + rtol * np.abs(want))
     if bad.any():
         row, col = np.argwhere(bad)[0]
-        raise AssertionError(f"{bad.sum()} elements differ from NumPy; first at "
-                             f"[{first_row + row}, {col}]: {got[row, col]} != {want[row, col]}")
+        raise AssertionError(
+            f"{bad.sum()} elements differ from NumPy; first at "
+            f"[{first_row + row}, {col}]: {got[row, col]} != {want[row, col]}"
+        )
 
 
 def test_capped_run_matches_numpy(capped_run):
@@ -305,4 +327,5 @@ def test_capped_run_holds_no_more_than_the_budget(capped_run):
     retained = capped_run["anon_after"] - capped_run["anon_before"]
     assert growth <= BUDGET + slack, (
         f"anonymous memory grew by {growth / MiB:.0f} MiB during the run (budget "
-        f"{BUDGET / MiB:.0f} MiB) and {retained / MiB:.0f} MiB stayed after it")
+        f"{BUDGET / MiB:.0f} MiB) and {retained / MiB:.0f} MiB stayed after it"
+    )

@@ -44,11 +44,13 @@ from .operands import (
 def _elementwise(op, fn: str):
     def apply_op(*values):
         return apply(op, *elementwise_operands(fn, *values))
+
     return apply_op
 
 
-_add, _sub, _mul, _div = (_elementwise(op, fn) for op, fn in
-                          ((Add, "add"), (Sub, "sub"), (Mul, "mul"), (Div, "divide")))
+_add, _sub, _mul, _div = (
+    _elementwise(op, fn) for op, fn in ((Add, "add"), (Sub, "sub"), (Mul, "mul"), (Div, "divide"))
+)
 
 
 def add(x, y):
@@ -160,11 +162,13 @@ def where(condition, x, y):
     if not disks:
         return unsupported_operands("where", x, y)
     like = next((v for v in (x, y) if isinstance(v, DiskArray)), None)
-    branches = [v if isinstance(v, DiskArray) or like is None else scalar_like(v, like)
-                for v in (x, y)]
+    branches = [
+        v if isinstance(v, DiskArray) or like is None else scalar_like(v, like) for v in (x, y)
+    ]
     branches = [jnp.asarray(v) if not isinstance(v, DiskArray) else v for v in branches]
-    if not all(isinstance(v, DiskArray) or is_scalar(v) or is_in_memory(v)
-               for v in (condition, *branches)):
+    if not all(
+        isinstance(v, DiskArray) or is_scalar(v) or is_in_memory(v) for v in (condition, *branches)
+    ):
         return unsupported_operands("where", x, y)
     if not isinstance(condition, DiskArray):
         condition = jnp.asarray(condition, jnp.bool_)
@@ -173,20 +177,24 @@ def where(condition, x, y):
 
 def _unary_function(op):
     """jask.<name>(x) for a `Unary` op, with a docstring and a `>>>` example from its declaration."""
+
     def function(x):
         check_disk(op.name, x)
         return apply(op, x)
+
     function.__name__ = function.__qualname__ = op.name
     function.__module__ = __name__
     described = vars(op).get("__doc__") or sys.modules[op.__module__].__doc__ or op.name
     summary = described.strip().splitlines()[0]
     reference = op.numpy_names[0] if op.numpy_names else f"jnp.{op.name}"
-    function.__doc__ = (f"{summary}\n\n    Derived from the declaration of `jask.ops.{op.__name__}`.\n\n"
-                        f"    >>> import jax, jax.numpy as jnp, numpy as np, jask\n"
-                        f"    >>> x = np.linspace(0.5, 1.5, 5, dtype=np.float32)\n"
-                        f"    >>> {reference.replace('lax.', 'jax.lax.').replace('nn.', 'jax.nn.')}"
-                        f"(jask.DiskArray.from_numpy(x)).shape\n"
-                        f"    (5,)\n")
+    function.__doc__ = (
+        f"{summary}\n\n    Derived from the declaration of `jask.ops.{op.__name__}`.\n\n"
+        f"    >>> import jax, jax.numpy as jnp, numpy as np, jask\n"
+        f"    >>> x = np.linspace(0.5, 1.5, 5, dtype=np.float32)\n"
+        f"    >>> {reference.replace('lax.', 'jax.lax.').replace('nn.', 'jax.nn.')}"
+        f"(jask.DiskArray.from_numpy(x)).shape\n"
+        f"    (5,)\n"
+    )
     return function
 
 
@@ -206,21 +214,30 @@ def gelu(x, approximate: bool = True):
     check_disk("gelu", x)
     if not approximate:
         raise NotImplementedError(
-            "jask.gelu supports approximate=True only (jax.nn.gelu's default)")
+            "jask.gelu supports approximate=True only (jax.nn.gelu's default)"
+        )
     return apply(Gelu, x)
 
 
 def _comparison(op, fn):
     def compare(x, y):
         return apply(op, *elementwise_operands(fn, x, y))
+
     compare.__name__ = fn
     return compare
 
 
 less, less_equal, greater, greater_equal, equal, not_equal = (
-    _comparison(op, fn) for op, fn in ((Less, "less"), (LessEqual, "less_equal"),
-                                       (Greater, "greater"), (GreaterEqual, "greater_equal"),
-                                       (Equal, "equal"), (NotEqual, "not_equal")))
+    _comparison(op, fn)
+    for op, fn in (
+        (Less, "less"),
+        (LessEqual, "less_equal"),
+        (Greater, "greater"),
+        (GreaterEqual, "greater_equal"),
+        (Equal, "equal"),
+        (NotEqual, "not_equal"),
+    )
+)
 
 
 def astype(x, dtype):

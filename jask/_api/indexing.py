@@ -71,7 +71,8 @@ def take(x, indices, axis=0):
         raise ValueError(f"jask.take: invalid axis {axis!r} for {describe(x)}")
     if int(axis) % x.ndim != 0:
         raise NotImplementedError(
-            f"jask.take supports axis=0 only, got axis={axis} for {describe(x)}")
+            f"jask.take supports axis=0 only, got axis={axis} for {describe(x)}"
+        )
     idx = _row_indices("take", indices, x.shape[0])
     scalar = idx.ndim == 0
     idx = idx.reshape(1) if scalar else idx
@@ -89,14 +90,18 @@ def _row_indices(fn: str, indices, n: int):
     if isinstance(indices, (list, tuple)):
         concrete = not any(compat.is_tracer(i) for i in indices)
         indices = np.asarray(indices, np.int64) if concrete else jnp.asarray(indices)
-    if not (isinstance(indices, (np.ndarray, np.integer, jax.Array, int))
-            or compat.is_tracer(indices)):
-        raise TypeError(f"jask.{fn}: indices must be an integer array, got "
-                        f"{type(indices).__name__}")
+    if not (
+        isinstance(indices, (np.ndarray, np.integer, jax.Array, int)) or compat.is_tracer(indices)
+    ):
+        raise TypeError(
+            f"jask.{fn}: indices must be an integer array, got {type(indices).__name__}"
+        )
     dtype = np.dtype(indices.dtype) if hasattr(indices, "dtype") else np.dtype(np.int64)
     if dtype == np.bool_ or not np.issubdtype(dtype, np.integer):
-        raise TypeError(f"jask.{fn}: indices must be integers, got {dtype.name}; boolean masks "
-                        f"are not supported")
+        raise TypeError(
+            f"jask.{fn}: indices must be integers, got {dtype.name}; boolean masks "
+            f"are not supported"
+        )
     wide = n > np.iinfo(np.int32).max
     if compat.is_tracer(indices):
         if indices.dtype == jnp.int32 or (wide and indices.dtype == jnp.int64):
@@ -107,8 +112,9 @@ def _row_indices(fn: str, indices, n: int):
     values = np.asarray(indices)
     bad = (values < -n) | (values >= n)
     if bad.any():
-        raise IndexError(f"jask.{fn}: index {values[bad].flat[0]} is out of bounds for axis 0 "
-                         f"with size {n}")
+        raise IndexError(
+            f"jask.{fn}: index {values[bad].flat[0]} is out of bounds for axis 0 with size {n}"
+        )
     return values.astype(np.int64 if wide else np.int32)
 
 
@@ -173,9 +179,11 @@ def _index_rows(rows_, axes: int, rest):
 
 def _reject_mask(k) -> None:
     if isinstance(k, (bool, np.bool_)) or getattr(k, "dtype", None) == np.bool_:
-        raise NotImplementedError("boolean mask indices are not supported: a mask selects a "
-                                  "data-dependent number of elements, so the result has no "
-                                  "static shape")
+        raise NotImplementedError(
+            "boolean mask indices are not supported: a mask selects a "
+            "data-dependent number of elements, so the result has no "
+            "static shape"
+        )
 
 
 def _selection(x, key):
@@ -185,14 +193,16 @@ def _selection(x, key):
         raise IndexError("an index can only have a single ellipsis ('...')")
     indexed = builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
     if indexed > x.ndim:
-        raise IndexError(f"too many indices for a DiskArray of shape {x.shape}: {indexed} were "
-                         f"indexed, it has {x.ndim} axes")
+        raise IndexError(
+            f"too many indices for a DiskArray of shape {x.shape}: {indexed} were "
+            f"indexed, it has {x.ndim} axes"
+        )
     if not any(k is Ellipsis for k in key):
         key = (*key, Ellipsis)
     selection, shape, axis = [], [], 0
     for k in key:
         if k is Ellipsis:
-            for n in x.shape[axis:axis + x.ndim - indexed]:
+            for n in x.shape[axis : axis + x.ndim - indexed]:
                 selection.append((0, 1, n))
                 shape.append(n)
             axis += x.ndim - indexed
@@ -212,13 +222,16 @@ def _selection(x, key):
 def _slice_range(k: slice, n: int, axis: int):
     bounds = (k.start, k.stop, k.step)
     if any(compat.is_tracer(v) for v in bounds):
-        raise TypeError("a slice with traced bounds has no static size; use jask.rows(x, "
-                        "start, count) or jax.lax.dynamic_slice_in_dim(x, start, count)")
+        raise TypeError(
+            "a slice with traced bounds has no static size; use jask.rows(x, "
+            "start, count) or jax.lax.dynamic_slice_in_dim(x, start, count)"
+        )
     try:  # ints, NumPy and concrete JAX integer scalars
         k = slice(*(None if v is None else operator.index(v) for v in bounds))
     except TypeError:
         raise TypeError(
-            f"slice bounds must be integers or None, got {k!r} on axis {axis}") from None
+            f"slice bounds must be integers or None, got {k!r} on axis {axis}"
+        ) from None
     if k.step == 0:
         raise ValueError(f"slice step cannot be zero (axis {axis})")
     start, stop, step = k.indices(n)
@@ -229,17 +242,26 @@ def _slice_range(k: slice, n: int, axis: int):
 def _int_index(k, n: int, axis: int) -> int:
     _reject_mask(k)
     if compat.is_tracer(k):
-        raise NotImplementedError(f"a traced index is supported as the first index only (x[i], "
-                                  f"jask.rows); got one for axis {axis}")
-    if (isinstance(k, (np.ndarray, jax.Array)) and np.ndim(k) == 0
-            and np.issubdtype(k.dtype, np.integer)):
+        raise NotImplementedError(
+            f"a traced index is supported as the first index only (x[i], "
+            f"jask.rows); got one for axis {axis}"
+        )
+    if (
+        isinstance(k, (np.ndarray, jax.Array))
+        and np.ndim(k) == 0
+        and np.issubdtype(k.dtype, np.integer)
+    ):
         k = int(k)
     if isinstance(k, (np.ndarray, jax.Array, list)):
-        raise NotImplementedError(f"integer-array indices are supported as the first index only "
-                                  f"(x[idx] gathers rows); got one for axis {axis}")
+        raise NotImplementedError(
+            f"integer-array indices are supported as the first index only "
+            f"(x[idx] gathers rows); got one for axis {axis}"
+        )
     if not isinstance(k, (numbers.Integral, np.integer)):
-        raise TypeError(f"DiskArray indices must be integers, slices, Ellipsis, None or an integer "
-                        f"array of rows; got {type(k).__name__} for axis {axis}")
+        raise TypeError(
+            f"DiskArray indices must be integers, slices, Ellipsis, None or an integer "
+            f"array of rows; got {type(k).__name__} for axis {axis}"
+        )
     i = int(k) + n if k < 0 else int(k)
     if not 0 <= i < n:
         raise IndexError(f"index {int(k)} is out of bounds for axis {axis} with size {n}")

@@ -52,8 +52,10 @@ def open_array(path, *, shape=None, dtype=None, offset=0, mode="r") -> DiskArray
     path = os.fspath(path)
     writable = mode == "r+"
     if (shape is None) != (dtype is None):
-        raise ValueError(f"opening a raw file needs both shape= and dtype= (got shape={shape!r}, "
-                         f"dtype={dtype!r}); a .npy file needs neither")
+        raise ValueError(
+            f"opening a raw file needs both shape= and dtype= (got shape={shape!r}, "
+            f"dtype={dtype!r}); a .npy file needs neither"
+        )
     if shape is None:
         h = _engine.open(path, "npy", writable)
     else:
@@ -81,17 +83,21 @@ def update_(target, new) -> DiskArray:
     the old file keep the old values.
     """
     if compat.is_tracer(getattr(target, "_handle", None)):
-        raise TypeError("DiskArray.update_() writes files and cannot run inside jax.jit or "
-                        "jax.grad; call it on the concrete result, outside the transformed "
-                        "function")
+        raise TypeError(
+            "DiskArray.update_() writes files and cannot run inside jax.jit or "
+            "jax.grad; call it on the concrete result, outside the transformed "
+            "function"
+        )
     check_disk("update_", target)
     if not isinstance(new, DiskArray):
         raise TypeError(f"DiskArray.update_ expects a DiskArray, got {type(new).__name__}")
     if compat.is_tracer(new._handle):
         raise TypeError("DiskArray.update_() cannot take a traced value; call it outside jax.jit")
     if new.shape != target.shape or new.dtype != target.dtype:
-        raise ValueError(f"update_: the new value {describe(new)} does not match the array "
-                         f"{describe(target)}; shape and dtype must be equal")
+        raise ValueError(
+            f"update_: the new value {describe(new)} does not match the array "
+            f"{describe(target)}; shape and dtype must be equal"
+        )
     _runtime.ensure_scratch()
     if new.handle != target.handle:
         _engine.copy_into(target.handle, new.handle)

@@ -37,9 +37,11 @@ def _matmul_operands(fn: str, a, b):
     values = [v if isinstance(v, DiskArray) else jnp.asarray(v) for v in (a, b)]
     for v in values:
         if not isinstance(v, DiskArray) and np.dtype(v.dtype) != np.dtype(disk.dtype):
-            raise TypeError(f"jask.{fn}: dtypes differ: {describe(values[0])} and "
-                            f"{describe(values[1])}; "
-                            f"convert one of them with .astype first")
+            raise TypeError(
+                f"jask.{fn}: dtypes differ: {describe(values[0])} and "
+                f"{describe(values[1])}; "
+                f"convert one of them with .astype first"
+            )
     return [v if isinstance(v, DiskArray) else apply(FromInMemory, v) for v in values]
 
 
@@ -57,16 +59,19 @@ def _product(fn: str, x, y, trans_x: bool = False, trans_y: bool = False):
 def _matmul(fn: str, a, b):
     a, b = _matmul_operands(fn, a, b)
     if a.ndim == 0 or b.ndim == 0:
-        raise ValueError(f"jask.{fn}: operands need at least one axis, got {describe(a)} and "
-                         f"{describe(b)}")
+        raise ValueError(
+            f"jask.{fn}: operands need at least one axis, got {describe(a)} and {describe(b)}"
+        )
     if a.ndim == 1 and b.ndim == 1:
         if a.shape != b.shape:
             raise ValueError(f"jask.{fn}: vector lengths differ: {describe(a)} and {describe(b)}")
         return vdot(a, b)
     k_a, k_b = a.shape[-1], b.shape[-2 if b.ndim > 1 else 0]
     if 1 in (a.ndim, b.ndim) and k_a != k_b:  # named here: promoted vectors would show as matrices
-        raise ValueError(f"jask.{fn}: contracted dimensions differ ({k_a} vs {k_b}) for "
-                         f"{describe(a)} @ {describe(b)}")
+        raise ValueError(
+            f"jask.{fn}: contracted dimensions differ ({k_a} vs {k_b}) for "
+            f"{describe(a)} @ {describe(b)}"
+        )
     # numpy.matmul: a 1-D operand is a row vector on the left, a column on the right, and its
     # axis is dropped from the result.
     a2 = reshape(a, (1, a.shape[0])) if a.ndim == 1 else a
@@ -114,12 +119,15 @@ def dot(a, b):
     (2, 4)
     """
     if not any(isinstance(v, DiskArray) for v in (a, b)) or not all(
-            isinstance(v, DiskArray) or is_in_memory(v) for v in (a, b)):
+        isinstance(v, DiskArray) or is_in_memory(v) for v in (a, b)
+    ):
         return unsupported_operands("dot", a, b)
     if a.ndim not in (1, 2) or b.ndim not in (1, 2):
-        raise ValueError(f"jask.dot supports 1-D and 2-D operands, got {describe(a)} and "
-                         f"{describe(b)}; "
-                         f"jask.matmul multiplies batches of matrices")
+        raise ValueError(
+            f"jask.dot supports 1-D and 2-D operands, got {describe(a)} and "
+            f"{describe(b)}; "
+            f"jask.matmul multiplies batches of matrices"
+        )
     return _matmul("dot", a, b)
 
 
@@ -135,8 +143,13 @@ def outer(a, b) -> DiskArray:
     check_disk("outer", b)
     if a.ndim != 1 or b.ndim != 1:
         raise ValueError(f"jask.outer needs 1-D operands, got {describe(a)} and {describe(b)}")
-    return apply(Matmul, reshape(a, (a.shape[0], 1)), reshape(b, (1, b.shape[0])), trans_a=False,
-                 trans_b=False)
+    return apply(
+        Matmul,
+        reshape(a, (a.shape[0], 1)),
+        reshape(b, (1, b.shape[0])),
+        trans_a=False,
+        trans_b=False,
+    )
 
 
 def einsum(spec: str, *operands):
@@ -160,7 +173,8 @@ def einsum(spec: str, *operands):
     inputs = lhs.split(",")
     if not arrow or len(inputs) != len(operands) or len(inputs) not in (1, 2):
         raise NotImplementedError(
-            f"jask.einsum supports 'in->out' with one or two operands, got {spec!r}")
+            f"jask.einsum supports 'in->out' with one or two operands, got {spec!r}"
+        )
     if len(operands) == 1:
         check_disk("einsum", operands[0])
     else:
@@ -188,16 +202,23 @@ def _einsum_single(spec, idx, out, x):
 def _einsum_pair(spec, inputs, out, a, b):
     ia, ib = inputs
     contracted = [c for c in ia if c in ib and c not in out]
-    if (len(contracted) > 1 or len(set(out)) != len(out)
-            or set(out) != (set(ia) | set(ib)) - set(contracted)):
-        raise NotImplementedError(f"jask.einsum does not support {spec!r}: it handles products "
-                                  f"of two operands with at most one contracted index and every "
-                                  f"other index kept in the output")
+    if (
+        len(contracted) > 1
+        or len(set(out)) != len(out)
+        or set(out) != (set(ia) | set(ib)) - set(contracted)
+    ):
+        raise NotImplementedError(
+            f"jask.einsum does not support {spec!r}: it handles products "
+            f"of two operands with at most one contracted index and every "
+            f"other index kept in the output"
+        )
     c = contracted[0] if contracted else None
+
     # An operand's free (matrix) index: its last index the other operand lacks; the output's
     # other indices are batch indices.
     def free_index(x, y):
         return ([d for d in x if d not in y] or [None])[-1]
+
     free_a, free_b = free_index(ia, ib), free_index(ib, ia)
     if free_a is None and free_b is None:
         return _einsum_elementwise(out, c, (a, ia), (b, ib))
@@ -226,8 +247,11 @@ def _einsum_matrices(x, idx, batch, row, col):
     if perm != tuple(range(len(perm))):
         x = transpose(x, perm)
     trans = rest == [col, row]
-    matrix = tuple(sizes[d] for d in rest) if len(rest) == 2 else tuple(
-        sizes[d] if d in rest else 1 for d in (row, col))
+    matrix = (
+        tuple(sizes[d] for d in rest)
+        if len(rest) == 2
+        else tuple(sizes[d] if d in rest else 1 for d in (row, col))
+    )
     stack = tuple(sizes.get(d, 1) for d in batch) if own_batch else ()
     return (x if x.shape == stack + matrix else reshape(x, stack + matrix)), trans
 

@@ -43,6 +43,7 @@ def _unary(fn, name):
     def apply(x, /, **kwargs):
         _no_extra(name, **kwargs)
         return fn(x)
+
     return apply
 
 
@@ -50,6 +51,7 @@ def _binary(fn, name):
     def apply(x, y, /, **kwargs):
         _no_extra(name, **kwargs)
         return fn(x, y)
+
     return apply
 
 
@@ -59,6 +61,7 @@ def _reduction(fn, name):
         _no_extra(name, out=out, **extra)
         result = fn(a, axis, keepdims)
         return result if dtype is None else result.astype(dtype)
+
     return apply
 
 
@@ -77,6 +80,7 @@ def _softmax_like(fn, name):
     def apply(x, axis=-1, where=None, **kwargs):
         _no_extra(name, where=where, **kwargs)
         return fn(x, axis)
+
     return apply
 
 
@@ -93,6 +97,7 @@ def _like(fn, name):
         if shape is not None and tuple(shape) != a.shape:
             _unsupported(name, f"shape={shape!r}")
         return fn(a, *args, dtype=dtype)
+
     return apply
 
 
@@ -131,6 +136,7 @@ def _two_operand(fn, name):
     def apply(a, b, *, precision=None, preferred_element_type=None, **kwargs):
         _no_extra(name, preferred_element_type=preferred_element_type, **kwargs)
         return fn(a, b)
+
     return apply
 
 
@@ -143,13 +149,22 @@ def _dynamic_slice_in_dim(operand, start_index, slice_size, axis=0, **kwargs):
 def _dynamic_slice(operand, start_indices, slice_sizes, **kwargs):
     start_indices, slice_sizes = list(start_indices), list(slice_sizes)
     if list(slice_sizes[1:]) != list(operand.shape[1:]) or any(
-            not (isinstance(s, int) and s == 0) for s in start_indices[1:]):
+        not (isinstance(s, int) and s == 0) for s in start_indices[1:]
+    ):
         _unsupported("lax.dynamic_slice", "slices of axes other than the leading one")
     return indexing.rows(operand, start_indices[0], slice_sizes[0])
 
 
-def _take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
-          indices_are_sorted=False, fill_value=None):
+def _take(
+    a,
+    indices,
+    axis=None,
+    out=None,
+    mode=None,
+    unique_indices=False,
+    indices_are_sorted=False,
+    fill_value=None,
+):
     # mode=None follows jask.take (IndexError on concrete indices out of range, traced ones
     # clamped), not jnp's NaN fill; 'fill' is refused rather than silently clamped.
     _no_extra("take", out=out, fill_value=fill_value)
@@ -211,14 +226,17 @@ SEQUENCE_TABLE = {
     "jnp.hstack": _hstack,
 }
 
+
 def _declared_entries() -> dict:
     """Each `numpy_names` name of a Unary or Binary op, calling `jask.<op name>`."""
     entries = {}
     for op in OPS:
         adapt = _unary if issubclass(op, Unary) else _binary if issubclass(op, Binary) else None
         if op.numpy_names and adapt is None:
-            raise TypeError(f"jask.ops.{op.__name__} declares numpy_names but is neither a Unary "
-                            f"nor a Binary op: write its jax.numpy entry in {__name__}")
+            raise TypeError(
+                f"jask.ops.{op.__name__} declares numpy_names but is neither a Unary "
+                f"nor a Binary op: write its jax.numpy entry in {__name__}"
+            )
         for name in op.numpy_names:
             entries[name] = adapt(getattr(elementwise, op.name), name.split(".", 1)[1])
     return entries

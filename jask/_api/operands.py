@@ -24,8 +24,10 @@ def is_scalar(v) -> bool:
 
 def check_disk(fn: str, x) -> None:
     if not isinstance(x, DiskArray):
-        raise TypeError(f"jask.{fn} expects a DiskArray, got {type(x).__name__}; wrap in-memory "
-                        f"data with jask.DiskArray.from_numpy")
+        raise TypeError(
+            f"jask.{fn} expects a DiskArray, got {type(x).__name__}; wrap in-memory "
+            f"data with jask.DiskArray.from_numpy"
+        )
 
 
 def unsupported_operands(fn: str, *values):
@@ -36,23 +38,28 @@ def unsupported_operands(fn: str, *values):
             except TypeError:
                 pass
         return type(v).__name__
-    raise TypeError(f"jask.{fn}: unsupported operands {' and '.join(kind(v) for v in values)}; "
-                    f"Jask supports DiskArrays, in-memory arrays and scalars that broadcast "
-                    f"together, with at least one DiskArray")
+
+    raise TypeError(
+        f"jask.{fn}: unsupported operands {' and '.join(kind(v) for v in values)}; "
+        f"Jask supports DiskArrays, in-memory arrays and scalars that broadcast "
+        f"together, with at least one DiskArray"
+    )
 
 
 def is_in_memory(v) -> bool:
     """An in-memory array (NumPy or JAX, traced or not) that is not a DiskArray."""
-    return not isinstance(v, DiskArray) and (isinstance(v, (np.ndarray, jax.Array))
-                                             or compat.is_tracer(v))
+    return not isinstance(v, DiskArray) and (
+        isinstance(v, (np.ndarray, jax.Array)) or compat.is_tracer(v)
+    )
 
 
 def elementwise_operands(fn: str, *values):
     """DiskArrays as they are; scalars and in-memory arrays as JAX arrays of the DiskArrays'
     dtype (they broadcast, NumPy-style)."""
     like = next((v for v in values if isinstance(v, DiskArray)), None)
-    if like is None or not all(isinstance(v, DiskArray) or is_scalar(v) or is_in_memory(v)
-                               for v in values):
+    if like is None or not all(
+        isinstance(v, DiskArray) or is_scalar(v) or is_in_memory(v) for v in values
+    ):
         unsupported_operands(fn, *values)
     return [v if isinstance(v, DiskArray) else scalar_like(v, like) for v in values]
 

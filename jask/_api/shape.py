@@ -105,11 +105,17 @@ def stack(arrays, axis: int = 0) -> DiskArray:
     parts = _joined_operands("stack", arrays)
     shapes = {tuple(p.shape) for p in parts}
     if len(shapes) > 1:
-        raise ValueError(f"jask.stack: all arrays must have the same shape, got "
-                         f"{', '.join(str(tuple(p.shape)) for p in parts)}")
+        raise ValueError(
+            f"jask.stack: all arrays must have the same shape, got "
+            f"{', '.join(str(tuple(p.shape)) for p in parts)}"
+        )
     axis = _join_axis("stack", axis, parts[0].ndim + 1)
-    expanded = [reshape(p, (*p.shape[:axis], 1, *p.shape[axis:])) if isinstance(p, DiskArray)
-                else jnp.expand_dims(p, axis) for p in parts]
+    expanded = [
+        reshape(p, (*p.shape[:axis], 1, *p.shape[axis:]))
+        if isinstance(p, DiskArray)
+        else jnp.expand_dims(p, axis)
+        for p in parts
+    ]
     return apply(Concatenate, *expanded, axis=axis)
 
 
@@ -121,8 +127,10 @@ def _joined_operands(fn: str, arrays):
         raise ValueError(f"jask.{fn} needs at least one array")
     dtypes = [np.dtype(a.dtype) if hasattr(a, "dtype") else np.asarray(a).dtype for a in arrays]
     if len(set(dtypes)) > 1:
-        raise TypeError(f"jask.{fn}: dtypes differ: {', '.join(d.name for d in dtypes)}; convert "
-                        f"the operands to one dtype first")
+        raise TypeError(
+            f"jask.{fn}: dtypes differ: {', '.join(d.name for d in dtypes)}; convert "
+            f"the operands to one dtype first"
+        )
     return [a if isinstance(a, DiskArray) else jnp.asarray(a) for a in arrays]
 
 

@@ -27,8 +27,10 @@ from jax.experimental import hijax as _hijax
 
 PINNED_JAX = "0.10.2"
 if jax.__version__ != PINNED_JAX:
-    raise ImportError(f"jask needs jax=={PINNED_JAX} (its hijax interface is experimental and "
-                      f"changes between releases); found jax {jax.__version__}")
+    raise ImportError(
+        f"jask needs jax=={PINNED_JAX} (its hijax interface is experimental and "
+        f"changes between releases); found jax {jax.__version__}"
+    )
 
 HiType = _hijax.HiType
 VJPHiPrimitive = _hijax.VJPHiPrimitive
@@ -82,9 +84,15 @@ def hi_primitive(eqn):
 def hi_equation(invars, outvars, prim, like, effects=None):
     """A new equation applying hijax primitive `prim`, with `like`'s source info and context
     (and effects, unless given)."""
-    return _core.new_jaxpr_eqn(invars, outvars, _call_hi_primitive_p, {"_prim": prim},
-                               like.effects if effects is None else effects, like.source_info,
-                               like.ctx)
+    return _core.new_jaxpr_eqn(
+        invars,
+        outvars,
+        _call_hi_primitive_p,
+        {"_prim": prim},
+        like.effects if effects is None else effects,
+        like.source_info,
+        like.ctx,
+    )
 
 
 def program_of(closed_jaxpr):
@@ -149,6 +157,7 @@ def _patch(name: str, target: str, reason: str, library: str = "jax", version: s
     def register(install: Callable[[Hooks], None]):
         PATCHES[name] = Patch(name, library, version, target, reason, install)
         return install
+
     return register
 
 
@@ -167,8 +176,10 @@ def check_version(patch: Patch) -> bool:
     if found is None:
         return False
     if found != patch.version:
-        raise ImportError(f"jask's patch {patch.name!r} of {patch.target} is written for "
-                          f"{patch.library}=={patch.version}; found {patch.library} {found}")
+        raise ImportError(
+            f"jask's patch {patch.name!r} of {patch.target} is written for "
+            f"{patch.library}=={patch.version}; found {patch.library} {found}"
+        )
     return True
 
 
@@ -188,9 +199,13 @@ def installed_patches() -> tuple[str, ...]:
 
 # -- jit: Jask's passes before lowering ------------------------------------------------------
 
-@_patch("lowering_passes", "jax._src.interpreters.partial_eval.lower_jaxpr",
-        "run jask.lowering's passes (fusion, row groups, releases) on every hi jaxpr before JAX "
-        "lowers it")
+
+@_patch(
+    "lowering_passes",
+    "jax._src.interpreters.partial_eval.lower_jaxpr",
+    "run jask.lowering's passes (fusion, row groups, releases) on every hi jaxpr before JAX "
+    "lowers it",
+)
 def _install_lowering_passes(hooks: Hooks) -> None:
     install_lowering_passes(*hooks.lowering_passes)
 
@@ -222,13 +237,21 @@ _original_lower_jaxpr = None
 # gives up (NotImplemented). Where JAX gives up on an operand of `hi_type`,
 # hand the operation to that operand's reflected method instead.
 
-_REFLECTED = {"_add": "_radd", "_sub": "_rsub", "_mul": "_rmul", "_truediv": "_rtruediv",
-              "_matmul": "_rmatmul"}
+_REFLECTED = {
+    "_add": "_radd",
+    "_sub": "_rsub",
+    "_mul": "_rmul",
+    "_truediv": "_rtruediv",
+    "_matmul": "_rmatmul",
+}
 
 
-@_patch("reflected_operators", "jax._src.core.ShapedArray._add/_sub/_mul/_truediv/_matmul",
-        "an in-memory tracer (op) a DiskArray tracer: JAX gives up, so hand it to the DiskArray's "
-        "reflected operator")
+@_patch(
+    "reflected_operators",
+    "jax._src.core.ShapedArray._add/_sub/_mul/_truediv/_matmul",
+    "an in-memory tracer (op) a DiskArray tracer: JAX gives up, so hand it to the DiskArray's "
+    "reflected operator",
+)
 def _defer_in_memory_operators(hooks: Hooks) -> None:
     hi_type = hooks.hi_type
     for name, reflected in _REFLECTED.items():
@@ -295,9 +318,12 @@ def _dispatching(original, jask_fn, is_hi):
     return function
 
 
-@_patch("vmap_broadcast", "jax._src.interpreters.batching.broadcast",
-        "vmap gives an unbatched DiskArray output its batch axis with a function that only knows "
-        "JAX arrays")
+@_patch(
+    "vmap_broadcast",
+    "jax._src.interpreters.batching.broadcast",
+    "vmap gives an unbatched DiskArray output its batch axis with a function that only knows "
+    "JAX arrays",
+)
 def _broadcast_unbatched_outputs(hooks: Hooks) -> None:
     """jax.vmap gives an output that does not depend on the batch (a function returning one
     of its unbatched DiskArray inputs) a batch axis with `batching.broadcast`, which only knows
@@ -320,9 +346,12 @@ def _broadcast_unbatched_outputs(hooks: Hooks) -> None:
     _batching.broadcast = batching_broadcast
 
 
-@_patch("numpy_dispatch", "jax.numpy, jax.lax and jax.nn functions (jask/_api/numpy_dispatch.py)",
-        "jax.numpy has no dispatch protocol for foreign arrays, and optax calls jnp.sqrt(g) on "
-        "its leaves")
+@_patch(
+    "numpy_dispatch",
+    "jax.numpy, jax.lax and jax.nn functions (jask/_api/numpy_dispatch.py)",
+    "jax.numpy has no dispatch protocol for foreign arrays, and optax calls jnp.sqrt(g) on "
+    "its leaves",
+)
 def _dispatch_numpy_functions(hooks: Hooks) -> None:
     install_numpy_dispatch(hooks.numpy_functions, hooks.is_hi)
     install_numpy_dispatch(hooks.numpy_sequence_functions, hooks.holds_hi)
@@ -345,12 +374,19 @@ def install_numpy_dispatch(table: dict, is_hi) -> None:
 # the factored optimizers call it on every leaf. For arrays of real dtype,
 # which are all Jask stores, |x|^2 is x * x.
 
-@_patch("optax_abs_sq", "optax._src.numerics.abs_sq (and its use in optax._src.transform)",
-        "abs_sq refuses anything but np.ndarray and jax.Array; adagrad and the factored "
-        "optimizers call it on every leaf", library="optax", version=PINNED_OPTAX)
+
+@_patch(
+    "optax_abs_sq",
+    "optax._src.numerics.abs_sq (and its use in optax._src.transform)",
+    "abs_sq refuses anything but np.ndarray and jax.Array; adagrad and the factored "
+    "optimizers call it on every leaf",
+    library="optax",
+    version=PINNED_OPTAX,
+)
 def _accept_in_optax_abs_sq(hooks: Hooks) -> None:
     # imported here: optax is optional at run time (check_version found it installed)
     from optax._src import numerics, transform
+
     is_hi, square = hooks.is_hi, hooks.square
     original = numerics.abs_sq
     if getattr(original, "_jask_original", None):
@@ -367,8 +403,12 @@ def _accept_in_optax_abs_sq(hooks: Hooks) -> None:
 
 # -- a clear error for JAX primitives that Jask does not implement -------------
 
-@_patch("unsupported_primitive_errors", "jax._src.core.Primitive.bind",
-        "a lax primitive on a DiskArray fails deep inside JAX; re-raise it naming the primitive")
+
+@_patch(
+    "unsupported_primitive_errors",
+    "jax._src.core.Primitive.bind",
+    "a lax primitive on a DiskArray fails deep inside JAX; re-raise it naming the primitive",
+)
 def _name_unsupported_primitives(hooks: Hooks) -> None:
     """A lax primitive applied to a DiskArray fails deep inside JAX; re-raise it as a
     NotImplementedError that names the primitive."""
@@ -386,7 +426,8 @@ def _name_unsupported_primitives(hooks: Hooks) -> None:
                 raise
             raise NotImplementedError(
                 f"jax.lax.{self.name} on a DiskArray is not supported yet; Jask implements the "
-                f"ops listed in README.md (use jask.materialize for small arrays)") from error
+                f"ops listed in README.md (use jask.materialize for small arrays)"
+            ) from error
 
     bind._jask_original = original
     _core.Primitive.bind = bind
@@ -398,8 +439,12 @@ def _name_unsupported_primitives(hooks: Hooks) -> None:
 # (int32 handles) where the enclosing program expects hijax values. Raise
 # them back, as every other hijax lowering does.
 
-@_patch("remat_outputs", "jax._src.ad_checkpoint.remat_p.to_lojax",
-        "jax.checkpoint's lowering returns hijax outputs as their int32 handles; raise them back")
+
+@_patch(
+    "remat_outputs",
+    "jax._src.ad_checkpoint.remat_p.to_lojax",
+    "jax.checkpoint's lowering returns hijax outputs as their int32 handles; raise them back",
+)
 def _raise_remat_outputs(hooks: Hooks) -> None:
     original = _ad_checkpoint.remat_p.to_lojax
     if getattr(original, "_jask_original", None):

@@ -39,8 +39,11 @@ class DiskArrayTy(compat.HiType):
         self.weak_type = False
 
     def __eq__(self, other):
-        return (isinstance(other, DiskArrayTy) and self.shape == other.shape
-                and self.dtype == other.dtype)
+        return (
+            isinstance(other, DiskArrayTy)
+            and self.shape == other.shape
+            and self.dtype == other.dtype
+        )
 
     def __hash__(self):
         return hash((DiskArrayTy, self.shape, self.dtype))
@@ -73,7 +76,7 @@ class DiskArrayTy(compat.HiType):
 
     # vmap: a batched DiskArray holds every element of the batch along one axis
     def dec_rank(self, size, spec):
-        return DiskArrayTy(self.shape[:spec] + self.shape[spec + 1:], self.dtype)
+        return DiskArrayTy(self.shape[:spec] + self.shape[spec + 1 :], self.dtype)
 
     def inc_rank(self, size, spec):
         return DiskArrayTy(self.shape[:spec] + (size,) + self.shape[spec:], self.dtype)
@@ -128,8 +131,10 @@ def _imaginary_part(x):
 
 
 def _not_under_trace(what: str):
-    raise TypeError(f"DiskArray.{what}() writes files and cannot run inside jax.jit or jax.grad; "
-                    f"call it on the concrete result, outside the transformed function")
+    raise TypeError(
+        f"DiskArray.{what}() writes files and cannot run inside jax.jit or jax.grad; "
+        f"call it on the concrete result, outside the transformed function"
+    )
 
 
 class _DiskArrayMeta(type):

@@ -147,8 +147,10 @@ class Op(compat.VJPHiPrimitive):
 
     def slope(self, x, out):
         """Ops of one operand: d out / d x, written with Jask ops (None: no derivative)."""
-        raise NotImplementedError(f"jax.grad of jask.{self.name} needs a derivative rule "
-                                  f"(a slope, a transpose rule, or vjp and tangent)")
+        raise NotImplementedError(
+            f"jax.grad of jask.{self.name} needs a derivative rule "
+            f"(a slope, a transpose rule, or vjp and tangent)"
+        )
 
     def slopes(self, *operands_and_out):
         """d out / d operand, one per operand (None: no derivative); `out` comes last. Each is
@@ -192,8 +194,10 @@ class Op(compat.VJPHiPrimitive):
         if self.linear or self.bilinear:
             return self._transposed(ct, operands, needs)
         slopes = self.slopes(*operands, out)
-        return tuple(self.cotangent_term(ct, _resolved(s), x) if need and s is not None else None
-                     for s, x, need in zip(slopes, operands, needs))
+        return tuple(
+            self.cotangent_term(ct, _resolved(s), x) if need and s is not None else None
+            for s, x, need in zip(slopes, operands, needs)
+        )
 
     def _transposed(self, ct, operands, needs):
         linear = self.linear_operands()
@@ -210,18 +214,24 @@ class Op(compat.VJPHiPrimitive):
         if self.zero_derivative:
             return None
         if self.bilinear:
-            return add_terms(*(self._rebound(operands, {i: t}) for i, t in enumerate(tangents)
-                               if t is not None))
+            return add_terms(
+                *(self._rebound(operands, {i: t}) for i, t in enumerate(tangents) if t is not None)
+            )
         if self.linear:
             linear = self.linear_operands()
             if all(tangents[i] is None for i in linear):
                 return None
-            filled = {i: self.zero_tangent(self.in_avals[i]) if tangents[i] is None else tangents[i]
-                      for i in linear}
+            filled = {
+                i: self.zero_tangent(self.in_avals[i]) if tangents[i] is None else tangents[i]
+                for i in linear
+            }
             return self._rebound(operands, filled)
         slopes = self.slopes(*operands, out)
-        terms = [self.tangent_term(t, _resolved(s)) for t, s in zip(tangents, slopes)
-                 if t is not None and s is not None]
+        terms = [
+            self.tangent_term(t, _resolved(s))
+            for t, s in zip(tangents, slopes)
+            if t is not None and s is not None
+        ]
         total = add_terms(*terms)
         return None if total is None else self.tangent_like(total, out)
 
@@ -274,15 +284,23 @@ class Op(compat.VJPHiPrimitive):
         elif self.result == "group":  # handles, then the 0-d values (at least one slot each)
             n_arrays = sum(isinstance(a, DiskArrayTy) for a in out)
             values = [a for a in out if not isinstance(a, DiskArrayTy)]
-            result_type = (jax.ShapeDtypeStruct((max(1, n_arrays),), jnp.int32),
-                           jax.ShapeDtypeStruct((max(1, len(values)),),
-                                                values[0].dtype if values else jnp.float32))
+            result_type = (
+                jax.ShapeDtypeStruct((max(1, n_arrays),), jnp.int32),
+                jax.ShapeDtypeStruct(
+                    (max(1, len(values)),), values[0].dtype if values else jnp.float32
+                ),
+            )
         else:
             result_type = jax.ShapeDtypeStruct(out.shape, out.dtype)
         call = jax.ffi.ffi_call(_ffi_target(self.result), result_type, has_side_effect=True)
         attributes = {k: _attribute(v) for k, v in self.kernel_params().items()}
-        value = call(*handles, *in_memory, kernel=self.kernel, num_handles=np.int64(len(handles)),
-                     **attributes)
+        value = call(
+            *handles,
+            *in_memory,
+            kernel=self.kernel,
+            num_handles=np.int64(len(handles)),
+            **attributes,
+        )
         if self.result == "arrays":
             return tuple(DiskArray(aval, value[i]) for i, aval in enumerate(out))
         if self.result == "group":
@@ -318,8 +336,10 @@ class Op(compat.VJPHiPrimitive):
     # -- derived: forward mode (jax.jvp, jax.linearize, jax.checkpoint) -------
     def jvp(self, primals, tangents):
         out = self(*primals)
-        tangents = [None if isinstance(t, compat.Zero) or _is_bool(a) else t
-                    for t, a in zip(tangents, self.in_avals)]
+        tangents = [
+            None if isinstance(t, compat.Zero) or _is_bool(a) else t
+            for t, a in zip(tangents, self.in_avals)
+        ]
         if all(t is None for t in tangents):
             return out, _zeros_like(out)
         t_out = self.tangent(out, primals, tangents)
@@ -329,8 +349,10 @@ class Op(compat.VJPHiPrimitive):
         # Jask ops are passes over whole arrays: a batch of n runs the op n times and
         # stacks the results along a new leading axis (on disk for DiskArray results).
         if _batch_rule is None:
-            raise NotImplementedError(f"jax.vmap of jask.{self.name} needs jask's batching rule; "
-                                      f"import jask to install it")
+            raise NotImplementedError(
+                f"jax.vmap of jask.{self.name} needs jask's batching rule; "
+                f"import jask to install it"
+            )
         return _batch_rule(self, axis_data.size, args, dims)
 
     def lin(self, nzs_in, *primals):
@@ -421,6 +443,7 @@ def apply(op_cls: type[Op], *operands, **params):
 
 # -- shared type rules ------------------------------------------------------
 
+
 def describe(x) -> str:
     """'float32[4,6] DiskArray' style description for error messages."""
     aval = x if isinstance(x, (DiskArrayTy, compat.ShapedArray)) else compat.typeof(x)
@@ -431,11 +454,15 @@ def describe(x) -> str:
 def same_type(op_name: str, x: DiskArrayTy, y: DiskArrayTy) -> DiskArrayTy:
     """The output type of an elementwise op on two DiskArrays of one shape and dtype."""
     if x.dtype != y.dtype:
-        raise TypeError(f"jask.{op_name}: dtypes differ: {describe(x)} and {describe(y)}; "
-                        f"convert one of them first")
+        raise TypeError(
+            f"jask.{op_name}: dtypes differ: {describe(x)} and {describe(y)}; "
+            f"convert one of them first"
+        )
     if x.shape != y.shape:
-        raise ValueError(f"jask.{op_name}: shapes differ: {describe(x)} and {describe(y)}; "
-                         f"elementwise ops need equal shapes")
+        raise ValueError(
+            f"jask.{op_name}: shapes differ: {describe(x)} and {describe(y)}; "
+            f"elementwise ops need equal shapes"
+        )
     return x
 
 

@@ -32,12 +32,15 @@ class FusedMap(Op):
         return DiskArrayTy(shape, out_dtype)
 
     def expression(self) -> Expression:
-        return Expression(self.expr, self.reduction, np.dtype(self.out_dtype), self.label,
-                          self.shape)
+        return Expression(
+            self.expr, self.reduction, np.dtype(self.out_dtype), self.label, self.shape
+        )
 
     def kernel_params(self):
-        return {"label": self.label,
-                **encode(self.expr, self.in_avals, self.shape, self.out_dtype, self.reduction)}
+        return {
+            "label": self.label,
+            **encode(self.expr, self.in_avals, self.shape, self.out_dtype, self.reduction),
+        }
 
 
 class FusedReduce(FusedMap):
@@ -89,8 +92,11 @@ def _splice(consumer, ks, producer, c_expr, p_expr, result):
         if i in ks:
             return ("tmp", result)
         return ("in", i if i < k else k + width + rest.index(i))
-    shifted = tuple((instr, tuple(("in", i + k) if kind == "in" else (kind, i) for kind, i in args))
-                    for instr, args in p_expr)
+
+    shifted = tuple(
+        (instr, tuple(("in", i + k) if kind == "in" else (kind, i) for kind, i in args))
+        for instr, args in p_expr
+    )
     return avals, shifted + tuple((instr, tuple(moved(r) for r in args)) for instr, args in c_expr)
 
 
@@ -100,15 +106,22 @@ def fuse(consumer, k: int, producer):
     c, p = _expression(consumer), _expression(producer)
     if c is None or p is None or p.reduction != "none":
         return None
-    avals, expr = _splice(consumer, (k,), producer, c.instructions, p.instructions,
-                          len(p.instructions) - 1)
+    avals, expr = _splice(
+        consumer, (k,), producer, c.instructions, p.instructions, len(p.instructions) - 1
+    )
     if sum(1 for a in avals if a.shape or isinstance(a, DiskArrayTy)) > MAX_FUSED_ARRAYS:
         return None
     if not _same_float_dtype((*avals, producer.out_aval, DiskArrayTy((), c.dtype))):
         return None
     cls = FusedMap if c.reduction == "none" else FusedReduce
-    return cls(*avals, expr=expr, label=f"{p.label}+{c.label}", shape=c.shape,
-               out_dtype=c.dtype, reduction=c.reduction)
+    return cls(
+        *avals,
+        expr=expr,
+        label=f"{p.label}+{c.label}",
+        shape=c.shape,
+        out_dtype=c.dtype,
+        reduction=c.reduction,
+    )
 
 
 class FusedMulti(Op):
@@ -125,13 +138,15 @@ class FusedMulti(Op):
         return tuple(DiskArrayTy(shape, out_dtype) for _ in outputs)
 
     def expression(self) -> Expression:
-        return Expression(self.expr, "none", np.dtype(self.out_dtype), self.label, self.shape,
-                          self.outputs)
+        return Expression(
+            self.expr, "none", np.dtype(self.out_dtype), self.label, self.shape, self.outputs
+        )
 
     def kernel_params(self):
-        return {"label": self.label,
-                **encode(self.expr, self.in_avals, self.shape, self.out_dtype,
-                         outputs=self.outputs)}
+        return {
+            "label": self.label,
+            **encode(self.expr, self.in_avals, self.shape, self.out_dtype, outputs=self.outputs),
+        }
 
 
 # Array streams (operands and results) of one multi-output pass.
@@ -165,12 +180,19 @@ def fuse_results(consumer, ks: tuple[int, ...], producer, consumed: int, kept: t
         return None
     offset = len(p.instructions)
     outputs = tuple(p_outs[j] for j in kept) + tuple(j + offset for j in c_outs)
-    return FusedMulti(*avals, expr=expr, label=f"{p.label}+{c.label}", shape=c.shape,
-                      out_dtype=c.dtype, outputs=outputs)
+    return FusedMulti(
+        *avals,
+        expr=expr,
+        label=f"{p.label}+{c.label}",
+        shape=c.shape,
+        out_dtype=c.dtype,
+        outputs=outputs,
+    )
 
 
 def merge_operands(prim, keep: int, drop: int):
     """`prim` with operand `drop` read from operand `keep` instead (the same value twice)."""
+
     def ref(r):
         kind, i = r
         if kind != "in":
@@ -178,13 +200,26 @@ def merge_operands(prim, keep: int, drop: int):
         if i == drop:
             return ("in", keep)
         return ("in", i - 1 if i > drop else i)
+
     expr = tuple((instr, tuple(ref(r) for r in args)) for instr, args in prim.expr)
-    avals = prim.in_avals[:drop] + prim.in_avals[drop + 1:]
+    avals = prim.in_avals[:drop] + prim.in_avals[drop + 1 :]
     if prim.role is Role.ELEMENTWISE_MULTI:
-        return FusedMulti(*avals, expr=expr, label=prim.label, shape=prim.shape,
-                          out_dtype=prim.out_dtype, outputs=prim.outputs)
-    return type(prim)(*avals, expr=expr, label=prim.label, shape=prim.shape,
-                      out_dtype=prim.out_dtype, reduction=prim.reduction)
+        return FusedMulti(
+            *avals,
+            expr=expr,
+            label=prim.label,
+            shape=prim.shape,
+            out_dtype=prim.out_dtype,
+            outputs=prim.outputs,
+        )
+    return type(prim)(
+        *avals,
+        expr=expr,
+        label=prim.label,
+        shape=prim.shape,
+        out_dtype=prim.out_dtype,
+        reduction=prim.reduction,
+    )
 
 
 class ElementwiseFusion:

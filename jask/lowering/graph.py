@@ -22,6 +22,7 @@ Pass = Callable[[object], object]
 
 # -- the policies each rewrite asks ---------------------------------------------------
 
+
 class ChainPolicy(Protocol):
     def fuse(self, consumer: Op, k: int, producer: Op) -> Op | None:
         """The op computing `consumer` with its operand k replaced by `producer`'s
@@ -32,8 +33,9 @@ class ChainPolicy(Protocol):
 
 
 class SharedResultPolicy(Protocol):
-    def fuse_results(self, consumer: Op, ks: tuple[int, ...], producer: Op, consumed: int,
-                     kept: tuple[int, ...]) -> Op | None:
+    def fuse_results(
+        self, consumer: Op, ks: tuple[int, ...], producer: Op, consumed: int, kept: tuple[int, ...]
+    ) -> Op | None:
         """One op computing `producer` and `consumer`, whose operands at positions `ks` are
         the producer's result number `consumed`; it also returns the producer's results
         numbered in `kept`, before the consumer's. None: not fusible."""
@@ -62,14 +64,20 @@ class Group:
 
 
 class GroupPolicy(Protocol):
-    def find_groups(self, nodes: Sequence[Node],
-                    late_reader: Callable[[list[int]], int | None]) -> list[list[int]]:
+    def find_groups(
+        self, nodes: Sequence[Node], late_reader: Callable[[list[int]], int | None]
+    ) -> list[list[int]]:
         """Index lists of the nodes to replace, one list per group. `late_reader(members)`
         is None when the set can run at the position of its last member, else the position
         of a node outside it that both depends on its results and feeds it."""
 
-    def group_op(self, members: list[int], nodes: Sequence[Node], avals: dict[int, object],
-                 used_outside: set[int]) -> Group:
+    def group_op(
+        self,
+        members: list[int],
+        nodes: Sequence[Node],
+        avals: dict[int, object],
+        used_outside: set[int],
+    ) -> Group:
         """The op replacing the nodes `members`; `used_outside` are the keys of the results
         read after the group."""
 
@@ -85,6 +93,7 @@ class ReleasePolicy(Protocol):
 
 
 # -- users and producers --------------------------------------------------------------
+
 
 def jask_op(eqn) -> Op | None:
     """The Jask op an equation applies, or None."""
@@ -109,12 +118,14 @@ def users_and_producers(eqns, outvars) -> tuple[dict[int, list[int]], dict[int, 
 def _until_fixed_point(step) -> Pass:
     """A pass applying `step(eqns, outvars)` (new eqns, or None when nothing merges) until
     it returns None."""
+
     def rewrite(closed_jaxpr):
         eqns, outvars = compat.program_of(closed_jaxpr)
         changed = False
         while (merged := step(eqns, outvars)) is not None:
             eqns, changed = merged, True
         return compat.with_equations(closed_jaxpr, eqns) if changed else closed_jaxpr
+
     return rewrite
 
 
@@ -124,7 +135,7 @@ def _drop_repeated_operands(op, invars, merge_operands):
         for j in range(i + 1, len(invars)):
             if compat.is_var(invars[i]) and invars[j] is invars[i]:
                 op = merge_operands(op, i, j)
-                invars = invars[:j] + invars[j + 1:]
+                invars = invars[:j] + invars[j + 1 :]
                 break
         else:
             i += 1
@@ -132,6 +143,7 @@ def _drop_repeated_operands(op, invars, merge_operands):
 
 
 # -- merging a producer into its only consumer -------------------------------------------
+
 
 def fuse_chains(policy: ChainPolicy) -> Pass:
     """A pass merging an op into its only consumer wherever `policy.fuse` allows."""
@@ -156,15 +168,15 @@ def _fuse_one(eqns, outvars, policy: ChainPolicy):
             op = policy.fuse(consumer_op, k, producer_op)
             if op is None:
                 continue
-            invars = [*consumer.invars[:k], *producer.invars, *consumer.invars[k + 1:]]
+            invars = [*consumer.invars[:k], *producer.invars, *consumer.invars[k + 1 :]]
             op, invars = _drop_repeated_operands(op, invars, policy.merge_operands)
             fused = compat.hi_equation(invars, consumer.outvars, op, consumer)
-            return [fused if i == ci else e for i, e in enumerate(eqns)
-                    if i != producer_at[id(v)]]
+            return [fused if i == ci else e for i, e in enumerate(eqns) if i != producer_at[id(v)]]
     return None
 
 
 # -- merging a producer into a consumer, keeping its results --------------------------------
+
 
 def share_results(policy: SharedResultPolicy) -> Pass:
     """A pass merging an op into a consumer of its result when the result has other users
@@ -191,26 +203,33 @@ def _share_one(eqns, outvars, policy: SharedResultPolicy):
             later = [u for o in results for u in users.get(id(o), []) if u != ci]
             if any(u < ci for u in later):
                 continue
-            kept = tuple(j for j, o in enumerate(results)
-                         if any(u != ci for u in users.get(id(o), [])))
+            kept = tuple(
+                j for j, o in enumerate(results) if any(u != ci for u in users.get(id(o), []))
+            )
             ks = tuple(i for i, x in enumerate(consumer.invars) if x is v)
             op = policy.fuse_results(consumer_op, ks, producer_op, results.index(v), kept)
             if op is None:
                 continue
-            invars = [*consumer.invars[:k], *producer.invars,
-                      *(x for i, x in enumerate(consumer.invars) if i > k and i not in ks)]
+            invars = [
+                *consumer.invars[:k],
+                *producer.invars,
+                *(x for i, x in enumerate(consumer.invars) if i > k and i not in ks),
+            ]
             op, invars = _drop_repeated_operands(op, invars, policy.merge_operands)
-            fused = compat.hi_equation(invars, [results[j] for j in kept] + list(consumer.outvars),
-                                       op, consumer)
+            fused = compat.hi_equation(
+                invars, [results[j] for j in kept] + list(consumer.outvars), op, consumer
+            )
             return [fused if i == ci else e for i, e in enumerate(eqns) if i != pi]
     return None
 
 
 # -- replacing sets of equations by one ------------------------------------------------------
 
+
 def replace_groups(policy: GroupPolicy) -> Pass:
     """A pass replacing the sets of equations `policy.find_groups` chooses by one op each;
     the equations are then reordered (stably) so that each runs after what it reads."""
+
     def rewrite(closed_jaxpr):
         eqns, outvars = compat.program_of(closed_jaxpr)
         keys: dict[int, object] = {}
@@ -219,20 +238,28 @@ def replace_groups(policy: GroupPolicy) -> Pass:
         def key(v):
             keys[id(v)], avals[id(v)] = v, v.aval
             return id(v)
-        nodes = [Node(jask_op(e), tuple(key(v) for v in e.invars), tuple(key(v) for v in e.outvars))
-                 for e in eqns]
+
+        nodes = [
+            Node(jask_op(e), tuple(key(v) for v in e.invars), tuple(key(v) for v in e.outvars))
+            for e in eqns
+        ]
         users, producer = users_and_producers(eqns, outvars)
 
         def late_reader(members):
             inside = set(members)
             downstream: set[int] = set()  # outside equations that depend on the set's results
             for i in range(min(members), len(nodes)):
-                if i not in inside and any(producer.get(k) in inside
-                                           or producer.get(k) in downstream
-                                           for k in nodes[i].inputs):
+                if i not in inside and any(
+                    producer.get(k) in inside or producer.get(k) in downstream
+                    for k in nodes[i].inputs
+                ):
                     downstream.add(i)
-            feeding = [producer[k] for j in members for k in nodes[j].inputs
-                       if producer.get(k) in downstream]
+            feeding = [
+                producer[k]
+                for j in members
+                for k in nodes[j].inputs
+                if producer.get(k) in downstream
+            ]
             return min(feeding) if feeding else None
 
         groups = policy.find_groups(nodes, late_reader)
@@ -242,17 +269,30 @@ def replace_groups(policy: GroupPolicy) -> Pass:
         grouped = set()
         for members in groups:
             inside = set(members)
-            used_outside = {k for i in members for k in nodes[i].outputs
-                            if any(u not in inside for u in users.get(k, ()))}
+            used_outside = {
+                k
+                for i in members
+                for k in nodes[i].outputs
+                if any(u not in inside for u in users.get(k, ()))
+            }
             grouped |= inside
             if not used_outside:  # nothing reads its results: Jask ops have no other effect
                 continue
             group = policy.group_op(members, nodes, avals, used_outside)
-            units.append((min(members), compat.hi_equation(
-                [keys[k] for k in group.inputs], [keys[k] for k in group.outputs], group.op,
-                eqns[max(members)])))
+            units.append(
+                (
+                    min(members),
+                    compat.hi_equation(
+                        [keys[k] for k in group.inputs],
+                        [keys[k] for k in group.outputs],
+                        group.op,
+                        eqns[max(members)],
+                    ),
+                )
+            )
         units += [(i, e) for i, e in enumerate(eqns) if i not in grouped]
         return compat.with_equations(closed_jaxpr, stable_topological_order(units))
+
     return rewrite
 
 
@@ -260,8 +300,9 @@ def stable_topological_order(units):
     """The equations of (position, eqn) pairs ordered so each follows the equations whose
     results it reads, keeping program order where dependencies allow."""
     made = {id(v): n for n, (_, e) in enumerate(units) for v in e.outvars}
-    waits = [{made[id(v)] for v in e.invars if compat.is_var(v) and id(v) in made}
-             for _, e in units]
+    waits = [
+        {made[id(v)] for v in e.invars if compat.is_var(v) and id(v) in made} for _, e in units
+    ]
     readers: dict[int, list[int]] = {}
     for n, deps in enumerate(waits):
         for d in deps:
@@ -288,12 +329,15 @@ def stable_topological_order(units):
 # after every consumer (it takes their outputs as operands) and frees the file. Program
 # outputs are not released: Python adopts them on return.
 
+
 def insert_releases(policy: ReleasePolicy) -> Pass:
     """A pass freeing the intermediates of Jask ops that only Jask ops read."""
+
     def rewrite(closed_jaxpr):
         eqns, outvars = compat.program_of(closed_jaxpr)
         new_eqns = _with_releases(eqns, outvars, policy)
         return closed_jaxpr if new_eqns is None else compat.with_equations(closed_jaxpr, new_eqns)
+
     return rewrite
 
 

@@ -26,8 +26,9 @@ class Release(compat.VJPHiPrimitive):
 
     def expand(self, dead, *deps):
         operands = [x._lowered_handle() if isinstance(x, DiskArray) else x for x in (dead, *deps)]
-        call = jax.ffi.ffi_call(RELEASE_TARGET, jax.ShapeDtypeStruct((), jnp.int32),
-                                has_side_effect=True)
+        call = jax.ffi.ffi_call(
+            RELEASE_TARGET, jax.ShapeDtypeStruct((), jnp.int32), has_side_effect=True
+        )
         return call(*operands, num_handles=np.int64(1))
 
 

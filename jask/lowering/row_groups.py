@@ -46,6 +46,7 @@ class RowGroup(Op):
 
 # -- what each op is to a row group ---------------------------------------------
 
+
 def _is_float_disk(aval) -> bool:
     return isinstance(aval, DiskArrayTy) and np.dtype(aval.dtype) in _FLOATS
 
@@ -108,6 +109,7 @@ def _produces_tall(kind) -> bool:
 
 # -- choosing the groups ----------------------------------------------------------
 
+
 def find_groups(nodes, last_use_order):
     """Index lists of the nodes (graph.Node, in program order) to fuse; `last_use_order(group)`
     says whether a group can run at the position of its last member (nothing outside reads
@@ -147,10 +149,18 @@ def _valid_prefix(members, nodes, roles, producer, last_use_order):
     ends."""
     while members:
         inside = set(members)
-        late = next((j for j in members
-                     if any(producer.get(k) in inside
-                            and pos not in _tall_operands(nodes[j].op, roles[j][0])
-                            for pos, k in enumerate(nodes[j].inputs))), None)
+        late = next(
+            (
+                j
+                for j in members
+                if any(
+                    producer.get(k) in inside
+                    and pos not in _tall_operands(nodes[j].op, roles[j][0])
+                    for pos, k in enumerate(nodes[j].inputs)
+                )
+            ),
+            None,
+        )
         if late is not None:
             members = [i for i in members if i < late]
             continue
@@ -163,11 +173,12 @@ def _valid_prefix(members, nodes, roles, producer, last_use_order):
 
 # -- the op that replaces a group ------------------------------------------------
 
+
 def group_op(members, nodes, avals, used_outside):
     """The RowGroup op replacing the nodes `members`, with its input and output keys."""
-    handles, scalars = [], []       # (key, kind, a, b) / key
+    handles, scalars = [], []  # (key, kind, a, b) / key
     handle_index, scalar_index = {}, {}
-    produced = {}                   # key -> engine ref of values computed inside
+    produced = {}  # key -> engine ref of values computed inside
     encoded, outputs = [], []
     first = members[0]
     _, rows, dtype = role(nodes[first].op)
@@ -184,7 +195,7 @@ def group_op(members, nodes, avals, used_outside):
         kind = 0 if as_tall else 1
         if (key, kind) not in handle_index:
             handle_index[key, kind] = len(handles)
-            a, b = ((math.prod(aval.shape[1:]), 0) if as_tall else aval.shape)
+            a, b = (math.prod(aval.shape[1:]), 0) if as_tall else aval.shape
             handles.append((key, kind, a, b))
         return (0, handle_index[key, kind])
 
@@ -211,8 +222,9 @@ def group_op(members, nodes, avals, used_outside):
                 in_avals, args = prim.in_avals, [ref(k, True) for k in ins]
             shape = (rows, *(prim.out_aval.shape[1:] if not total else prim.in_avals[0].shape[1:]))
             program = encode(expr, in_avals, shape, dtype)
-            order = [j for j, a in enumerate(in_avals) if isinstance(a, DiskArrayTy)] + \
-                    [j for j, a in enumerate(in_avals) if not isinstance(a, DiskArrayTy)]
+            order = [j for j, a in enumerate(in_avals) if isinstance(a, DiskArrayTy)] + [
+                j for j, a in enumerate(in_avals) if not isinstance(a, DiskArrayTy)
+            ]
             result = node(MAP, math.prod(shape[1:]), [args[j] for j in order], program)
             if total:
                 result = node(SUM, result)
@@ -221,10 +233,31 @@ def group_op(members, nodes, avals, used_outside):
         if out_key in used_outside:
             outputs.append(out_key)
 
-    fields = {name: [] for name in (
-        "input_kind", "input_a", "input_b", "node_kind", "node_width", "node_trans_b",
-        "node_refs", "node_n_regs", "node_out_reg", "node_instrs", "ref_kind", "ref_index",
-        "op", "dst", "a", "b", "c", "output_node", "output_rank", "output_dims")}
+    fields = {
+        name: []
+        for name in (
+            "input_kind",
+            "input_a",
+            "input_b",
+            "node_kind",
+            "node_width",
+            "node_trans_b",
+            "node_refs",
+            "node_n_regs",
+            "node_out_reg",
+            "node_instrs",
+            "ref_kind",
+            "ref_index",
+            "op",
+            "dst",
+            "a",
+            "b",
+            "c",
+            "output_node",
+            "output_rank",
+            "output_dims",
+        )
+    }
 
     def add(**values):
         for name, value in values.items():
@@ -245,21 +278,28 @@ def group_op(members, nodes, avals, used_outside):
             add(ref_kind=ref_kind, ref_index=ref_index)
         for name in ("op", "dst", "a", "b", "c"):
             fields[name] += program[name] if program else ()
-        add(node_kind=code, node_width=width, node_trans_b=trans_b, node_refs=len(node_refs),
+        add(
+            node_kind=code,
+            node_width=width,
+            node_trans_b=trans_b,
+            node_refs=len(node_refs),
             node_n_regs=program["n_regs"] if program else 0,
             node_out_reg=program["out_regs"][0] if program else 0,
-            node_instrs=len(program["op"]) if program else 0)
+            node_instrs=len(program["op"]) if program else 0,
+        )
     for key in outputs:
         shape = avals[key].shape
         add(output_node=produced[key][1], output_rank=len(shape))
         fields["output_dims"] += shape
-    encoding = (("dtype", dtype_code(dtype)), ("rows", int(rows)),
-                *((name, tuple(int(v) for v in values)) for name, values in fields.items()))
+    encoding = (
+        ("dtype", dtype_code(dtype)),
+        ("rows", int(rows)),
+        *((name, tuple(int(v) for v in values)) for name, values in fields.items()),
+    )
     out_avals = tuple(avals[k] for k in outputs)
     label = "+".join(type(nodes[i].op).__name__.lower() for i in members)
     in_keys = [k for k, _, _, _ in handles] + scalars
-    op = RowGroup(*(avals[k] for k in in_keys), encoding=encoding, out_avals=out_avals,
-                  label=label)
+    op = RowGroup(*(avals[k] for k in in_keys), encoding=encoding, out_avals=out_avals, label=label)
     return Group(op, tuple(in_keys), tuple(outputs))
 
 
@@ -268,4 +308,3 @@ class RowGroups:
 
     find_groups = staticmethod(find_groups)
     group_op = staticmethod(group_op)
-

@@ -2,6 +2,7 @@
 a declarative `Op` subclass. `OPS` is every op class defined in this package's public modules,
 found by importing them all: a new op file needs no entry here. The classes imported below are
 re-exports for the modules that name them."""
+
 # ruff: noqa: F401
 import importlib
 import pkgutil
@@ -46,8 +47,12 @@ def _op_classes():
         module = importlib.import_module(f"{__name__}.{module_info.name}")
         for value in vars(module).values():
             defined_here = getattr(value, "__module__", None) == module.__name__
-            if isinstance(value, type) and issubclass(value, Op) and defined_here \
-                    and getattr(value, "name", None):
+            if (
+                isinstance(value, type)
+                and issubclass(value, Op)
+                and defined_here
+                and getattr(value, "name", None)
+            ):
                 yield value
 
 

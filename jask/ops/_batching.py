@@ -4,6 +4,7 @@ Elements of a batched DiskArray are slices of its file (views where they are con
 stacked DiskArray results are one new file. A batch of n costs n passes over the op's
 unbatched DiskArrays, which is what a Python loop over the batch would cost.
 """
+
 import jax
 import jax.numpy as jnp
 
@@ -18,9 +19,12 @@ def run_per_element(prim, size: int, args, dims):
     """(results stacked along axis 0, their batch axes) of `prim` over a batch of `size`."""
     if size == 0:
         raise NotImplementedError(
-            f"jax.vmap of jask.{prim.name} over an empty batch axis is not supported")
-    results = [prim(*(x if d is None else _element(x, d, b) for x, d in zip(args, dims)))
-               for b in range(size)]
+            f"jax.vmap of jask.{prim.name} over an empty batch axis is not supported"
+        )
+    results = [
+        prim(*(x if d is None else _element(x, d, b) for x, d in zip(args, dims)))
+        for b in range(size)
+    ]
     if isinstance(prim.out_aval, tuple):
         stacked = tuple(_stack([r[i] for r in results]) for i in range(len(prim.out_aval)))
         return stacked, tuple(0 for _ in stacked)
@@ -31,7 +35,7 @@ def _element(x, axis: int, b: int):
     if isinstance(x, DiskArray):
         selection = tuple((b, 1, 1) if d == axis else (0, 1, n) for d, n in enumerate(x.shape))
         one = apply(Slice, x, selection=selection)
-        return apply(Reshape, one, shape=x.shape[:axis] + x.shape[axis + 1:])
+        return apply(Reshape, one, shape=x.shape[:axis] + x.shape[axis + 1 :])
     return jax.lax.index_in_dim(x, b, axis, keepdims=False)
 
 

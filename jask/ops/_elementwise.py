@@ -55,8 +55,7 @@ def _kind(aval) -> str:
     return "memory" if aval.shape else "scalar"
 
 
-def encode(expr, in_avals, out_shape, out_dtype, reduction: str = "none",
-           outputs=None) -> dict:
+def encode(expr, in_avals, out_shape, out_dtype, reduction: str = "none", outputs=None) -> dict:
     """The fields of the engine's elementwise kernels for `expr` (ElementwiseParams in
     src/engine/kernels/ops.cpp): the output shape, each in-memory operand's dtype and shape,
     and the program. DiskArray operands are the first registers, in-memory arrays the next,
@@ -73,13 +72,17 @@ def encode(expr, in_avals, out_shape, out_dtype, reduction: str = "none",
         regs = [register[i] if kind == "in" else base + i for kind, i in args]
         for name, value in zip(fields, (OPCODES[instr], base + j, *(regs + [0, 0, 0])[:3])):
             fields[name].append(value)
-    return {"shape": tuple(out_shape),
-            "memory_dtypes": tuple(dtype_code(a.dtype) for a in memory),
-            "memory_ranks": tuple(len(a.shape) for a in memory),
-            "memory_dims": tuple(d for a in memory for d in a.shape),
-            "n_regs": base + len(expr), "out_dtype": dtype_code(out_dtype),
-            "reduction": REDUCTIONS[reduction], "out_regs": tuple(base + j for j in outputs),
-            **{name: tuple(values) for name, values in fields.items()}}
+    return {
+        "shape": tuple(out_shape),
+        "memory_dtypes": tuple(dtype_code(a.dtype) for a in memory),
+        "memory_ranks": tuple(len(a.shape) for a in memory),
+        "memory_dims": tuple(d for a in memory for d in a.shape),
+        "n_regs": base + len(expr),
+        "out_dtype": dtype_code(out_dtype),
+        "reduction": REDUCTIONS[reduction],
+        "out_regs": tuple(base + j for j in outputs),
+        **{name: tuple(values) for name, values in fields.items()},
+    }
 
 
 def broadcast_shape(name: str, arrays) -> tuple[int, ...]:
@@ -92,8 +95,9 @@ def broadcast_shape(name: str, arrays) -> tuple[int, ...]:
         raise ValueError(f"jask.{name}: shapes do not broadcast: {' and '.join(names)}") from None
 
 
-def operand_shape(name: str, operands,
-                  allow_in_memory: bool = False) -> tuple[tuple[int, ...], list]:
+def operand_shape(
+    name: str, operands, allow_in_memory: bool = False
+) -> tuple[tuple[int, ...], list]:
     """The broadcast shape of the operands (NumPy rules) and the array operands among them;
     at least one must be a DiskArray."""
     if not allow_in_memory and not any(isinstance(a, DiskArrayTy) for a in operands):
@@ -108,8 +112,10 @@ def common_dtype(name: str, disks) -> np.dtype:
     disks = numeric or disks
     for a in disks[1:]:
         if a.dtype != disks[0].dtype:
-            raise TypeError(f"jask.{name}: dtypes differ: {describe(disks[0])} and {describe(a)}; "
-                            f"convert one of them with .astype first")
+            raise TypeError(
+                f"jask.{name}: dtypes differ: {describe(disks[0])} and {describe(a)}; "
+                f"convert one of them with .astype first"
+            )
     return disks[0].dtype
 
 
@@ -139,8 +145,10 @@ class Elementwise(Op):
         return Expression(self.expr(), "none", self.out_aval.dtype, self.name, self.out_aval.shape)
 
     def kernel_params(self):
-        return {"label": self.name,
-                **encode(self.expr(), self.in_avals, self.out_aval.shape, self.out_aval.dtype)}
+        return {
+            "label": self.name,
+            **encode(self.expr(), self.in_avals, self.out_aval.shape, self.out_aval.dtype),
+        }
 
     def zero_tangent(self, aval):
         return jnp.zeros((), jax.dtypes.canonicalize_dtype(aval.dtype))  # it broadcasts

@@ -4,6 +4,7 @@ A tangent is scaled by its operand's slope; so is a cotangent, which `reduce_to`
 over the axes its operand was broadcast along (broadcasting is undone once, here). This family
 sits above ops/reduce.py, whose reductions it needs; `Elementwise` itself sits below them.
 """
+
 from .._jax.diskarray import DiskArray
 from .._jax.op import apply, scaled
 from ._elementwise import Elementwise

@@ -1,4 +1,5 @@
 """|x|, elementwise."""
+
 from .._jax.op import apply
 from ._elementwise import scalar_like
 from ._pointwise import Unary

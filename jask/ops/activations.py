@@ -1,4 +1,5 @@
 """Elementwise activations and their relatives: log1p, expm1, sigmoid, relu, gelu, softplus."""
+
 import math
 
 from .._jax.op import apply
@@ -33,6 +34,7 @@ class Sigmoid(Unary):
 
 class Relu(Unary):
     """max(x, 0); its derivative at 0 is 0, as in jax.nn.relu."""
+
     name, instr = "relu", "relu"
     numpy_names = ("nn.relu",)
 
@@ -42,6 +44,7 @@ class Relu(Unary):
 
 class Softplus(Unary):
     """log(1 + exp(x)), computed stably; its derivative is sigmoid(x)."""
+
     name, instr = "softplus", "softplus"
     numpy_names = ("nn.softplus",)
 
@@ -62,6 +65,7 @@ def _gelu_slope(x):
 
 class Gelu(Pointwise):  # jask.gelu takes `approximate`: its function is written in _api
     """jax.nn.gelu with approximate=True (its default)."""
+
     name, instr = "gelu", "gelu"
 
     def slope(self, x, out):

@@ -1,4 +1,5 @@
 """x converted to another storage dtype, elementwise."""
+
 from .._dtypes import storage_dtype
 from .._jax.diskarray import DiskArrayTy
 from .._jax.op import apply

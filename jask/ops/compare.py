@@ -1,4 +1,5 @@
 """Elementwise comparisons, giving boolean DiskArrays; their derivative is zero."""
+
 from ._pointwise import Binary
 
 

@@ -1,4 +1,5 @@
 """e ** x, elementwise."""
+
 from ._pointwise import Unary
 
 

@@ -1,6 +1,7 @@
 """The explicit bridges between disk and memory: a DiskArray read whole into an in-memory
 jax.Array (`ToInMemory`, jask.materialize) and an in-memory array written to a new DiskArray
 (`FromInMemory`); each is the other's backward rule."""
+
 import jax
 
 from .._dtypes import dtype_code, storage_dtype

@@ -1,4 +1,5 @@
 """The natural logarithm, elementwise."""
+
 from ._pointwise import Unary
 
 

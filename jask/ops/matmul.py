@@ -3,6 +3,7 @@ per the trans_* flags. Leading (batch) axes broadcast as in jnp.matmul.
 
 The flags let backward rules multiply by a transpose without writing it out.
 """
+
 from .._jax.diskarray import DiskArrayTy
 from .._jax.op import Op, Role, apply, describe
 from .reduce import reduce_to
@@ -24,8 +25,10 @@ def matmul_type(a, b, trans_a=False, trans_b=False, fn="matmul") -> DiskArrayTy:
     batch_a = (1,) * (width - len(batch_a)) + batch_a
     batch_b = (1,) * (width - len(batch_b)) + batch_b
     if any(x != y and 1 not in (x, y) for x, y in zip(batch_a, batch_b)):
-        raise ValueError(f"jask.{fn}: batch dimensions {a.shape[:-2]} and {b.shape[:-2]} do not "
-                         f"broadcast in {pair}")
+        raise ValueError(
+            f"jask.{fn}: batch dimensions {a.shape[:-2]} and {b.shape[:-2]} do not "
+            f"broadcast in {pair}"
+        )
     batch = tuple(y if x == 1 else x for x, y in zip(batch_a, batch_b))
     return DiskArrayTy(batch + (m, n), a.dtype)
 
@@ -48,9 +51,15 @@ class Matmul(Op):
         ta, tb = self.trans_a, self.trans_b
         ga = gb = None
         if needs[0]:  # d op(a) = ct @ op(b).T
-            ga = (apply(Matmul, ct, b, trans_a=False, trans_b=not tb) if not ta
-                  else apply(Matmul, b, ct, trans_a=tb, trans_b=True))
+            ga = (
+                apply(Matmul, ct, b, trans_a=False, trans_b=not tb)
+                if not ta
+                else apply(Matmul, b, ct, trans_a=tb, trans_b=True)
+            )
         if needs[1]:  # d op(b) = op(a).T @ ct
-            gb = (apply(Matmul, a, ct, trans_a=not ta, trans_b=False) if not tb
-                  else apply(Matmul, ct, a, trans_a=True, trans_b=ta))
+            gb = (
+                apply(Matmul, a, ct, trans_a=not ta, trans_b=False)
+                if not tb
+                else apply(Matmul, ct, a, trans_a=True, trans_b=ta)
+            )
         return reduce_to(ga, a), reduce_to(gb, b)

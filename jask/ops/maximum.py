@@ -1,4 +1,5 @@
 """The larger of x and y, elementwise; at ties the gradient is split evenly, as in JAX."""
+
 from ._pointwise import Binary
 
 

@@ -1,4 +1,5 @@
 """x * y, elementwise (DiskArrays of one shape, or a DiskArray and a scalar)."""
+
 from ._pointwise import Binary
 
 

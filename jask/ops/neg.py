@@ -1,4 +1,5 @@
 """-x, elementwise."""
+
 from ._pointwise import Unary
 
 

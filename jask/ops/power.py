@@ -1,4 +1,5 @@
 """x ** y, elementwise (y a scalar or a DiskArray of x's shape)."""
+
 from .._jax.op import apply
 from ._pointwise import Binary
 from .log import Log

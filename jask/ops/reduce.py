@@ -6,6 +6,7 @@ in-memory jax.Array (jask.sum and friends pick by size). `BroadcastTo` and `Fill
 values back out; `reduce_to` sums a broadcast operand's cotangent back to its shape
 (autograd's `unbroadcast`), written once for every elementwise op.
 """
+
 import jax
 import jax.numpy as jnp
 
@@ -40,8 +41,9 @@ def reduce_to(g, operand):
         dtype = jax.dtypes.canonicalize_dtype(operand.dtype)
         return apply(Reduce, g, instr="copy", reduction="sum").astype(dtype)
     lead = len(g.shape) - len(operand.shape)
-    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(operand.shape)
-                                      if d == 1 and g.shape[lead + i] != 1)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, d in enumerate(operand.shape) if d == 1 and g.shape[lead + i] != 1
+    )
     summed = apply(ReduceAxes if on_disk else ReduceAxesInMemory, g, axes=axes, reduction="sum")
     if on_disk:
         return apply(Reshape, summed, shape=tuple(operand.shape))
@@ -107,13 +109,16 @@ class Reduce(Op):
     def expression(self) -> Expression:
         label = self.reduction if self.instr == "copy" else f"{self.instr}+{self.reduction}"
         shape, arrays = operand_shape(self.name, self.in_avals)
-        return Expression(self.expr(), self.reduction, common_dtype(self.name, arrays), label,
-                          shape)
+        return Expression(
+            self.expr(), self.reduction, common_dtype(self.name, arrays), label, shape
+        )
 
     def kernel_params(self):
         shape, arrays = operand_shape(self.name, self.in_avals)
-        return {"label": self.reduction,
-                **encode(self.expr(), self.in_avals, shape, arrays[0].dtype, self.reduction)}
+        return {
+            "label": self.reduction,
+            **encode(self.expr(), self.in_avals, shape, arrays[0].dtype, self.reduction),
+        }
 
     @property
     def linear(self):  # sum(x)
@@ -129,13 +134,16 @@ class Reduce(Op):
             return apply(Fill, ct, shape=x.shape, dtype=x.dtype)
         a, b = operands
         # DiskArray operators: Mul's module needs this one
-        return (b * scalar_like(ct, b) if needs[0] else None,
-                a * scalar_like(ct, a) if needs[1] else None)
+        return (
+            b * scalar_like(ct, b) if needs[0] else None,
+            a * scalar_like(ct, a) if needs[1] else None,
+        )
 
     def slope(self, x, out):  # max, min, prod
         if self.instr != "copy":
-            raise NotImplementedError(f"jax.grad of jask.{self.reduction} of {self.instr} needs a "
-                                      f"derivative rule")
+            raise NotImplementedError(
+                f"jax.grad of jask.{self.reduction} of {self.instr} needs a derivative rule"
+            )
         return SLOPES[self.reduction](x, out, None)
 
     def tangent_term(self, t, slope):
@@ -159,8 +167,11 @@ class ReduceAxes(Op):
     kernel = "reduce_axes"
 
     def out_type(self, x, *, axes, reduction):
-        if not isinstance(x, DiskArrayTy) or len(set(axes)) != len(axes) or any(
-                not 0 <= a < x.ndim for a in axes):
+        if (
+            not isinstance(x, DiskArrayTy)
+            or len(set(axes)) != len(axes)
+            or any(not 0 <= a < x.ndim for a in axes)
+        ):
             raise ValueError(f"jask.{reduction}: invalid axes {axes} for {describe(x)}")
         return self.result_type(reduced_shape(x, axes), x.dtype)
 
@@ -196,6 +207,7 @@ class ReduceAxesInMemory(ReduceAxes):
 
 # -- d out / d x of the reductions that are not linear, over `axes` (None: every axis); written
 # with DiskArray operators, as `where` and the arithmetic ops are built on this module --------
+
 
 def chosen(x, out, axes):
     """max and min: 1/k on the k elements of x that attain `out`, 0 elsewhere (ties split
@@ -237,4 +249,3 @@ def _broadcast(value, axes, x):
     else:
         value = jnp.reshape(value, kept)
     return apply(BroadcastTo, value, shape=x.shape)
-

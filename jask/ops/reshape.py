@@ -1,4 +1,5 @@
 """The same elements in C order with another shape: a view of the same file, no copy."""
+
 import math
 
 from .._jax.diskarray import DiskArrayTy
@@ -12,8 +13,10 @@ class Reshape(Op):
 
     def out_type(self, x, *, shape):
         if math.prod(shape) != x.size:
-            raise ValueError(f"jask.reshape: cannot reshape {describe(x)} to {shape}: "
-                             f"the sizes differ ({x.size} vs {math.prod(shape)})")
+            raise ValueError(
+                f"jask.reshape: cannot reshape {describe(x)} to {shape}: "
+                f"the sizes differ ({x.size} vs {math.prod(shape)})"
+            )
         return DiskArrayTy(shape, x.dtype)
 
     def kernel_params(self):

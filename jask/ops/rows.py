@@ -5,6 +5,7 @@ it is clamped so that the rows stay inside the array. The backward rule is `PutR
 DiskArray of zeros with in-memory rows written at the (clamped) leading index, whose
 backward rule is `Rows` again.
 """
+
 from .._dtypes import dtype_code
 from .._jax import compat
 from .._jax.diskarray import DiskArrayTy

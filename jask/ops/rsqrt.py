@@ -1,4 +1,5 @@
 """1 / sqrt(x), elementwise."""
+
 from ._pointwise import Unary
 
 

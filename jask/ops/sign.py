@@ -1,4 +1,5 @@
 """The sign of x (-1, 0 or 1), elementwise; its derivative is zero."""
+
 from ._pointwise import Unary
 
 

@@ -12,6 +12,7 @@ engine's "place" kernel streams the output in blocks; each block's values are on
 contiguous range of the values (steps are made positive first), and blocks the selection
 does not reach are never written (they stay sparse zeros).
 """
+
 import jax
 import jax.numpy as jnp
 
@@ -29,9 +30,11 @@ def selected_shape(x, selection) -> tuple[int, ...]:
         last = start + step * (count - 1)
         inside = 0 <= start < size and 0 <= last < size
         if count < 0 or (count > 1 and step == 0) or (count and not inside):
-            raise ValueError(f"jask.slice: (start {start}, step {step}, count {count}) does not "
-                             f"fit "
-                             f"axis {axis} of {describe(x)}")
+            raise ValueError(
+                f"jask.slice: (start {start}, step {step}, count {count}) does not "
+                f"fit "
+                f"axis {axis} of {describe(x)}"
+            )
     return tuple(count for _, _, count in selection)
 
 
@@ -55,18 +58,23 @@ class SliceInMemory(Slice):
     result = "in_memory"
 
     def out_type(self, x, *, selection):
-        return compat.ShapedArray(selected_shape(x, selection),
-                                  jax.dtypes.canonicalize_dtype(x.dtype))
+        return compat.ShapedArray(
+            selected_shape(x, selection), jax.dtypes.canonicalize_dtype(x.dtype)
+        )
 
 
 def placement_params(out, parts, selections) -> dict:
     """The "place" kernel's params: output dtype and shape, whether each part is in memory,
     and the parts' (start, step, count) per axis, part after part."""
     axes = [axis for selection in selections for axis in selection]
-    return {"dtype": dtype_code(out.dtype), "shape": out.shape,
-            "in_memory": tuple(int(not isinstance(aval, DiskArrayTy)) for aval in parts),
-            "start": tuple(a[0] for a in axes), "step": tuple(a[1] for a in axes),
-            "count": tuple(a[2] for a in axes)}
+    return {
+        "dtype": dtype_code(out.dtype),
+        "shape": out.shape,
+        "in_memory": tuple(int(not isinstance(aval, DiskArrayTy)) for aval in parts),
+        "start": tuple(a[0] for a in axes),
+        "step": tuple(a[1] for a in axes),
+        "count": tuple(a[2] for a in axes),
+    }
 
 
 class Place(Op):
@@ -77,8 +85,10 @@ class Place(Op):
     def out_type(self, values, *, shape, dtype, selection):
         counts = tuple(count for _, _, count in selection)
         if tuple(values.shape) != counts or values.dtype != dtype or len(shape) != len(selection):
-            raise ValueError(f"jask.place: values {describe(values)} do not fit the selection "
-                             f"{selection} of a {dtype.name}{list(shape)} array")
+            raise ValueError(
+                f"jask.place: values {describe(values)} do not fit the selection "
+                f"{selection} of a {dtype.name}{list(shape)} array"
+            )
         if any(step <= 0 and count > 1 for _, step, count in selection):
             raise ValueError(f"jask.place: selection {selection} needs positive steps")
         return DiskArrayTy(shape, dtype)
@@ -94,13 +104,15 @@ class Place(Op):
 def place(values, shape, dtype, selection):
     """zeros(shape, dtype) with `values` at `selection`; axes with negative steps are
     reversed first, so that the kernel sees positive steps only."""
-    flipped = tuple(axis for axis, (_, step, count) in enumerate(selection)
-                    if step < 0 and count > 1)
+    flipped = tuple(
+        axis for axis, (_, step, count) in enumerate(selection) if step < 0 and count > 1
+    )
     if flipped:
         values = _reversed(values, flipped)
-        selection = tuple((start + step * (count - 1), -step, count) if axis in flipped
-                          else (start, step, count)
-                          for axis, (start, step, count) in enumerate(selection))
+        selection = tuple(
+            (start + step * (count - 1), -step, count) if axis in flipped else (start, step, count)
+            for axis, (start, step, count) in enumerate(selection)
+        )
     if not isinstance(values, DiskArray) and values.dtype != dtype:
         values = values.astype(dtype)
     return apply(Place, values, shape=tuple(shape), dtype=dtype, selection=tuple(selection))
@@ -109,6 +121,7 @@ def place(values, shape, dtype, selection):
 def _reversed(values, axes):
     if not isinstance(values, DiskArray):
         return jnp.flip(values, axes)
-    selection = tuple((n - 1, -1, n) if axis in axes else (0, 1, n)
-                      for axis, n in enumerate(values.shape))
+    selection = tuple(
+        (n - 1, -1, n) if axis in axes else (0, 1, n) for axis, n in enumerate(values.shape)
+    )
     return apply(Slice, values, selection=selection)

@@ -1,4 +1,5 @@
 """The square root, elementwise."""
+
 from ._pointwise import Unary
 
 

@@ -1,4 +1,5 @@
 """The same values with no derivative (lax.stop_gradient): a view of the same file, no copy."""
+
 from .._jax.op import Op
 
 

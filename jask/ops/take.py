@@ -6,6 +6,7 @@ traced. The engine wraps a negative index once and clamps what is still out of r
 [0, rows - 1], as XLA gathers do; jask.take checks concrete indices before that.
 `Take` returns a DiskArray, `TakeInMemory` an in-memory jax.Array (jask.take picks by size).
 """
+
 import jax
 
 from .._dtypes import dtype_code
@@ -15,11 +16,16 @@ from .._jax.op import Op, apply, describe
 
 
 def _check_indices(op_name, indices):
-    if not isinstance(indices, compat.ShapedArray) or indices.ndim == 0 or \
-            indices.dtype.name not in ("int32", "int64"):
-        raise TypeError(f"jask.{op_name}: the indices must be an int32 or int64 array of "
-                        f"rank >= 1, "
-                        f"got {describe(indices)}")
+    if (
+        not isinstance(indices, compat.ShapedArray)
+        or indices.ndim == 0
+        or indices.dtype.name not in ("int32", "int64")
+    ):
+        raise TypeError(
+            f"jask.{op_name}: the indices must be an int32 or int64 array of "
+            f"rank >= 1, "
+            f"got {describe(indices)}"
+        )
 
 
 def _aval(x):
@@ -35,7 +41,8 @@ class Take(Op):
         _check_indices(self.name, indices)
         if not isinstance(x, DiskArrayTy) or x.ndim == 0:
             raise TypeError(
-                f"jask.take: expected a DiskArray with a leading axis, got {describe(x)}")
+                f"jask.take: expected a DiskArray with a leading axis, got {describe(x)}"
+            )
         return self.result_type((*indices.shape, *x.shape[1:]), x.dtype)
 
     def result_type(self, shape, dtype):
@@ -58,6 +65,7 @@ class TakeInMemory(Take):
 
 class ScatterAddRows(Op):
     """zeros(shape, dtype) with rows[i] added at row indices[i]; rows on disk or in memory."""
+
     name = "scatter_add_rows"
     kernel = "scatter_add_rows"
     linear = (0,)  # in the rows
@@ -65,14 +73,19 @@ class ScatterAddRows(Op):
     def out_type(self, rows, indices, *, shape, dtype):
         _check_indices(self.name, indices)
         if tuple(rows.shape) != (*indices.shape, *shape[1:]) or rows.dtype != dtype:
-            raise ValueError(f"jask.scatter_add_rows: rows {describe(rows)} do not match indices "
-                             f"{describe(indices)} into a "
-                             f"{dtype.name}[{','.join(map(str, shape))}] array")
+            raise ValueError(
+                f"jask.scatter_add_rows: rows {describe(rows)} do not match indices "
+                f"{describe(indices)} into a "
+                f"{dtype.name}[{','.join(map(str, shape))}] array"
+            )
         return DiskArrayTy(shape, dtype)
 
     def kernel_params(self):
-        return {"dtype": dtype_code(self.dtype), "index_itemsize": self.in_avals[1].dtype.itemsize,
-                "shape": self.shape}
+        return {
+            "dtype": dtype_code(self.dtype),
+            "index_itemsize": self.in_avals[1].dtype.itemsize,
+            "shape": self.shape,
+        }
 
     def transpose_rule(self, ct, rows, indices):
         # the rows' cotangent has the rows' type: in memory or on disk

@@ -1,4 +1,5 @@
 """The hyperbolic tangent, elementwise."""
+
 from ._pointwise import Unary
 
 

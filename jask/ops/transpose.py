@@ -1,4 +1,5 @@
 """Permutes axes (reverses them by default), writing the permuted array."""
+
 from .._jax.diskarray import DiskArrayTy
 from .._jax.op import Op, apply, describe
 
@@ -10,8 +11,10 @@ class Transpose(Op):
 
     def out_type(self, x, *, perm):
         if sorted(perm) != list(range(x.ndim)):
-            raise ValueError(f"jask.transpose: axes {perm} are not a permutation of the "
-                             f"{x.ndim} axes of {describe(x)}")
+            raise ValueError(
+                f"jask.transpose: axes {perm} are not a permutation of the "
+                f"{x.ndim} axes of {describe(x)}"
+            )
         return DiskArrayTy(tuple(x.shape[p] for p in perm), x.dtype)
 
     def kernel_params(self):

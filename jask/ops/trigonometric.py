@@ -1,4 +1,5 @@
 """The sine and cosine, elementwise (each is in the other's derivative)."""
+
 from .._jax.op import apply
 from ._pointwise import Unary
 
