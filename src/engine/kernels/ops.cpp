@@ -705,7 +705,7 @@ int32_t run_matmul(const KernelCall& call, const MatmulParams& p) {
 }
 const KernelRegistration kMatmul{"matmul", kMatmulSchema, run_matmul};
 
-// reduction: Reduction's code (1 sum, 2 max, 3 min); axes: the reduced axes.
+// reduction: a code of program/reduction.hpp's table; axes: the reduced axes.
 struct ReduceAxesParams {
   int64_t reduction = 0;
   std::vector<int64_t> axes;
