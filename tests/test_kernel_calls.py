@@ -8,6 +8,7 @@ import pytest
 
 import jask
 from jask import _engine
+from jask._dtypes import dtype_code
 from jask.ops import OPS
 
 
@@ -53,3 +54,14 @@ def test_unknown_kernel_is_rejected(x):
         _engine.array_op("frobnicate", [x.handle], [], [], {})
     with pytest.raises(ValueError, match="unknown scalar kernel 'transpose' .*array results"):
         _engine.scalar_op("transpose", [x.handle], [], [], {"perm": (1, 0)})
+
+
+def test_a_failed_call_leaves_no_array_behind(x):
+    """from_in_memory with a buffer of the wrong size: the error names both sizes, and the array
+    it had created (a handle and a scratch file) is freed, not leaked."""
+    before = _engine.live_arrays()
+    short = np.zeros(5, np.float32).view(np.uint8)
+    params = {"dtype": dtype_code(np.float32), "shape": (2, 3)}
+    with pytest.raises(ValueError, match=r"buffer of 20 bytes does not match float32\[2,3\]"):
+        _engine.array_op("from_in_memory", [], [], [short], params)
+    assert _engine.live_arrays() == before

@@ -492,6 +492,30 @@ def test_prod_gradient_is_exact_at_zeros(rng, small_budget):
     assert float(jask.prod(x)) == 0.0
 
 
+def test_prod_second_derivative_is_exact_at_a_lone_zero(rng, small_budget):
+    """Hessian-vector products of prod (forward over reverse) where one element of each row, or
+    of the whole array, is zero: the zero's own slope (the product of the others) must not vary
+    with that zero, so the Hessian's diagonal is 0 there, as jax.hessian of jnp.prod gives."""
+    small_budget("4KB")
+    x_np = (rng.uniform(-1, 1, (17, 5)) * 0.3 + 1.0).astype(np.float32)
+    x_np[np.arange(17), rng.integers(0, 5, 17)] = 0.0
+    v_np = rng.uniform(-1, 1, (17, 5)).astype(np.float32)
+    w = rng.uniform(-1, 1, 17).astype(np.float32)
+    whole = x_np[:2].copy()
+    whole[1] = 0.5 + np.arange(5, dtype=np.float32) / 10  # one zero in all of it
+    for loss, inputs, v in (
+        (lambda x: jnp.sum(jnp.prod(x, axis=1) * w), x_np, v_np),
+        (jnp.prod, whole, v_np[:2]),
+    ):
+
+        def hvp(x, v, loss=loss):
+            return jax.jvp(jax.grad(loss), (x,), (v,))[1]
+
+        expected = hvp(jnp.asarray(inputs), jnp.asarray(v))
+        got = hvp(jask.DiskArray.from_numpy(inputs), jask.DiskArray.from_numpy(v))
+        assert_grads([got], [expected])
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float16", "bfloat16"])
 def test_sin_cos_prod_on_other_float_dtypes(dtype, rng):
     import ml_dtypes

@@ -87,7 +87,7 @@ class Role(enum.Enum):
     BROADCAST = "broadcast"
     """One scalar written to every element (`Op.expression()` copies it)."""
     REDUCTION = "reduction"
-    """A full reduction (sum, max, min) of an elementwise expression, `Op.expression()`."""
+    """A full reduction (sum, max, min, prod) of an elementwise expression, `Op.expression()`."""
     MATMUL = "matmul"
     """A matrix product: row-local in its left operand (or in both, for a.T @ b)."""
 

@@ -31,7 +31,7 @@ class Expression:
     instructions: tuple
     """(opcode name, argument refs) per instruction; the last is the result."""
     reduction: str
-    """"none", or the full reduction ("sum", "max", "min") of the result."""
+    """"none", or the full reduction ("sum", "max", "min", "prod") of the result."""
     dtype: np.dtype
     """The dtype the result is computed (and stored) in."""
     label: str

@@ -30,7 +30,7 @@ class Pointwise(Elementwise):
 class Unary(Pointwise):
     """An elementwise op of one DiskArray, declared by `slope(x, out)`. Its function
     `jask.<name>(x)` and its `numpy_names` dispatch are derived from the declaration
-    (jask/_api/unary.py, jask/_api/numpy_dispatch.py)."""
+    (jask/_api/elementwise.py `UNARY_FUNCTIONS`, jask/_api/numpy_dispatch.py)."""
 
 
 class Binary(Pointwise):

@@ -117,7 +117,9 @@ class Reduce(Op):
         shape, arrays = operand_shape(self.name, self.in_avals)
         return {
             "label": self.reduction,
-            **encode(self.expr(), self.in_avals, shape, arrays[0].dtype, self.reduction),
+            **encode(
+                self.expr(), self.in_avals, shape, common_dtype(self.name, arrays), self.reduction
+            ),
         }
 
     @property
@@ -221,7 +223,9 @@ def others(x, out, axes):
     not 0; where x is 0, the product of the nonzero elements if x is the only zero, else 0.
     Second derivatives are exact except where two or more elements are zero."""
     zero = (x == 0.0).astype(x.dtype)
-    safe = x + zero  # x, with 1 in place of each 0
+    # x with 1 in place of each 0, written so that a 0's own value does not enter it (a lone
+    # zero's slope, the product of the others, must not vary with that zero)
+    safe = x * (1.0 - zero) + zero
     lone = (_reduced(zero, axes, "sum") == 1.0).astype(x.dtype)
     at_zero = _spread(_reduced(safe, axes, "prod") * lone, axes, x)
     return zero * at_zero + ((1.0 - zero) * _spread(out, axes, x)) / safe

@@ -663,7 +663,12 @@ int32_t run_from_in_memory(const KernelCall& call, const ArrayParams& p) {
   expect_operands(call, 0, 0, 1);
   const MemoryOperand& src = call.operands.memory[0];
   int32_t h = reg().add(StoredArray::create_scratch(info_of(p), "from_in_memory"));
-  write_from_memory(h, src.data, src.nbytes);
+  try {
+    write_from_memory(h, src.data, src.nbytes);
+  } catch (...) {
+    reg().release_floating(h);  // a short buffer or a full disk leaves no handle or file behind
+    throw;
+  }
   return h;
 }
 const KernelRegistration kFromInMemory{"from_in_memory", kArraySchema, run_from_in_memory};

@@ -66,7 +66,7 @@ struct Instr {
   int32_t dst, a, b, c;
 };
 
-// A program as a call states it (typed fields, see kernels/elementwise.cpp):
+// A program as a call states it (typed fields, see kernels/ops.cpp):
 // instruction i is (op[i], dst[i], a[i], b[i], c[i]); out_regs[0] is the
 // output register and any further ones are more outputs.
 struct ProgramCode {

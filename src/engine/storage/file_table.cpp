@@ -46,9 +46,11 @@ FileTable& FileTable::instance() {
 }
 
 std::shared_ptr<SharedFile> FileTable::open(const std::string& path, OpenMode mode) {
+  // The file is opened under the table's lock: opened before it, a commit() of the same path in
+  // between would leave this open on the replaced inode, and it would become a second entry.
+  std::lock_guard<std::mutex> lock(mu_);
   auto file = std::make_shared<File>(path, mode);
   const FileIdentity id = file->identity();
-  std::lock_guard<std::mutex> lock(mu_);
   for (auto it = entries_.begin(); it != entries_.end();)
     it = it->second.expired() ? entries_.erase(it) : std::next(it);
   auto it = entries_.find(id);
