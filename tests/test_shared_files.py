@@ -82,3 +82,22 @@ def test_an_array_opened_read_only_beside_a_writable_one_sees_its_updates(contai
     np.testing.assert_array_equal(np.asarray(reader), new)
     with pytest.raises(PermissionError, match="read-only"):
         reader.update_(jask.DiskArray.from_numpy(new))
+
+
+def test_saving_over_an_open_arrays_file_is_refused(tmp_path, rng):
+    """x.save(path) where path is the file of an open DiskArray (x's own, or another's through
+    another spelling) would truncate the file it reads: a ValueError, and the file is intact."""
+    values = rng.uniform(-1, 1, (37, 11)).astype(np.float32)
+    path = tmp_path / "x.npy"
+    np.save(path, values)
+    x = jask.DiskArray.open(path)
+    y = jask.DiskArray.from_numpy(values * 2)
+    for target in (path, tmp_path / "." / "x.npy"):
+        for source in (x, y):
+            with pytest.raises(ValueError, match="file of an open DiskArray"):
+                source.save(target)
+    np.testing.assert_array_equal(np.load(path), values)
+    np.testing.assert_array_equal(np.asarray(x), values)
+    del x
+    y.save(path)  # no array has it open any more
+    np.testing.assert_array_equal(np.load(path), values * 2)

@@ -1,7 +1,11 @@
 #include "storage/file_table.hpp"
 
+#include <sys/stat.h>
+
 #include <iterator>
 #include <utility>
+
+#include "base/errors.hpp"
 
 namespace jask {
 
@@ -49,6 +53,7 @@ std::shared_ptr<SharedFile> FileTable::open(const std::string& path, OpenMode mo
   // The file is opened under the table's lock: opened before it, a commit() of the same path in
   // between would leave this open on the replaced inode, and it would become a second entry.
   std::lock_guard<std::mutex> lock(mu_);
+  if (mode == OpenMode::kCreateTruncate) refuse_truncating_an_open_file(path);
   auto file = std::make_shared<File>(path, mode);
   const FileIdentity id = file->identity();
   for (auto it = entries_.begin(); it != entries_.end();)
@@ -80,6 +85,20 @@ void FileTable::commit(SharedFile& shared, ReplacementFile& next) {
     entries_[id] = std::move(entry);
   }
   shared.identity_ = id;
+}
+
+// Truncating a file that arrays are reading would destroy their data (and a
+// save of x to x's own path would stream from the file it is truncating).
+void FileTable::refuse_truncating_an_open_file(const std::string& path) const {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return;  // a new file
+  const FileIdentity id{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+  auto it = entries_.find(id);
+  if (it != entries_.end() && !it->second.expired()) {
+    throw ValueError("cannot write a new file at " + path +
+                     ": it is the file of an open DiskArray, whose data writing it would "
+                     "destroy; save to another path, or use update_ to replace its values");
+  }
 }
 
 size_t FileTable::size() const {

@@ -67,6 +67,7 @@ class FileTable {
   // The entry of the file at `path`, opening it with `mode` when no array
   // has it open. A writable open of a file open read-only reopens it
   // writable for the entry (each array still says whether it may write).
+  // kCreateTruncate of a file an array has open is a ValueError.
   std::shared_ptr<SharedFile> open(const std::string& path, OpenMode mode);
   // Entries with a live array (for tests).
   size_t size() const;
@@ -74,6 +75,7 @@ class FileTable {
  private:
   friend class SharedFile;
   void commit(SharedFile& shared, ReplacementFile& next);
+  void refuse_truncating_an_open_file(const std::string& path) const;  // under mu_
 
   mutable std::mutex mu_;
   std::map<FileIdentity, std::weak_ptr<SharedFile>> entries_;
