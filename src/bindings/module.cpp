@@ -79,6 +79,22 @@ KernelResult run_unlocked(ResultKind kind, const KernelCall& call) {
   return run_kernel(kind, call);
 }
 
+// The eager entry of a result kind whose results come back as Python values:
+// `extract` picks them out of the kernel's result.
+template <class Extract>
+void def_eager_entry(nb::module_& m, const char* name, ResultKind kind, Extract extract) {
+  m.def(
+      name,
+      [kind, extract](const std::string& kernel, std::vector<int32_t> handles,
+                      std::vector<double> scalars, std::vector<ReadOnlyBytes> memory,
+                      nb::dict params) {
+        KernelCall call =
+            eager_call(kernel, std::move(handles), std::move(scalars), memory, params);
+        return extract(run_unlocked(kind, call));
+      },
+      "kernel"_a, "handles"_a, "scalars"_a, "memory"_a, "params"_a);
+}
+
 // A Python dict of named numbers (engine statistics).
 template <class T>
 nb::dict named(std::initializer_list<std::pair<const char*, T>> items) {
@@ -214,33 +230,16 @@ NB_MODULE(_engine, m) {
 
   // One entry per result kind, as the FFI targets: kernel name, operands by kind,
   // and the kernel's parameters as a dict of named fields (its schema decodes them).
-  m.def(
-      "array_op",
-      [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
-         std::vector<ReadOnlyBytes> memory, nb::dict params) {
-        KernelCall call =
-            eager_call(kernel, std::move(handles), std::move(scalars), memory, params);
-        return run_unlocked(ResultKind::kArray, call).handles.at(0);
-      },
-      "kernel"_a, "handles"_a, "scalars"_a, "memory"_a, "params"_a);
-  m.def(
-      "arrays_op",
-      [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
-         std::vector<ReadOnlyBytes> memory, nb::dict params) {
-        KernelCall call =
-            eager_call(kernel, std::move(handles), std::move(scalars), memory, params);
-        return run_unlocked(ResultKind::kArrays, call).handles;
-      },
-      "kernel"_a, "handles"_a, "scalars"_a, "memory"_a, "params"_a);
-  m.def(
-      "scalar_op",
-      [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
-         std::vector<ReadOnlyBytes> memory, nb::dict params) {
-        KernelCall call =
-            eager_call(kernel, std::move(handles), std::move(scalars), memory, params);
-        return run_unlocked(ResultKind::kScalar, call).values.at(0);
-      },
-      "kernel"_a, "handles"_a, "scalars"_a, "memory"_a, "params"_a);
+  def_eager_entry(m, "array_op", ResultKind::kArray,
+                  [](KernelResult r) { return r.handles.at(0); });
+  def_eager_entry(m, "arrays_op", ResultKind::kArrays,
+                  [](KernelResult r) { return std::move(r.handles); });
+  def_eager_entry(m, "scalar_op", ResultKind::kScalar,
+                  [](KernelResult r) { return r.values.at(0); });
+  def_eager_entry(m, "group_op", ResultKind::kGroup, [](KernelResult r) {
+    return std::make_pair(std::move(r.handles), std::move(r.values));
+  });
+  // An in-memory result is written into the caller's buffer `out`.
   m.def(
       "in_memory_op",
       [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
@@ -251,16 +250,6 @@ NB_MODULE(_engine, m) {
         run_unlocked(ResultKind::kInMemory, call);
       },
       "kernel"_a, "handles"_a, "scalars"_a, "memory"_a, "params"_a, "out"_a);
-  m.def(
-      "group_op",
-      [](const std::string& kernel, std::vector<int32_t> handles, std::vector<double> scalars,
-         std::vector<ReadOnlyBytes> memory, nb::dict params) {
-        KernelCall call =
-            eager_call(kernel, std::move(handles), std::move(scalars), memory, params);
-        KernelResult r = run_unlocked(ResultKind::kGroup, call);
-        return std::make_pair(std::move(r.handles), std::move(r.values));
-      },
-      "kernel"_a, "handles"_a, "scalars"_a, "memory"_a, "params"_a);
   // Every registered kernel: {(result kind, name): [(field, type), ...]}.
   m.def("kernel_schemas", [] {
     nb::dict d;
