@@ -8,10 +8,23 @@ module.
 from __future__ import annotations
 
 from . import lowering
-from ._api import creation, elementwise, indexing, io, linalg, numpy_dispatch, reductions, shape
-from ._jax import compat, op
-from ._jax.diskarray import OPERATORS, DiskArray, DiskArrayTy
-from .ops import _batching
+from ._api import (
+    creation,
+    elementwise,
+    indexing,
+    io,
+    lax,
+    lax_elementwise,
+    lax_reductions,
+    lax_shape,
+    linalg,
+    numpy_dispatch,
+    reductions,
+    shape,
+)
+from ._jax import compat, op, primitives
+from ._jax.diskarray import OPERATORS, DiskArray, DiskArrayTy, install_methods
+from .ops import OPS, _batching
 
 _installed = False
 
@@ -26,6 +39,10 @@ def install() -> None:
     compat.register_hitype(DiskArray, lambda x: x._ty)
     op.set_batch_rule(_batching.run_per_element)
     OPERATORS.update(_operators())
+    install_methods()
+    primitives.register_ops(OPS)
+    # the rules of jask/_api/lax*.py registered themselves when imported above
+    assert lax and lax_elementwise and lax_reductions and lax_shape
     compat.install_patches(
         compat.Hooks(
             hi_type=DiskArrayTy,
@@ -36,6 +53,7 @@ def install() -> None:
             square=elementwise.square,
             broadcast=lambda x, size, axis: shape.stack([x] * size, axis),
             lowering_passes=lowering.passes(),
+            primitive_rules=primitives.RULES,
         )
     )
     _installed = True

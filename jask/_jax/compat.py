@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ from jax._src import util as _util
 from jax._src.interpreters import ad as _ad
 from jax._src.interpreters import batching as _batching
 from jax._src.interpreters import partial_eval as _pe
+from jax._src.numpy import array_methods as _array_methods
 from jax.experimental import hijax as _hijax
 
 PINNED_JAX = "0.10.2"
@@ -130,6 +132,8 @@ class Hooks:
     """(x, size, axis) -> `size` copies of x stacked along `axis`."""
     lowering_passes: tuple[Callable, ...]
     """ClosedJaxpr -> ClosedJaxpr rewrites, in order (jask.lowering.passes())."""
+    primitive_rules: dict[str, Callable]
+    """jax.lax primitive name -> the Jask rule applying it to DiskArrays (primitives.RULES)."""
 
 
 @dataclass(frozen=True)
@@ -401,36 +405,123 @@ def _accept_in_optax_abs_sq(hooks: Hooks) -> None:
     transform.abs_sq = abs_sq
 
 
-# -- a clear error for JAX primitives that Jask does not implement -------------
+# -- jax.lax primitives on DiskArrays -------------------------------------------------
+#
+# A primitive bound with a DiskArray (or a tracer of one) among its operands runs the Jask
+# rule for that primitive (jask/_jax/primitives.py) instead of JAX's implementation, which
+# knows nothing of files. Higher-order primitives (jit, custom_jvp_call, scan, cond) have no
+# rule: JAX traces their bodies, and the primitives inside reach their rules.
 
 
 @_patch(
-    "unsupported_primitive_errors",
+    "primitive_dispatch",
     "jax._src.core.Primitive.bind",
-    "a lax primitive on a DiskArray fails deep inside JAX; re-raise it naming the primitive",
+    "a jax.lax primitive bound to a DiskArray runs Jask's rule for it; one without a rule "
+    "raises NotImplementedError naming the primitive and its operands",
 )
-def _name_unsupported_primitives(hooks: Hooks) -> None:
-    """A lax primitive applied to a DiskArray fails deep inside JAX; re-raise it as a
-    NotImplementedError that names the primitive."""
-    is_hi = hooks.is_hi
+def _dispatch_primitives(hooks: Hooks) -> None:
+    is_hi, rules = hooks.is_hi, hooks.primitive_rules
     original = _core.Primitive.bind
     if getattr(original, "_jask_original", None):
         return
 
     @functools.wraps(original)
     def bind(self, *args, **params):
+        if self is _call_hi_primitive_p or not any(is_hi(a) for a in args):
+            return original(self, *args, **params)
+        rule = rules.get(self.name)
+        if rule is not None:
+            return rule(*args, **params)
         try:
             return original(self, *args, **params)
-        except (ValueError, TypeError) as error:
-            if self is _call_hi_primitive_p or not any(is_hi(a) for a in args):
-                raise
-            raise NotImplementedError(
-                f"jax.lax.{self.name} on a DiskArray is not supported yet; Jask implements the "
-                f"ops listed in README.md (use jask.materialize for small arrays)"
-            ) from error
+        except (ValueError, TypeError, AttributeError, AssertionError) as error:
+            raise unsupported_primitive(self.name, args) from error
 
     bind._jask_original = original
     _core.Primitive.bind = bind
+
+
+def unsupported_primitive(name: str, args) -> NotImplementedError:
+    """The error for a jax.lax primitive Jask does not implement on DiskArrays, naming the
+    primitive, the user's function that called it (where known) and the operands."""
+    operands = ", ".join(_describe_operand(a) for a in args)
+    where = _user_frame()
+    return NotImplementedError(
+        f"jax.lax.{name} on a DiskArray is not supported ({operands}){where}; README.md lists "
+        f"the jax.lax primitives Jask implements (jask.materialize brings a small array into "
+        f"memory)"
+    )
+
+
+def _describe_operand(x) -> str:
+    aval = typeof(x) if not hasattr(x, "aval") else x.aval
+    shape = ",".join(map(str, getattr(aval, "shape", ())))
+    kind = "DiskArray" if getattr(aval, "is_high", False) else "array"
+    return f"{getattr(aval, 'dtype', '?')}[{shape}] {kind}"
+
+
+_LIBRARY_PACKAGES = ("jax", "jaxlib", "jask", "optax", "flax", "equinox")
+
+
+def _user_frame() -> str:
+    """' in f (file.py:12)' for the innermost frame outside jax and jask, or ''."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not any(f"/{package}/" in filename for package in _LIBRARY_PACKAGES):
+            return f" in {frame.f_code.co_name} ({filename}:{frame.f_lineno})"
+        frame = frame.f_back
+    return ""
+
+
+@_patch(
+    "traced_array_check",
+    "jax._src.core.Tracer._is_traced_array",
+    "isinstance(tracer, jax.Array) is True only for ShapedArray avals; a DiskArray's tracer "
+    "is a jax.Array too, so jax.numpy's array checks accept it",
+)
+def _traced_disk_arrays_are_arrays(hooks: Hooks) -> None:
+    hi_type = hooks.hi_type
+    original = _core.Tracer._is_traced_array
+    if getattr(original, "_jask_original", None):
+        return
+
+    def _is_traced_array(self):
+        return isinstance(self.aval, (ShapedArray, hi_type))
+
+    _is_traced_array._jask_original = original
+    _core.Tracer._is_traced_array = _is_traced_array
+
+
+# -- the jax.Array interface of a hijax type ---------------------------------------------
+
+
+def install_array_methods(array_cls: type, aval_cls: type, keep=frozenset()) -> None:
+    """Gives `array_cls` (concrete values) and `aval_cls` (their type, which tracers forward
+    to) jax.Array's operators, methods and properties, as jax.numpy defines them for its own
+    arrays, except the names in `keep` (the class's own)."""
+    for name, function in _array_methods._array_operators.items():
+        if f"__{name}__" not in keep:
+            setattr(array_cls, f"__{name}__", function)
+            setattr(aval_cls, f"_{name}", staticmethod(function))
+    for name, method in _array_methods._array_methods.items():
+        if name not in keep:
+            setattr(array_cls, name, method)
+            setattr(aval_cls, name, aval_method(method))
+    for name, prop in _array_methods._array_properties.items():
+        if name not in keep:
+            setattr(array_cls, name, property(prop))
+            setattr(aval_cls, name, aval_property(prop))
+
+
+def default_sharding(ndim: int):
+    """The sharding JAX gives an array outside any mesh (what ShapedArray.sharding holds)."""
+    return _core.ShapedArray((1,) * ndim, "float32").sharding
+
+
+EMPTY_MAT = _core.ShapedArray((), "float32").mat
+"""An array's manual-axis type outside shard_map (ShapedArray.mat)."""
+DEVICE_MEMORY = _core.ShapedArray((), "float32").memory_space
 
 
 # -- jax.checkpoint of hijax values ---------------------------------------------

@@ -81,53 +81,18 @@ class DiskArrayTy(compat.HiType):
     def inc_rank(self, size, spec):
         return DiskArrayTy(self.shape[:spec] + (size,) + self.shape[spec:], self.dtype)
 
-    # operators and methods on tracers (forwarded by JAX to the aval)
-    _add = staticmethod(lambda x, y: _op("add")(x, y))
-    _radd = staticmethod(lambda x, y: _op("add")(y, x))
-    _sub = staticmethod(lambda x, y: _op("sub")(x, y))
-    _rsub = staticmethod(lambda x, y: _op("sub")(y, x))
-    _mul = staticmethod(lambda x, y: _op("mul")(x, y))
-    _rmul = staticmethod(lambda x, y: _op("mul")(y, x))
-    _truediv = staticmethod(lambda x, y: _op("divide")(x, y))
-    _rtruediv = staticmethod(lambda x, y: _op("divide")(y, x))
-    _pow = staticmethod(lambda x, y: _op("power")(x, y))
-    _rpow = staticmethod(lambda x, y: _op("power")(y, x))
-    _matmul = staticmethod(lambda x, y: _op("matmul")(x, y))
-    _rmatmul = staticmethod(lambda x, y: _op("matmul")(y, x))
-    _neg = staticmethod(lambda x: _op("negative")(x))
-    _pos = staticmethod(lambda x: x)
-    _getitem = staticmethod(lambda x, key: _op("getitem")(x, key))
-    _abs = staticmethod(lambda x: _op("abs")(x))
-    _lt = staticmethod(lambda x, y: _op("less")(x, y))
-    _le = staticmethod(lambda x, y: _op("less_equal")(x, y))
-    _gt = staticmethod(lambda x, y: _op("greater")(x, y))
-    _ge = staticmethod(lambda x, y: _op("greater_equal")(x, y))
-    _eq = staticmethod(lambda x, y: _op("equal")(x, y))
-    _ne = staticmethod(lambda x, y: _op("not_equal")(x, y))
-    T = compat.aval_property(lambda x: _op("transpose")(x))
-    nbytes = compat.aval_property(lambda x: x.size * x.dtype.itemsize)
-    itemsize = compat.aval_property(lambda x: x.dtype.itemsize)
-    real = compat.aval_property(lambda x: _real_part(x))
-    imag = compat.aval_property(lambda x: _imaginary_part(x))
-    sum = compat.aval_method(lambda x: _op("sum")(x))
-    dot = compat.aval_method(lambda x, y: _op("dot")(x, y))
-    transpose = compat.aval_method(lambda x, *axes: _op("transpose")(x, *axes))
-    astype = compat.aval_method(lambda x, dtype: _op("astype")(x, dtype))
-    conj = compat.aval_method(lambda x: _real_part(x))
-    conjugate = compat.aval_method(lambda x: _real_part(x))
+    # what JAX asks of an array's type: no mesh, device memory
+    @property
+    def sharding(self):
+        return compat.default_sharding(self.ndim)
+
+    mat = compat.EMPTY_MAT
+    memory_space = compat.DEVICE_MEMORY
+
+    # Jask's own methods on tracers (jax.Array's are installed by install_methods below)
     update_ = compat.aval_method(lambda x, new: _not_under_trace("update_"))
     save = compat.aval_method(lambda x, path: _not_under_trace("save"))
-
-
-def _real_part(x):
-    # Jask stores only real dtypes: conj(x) and x.real are x itself.
-    return x
-
-
-def _imaginary_part(x):
-    # Zero: a 0-d value rather than a zero DiskArray, so that expressions
-    # such as square(x.real) + square(x.imag) cost no extra pass over a file.
-    return jnp.zeros((), jax.dtypes.canonicalize_dtype(x.dtype))
+    _getitem = staticmethod(lambda x, key: _op("getitem")(x, key))
 
 
 def _not_under_trace(what: str):
@@ -137,7 +102,7 @@ def _not_under_trace(what: str):
     )
 
 
-class _DiskArrayMeta(type):
+class _DiskArrayMeta(type(jax.Array)):
     # isinstance(tracer, DiskArray) is True for tracers of DiskArrays.
     def __instancecheck__(cls, obj):
         if type.__instancecheck__(cls, obj):
@@ -145,7 +110,7 @@ class _DiskArrayMeta(type):
         return compat.is_tracer(obj) and isinstance(getattr(obj, "aval", None), DiskArrayTy)
 
 
-class DiskArray(metaclass=_DiskArrayMeta):
+class DiskArray(jax.Array, metaclass=_DiskArrayMeta):
     """An array that lives in a .npy file and streams through memory in blocks.
 
     Create one with `DiskArray.from_numpy`, `DiskArray.open`, `jask.zeros`, or
@@ -157,7 +122,7 @@ class DiskArray(metaclass=_DiskArrayMeta):
     12.0
     """
 
-    __slots__ = ("_ty", "_handle", "_lo", "_owned", "__weakref__")
+    __slots__ = ("_ty", "_handle", "_lo", "_owned")
     __array_ufunc__ = None  # numpy defers to our reflected operators
     __array_priority__ = 1000
 
@@ -297,66 +262,51 @@ class DiskArray(metaclass=_DiskArrayMeta):
         """
         return _op("update_")(self, new)
 
-    # operators -------------------------------------------------------------
-    __add__ = DiskArrayTy._add
-    __radd__ = DiskArrayTy._radd
-    __sub__ = DiskArrayTy._sub
-    __rsub__ = DiskArrayTy._rsub
-    __mul__ = DiskArrayTy._mul
-    __rmul__ = DiskArrayTy._rmul
-    __truediv__ = DiskArrayTy._truediv
-    __rtruediv__ = DiskArrayTy._rtruediv
-    __pow__ = DiskArrayTy._pow
-    __rpow__ = DiskArrayTy._rpow
-    __matmul__ = DiskArrayTy._matmul
-    __rmatmul__ = DiskArrayTy._rmatmul
-    __neg__ = DiskArrayTy._neg
-    __pos__ = DiskArrayTy._pos
-    __abs__ = DiskArrayTy._abs
-    __lt__ = DiskArrayTy._lt
-    __le__ = DiskArrayTy._le
-    __gt__ = DiskArrayTy._gt
-    __ge__ = DiskArrayTy._ge
-    __eq__ = DiskArrayTy._eq
-    __ne__ = DiskArrayTy._ne
-    __hash__ = object.__hash__
-    __getitem__ = DiskArrayTy._getitem
+    __hash__ = object.__hash__  # jax.Array's operators make == elementwise
+
+    def __getitem__(self, key):
+        return _op("getitem")(self, key)
 
     def __bool__(self):
         raise TypeError(f"the truth value of a DiskArray of shape {self.shape} is ambiguous")
 
-    @property
-    def T(self):
-        return _op("transpose")(self)
-
-    @property
-    def real(self):
+    def block_until_ready(self) -> DiskArray:
+        """Returns this array: a concrete DiskArray's file is written before it exists."""
         return self
 
-    @property
-    def imag(self):
-        return _imaginary_part(self)
+    def is_ready(self) -> bool:
+        return True
 
     @property
-    def itemsize(self) -> int:
-        return self.dtype.itemsize
+    def sharding(self):
+        return self._ty.sharding
 
-    def conj(self):
-        return self
+    def devices(self) -> set:
+        return {jax.devices("cpu")[0]}
 
-    conjugate = conj
+    @property
+    def device(self):
+        return jax.devices("cpu")[0]
 
-    def sum(self):
-        return _op("sum")(self)
+    @property
+    def weak_type(self) -> bool:
+        return False
 
-    def dot(self, other):
-        return _op("dot")(self, other)
 
-    def transpose(self, *axes):
-        return _op("transpose")(self, *axes)
+# Jask's own members; everything else jax.Array offers comes from jax.numpy's definitions.
+_OWN_MEMBERS = frozenset(
+    name
+    for name, value in vars(DiskArray).items()
+    if not name.startswith("__")
+    or name
+    in ("__getitem__", "__bool__", "__len__", "__array__", "__repr__", "__init__", "__del__")
+)
 
-    def astype(self, dtype):
-        return _op("astype")(self, dtype)
+
+def install_methods() -> None:
+    """Gives DiskArray and its tracers jax.Array's operators, methods and properties, written
+    with jax.numpy (so each reaches the jax.lax primitives Jask implements)."""
+    compat.install_array_methods(DiskArray, DiskArrayTy, keep=_OWN_MEMBERS | {"getitem"})
 
 
 def info(handle: int) -> tuple[np.dtype, tuple[int, ...]]:

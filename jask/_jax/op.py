@@ -123,6 +123,9 @@ class Op(compat.VJPHiPrimitive):
     # The jax.numpy / jax.lax / jax.nn functions ("jnp.sin", "lax.sin", "nn.relu") that call
     # this op's jask function when given a DiskArray (Unary and Binary ops; see numpy_dispatch).
     numpy_names: ClassVar[tuple[str, ...]] = ()
+    # The jax.lax primitives (by name: "sin", "reduce_sum") this op implements: binding one of
+    # them to a DiskArray (or its tracer) applies this op, through `from_primitive`.
+    primitives: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, *in_avals, **params):
         self.in_avals = tuple(in_avals)
@@ -133,6 +136,13 @@ class Op(compat.VJPHiPrimitive):
     # -- what an op file states -------------------------------------------
     def out_type(self, *in_avals, **params):
         raise NotImplementedError(f"jask.{self.name} must state its output type")
+
+    @classmethod
+    def from_primitive(cls, *operands, **params):
+        """This op for a bind of one of its `primitives` to `operands` with the primitive's
+        `params`. Default: the op of the operands (the primitive's params, such as an accuracy
+        hint, change nothing Jask computes); ops whose params matter override this."""
+        return apply(cls, *operands)
 
     def kernel_params(self) -> dict[str, Any]:
         """The kernel's parameters by field name: ints, bools, strings, tuples of ints."""

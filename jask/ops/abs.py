@@ -10,6 +10,7 @@ class Abs(Unary):
     name = "abs"
     instr = "abs"
     numpy_names = ("jnp.abs", "jnp.absolute", "lax.abs")
+    primitives = ("abs",)
 
     def slope(self, x, out):  # 1 for x >= 0 (as in JAX, which treats |x| as x at 0), -1 below
         return apply(Where, x >= 0.0, scalar_like(1, x), scalar_like(-1, x))

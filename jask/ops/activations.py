@@ -11,6 +11,7 @@ from .tanh import Tanh
 class Log1p(Unary):
     name, instr = "log1p", "log1p"
     numpy_names = ("jnp.log1p",)
+    primitives = ("log1p",)
 
     def slope(self, x, out):
         return 1.0 / (x + 1.0)
@@ -19,6 +20,7 @@ class Log1p(Unary):
 class Expm1(Unary):
     name, instr = "expm1", "expm1"
     numpy_names = ("jnp.expm1",)
+    primitives = ("expm1",)
 
     def slope(self, x, out):
         return out + 1.0
@@ -27,6 +29,7 @@ class Expm1(Unary):
 class Sigmoid(Unary):
     name, instr = "sigmoid", "sigmoid"
     numpy_names = ("nn.sigmoid",)
+    primitives = ("logistic",)
 
     def slope(self, x, out):
         return out * (1.0 - out)

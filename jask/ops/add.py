@@ -7,6 +7,7 @@ class Add(Binary):
     name = "add"
     instr = "add"
     numpy_names = ("jnp.add", "lax.add")
+    primitives = ("add",)
 
     def slopes(self, x, y, out):
         return 1, 1

@@ -7,6 +7,7 @@ class Div(Binary):
     name = "divide"
     instr = "div"
     numpy_names = ("jnp.divide", "jnp.true_divide", "lax.div")
+    primitives = ("div",)
 
     def slopes(self, x, y, out):
         return (lambda: 1.0 / y), (lambda: -out / y)

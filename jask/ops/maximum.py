@@ -12,6 +12,7 @@ class Maximum(Binary):
     name = "maximum"
     instr = "max"
     numpy_names = ("jnp.maximum", "lax.max")
+    primitives = ("max",)
 
     def slopes(self, x, y, out):
         dtype = self.out_aval.dtype
@@ -22,6 +23,7 @@ class Minimum(Binary):
     name = "minimum"
     instr = "min"
     numpy_names = ("jnp.minimum", "lax.min")
+    primitives = ("min",)
 
     def slopes(self, x, y, out):
         dtype = self.out_aval.dtype

@@ -7,6 +7,7 @@ class Mul(Binary):
     name = "mul"
     instr = "mul"
     numpy_names = ("jnp.multiply", "lax.mul")
+    primitives = ("mul",)
 
     def slopes(self, x, y, out):
         return y, x

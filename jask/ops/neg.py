@@ -7,6 +7,7 @@ class Neg(Unary):
     name = "negative"
     instr = "neg"
     numpy_names = ("jnp.negative", "lax.neg")
+    primitives = ("neg",)
 
     def slope(self, x, out):
         return -1

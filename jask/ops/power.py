@@ -9,6 +9,7 @@ class Pow(Binary):
     name = "power"
     instr = "pow"
     numpy_names = ("jnp.power", "jnp.pow", "lax.pow")
+    primitives = ("pow",)
 
     def slopes(self, x, y, out):
         return (lambda: y * apply(Pow, x, y - 1.0)), (lambda: out * apply(Log, x))

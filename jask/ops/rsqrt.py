@@ -7,6 +7,7 @@ class Rsqrt(Unary):
     name = "rsqrt"
     instr = "rsqrt"
     numpy_names = ("lax.rsqrt",)
+    primitives = ("rsqrt",)
 
     def slope(self, x, out):
         return (out / x) * -0.5

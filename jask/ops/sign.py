@@ -7,4 +7,5 @@ class Sign(Unary):
     name = "sign"
     instr = "sign"
     numpy_names = ("jnp.sign", "lax.sign")
+    primitives = ("sign",)
     zero_derivative = True

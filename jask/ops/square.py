@@ -7,6 +7,7 @@ class Square(Unary):
     name = "square"
     instr = "square"
     numpy_names = ("jnp.square", "lax.square")
+    primitives = ("square",)
 
     def slope(self, x, out):
         return x * 2.0

@@ -7,6 +7,7 @@ class Sub(Binary):
     name = "sub"
     instr = "sub"
     numpy_names = ("jnp.subtract", "lax.sub")
+    primitives = ("sub",)
 
     def slopes(self, x, y, out):
         return 1, -1

@@ -7,6 +7,7 @@ class Tanh(Unary):
     name = "tanh"
     instr = "tanh"
     numpy_names = ("jnp.tanh", "lax.tanh")
+    primitives = ("tanh",)
 
     def slope(self, x, out):
         return 1.0 - out * out

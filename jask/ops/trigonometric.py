@@ -8,6 +8,7 @@ class Sin(Unary):
     name = "sin"
     instr = "sin"
     numpy_names = ("jnp.sin", "lax.sin")
+    primitives = ("sin",)
 
     def slope(self, x, out):
         return apply(Cos, x)
@@ -17,6 +18,7 @@ class Cos(Unary):
     name = "cos"
     instr = "cos"
     numpy_names = ("jnp.cos", "lax.cos")
+    primitives = ("cos",)
 
     def slope(self, x, out):
         return -apply(Sin, x)
