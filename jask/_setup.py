@@ -53,6 +53,7 @@ def install() -> None:
             square=elementwise.square,
             broadcast=lambda x, size, axis: shape.stack([x] * size, axis),
             lowering_passes=lowering.passes(),
+            full_like=creation.full_like,
             primitive_rules=primitives.RULES,
         )
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from .._jax.op import apply
 from .._jax.primitives import rule
 from ..ops import StopGradient
+from . import indexing
 
 
 @rule("stop_gradient")
@@ -22,3 +23,14 @@ def stop_gradient(x):
 @rule("copy")
 def copy(x):
     return x
+
+
+@rule("split")
+def split(x, *, sizes, axis):
+    """Consecutive slices of x along `axis`, of the given sizes."""
+    parts, start = [], 0
+    for size in sizes:
+        key = (slice(None),) * axis + (slice(start, start + int(size)),)
+        parts.append(indexing.getitem(x, key))
+        start += int(size)
+    return parts

@@ -18,13 +18,17 @@ from dataclasses import dataclass
 import jax
 import jax.numpy  # noqa: F401 - patched by the numpy_dispatch patch
 from jax._src import ad_checkpoint as _ad_checkpoint
+from jax._src import api as _api
 from jax._src import core as _core
 from jax._src import hijax as _hijax_src
+from jax._src import pjit as _pjit
 from jax._src import util as _util
 from jax._src.interpreters import ad as _ad
 from jax._src.interpreters import batching as _batching
 from jax._src.interpreters import partial_eval as _pe
+from jax._src.lax import lax as _lax
 from jax._src.numpy import array_methods as _array_methods
+from jax._src.numpy import util as _numpy_util
 from jax.experimental import hijax as _hijax
 
 PINNED_JAX = "0.10.2"
@@ -132,6 +136,8 @@ class Hooks:
     """(x, size, axis) -> `size` copies of x stacked along `axis`."""
     lowering_passes: tuple[Callable, ...]
     """ClosedJaxpr -> ClosedJaxpr rewrites, in order (jask.lowering.passes())."""
+    full_like: Callable
+    """(x, fill_value, dtype) -> a DiskArray of x's shape holding fill_value (jask.full_like)."""
     primitive_rules: dict[str, Callable]
     """jax.lax primitive name -> the Jask rule applying it to DiskArrays (primitives.RULES)."""
 
@@ -341,9 +347,12 @@ def _broadcast_unbatched_outputs(hooks: Hooks) -> None:
     def batching_broadcast(x, sz, axis, mesh_axis=None):
         if not is_hi(x):
             return original(x, sz, axis, mesh_axis)
-        # x is not batched: build the copies one level down, outside the vmap being finished
+        # x is not batched: build the copies below the vmap (when vmap finishes its outputs the
+        # current trace is its own; batching rules already run one level down)
         trace = _core.trace_ctx.trace
-        with _core.set_current_trace(getattr(trace, "parent_trace", trace)):
+        if isinstance(trace, _batching.BatchTrace):
+            trace = trace.parent_trace
+        with _core.set_current_trace(trace):
             return broadcast(x, sz, axis)
 
     batching_broadcast._jask_original = original
@@ -415,30 +424,90 @@ def _accept_in_optax_abs_sq(hooks: Hooks) -> None:
 
 @_patch(
     "primitive_dispatch",
-    "jax._src.core.Primitive.bind",
+    "jax._src.core.Primitive.bind_with_trace",
     "a jax.lax primitive bound to a DiskArray runs Jask's rule for it; one without a rule "
     "raises NotImplementedError naming the primitive and its operands",
 )
 def _dispatch_primitives(hooks: Hooks) -> None:
-    is_hi, rules = hooks.is_hi, hooks.primitive_rules
-    original = _core.Primitive.bind
+    hi_type, rules = hooks.hi_type, hooks.primitive_rules
+    original = _core.Primitive.bind_with_trace
     if getattr(original, "_jask_original", None):
         return
 
     @functools.wraps(original)
-    def bind(self, *args, **params):
-        if self is _call_hi_primitive_p or not any(is_hi(a) for a in args):
-            return original(self, *args, **params)
+    def bind_with_trace(self, trace, args, avals, params, /):
+        if self is _call_hi_primitive_p or not any(isinstance(a, hi_type) for a in avals):
+            return original(self, trace, args, avals, params)
+        if self.name == "jit" and not isinstance(trace, (_core.EvalTrace, _pe.DynamicJaxprTrace)):
+            # a jitted function of DiskArrays under grad, jvp or vmap: JAX would lower its
+            # program first (and cannot, holding tracers); its equations run at this trace
+            closed = params["jaxpr"]
+            with _core.set_current_trace(trace):
+                return _core.eval_jaxpr(closed.jaxpr, closed.consts, *args)
+        if isinstance(trace, _batching.BatchTrace) and _batched_here(trace, args):
+            # vmap: JAX's batching rule restates the primitive on the unbatched values (one
+            # dot_general, one reduction) and binds that one level down, where it gets here
+            # again; the rule's fallback runs the op once per batch element
+            try:
+                return original(self, trace, args, avals, params)
+            except (TypeError, ValueError, AttributeError, NotImplementedError):
+                if self.name not in rules:
+                    raise
         rule = rules.get(self.name)
         if rule is not None:
-            return rule(*args, **params)
+            with _core.set_current_trace(trace):
+                return rule(*args, **params)
         try:
-            return original(self, *args, **params)
+            return original(self, trace, args, avals, params)
         except (ValueError, TypeError, AttributeError, AssertionError) as error:
             raise unsupported_primitive(self.name, args) from error
 
-    bind._jask_original = original
-    _core.Primitive.bind = bind
+    bind_with_trace._jask_original = original
+    _core.Primitive.bind_with_trace = bind_with_trace
+
+
+def _batched_here(trace, args) -> bool:
+    return any(
+        isinstance(a, _batching.BatchTracer) and a._trace is trace and a.batch_dim is not None
+        for a in args
+    )
+
+
+@_patch(
+    "library_jits_run_inline",
+    "jax._src.pjit._run_python_pjit",
+    "jax.numpy's own jitted functions, called with a DiskArray outside jit, run their Python "
+    "body (op by op, no compilation; vmap batches each primitive, grad differentiates each) "
+    "instead of a program traced for one batch element",
+)
+def _inline_library_jits(hooks: Hooks) -> None:
+    hi_type = hooks.hi_type
+    original = _pjit._run_python_pjit
+    if getattr(original, "_jask_original", None):
+        return
+
+    @functools.wraps(original)
+    def run_python_pjit(p, args_flat, fun, args, kwargs):
+        trace = _core.trace_ctx.trace
+        if (
+            not isinstance(trace, _pe.DynamicJaxprTrace)
+            and _is_library_function(fun, p)
+            and any(isinstance(typeof(a), hi_type) for a in args_flat)
+        ):
+            outs = fun(*args, **kwargs)
+            out_flat, out_tree = jax.tree_util.tree_flatten(outs)
+            jaxpr = p.params["jaxpr"]
+            return outs, out_flat, out_tree, args_flat, jaxpr, None, None, []
+        return original(p, args_flat, fun, args, kwargs)
+
+    run_python_pjit._jask_original = original
+    _pjit._run_python_pjit = run_python_pjit
+
+
+def _is_library_function(fun, p) -> bool:
+    """jit(inline=True) or a function of JAX's own modules (jnp, jax.nn, lax)."""
+    module = getattr(fun, "__module__", None) or ""
+    return bool(p.params.get("inline")) or module.startswith("jax.")
 
 
 def unsupported_primitive(name: str, args) -> NotImplementedError:
@@ -493,25 +562,114 @@ def _traced_disk_arrays_are_arrays(hooks: Hooks) -> None:
     _core.Tracer._is_traced_array = _is_traced_array
 
 
+@_patch(
+    "device_put",
+    "jax.device_put",
+    "device_put only knows in-memory arrays; a DiskArray put on the CPU is itself (its "
+    "values stay in its file)",
+)
+def _device_put_keeps_disk_arrays(hooks: Hooks) -> None:
+    is_hi = hooks.is_hi
+    original = _api.device_put
+    if getattr(original, "_jask_original", None):
+        return
+
+    @functools.wraps(original)
+    def device_put(x, device=None, *args, **kwargs):
+        leaves, treedef = jax.tree_util.tree_flatten(x)
+        if not any(is_hi(leaf) for leaf in leaves):
+            return original(x, device, *args, **kwargs)
+        for leaf in leaves:
+            if is_hi(leaf):
+                _check_cpu_target(leaf, device)
+        put = [leaf if is_hi(leaf) else original(leaf, device, *args, **kwargs) for leaf in leaves]
+        return jax.tree_util.tree_unflatten(treedef, put)
+
+    device_put._jask_original = original
+    _api.device_put = device_put
+    jax.device_put = device_put
+
+
+def _check_cpu_target(x, device) -> None:
+    devices = getattr(device, "device_set", None) or ({device} if device is not None else set())
+    for d in devices:
+        if getattr(d, "platform", "cpu") != "cpu":
+            raise ValueError(
+                f"jax.device_put of a DiskArray {x.shape} to {d}: a DiskArray streams from its "
+                f"file through host memory; use jask.materialize(x) for an in-memory copy to put "
+                f"on a device"
+            )
+
+
+@_patch(
+    "full_like_of_disk_arrays",
+    "jax._src.lax.lax.full_like (jnp.zeros_like, ones_like, full_like, empty_like)",
+    "full_like builds an in-memory array of x's shape; for a DiskArray that is the whole array "
+    "in memory, so it writes a DiskArray of the fill value instead",
+)
+def _fill_like_disk_arrays(hooks: Hooks) -> None:
+    is_hi, full_like = hooks.is_hi, hooks.full_like
+    original = _lax.full_like
+    if getattr(original, "_jask_original", None):
+        return
+
+    @functools.wraps(original)
+    def lax_full_like(x, fill_value, dtype=None, shape=None, sharding=None):
+        same_shape = shape is None or tuple(shape) == tuple(x.shape)
+        if is_hi(x) and same_shape and not is_hi(fill_value):
+            return full_like(x, fill_value, dtype)
+        return original(x, fill_value, dtype, shape, sharding)
+
+    lax_full_like._jask_original = original
+    _lax.full_like = lax_full_like
+    jax.lax.full_like = lax_full_like
+
+
+@_patch(
+    "broadcast_arrays_keep_disk_shapes",
+    "jax._src.numpy.util._broadcast_arrays (jnp.where, jnp.broadcast_arrays, indexing)",
+    "jnp.where broadcasts every operand to the result's shape, in memory for a scalar next to a "
+    "DiskArray; with a DiskArray among them each operand only gains the result's rank and "
+    "Jask's ops broadcast the size-1 axes as they stream",
+)
+def _broadcast_to_rank_only(hooks: Hooks) -> None:
+    is_hi = hooks.is_hi
+    original = _numpy_util._broadcast_arrays
+    if getattr(original, "_jask_original", None):
+        return
+
+    @functools.wraps(original)
+    def broadcast_arrays(*args):
+        if not any(is_hi(a) for a in args):
+            return original(*args)
+        rank = max(len(jax.numpy.shape(a)) for a in args)
+        return [_lax.broadcast_to_rank(_lax.asarray(a), rank) for a in args]
+
+    broadcast_arrays._jask_original = original
+    _numpy_util._broadcast_arrays = broadcast_arrays
+
+
 # -- the jax.Array interface of a hijax type ---------------------------------------------
 
 
 def install_array_methods(array_cls: type, aval_cls: type, keep=frozenset()) -> None:
     """Gives `array_cls` (concrete values) and `aval_cls` (their type, which tracers forward
     to) jax.Array's operators, methods and properties, as jax.numpy defines them for its own
-    arrays, except the names in `keep` (the class's own)."""
+    arrays, except the names in `keep` (the array class's own) and those `aval_cls` defines."""
+    own = set(vars(aval_cls))
+
+    def install(array_name, aval_name, array_value, aval_value):
+        if array_name not in keep:
+            setattr(array_cls, array_name, array_value)
+        if aval_name not in own:
+            setattr(aval_cls, aval_name, aval_value)
+
     for name, function in _array_methods._array_operators.items():
-        if f"__{name}__" not in keep:
-            setattr(array_cls, f"__{name}__", function)
-            setattr(aval_cls, f"_{name}", staticmethod(function))
+        install(f"__{name}__", f"_{name}", function, staticmethod(function))
     for name, method in _array_methods._array_methods.items():
-        if name not in keep:
-            setattr(array_cls, name, method)
-            setattr(aval_cls, name, aval_method(method))
+        install(name, name, method, aval_method(method))
     for name, prop in _array_methods._array_properties.items():
-        if name not in keep:
-            setattr(array_cls, name, property(prop))
-            setattr(aval_cls, name, aval_property(prop))
+        install(name, name, property(prop), aval_property(prop))
 
 
 def default_sharding(ndim: int):

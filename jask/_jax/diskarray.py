@@ -59,6 +59,10 @@ class DiskArrayTy(compat.HiType):
         return [compat.ShapedArray((), jnp.int32)]
 
     def lower_val(self, hi_val):
+        if not isinstance(hi_val, DiskArray):
+            # an in-memory value where the program expects this type: the tangent JAX builds
+            # for a DiskArray (jax.jacfwd's basis, an in-memory tangent given to jax.jvp)
+            hi_val = from_in_memory(hi_val)
         return [hi_val._lowered_handle()]
 
     def raise_val(self, handle):
@@ -93,6 +97,11 @@ class DiskArrayTy(compat.HiType):
     update_ = compat.aval_method(lambda x, new: _not_under_trace("update_"))
     save = compat.aval_method(lambda x, path: _not_under_trace("save"))
     _getitem = staticmethod(lambda x, key: _op("getitem")(x, key))
+
+
+def from_in_memory(x) -> DiskArray:
+    """An in-memory array (or its tracer) written to a new DiskArray."""
+    return _op("from_numpy")(x)
 
 
 def _not_under_trace(what: str):

@@ -10,6 +10,8 @@ jit, the VJP plumbing) is derived here once.
 from __future__ import annotations
 
 import enum
+import functools
+import inspect
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -19,7 +21,7 @@ import numpy as np
 
 from .. import _engine, _runtime
 from . import compat
-from .diskarray import DiskArray, DiskArrayTy
+from .diskarray import DiskArray, DiskArrayTy, from_in_memory
 
 # How a kernel's result comes back, per Op.result:
 #   "array"     a new DiskArray (an int32 handle)
@@ -211,7 +213,7 @@ class Op(compat.VJPHiPrimitive):
 
     def _transposed(self, ct, operands, needs):
         linear = self.linear_operands()
-        if len(linear) == 1:
+        if len(linear) == 1 and not _rule_takes_needs(type(self)):
             cts = [None] * len(operands)
             if needs[linear[0]]:
                 cts[linear[0]] = self.transpose_rule(ct, *operands)
@@ -347,7 +349,7 @@ class Op(compat.VJPHiPrimitive):
     def jvp(self, primals, tangents):
         out = self(*primals)
         tangents = [
-            None if isinstance(t, compat.Zero) or _is_bool(a) else t
+            None if isinstance(t, compat.Zero) or _is_bool(a) else _tangent_of(t, a)
             for t, a in zip(tangents, self.in_avals)
         ]
         if all(t is None for t in tangents):
@@ -358,6 +360,9 @@ class Op(compat.VJPHiPrimitive):
     def batch(self, axis_data, args, dims):
         # Jask ops are passes over whole arrays: a batch of n runs the op n times and
         # stacks the results along a new leading axis (on disk for DiskArray results).
+        if all(d is None for d in dims):  # nothing batched: JAX asks when binding under vmap
+            out = self(*args)
+            return out, (tuple(None for _ in out) if isinstance(out, tuple) else None)
         if _batch_rule is None:
             raise NotImplementedError(
                 f"jax.vmap of jask.{self.name} needs jask's batching rule; "
@@ -371,7 +376,10 @@ class Op(compat.VJPHiPrimitive):
 
     def linearized(self, residuals, *tangents):
         primals, out = residuals
-        tangents = [None if isinstance(t, compat.Zero) else t for t in tangents]
+        tangents = [
+            None if isinstance(t, compat.Zero) else _tangent_of(t, a)
+            for t, a in zip(tangents, self.in_avals)
+        ]
         t_out = None if all(t is None for t in tangents) else self.tangent(out, primals, tangents)
         return _zeros_like(out) if t_out is None else t_out
 
@@ -404,6 +412,22 @@ def _group_results(out_avals, handles, values):
 def _is_bool(aval) -> bool:
     """Boolean values have no derivative (JAX gives them float0 tangents)."""
     return np.dtype(aval.dtype) == np.bool_
+
+
+@functools.cache
+def _rule_takes_needs(op_cls) -> bool:
+    """True when the op's transpose rule always returns one cotangent per operand (it requires
+    `needs`), even for one operand."""
+    needs = inspect.signature(op_cls.transpose_rule).parameters.get("needs")
+    return needs is not None and needs.default is inspect.Parameter.empty
+
+
+def _tangent_of(t, aval):
+    """A DiskArray operand's tangent as a DiskArray: JAX may hand an in-memory one (the basis of
+    jax.jacfwd, a tangent given to jax.jvp), which is written to a file first."""
+    if isinstance(aval, DiskArrayTy) and not isinstance(t, DiskArray):
+        return from_in_memory(t)
+    return t
 
 
 def _zeros_like(x):
