@@ -18,12 +18,11 @@ from ._api import (
     lax_reductions,
     lax_shape,
     linalg,
-    numpy_dispatch,
     reductions,
     shape,
 )
 from ._jax import compat, op, primitives
-from ._jax.diskarray import OPERATORS, DiskArray, DiskArrayTy, install_methods
+from ._jax.diskarray import OPERATORS, DiskArray, DiskArrayTy, install_methods, is_disk_array
 from .ops import OPS, _batching
 
 _installed = False
@@ -46,11 +45,7 @@ def install() -> None:
     compat.install_patches(
         compat.Hooks(
             hi_type=DiskArrayTy,
-            is_hi=numpy_dispatch.is_disk,
-            holds_hi=numpy_dispatch.holds_disk,
-            numpy_functions=numpy_dispatch.TABLE,
-            numpy_sequence_functions=numpy_dispatch.SEQUENCE_TABLE,
-            square=elementwise.square,
+            is_hi=is_disk_array,
             broadcast=lambda x, size, axis: shape.stack([x] * size, axis),
             lowering_passes=lowering.passes(),
             full_like=creation.full_like,

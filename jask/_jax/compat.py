@@ -2,7 +2,7 @@
 
 hijax is experimental and changes between releases, so Jask pins jax 0.10.2
 and refuses to import on any other version rather than misbehave. The changes
-Jask makes to JAX (and optax) functions are the named patches in `PATCHES`, each
+Jask makes to JAX functions are the named patches in `PATCHES`, each
 written for one version of its library; `install_patches` checks that version
 and installs them all (jask._setup calls it once).
 """
@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import functools
 import importlib
+import pkgutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import jax
-import jax.numpy  # noqa: F401 - patched by the numpy_dispatch patch
+import jax._src.lax as _lax_package
+import jax.numpy
 from jax._src import ad_checkpoint as _ad_checkpoint
+from jax._src import ad_util as _ad_util
 from jax._src import api as _api
 from jax._src import core as _core
 from jax._src import hijax as _hijax_src
@@ -113,8 +116,6 @@ def with_equations(closed_jaxpr, eqns):
 
 # -- the patch registry ------------------------------------------------------------
 
-PINNED_OPTAX = "0.2.8"
-
 
 @dataclass(frozen=True)
 class Hooks:
@@ -124,14 +125,6 @@ class Hooks:
     """The hijax type (DiskArrayTy)."""
     is_hi: Callable[[object], bool]
     """True for a DiskArray or a tracer of one."""
-    holds_hi: Callable[[object], bool]
-    """is_hi, or a list or tuple with such an element."""
-    numpy_functions: dict[str, Callable]
-    """"jnp.name" / "lax.name" / "nn.name" -> the Jask function to call on DiskArrays."""
-    numpy_sequence_functions: dict[str, Callable]
-    """The same for functions taking a sequence of arrays (dispatch by holds_hi)."""
-    square: Callable
-    """jask.square."""
     broadcast: Callable
     """(x, size, axis) -> `size` copies of x stacked along `axis`."""
     lowering_passes: tuple[Callable, ...]
@@ -144,11 +137,11 @@ class Hooks:
 
 @dataclass(frozen=True)
 class Patch:
-    """One change Jask makes to a function of JAX or optax."""
+    """One change Jask makes to a function of JAX (or of another library it works with)."""
 
     name: str
     library: str
-    """The package it changes ("jax" or "optax")."""
+    """The package it changes ("jax")."""
     version: str
     """The version of that package it is written for: any other refuses to install."""
     target: str
@@ -181,7 +174,7 @@ def library_version(library: str) -> str | None:
 
 def check_version(patch: Patch) -> bool:
     """True when the patch's library is installed at the version the patch is written for,
-    False when it is not installed (optax is optional); ImportError for another version."""
+    False when it is not installed (an optional library); ImportError for another version."""
     found = library_version(patch.library)
     if found is None:
         return False
@@ -240,94 +233,6 @@ def install_lowering_passes(*passes) -> None:
 _original_lower_jaxpr = None
 
 
-# -- in-memory tracer (op) DiskArray tracer -------------------------------------
-#
-# `jnp.array(lr) * g` inside jit: both operands are tracers of one Python
-# class, so Python never tries g's reflected operator and JAX's own operator
-# gives up (NotImplemented). Where JAX gives up on an operand of `hi_type`,
-# hand the operation to that operand's reflected method instead.
-
-_REFLECTED = {
-    "_add": "_radd",
-    "_sub": "_rsub",
-    "_mul": "_rmul",
-    "_truediv": "_rtruediv",
-    "_matmul": "_rmatmul",
-}
-
-
-@_patch(
-    "reflected_operators",
-    "jax._src.core.ShapedArray._add/_sub/_mul/_truediv/_matmul",
-    "an in-memory tracer (op) a DiskArray tracer: JAX gives up, so hand it to the DiskArray's "
-    "reflected operator",
-)
-def _defer_in_memory_operators(hooks: Hooks) -> None:
-    hi_type = hooks.hi_type
-    for name, reflected in _REFLECTED.items():
-        original = getattr(ShapedArray, name)
-        if getattr(original, "_jask_deferring", False):
-            continue
-
-        def operator(x, other, _original=original, _reflected=reflected):
-            result = _original(x, other)
-            other_aval = getattr(other, "aval", None) if is_tracer(other) else None
-            if result is NotImplemented and isinstance(other_aval, hi_type):
-                method = getattr(other_aval, _reflected, None)
-                if method is not None:
-                    return method(other, x)
-            return result
-
-        operator._jask_deferring = True
-        setattr(ShapedArray, name, staticmethod(operator))
-
-
-# -- jax.numpy functions on DiskArrays -----------------------------------------
-#
-# jax.numpy has no dispatch protocol for foreign array types (and
-# __jax_array__ would silently materialise a DiskArray), so libraries such
-# as optax calling jnp.sqrt(g) on a DiskArray need the function itself to
-# dispatch. Each named function is replaced by a wrapper that calls the Jask
-# implementation when any argument is a DiskArray and the original otherwise.
-
-
-class _DispatchingUfunc:
-    """A jnp.ufunc that dispatches calls; everything else goes to the original ufunc."""
-
-    def __init__(self, original, jask_fn, is_hi):
-        self._original, self._jask_fn, self._is_hi = original, jask_fn, is_hi
-        self.__name__ = getattr(original, "__name__", "ufunc")
-        self.__doc__ = getattr(original, "__doc__", None)
-
-    def __call__(self, *args, **kwargs):
-        if _any_hi(self._is_hi, args, kwargs):
-            return self._jask_fn(*args, **kwargs)
-        return self._original(*args, **kwargs)
-
-    def __getattr__(self, name):
-        return getattr(self._original, name)
-
-
-def _any_hi(is_hi, args, kwargs) -> bool:
-    return any(is_hi(a) for a in args) or any(is_hi(v) for v in kwargs.values())
-
-
-def _dispatching(original, jask_fn, is_hi):
-    if isinstance(original, _DispatchingUfunc) or getattr(original, "_jask_original", None):
-        return original
-    if isinstance(original, jax.numpy.ufunc):
-        return _DispatchingUfunc(original, jask_fn, is_hi)
-
-    @functools.wraps(original)
-    def function(*args, **kwargs):
-        if _any_hi(is_hi, args, kwargs):
-            return jask_fn(*args, **kwargs)
-        return original(*args, **kwargs)
-
-    function._jask_original = original
-    return function
-
-
 @_patch(
     "vmap_broadcast",
     "jax._src.interpreters.batching.broadcast",
@@ -357,61 +262,6 @@ def _broadcast_unbatched_outputs(hooks: Hooks) -> None:
 
     batching_broadcast._jask_original = original
     _batching.broadcast = batching_broadcast
-
-
-@_patch(
-    "numpy_dispatch",
-    "jax.numpy, jax.lax and jax.nn functions (jask/_api/numpy_dispatch.py)",
-    "jax.numpy has no dispatch protocol for foreign arrays, and optax calls jnp.sqrt(g) on "
-    "its leaves",
-)
-def _dispatch_numpy_functions(hooks: Hooks) -> None:
-    install_numpy_dispatch(hooks.numpy_functions, hooks.is_hi)
-    install_numpy_dispatch(hooks.numpy_sequence_functions, hooks.holds_hi)
-
-
-def install_numpy_dispatch(table: dict, is_hi) -> None:
-    """For each "module.name" -> fn in `table` (modules: jnp, jnp.linalg, lax), makes that
-    function call fn when any argument satisfies is_hi."""
-    modules = {"jnp": jax.numpy, "jnp.linalg": jax.numpy.linalg, "lax": jax.lax, "nn": jax.nn}
-    for qualified, jask_fn in table.items():
-        module_name, _, name = qualified.rpartition(".")
-        module = modules[module_name]
-        setattr(module, name, _dispatching(getattr(module, name), jask_fn, is_hi))
-
-
-# -- optax --------------------------------------------------------------------
-#
-# optax.numerics.abs_sq refuses anything that is not an np.ndarray or a
-# jax.Array (a C++ instance check that cannot be extended), and adagrad and
-# the factored optimizers call it on every leaf. For arrays of real dtype,
-# which are all Jask stores, |x|^2 is x * x.
-
-
-@_patch(
-    "optax_abs_sq",
-    "optax._src.numerics.abs_sq (and its use in optax._src.transform)",
-    "abs_sq refuses anything but np.ndarray and jax.Array; adagrad and the factored "
-    "optimizers call it on every leaf",
-    library="optax",
-    version=PINNED_OPTAX,
-)
-def _accept_in_optax_abs_sq(hooks: Hooks) -> None:
-    # imported here: optax is optional at run time (check_version found it installed)
-    from optax._src import numerics, transform
-
-    is_hi, square = hooks.is_hi, hooks.square
-    original = numerics.abs_sq
-    if getattr(original, "_jask_original", None):
-        return
-
-    @functools.wraps(original)
-    def abs_sq(x):
-        return square(x) if is_hi(x) else original(x)
-
-    abs_sq._jask_original = original
-    numerics.abs_sq = abs_sq
-    transform.abs_sq = abs_sq
 
 
 # -- jax.lax primitives on DiskArrays -------------------------------------------------
@@ -647,6 +497,46 @@ def _broadcast_to_rank_only(hooks: Hooks) -> None:
 
     broadcast_arrays._jask_original = original
     _numpy_util._broadcast_arrays = broadcast_arrays
+
+
+HIGHER_ORDER_PRIMITIVES = frozenset(
+    {
+        "jit",
+        "closed_call",
+        "core_call",
+        "custom_jvp_call",
+        "custom_vjp_call",
+        "custom_lin",
+        "checkpoint",
+        "remat",
+        "scan",
+        "while",
+        "cond",
+        "shard_map",
+        "custom_transpose_call",
+        "linear_call",
+    }
+)
+"""Primitives whose operands flow into a body JAX traces: the primitives inside reach Jask."""
+
+
+def lax_primitive_names() -> list[str]:
+    """The names of every primitive defined in jax.lax's modules (and stop_gradient's), sorted."""
+    names = set()
+    modules = [_ad_util, *_lax_modules(_lax_package)]
+    for module in modules:
+        for value in vars(module).values():
+            if isinstance(value, _core.Primitive):
+                names.add(value.name)
+    return sorted(names)
+
+
+def _lax_modules(package):
+    for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        try:
+            yield importlib.import_module(info.name)
+        except ImportError:  # a backend-specific module (GPU, TPU)
+            continue
 
 
 # -- the jax.Array interface of a hijax type ---------------------------------------------

@@ -99,6 +99,11 @@ class DiskArrayTy(compat.HiType):
     _getitem = staticmethod(lambda x, key: _op("getitem")(x, key))
 
 
+def is_disk_array(x) -> bool:
+    """True for a DiskArray or a tracer of one."""
+    return type(x) is DiskArray or (compat.is_tracer(x) and isinstance(x.aval, DiskArrayTy))
+
+
 def from_in_memory(x) -> DiskArray:
     """An in-memory array (or its tracer) written to a new DiskArray."""
     return _op("from_numpy")(x)
