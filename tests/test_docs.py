@@ -1,30 +1,56 @@
-"""What is derived from the op declarations is current: README's op table and the re-exports
-in jask/__init__.py (regenerate both with `python -m jask._docs`)."""
+"""What is derived from the code is current: README's function and primitive tables and the
+re-exports in jask/__init__.py (regenerate both with `python -m jask._docs`)."""
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 import jask
 from jask import _docs
-from jask._api import elementwise
-from jask._api.numpy_dispatch import TABLE
+from jask._api import numpy as namesakes
+from jask._jax import compat
+from jask._jax.primitives import RULES
 from jask.ops import OPS
 
 
-def test_readme_op_table_is_current():
+def test_readme_tables_are_current():
     text = _docs.README.read_text()
-    assert _docs.readme(text) == text, "README's op table is stale: run python -m jask._docs"
+    assert _docs.readme(text) == text, "README's tables are stale: run python -m jask._docs"
 
 
-def test_init_reexports_every_function_derived_from_a_unary_op():
+def test_init_reexports_are_current():
     text = _docs.INIT.read_text()
     assert _docs.init_module(text) == text, "jask/__init__.py is stale: run python -m jask._docs"
-    for name in elementwise.UNARY_FUNCTIONS:
-        assert getattr(jask, name) is elementwise.UNARY_FUNCTIONS[name] and name in jask.__all__
 
 
-def test_declared_numpy_names_dispatch_to_the_ops_function():
-    declared = {name for op in OPS for name in op.numpy_names}
-    assert {"jnp.sin", "lax.sin", "jnp.cos", "lax.cos", "jnp.sqrt", "nn.relu"} <= declared
-    assert declared <= set(TABLE)
-    x = jask.DiskArray.from_numpy(jnp.linspace(0.5, 1.5, 7))
-    assert isinstance(jnp.sin(x), jask.DiskArray)
+def test_jask_namesakes_are_the_jax_functions():
+    for name, fn in namesakes.NAMESAKES.items():
+        assert getattr(jask, name) is fn and name in jask.__all__, name
+    # so they take in-memory arrays as jnp does (a small reduction is a jax.Array)
+    x = jask.DiskArray.from_numpy(np.arange(12, dtype=np.float32).reshape(4, 3))
+    m = jask.mean(x, axis=0)
+    np.testing.assert_allclose(np.asarray(jask.square(m)), np.square([4.5, 5.5, 6.5]))
+    assert jask.square(jnp.float32(3)) == 9
+
+
+def test_every_primitive_an_op_declares_has_its_rule_and_is_a_lax_primitive():
+    names = set(compat.lax_primitive_names())
+    for op in OPS:
+        for name in op.primitives:
+            assert name in names, f"{op.__name__} declares unknown primitive {name!r}"
+            assert RULES[name] == op.from_primitive, name
+    assert set(RULES) <= names, sorted(set(RULES) - names)
+
+
+def test_a_primitive_without_a_rule_names_itself_and_the_operands():
+    x = jask.DiskArray.from_numpy(np.eye(3, dtype=np.float32))
+    unsupported = next(n for n in compat.lax_primitive_names() if n == "cholesky")
+    assert unsupported not in RULES
+    try:
+        jax.lax.linalg.cholesky(x)
+    except NotImplementedError as error:
+        message = str(error)
+    else:
+        raise AssertionError("cholesky of a DiskArray should not be supported")
+    assert "jax.lax.cholesky" in message and "float32[3,3] DiskArray" in message
+    assert "test_docs.py" in message  # the user's function that called it

@@ -9,9 +9,11 @@ semantics (equal dtypes, size-1 broadcasting) and nothing of jnp's.
 
 from __future__ import annotations
 
+import jax.numpy as jnp
+
 from .._jax.op import apply
 from .._jax.primitives import rule
-from ..ops import StopGradient
+from ..ops import Astype, Concatenate, StopGradient
 from . import indexing
 
 
@@ -22,7 +24,36 @@ def stop_gradient(x):
 
 @rule("copy")
 def copy(x):
+    """A new array with x's values (an independent file: a later x.update_ leaves it as it was)."""
+    return apply(Astype, x, dtype=x.dtype)
+
+
+@rule("stack")
+def stack(*arrays, axis):
+    """The arrays along a new axis."""
+    parts = [_with_axis(a, axis) for a in arrays]
+    return apply(Concatenate, *parts, axis=axis)
+
+
+@rule("unstack")
+def unstack(x, *, axis):
+    """The slices of x along `axis`, that axis removed."""
+    shape = x.shape[:axis] + x.shape[axis + 1 :]
+    return [jnp.reshape(part, shape) for part in split(x, sizes=(1,) * x.shape[axis], axis=axis)]
+
+
+@rule("tile")
+def tile(x, *, reps):
+    """x repeated reps[i] times along each axis i."""
+    for axis, count in enumerate(reps):
+        if count != 1:
+            x = apply(Concatenate, *([x] * int(count)), axis=axis)
     return x
+
+
+def _with_axis(x, axis):
+    shape = x.shape[:axis] + (1,) + x.shape[axis:]
+    return jnp.reshape(x, shape)
 
 
 @rule("split")
