@@ -49,10 +49,15 @@ def install() -> None:
             broadcast=lambda x, size, axis: shape.stack([x] * size, axis),
             lowering_passes=lowering.passes(),
             full_like=creation.full_like,
+            in_memory_if_0d=_in_memory_if_0d,
             primitive_rules=primitives.RULES,
         )
     )
     _installed = True
+
+
+def _in_memory_if_0d(x):
+    return io.materialize(x) if is_disk_array(x) and x.ndim == 0 else x
 
 
 def _operators() -> dict:

@@ -150,6 +150,8 @@ def getitem(x, key):
     size = int(np.prod(shape, dtype=np.int64))
     if x.ndim == 0:
         return jnp.reshape(materialize(x), shape)
+    if all(s == (0, 1, n) for s, n in zip(selection, x.shape)):
+        return x if x.shape == shape else reshape(x, shape)  # every element: x itself (x[:, None])
     if size <= in_memory_limit():
         (start, step, count), rest = selection[0], selection[1:]
         if step == 1 and all(s == (0, 1, n) for s, n in zip(rest, x.shape[1:])):
@@ -157,10 +159,7 @@ def getitem(x, key):
         else:
             result = apply(SliceInMemory, x, selection=selection)
         return result if result.shape == shape else jnp.reshape(result, shape)
-    if all(s == (0, 1, n) for s, n in zip(selection, x.shape)):
-        result = x  # everything: x itself
-    else:
-        result = apply(Slice, x, selection=selection)
+    result = apply(Slice, x, selection=selection)
     return result if result.shape == shape else reshape(result, shape)
 
 

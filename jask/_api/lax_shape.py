@@ -84,6 +84,11 @@ def dot_general(
     # move to (batch..., free..., contract...) @ (batch..., contract..., free...)
     lf = tuple(d for d in range(lhs.ndim) if d not in lc and d not in lb)
     rf = tuple(d for d in range(rhs.ndim) if d not in rc and d not in rb)
+    if not (lb or lf or rf):  # a full contraction: one pass, summed in double
+        a = transpose(lhs, permutation=lc) if _is_disk(lhs) else jnp.transpose(lhs, lc)
+        b = transpose(rhs, permutation=rc) if _is_disk(rhs) else jnp.transpose(rhs, rc)
+        out = linalg.vdot(_reshaped(a, (a.size,)), _reshaped(b, (b.size,)))
+        return out if out.dtype == out_dtype else out.astype(out_dtype)
     a = (
         transpose(lhs, permutation=lb + lf + lc)
         if _is_disk(lhs)

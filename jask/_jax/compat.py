@@ -131,6 +131,9 @@ class Hooks:
     """ClosedJaxpr -> ClosedJaxpr rewrites, in order (jask.lowering.passes())."""
     full_like: Callable
     """(x, fill_value, dtype) -> a DiskArray of x's shape holding fill_value (jask.full_like)."""
+    in_memory_if_0d: Callable
+    """A rule's result as the primitive returns it: a 0-d DiskArray as a 0-d jax.Array (what
+    jax.grad differentiates; a scalar is never worth a file), anything else as it is."""
     primitive_rules: dict[str, Callable]
     """jax.lax primitive name -> the Jask rule applying it to DiskArrays (primitives.RULES)."""
 
@@ -279,7 +282,7 @@ def _broadcast_unbatched_outputs(hooks: Hooks) -> None:
     "raises NotImplementedError naming the primitive and its operands",
 )
 def _dispatch_primitives(hooks: Hooks) -> None:
-    hi_type, rules = hooks.hi_type, hooks.primitive_rules
+    hi_type, rules, in_memory_if_0d = hooks.hi_type, hooks.primitive_rules, hooks.in_memory_if_0d
     original = _core.Primitive.bind_with_trace
     if getattr(original, "_jask_original", None):
         return
@@ -306,7 +309,12 @@ def _dispatch_primitives(hooks: Hooks) -> None:
         rule = rules.get(self.name)
         if rule is not None:
             with _core.set_current_trace(trace):
-                return rule(*args, **params)
+                out = rule(*args, **params)
+                return (
+                    [in_memory_if_0d(o) for o in out]
+                    if self.multiple_results
+                    else (in_memory_if_0d(out))
+                )
         try:
             return original(self, trace, args, avals, params)
         except (ValueError, TypeError, AttributeError, AssertionError) as error:
@@ -326,9 +334,9 @@ def _batched_here(trace, args) -> bool:
 @_patch(
     "library_jits_run_inline",
     "jax._src.pjit._run_python_pjit",
-    "jax.numpy's own jitted functions, called with a DiskArray outside jit, run their Python "
-    "body (op by op, no compilation; vmap batches each primitive, grad differentiates each) "
-    "instead of a program traced for one batch element",
+    "jax.numpy's own jitted functions called with a DiskArray run their Python body at the "
+    "caller's trace: eagerly op by op (no compilation), under vmap each primitive batched, "
+    "under jit inlined where the fusion passes see it",
 )
 def _inline_library_jits(hooks: Hooks) -> None:
     hi_type = hooks.hi_type
@@ -338,12 +346,7 @@ def _inline_library_jits(hooks: Hooks) -> None:
 
     @functools.wraps(original)
     def run_python_pjit(p, args_flat, fun, args, kwargs):
-        trace = _core.trace_ctx.trace
-        if (
-            not isinstance(trace, _pe.DynamicJaxprTrace)
-            and _is_library_function(fun, p)
-            and any(isinstance(typeof(a), hi_type) for a in args_flat)
-        ):
+        if _is_library_function(fun, p) and any(isinstance(typeof(a), hi_type) for a in args_flat):
             outs = fun(*args, **kwargs)
             out_flat, out_tree = jax.tree_util.tree_flatten(outs)
             jaxpr = p.params["jaxpr"]

@@ -425,7 +425,8 @@ def _rule_takes_needs(op_cls) -> bool:
 def _tangent_of(t, aval):
     """A DiskArray operand's tangent as a DiskArray: JAX may hand an in-memory one (the basis of
     jax.jacfwd, a tangent given to jax.jvp), which is written to a file first."""
-    if isinstance(aval, DiskArrayTy) and not isinstance(t, DiskArray):
+    full = tuple(np.shape(t)) == tuple(aval.shape) and len(aval.shape) > 0
+    if isinstance(aval, DiskArrayTy) and not isinstance(t, DiskArray) and full:
         return from_in_memory(t)
     return t
 

@@ -8,6 +8,7 @@ from .._dtypes import dtype_code, storage_dtype
 from .._jax import compat
 from .._jax.diskarray import DiskArrayTy
 from .._jax.op import Op, apply
+from .reshape import Reshape
 
 
 class ToInMemory(Op):
@@ -20,7 +21,10 @@ class ToInMemory(Op):
         return compat.ShapedArray(x.shape, jax.dtypes.canonicalize_dtype(x.dtype))
 
     def transpose_rule(self, ct, x):
-        return apply(FromInMemory, ct.astype(x.dtype))
+        ct = ct.astype(x.dtype)
+        if ct.ndim == 0:  # a 0-d operand reaches the engine as a scalar, not a buffer
+            return apply(Reshape, apply(FromInMemory, jax.numpy.reshape(ct, (1,))), shape=())
+        return apply(FromInMemory, ct)
 
 
 class FromInMemory(Op):
