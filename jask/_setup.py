@@ -18,6 +18,7 @@ from ._api import (
     lax_reductions,
     lax_shape,
     linalg,
+    loops,
     numpy_dispatch,
     reductions,
     shape,
@@ -43,6 +44,7 @@ def install() -> None:
     primitives.register_ops(OPS)
     # the rules of jask/_api/lax*.py registered themselves when imported above
     assert lax and lax_elementwise and lax_reductions and lax_shape
+    assert loops  # jask/_api/loops.py: loops own their DiskArray carries
     compat.install_patches(
         compat.Hooks(
             hi_type=DiskArrayTy,

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _engine
+from .. import _engine, _runtime
 from .._dtypes import dtype_from_code
 from . import compat
 
@@ -142,7 +142,7 @@ class DiskArray(jax.Array, metaclass=_DiskArrayMeta):
     def __del__(self):
         if getattr(self, "_owned", False):
             try:
-                _engine.release(self._handle)
+                _runtime.release_handle(self._handle, passed_to_program=self._lo is not None)
             except Exception:  # interpreter shutdown: the engine is already gone
                 pass
 
