@@ -7,7 +7,7 @@ module.
 
 from __future__ import annotations
 
-from . import lowering
+from . import _serialization, lowering
 from ._api import (
     creation,
     elementwise,
@@ -58,6 +58,7 @@ def install() -> None:
             primitive_rules=primitives.RULES,
         )
     )
+    _serialization.install()  # orbax.checkpoint and flax.serialization, once imported
     _installed = True
 
 
