@@ -7,7 +7,7 @@ module.
 
 from __future__ import annotations
 
-from . import _serialization, lowering
+from . import _debug, _serialization, lowering
 from ._api import (
     creation,
     elementwise,
@@ -45,6 +45,7 @@ def install() -> None:
     # the rules of jask/_api/lax*.py registered themselves when imported above
     assert lax and lax_elementwise and lax_reductions and lax_shape
     assert loops  # jask/_api/loops.py: loops own their DiskArray carries
+    assert _debug  # jax.debug.callback and jax.debug.print with DiskArrays
     compat.install_patches(
         compat.Hooks(
             hi_type=DiskArrayTy,

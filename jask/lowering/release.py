@@ -164,8 +164,10 @@ class ReleaseDiskArrays:
 
     @staticmethod
     def borrows(eqn, k: int) -> bool:
-        # Only Jask ops and registered loops are known not to alias operands to results.
-        if isinstance(compat.hi_primitive(eqn), Op):
+        # Only Jask ops, registered loops and primitives that say so (jask._debug's
+        # HostCallback) are known not to alias operands to results.
+        prim = compat.hi_primitive(eqn)
+        if isinstance(prim, Op) or getattr(prim, "borrows_operands", False):
             return True
         loop = loop_of_equation(eqn)
         return loop is not None and k not in loop.consumed
