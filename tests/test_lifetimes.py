@@ -6,6 +6,7 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import jask
 
@@ -140,3 +141,9 @@ def test_nested_loops_keep_one_carry_each():
 def test_a_scan_with_in_memory_outputs_per_step():
     f = jax.jit(lambda x: jax.lax.scan(lambda c, _: (c + 1.0, jnp.sum(c)), x, None, length=4)[1])
     check(f(ones()), [4.0, 8.0, 12.0, 16.0])
+
+
+def test_grad_of_a_loop_over_disk_arrays_names_the_primitive():
+    f = lambda x: jnp.sum(jax.lax.scan(lambda c, _: (c * 2.0, None), x, None, length=3)[0])
+    with pytest.raises(NotImplementedError, match=r"jax\.lax\.scan on a DiskArray"):
+        jax.grad(f)(ones())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from jax.extend.core import primitives as lax_primitives
 
+from .._jax import compat
 from .._jax.diskarray import DiskArray, DiskArrayTy
 from .._jax.op import apply
 from .._jax.primitives import rule
@@ -69,6 +70,10 @@ def _own_handles(operands, positions) -> list:
 
 def _bind_as_jax_does(primitive, *operands, **params):
     # Binds the loop without Jask's primitive rules (compat's primitive_dispatch patch keeps
-    # JAX's own bind as `_jask_original`), which would call this rule again.
+    # JAX's own bind as `_jask_original`), which would call this rule again. What JAX cannot
+    # do with DiskArray carries (jax.grad of a loop) fails as the patch reports it.
     bind = type(primitive).bind
-    return getattr(bind, "_jask_original", bind)(primitive, *operands, **params)
+    try:
+        return getattr(bind, "_jask_original", bind)(primitive, *operands, **params)
+    except (ValueError, TypeError, AttributeError, AssertionError) as error:
+        raise compat.unsupported_primitive(primitive.name, operands) from error
