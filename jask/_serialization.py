@@ -1,7 +1,8 @@
 """DiskArrays in other libraries' checkpoints: orbax.checkpoint and flax.serialization.
 
 - **orbax.checkpoint**: a `TypeHandler` for DiskArray (`PyTreeCheckpointer`,
-  `CheckpointManager`, `StandardCheckpointer`). Each DiskArray leaf is streamed by the engine
+  `StandardCheckpointer`, `CheckpointManager` with `args.PyTreeSave`/`PyTreeRestore` or
+  `args.StandardSave`/`StandardRestore`). Each DiskArray leaf is streamed by the engine
   into a .npy file of the checkpoint's folder, ``<checkpoint>/jask/<leaf name>.npy``, block
   by block, never whole in memory; restoring opens that file in place, read-only (mode "r":
   no copy; `update_` needs a copy, `x.copy()` or `copy.deepcopy(x)`).
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.abc
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -99,30 +101,40 @@ def register_with_orbax(ocp) -> None:
 
     orbax takes the first handler whose type matches, and DiskArray is a jax.Array: its
     handler goes where jax.Array's was, and jax.Array's handler is registered again after
-    it (both through orbax's public register_type_handler)."""
+    it (both through orbax's public register_type_handler). orbax's StandardRestore asks for
+    np.ndarray or jax.Array leaves (from the saved metadata or a target tree), so those two
+    handlers are wrapped to open the leaves saved by Jask as DiskArrays."""
     handlers = ocp.type_handlers
-    if handlers.has_type_handler(DiskArray) and isinstance(
-        handlers.get_type_handler(DiskArray), _OrbaxHandler.of(ocp)
-    ):
+    disk_handler, restores_disk_arrays = _orbax_classes(ocp)
+    if isinstance(handlers.get_type_handler(DiskArray), disk_handler):
         return
     array_handler = handlers.get_type_handler(jax.Array)
-    handlers.register_type_handler(DiskArray, _OrbaxHandler.of(ocp)(), override=True)
-    handlers.register_type_handler(jax.Array, array_handler, override=True)
+    numpy_handler = handlers.get_type_handler(np.ndarray)
+    absl = logging.getLogger("absl")  # orbax warns of each override, which is the intent here
+    level = absl.level
+    absl.setLevel(logging.ERROR)
+    try:
+        handlers.register_type_handler(DiskArray, disk_handler(), override=True)
+        handlers.register_type_handler(
+            jax.Array, restores_disk_arrays(array_handler), override=True
+        )
+        handlers.register_type_handler(
+            np.ndarray, restores_disk_arrays(numpy_handler), override=True
+        )
+    finally:
+        absl.setLevel(level)
 
 
-class _OrbaxHandler:
-    """Builds the orbax TypeHandler class (orbax is imported only where it is installed)."""
-
-    _class = None
-
-    @classmethod
-    def of(cls, ocp) -> type:
-        if cls._class is None:
-            cls._class = _orbax_handler_class(ocp)
-        return cls._class
+_ORBAX_CLASSES: list[type] = []
 
 
-def _orbax_handler_class(ocp) -> type:
+def _orbax_classes(ocp) -> list[type]:
+    if not _ORBAX_CLASSES:
+        _ORBAX_CLASSES.extend(_orbax_handler_classes(ocp))
+    return _ORBAX_CLASSES
+
+
+def _orbax_handler_classes(ocp) -> tuple[type, type]:
     from orbax.checkpoint import future as orbax_future
     from orbax.checkpoint.metadata import ArrayMetadata
 
@@ -169,7 +181,46 @@ def _orbax_handler_class(ocp) -> type:
                 )
             return metadata
 
-    return DiskArrayHandler
+    class RestoresDiskArrays(ocp.type_handlers.TypeHandler):
+        """orbax's handler of a type (np.ndarray, jax.Array), except that a leaf saved by
+        DiskArrayHandler is restored as a DiskArray."""
+
+        def __init__(self, handler):
+            self._handler = handler
+            self._disk = DiskArrayHandler()
+
+        def typestr(self) -> str:
+            return self._handler.typestr()
+
+        async def serialize(self, values, infos, args=None):
+            return await self._handler.serialize(values, infos, args)
+
+        async def deserialize(self, infos, args=None):
+            mine = await _saved_by_jask(infos)
+            theirs = [k for k, m in enumerate(mine) if not m]
+            ours = [info for info, m in zip(infos, mine) if m]
+            disk = await self._disk.deserialize(ours) if ours else []
+            other = []
+            if theirs:
+                their_args = None if args is None else [args[k] for k in theirs]
+                other = await self._handler.deserialize([infos[k] for k in theirs], their_args)
+            return _interleave(mine, disk, other)
+
+        async def metadata(self, infos):
+            mine = await _saved_by_jask(infos)
+            ours = [info for info, m in zip(infos, mine) if m]
+            theirs = [info for info, m in zip(infos, mine) if not m]
+            disk = await self._disk.metadata(ours) if ours else []
+            other = await self._handler.metadata(theirs) if theirs else []
+            return _interleave(mine, disk, other)
+
+        def finalize(self, directory):
+            self._handler.finalize(directory)
+
+        def __getattr__(self, name):
+            return getattr(self._handler, name)
+
+    return DiskArrayHandler, RestoresDiskArrays
 
 
 async def _save_all(values: list, infos: list) -> None:
@@ -180,6 +231,17 @@ async def _save_all(values: list, infos: list) -> None:
         path = _file_of(info)
         path.parent.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(value.save, os.fspath(path))
+
+
+async def _saved_by_jask(infos) -> list[bool]:
+    for info in infos:
+        await info.await_path_creation()
+    return [_file_of(info).exists() for info in infos]
+
+
+def _interleave(mine: list[bool], ours, theirs) -> list:
+    ours, theirs = iter(ours), iter(theirs)
+    return [next(ours) if m else next(theirs) for m in mine]
 
 
 def _file_of(info):

@@ -136,6 +136,24 @@ def test_orbax_checkpoint_manager_keeps_and_restores_steps(ocp, tmp_path):
     check(like["w"], grid() + 1.0)
 
 
+def test_orbax_standard_save_and_restore(ocp, tmp_path):
+    w = disk(grid((4, 2)))
+    tree = {"w": w, "n": np.arange(3.0), "j": jnp.arange(2.0)}
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(tmp_path / "std", tree)
+    checkpointer.wait_until_finished()
+    like = checkpointer.restore(tmp_path / "std", tree)
+    with ocp.CheckpointManager(tmp_path / "run") as manager:
+        manager.save(0, args=ocp.args.StandardSave(tree))
+        manager.wait_until_finished()
+        bare = manager.restore(0, args=ocp.args.StandardRestore())
+    for restored in (like, bare):
+        assert isinstance(restored["w"], jask.DiskArray)
+        check(restored["w"], grid((4, 2)))
+        check(restored["n"], np.arange(3.0))
+        check(restored["j"], np.arange(2.0, dtype=np.float32))
+
+
 # -- flax.serialization --------------------------------------------------------------------------
 
 
