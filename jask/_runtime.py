@@ -155,9 +155,10 @@ def release_handle(handle: int, passed_to_program: bool) -> None:
         return
     with _after_programs_lock:
         _after_programs.append(handle)
-    # A host callback runs inside its program, off the main thread: waiting there for the
-    # programs in flight would wait for itself. Its handles go with the next wait.
-    if threading.current_thread() is threading.main_thread():
+    # A host callback runs inside its program, on a thread of XLA's (Python sees a thread it
+    # did not start as a _DummyThread): waiting there for the programs in flight would wait
+    # for itself. Its handles go with the next wait.
+    if not isinstance(threading.current_thread(), threading._DummyThread):
         release_after_programs()
 
 

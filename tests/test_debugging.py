@@ -94,3 +94,13 @@ def test_debug_print_under_grad(capfd):
     g = jax.grad(lambda a: (jax.debug.print("{}", a), jnp.sum(a * a))[1])(x)
     assert printed(capfd) == ["[1. 2.]"]
     np.testing.assert_array_equal(np.asarray(g), [2, 4])
+
+
+def test_a_callback_may_run_jitted_programs_on_what_it_receives():
+    f = jax.jit(lambda a: a + 1.0)
+    results = []
+    jax.jit(lambda a: (jax.debug.callback(lambda v: results.append(f(v)), a * 2.0), a)[1])(
+        disk([1, 2])
+    )
+    jax.effects_barrier()
+    np.testing.assert_array_equal(np.asarray(results[0]), [3, 5])

@@ -2,6 +2,7 @@
 
 import gc
 import os
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -147,3 +148,14 @@ def test_grad_of_a_loop_over_disk_arrays_names_the_primitive():
     f = lambda x: jnp.sum(jax.lax.scan(lambda c, _: (c * 2.0, None), x, None, length=3)[0])
     with pytest.raises(NotImplementedError, match=r"jax\.lax\.scan on a DiskArray"):
         jax.grad(f)(ones())
+
+
+def test_temporaries_passed_to_programs_from_another_thread_are_freed():
+    f = jax.jit(lambda x: x + 1.0)
+    x = ones()
+    check(f(f(x + 1.0)), np.full(4, 4.0))
+    before = open_files_and_scratch()
+    worker = threading.Thread(target=lambda: [f(f(x + 1.0)) for _ in range(30)])
+    worker.start()
+    worker.join()
+    assert_bounded(before, open_files_and_scratch())
