@@ -159,3 +159,21 @@ def test_temporaries_passed_to_programs_from_another_thread_are_freed():
     worker.start()
     worker.join()
     assert_bounded(before, open_files_and_scratch())
+
+
+def test_a_cond_in_a_loop_body_keeps_one_carry():
+    def step(c, i):
+        return jax.lax.cond(i % 2 == 0, lambda c: c * 2.0, lambda c: c - 1.0, c), None
+
+    expected = 2.0
+    for i in range(200):
+        expected = expected * 2.0 if i % 2 == 0 else expected - 1.0
+    x = ones()
+    before = open_files_and_scratch()
+    check(jax.lax.scan(step, x + 1.0, jnp.arange(200))[0], np.full(4, expected))
+    loop = jax.jit(lambda x: jax.lax.scan(step, x, jnp.arange(200))[0])
+    check(loop(x + 1.0), np.full(4, expected))
+    branches = jax.jit(lambda x, p: jax.lax.cond(p, lambda c: c * 3.0, lambda c: c - 1.0, x) + x)
+    for p, value in [(True, 8.0), (False, 3.0)] * 10:
+        check(branches(x + 1.0, p), np.full(4, value))
+    assert_bounded(before, open_files_and_scratch())

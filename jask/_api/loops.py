@@ -1,5 +1,8 @@
 """jax.lax loops over DiskArray carries: each iteration frees the carry it replaced.
 
+(And jax.lax.cond, whose branches are registered the same way, so that a program may free a
+cond's DiskArray operands and results like a Jask op's.)
+
 A loop's body makes a new file for each DiskArray carry on every iteration. Without help
 the program would keep them all until it ends (a 1,000-step scan: 1,000 files and their
 descriptors). These rules make the loop the owner of its carries (see
@@ -56,6 +59,17 @@ def while_loop(*operands, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
         cond_nconsts=cond_nconsts,
         body_nconsts=body_nconsts,
     )
+
+
+@rule("cond")
+def cond(index, *operands, branches, **params):
+    # Each branch reads its operands and returns fresh handles, so the program owns the
+    # cond's DiskArray results (and may free its operands after it) as for a Jask op.
+    results = [k for k, aval in enumerate(branches[0].out_avals) if isinstance(aval, DiskArrayTy)]
+    if results and all(branch.jaxpr.eqns for branch in branches):
+        for branch in branches:
+            register_loop(branch, (), results, ())
+    return _bind_as_jax_does(lax_primitives.cond_p, index, *operands, branches=branches, **params)
 
 
 def _own_handles(operands, positions) -> list:

@@ -3,6 +3,8 @@
 Who owns a DiskArray value inside a program:
 - a Jask op's result: the program, until its last reader has run (then a `Release`);
 - a program input: whoever passed it (Python, or the enclosing program), never freed here;
+- the result of a jax.lax.cond bound through jask/_api/loops.py: the program (each branch is
+  registered to return fresh handles, and reads its operands without freeing them);
 - a loop's carry (jax.lax.scan, while_loop, fori_loop) whose loop was bound through
   jask/_api/loops.py: the loop. The rule gives the loop a handle of its own for each initial
   carry (a view: same file, new handle), and registers the body here (`register_loop`): the
@@ -98,7 +100,11 @@ _BODY_PARAM = {"scan": "jaxpr", "while": "body_jaxpr"}
 
 
 def loop_of_equation(eqn) -> Loop | None:
-    """The registered loop an equation runs, or None."""
+    """The registered loop (or cond, whose branches are registered as bodies run once) an
+    equation runs, or None."""
+    if eqn.primitive.name == "cond":
+        branches = [_LOOPS.get(branch) for branch in eqn.params["branches"]]
+        return branches[0] if branches and all(branches) else None
     param = _BODY_PARAM.get(eqn.primitive.name)
     return _LOOPS.get(eqn.params[param]) if param else None
 
