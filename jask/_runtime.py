@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import os
 import re
+import threading
 
 import jax
 import numpy as np
@@ -131,6 +132,44 @@ def scratch_dir() -> str:
     """This process's scratch folder."""
     ensure_scratch()
     return _engine.scratch_process_dir()
+
+
+# -- freeing the handles of arrays that programs may still read -----------------------
+#
+# JAX dispatches a jitted program (and an eager lax.scan, while_loop or cond, which JAX runs
+# as one) asynchronously: the call returns before the program has run, and a temporary
+# DiskArray passed to it, `f(x + 1.0)`, loses its last Python reference at once. A DiskArray
+# that has been passed to a program therefore frees its handle only after every program
+# dispatched so far has run (jax.effects_barrier: every Jask call in a program is an FFI call
+# with a side effect, so JAX tracks its completion). Arrays never passed to a program (eager
+# ops read their operands before returning) are freed at once.
+
+_after_programs: list[int] = []
+_after_programs_lock = threading.Lock()
+
+
+def release_handle(handle: int, passed_to_program: bool) -> None:
+    """Drops one Python reference to an engine handle (DiskArray.__del__)."""
+    if not passed_to_program:
+        _engine.release(handle)
+        return
+    with _after_programs_lock:
+        _after_programs.append(handle)
+    # A host callback runs inside its program, on a thread of XLA's (Python sees a thread it
+    # did not start as a _DummyThread): waiting there for the programs in flight would wait
+    # for itself. Its handles go with the next wait.
+    if not isinstance(threading.current_thread(), threading._DummyThread):
+        release_after_programs()
+
+
+def release_after_programs() -> None:
+    """Waits for the programs dispatched so far, then frees the handles dropped meanwhile."""
+    jax.effects_barrier()
+    with _after_programs_lock:
+        handles = _after_programs[:]
+        del _after_programs[:]
+    for handle in handles:
+        _engine.release(handle)
 
 
 def _load_blas() -> None:

@@ -7,7 +7,7 @@ module.
 
 from __future__ import annotations
 
-from . import lowering
+from . import _debug, _serialization, lowering
 from ._api import (
     creation,
     elementwise,
@@ -18,6 +18,7 @@ from ._api import (
     lax_reductions,
     lax_shape,
     linalg,
+    loops,
     reductions,
     shape,
 )
@@ -42,6 +43,8 @@ def install() -> None:
     primitives.register_ops(OPS)
     # the rules of jask/_api/lax*.py registered themselves when imported above
     assert lax and lax_elementwise and lax_reductions and lax_shape
+    assert loops  # jask/_api/loops.py: loops own their DiskArray carries
+    assert _debug  # jax.debug.callback and jax.debug.print with DiskArrays
     compat.install_patches(
         compat.Hooks(
             hi_type=DiskArrayTy,
@@ -53,6 +56,7 @@ def install() -> None:
             primitive_rules=primitives.RULES,
         )
     )
+    _serialization.install()  # orbax.checkpoint and flax.serialization, once imported
     _installed = True
 
 

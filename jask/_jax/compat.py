@@ -13,6 +13,7 @@ import functools
 import importlib
 import pkgutil
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ from jax._src import ad_checkpoint as _ad_checkpoint
 from jax._src import ad_util as _ad_util
 from jax._src import api as _api
 from jax._src import core as _core
+from jax._src import debugging as _debugging
 from jax._src import hijax as _hijax_src
 from jax._src import pjit as _pjit
 from jax._src import util as _util
@@ -291,6 +293,9 @@ def _dispatch_primitives(hooks: Hooks) -> None:
     def bind_with_trace(self, trace, args, avals, params, /):
         if self is _call_hi_primitive_p or not any(isinstance(a, hi_type) for a in avals):
             return original(self, trace, args, avals, params)
+        if _unruled.primitive is self:  # bind_without_rules
+            _unruled.primitive = None
+            return original(self, trace, args, avals, params)
         if self.name == "jit" and not isinstance(trace, (_core.EvalTrace, _pe.DynamicJaxprTrace)):
             # a jitted function of DiskArrays under grad, jvp or vmap: JAX would lower its
             # program first (and cannot, holding tracers); its equations run at this trace
@@ -322,6 +327,21 @@ def _dispatch_primitives(hooks: Hooks) -> None:
 
     bind_with_trace._jask_original = original
     _core.Primitive.bind_with_trace = bind_with_trace
+
+
+_unruled = threading.local()
+_unruled.primitive = None
+
+
+def bind_without_rules(primitive, *args, **params):
+    """Binds `primitive` as JAX does, without Jask's rule for it: for a rule that prepares its
+    operands and then lets JAX run the primitive (the loops' rules). The primitives inside it
+    (a loop's body) still reach their rules."""
+    _unruled.primitive = primitive
+    try:
+        return primitive.bind(*args, **params)
+    finally:
+        _unruled.primitive = None
 
 
 def _batched_here(trace, args) -> bool:
@@ -526,7 +546,7 @@ HIGHER_ORDER_PRIMITIVES = frozenset(
 def lax_primitive_names() -> list[str]:
     """The names of every primitive defined in jax.lax's modules (and stop_gradient's), sorted."""
     names = set()
-    modules = [_ad_util, *_lax_modules(_lax_package)]
+    modules = [_ad_util, _debugging, *_lax_modules(_lax_package)]
     for module in modules:
         for value in vars(module).values():
             if isinstance(value, _core.Primitive):

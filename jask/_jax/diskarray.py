@@ -9,13 +9,14 @@ once for every array of the same shape and dtype.
 from __future__ import annotations
 
 import os
+import pickle
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _engine
+from .. import _engine, _runtime
 from .._dtypes import dtype_from_code
 from . import compat
 
@@ -156,7 +157,7 @@ class DiskArray(jax.Array, metaclass=_DiskArrayMeta):
     def __del__(self):
         if getattr(self, "_owned", False):
             try:
-                _engine.release(self._handle)
+                _runtime.release_handle(self._handle, passed_to_program=self._lo is not None)
             except Exception:  # interpreter shutdown: the engine is already gone
                 pass
 
@@ -306,6 +307,35 @@ class DiskArray(jax.Array, metaclass=_DiskArrayMeta):
     def weak_type(self) -> bool:
         return False
 
+    # copies and pickling ------------------------------------------------------
+    def __copy__(self) -> DiskArray:
+        """copy.copy: another DiskArray on the same file (dropping either leaves the other
+        valid; `update_` of one is seen by both, as for two names of one array)."""
+        return DiskArray(self._ty, self.handle)
+
+    def __deepcopy__(self, memo) -> DiskArray:
+        """copy.deepcopy: an independent array, a new scratch file written block by block."""
+        copied = _op("zeros")(self.shape, self.dtype).update_(self)
+        memo[id(self)] = copied
+        return copied
+
+    def __reduce__(self):
+        """pickle: a reference to the array's file (path, shape, dtype, byte offset, mode),
+        reopened in place by unpickling; the values are not copied into the pickle. A scratch
+        array's file goes with the process, so pickling one raises pickle.PicklingError."""
+        if not self._owned:
+            raise TypeError("a traced DiskArray cannot be pickled; pickle the concrete result")
+        _, _, path, offset, writable, scratch = _engine.info(self.handle)
+        if scratch:
+            raise pickle.PicklingError(
+                f"cannot pickle a scratch DiskArray ({self._ty.str_short()}, {path!r}): its file "
+                f"is deleted when this process ends. Write it to a file first with "
+                f"x.save(path) (or a tree with jask.save_tree) and pickle "
+                f"jask.DiskArray.open(path), which refers to that file"
+            )
+        mode = "r+" if writable else "r"
+        return DiskArray.open, (path, self.shape, self.dtype.name, offset, mode)
+
 
 # Jask's own members; everything else jax.Array offers comes from jax.numpy's definitions.
 _OWN_MEMBERS = frozenset(
@@ -313,7 +343,10 @@ _OWN_MEMBERS = frozenset(
     for name, value in vars(DiskArray).items()
     if not name.startswith("__")
     or name
-    in ("__getitem__", "__bool__", "__len__", "__array__", "__repr__", "__init__", "__del__")
+    in (
+        *("__getitem__", "__bool__", "__len__", "__array__", "__repr__", "__init__", "__del__"),
+        *("__copy__", "__deepcopy__", "__reduce__"),
+    )
 )
 
 

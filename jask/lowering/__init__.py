@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .fusion import ElementwiseFusion
 from .graph import Pass, fuse_chains, insert_releases, replace_groups, share_results
-from .release import ReleaseDiskArrays
+from .release import ReleaseDiskArrays, fresh_carries
 from .row_groups import RowGroups
 
 
@@ -22,6 +22,8 @@ def passes() -> tuple[Pass, ...]:
         replace_groups(RowGroups()),
         # results used more than once, written by the pass that computes them
         share_results(ElementwiseFusion()),
+        # a loop body hands on only carries it made (so the next iteration may free its input)
+        fresh_carries,
         # free every intermediate file after its last reader
         insert_releases(ReleaseDiskArrays()),
     )

@@ -91,6 +91,17 @@ class ReleasePolicy(Protocol):
         """The primitive freeing a value of type avals[0] once the values of types
         avals[1:] (its readers' results) exist."""
 
+    def owned_results(self, eqn) -> tuple[int, ...]:
+        """Positions of the equation's results that are new storage owned by the program."""
+
+    def borrows(self, eqn, k: int) -> bool:
+        """Whether the equation only reads its operand k (neither returns it as a result nor
+        frees it), so the operand may be freed once the equation has run."""
+
+    def owned_inputs(self, closed_jaxpr) -> tuple[int, ...]:
+        """Positions of the program's inputs that it owns and frees (a loop body's carries:
+        each iteration frees the carry the previous one made)."""
+
 
 # -- users and producers --------------------------------------------------------------
 
@@ -327,7 +338,8 @@ def stable_topological_order(units):
 # An op inside a jitted program writes its result to a new file that no Python object owns.
 # This pass inserts a release after the last use of each such intermediate; the release runs
 # after every consumer (it takes their outputs as operands) and frees the file. Program
-# outputs are not released: Python adopts them on return.
+# outputs are not released: Python adopts them on return. A loop body also owns its carried
+# inputs (the policy says which): each iteration frees the carry the previous one made.
 
 
 def insert_releases(policy: ReleasePolicy) -> Pass:
@@ -335,42 +347,46 @@ def insert_releases(policy: ReleasePolicy) -> Pass:
 
     def rewrite(closed_jaxpr):
         eqns, outvars = compat.program_of(closed_jaxpr)
-        new_eqns = _with_releases(eqns, outvars, policy)
+        invars = closed_jaxpr.jaxpr.invars
+        owned = [invars[k] for k in policy.owned_inputs(closed_jaxpr)]
+        new_eqns = _with_releases(eqns, outvars, policy, owned)
         return closed_jaxpr if new_eqns is None else compat.with_equations(closed_jaxpr, new_eqns)
 
     return rewrite
 
 
-def _with_releases(eqns, outvars, policy: ReleasePolicy):
+def _with_releases(eqns, outvars, policy: ReleasePolicy, owned_inputs=()):
     outputs = {id(v) for v in outvars if compat.is_var(v)}
-    produced = {}
+    produced = {id(v): (-1, v) for v in owned_inputs if id(v) not in outputs}
     for i, eqn in enumerate(eqns):
-        if jask_op(eqn) is None:
-            continue
-        for v in eqn.outvars:
+        for k in policy.owned_results(eqn):
+            v = eqn.outvars[k]
             if policy.is_intermediate(v.aval) and id(v) not in outputs:
                 produced[id(v)] = (i, v)
-    if not produced:
+    if not produced or not eqns:
         return None
-    consumers: dict[int, list[int]] = {k: [] for k in produced}
+    uses: dict[int, list[tuple[int, int]]] = {k: [] for k in produced}
     for i, eqn in enumerate(eqns):
-        for v in eqn.invars:
-            if compat.is_var(v) and id(v) in consumers:
-                consumers[id(v)].append(i)
+        for k, v in enumerate(eqn.invars):
+            if compat.is_var(v) and id(v) in uses:
+                uses[id(v)].append((i, k))
     releases_after: dict[int, list] = {}
     for key, (producer, var) in produced.items():
-        users = consumers[key]
-        # Only Jask ops are known not to alias their inputs to their outputs.
-        if any(jask_op(eqns[i]) is None for i in users):
+        if not all(policy.borrows(eqns[i], k) for i, k in uses[key]):
             continue
+        users = sorted({i for i, _ in uses[key]})
         last = max(users, default=producer)
-        deps = [o for i in (users or [producer]) for o in eqns[i].outvars if o is not var]
-        releases_after.setdefault(last, []).append((var, deps))
+        deps = [o for i in (users or [producer] * (producer >= 0)) for o in eqns[i].outvars]
+        releases_after.setdefault(last, []).append((var, [o for o in deps if o is not var]))
     new_eqns = []
-    for i, eqn in enumerate(eqns):
-        new_eqns.append(eqn)
+    for i in range(-1, len(eqns)):
+        if i >= 0:
+            new_eqns.append(eqns[i])
         for var, deps in releases_after.get(i, ()):
             prim = policy.release([var.aval] + [d.aval for d in deps])
             out = compat.new_var(prim.out_avals_flat[0])
-            new_eqns.append(compat.hi_equation([var, *deps], [out], prim, eqn, effects=frozenset()))
+            like = eqns[max(i, 0)]
+            new_eqns.append(
+                compat.hi_equation([var, *deps], [out], prim, like, effects=frozenset())
+            )
     return new_eqns
