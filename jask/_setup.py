@@ -52,6 +52,8 @@ def install() -> None:
             broadcast=lambda x, size, axis: shape.stack([x] * size, axis),
             lowering_passes=lowering.passes(),
             full_like=creation.full_like,
+            in_memory_tree=_serialization.in_memory_tree,
+            when_imported=_serialization.when_imported,
             in_memory_if_0d=_in_memory_if_0d,
             primitive_rules=primitives.RULES,
         )

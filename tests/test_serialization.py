@@ -195,8 +195,7 @@ def test_in_memory_trees_stop_at_the_budget(small_budget):
 
 
 def test_flax_msgpack_above_the_budget_names_size_and_budget(serialization, small_budget):
-    if "flax_msgpack_budget" not in compat.installed_patches():
-        pytest.skip("needs the flax_msgpack_budget patch in compat.PATCHES")
+    assert "flax_msgpack_budget" in compat.installed_patches()
     x = disk(grid((64, 64)))
     small_budget("4KB")
     with pytest.raises(ValueError, match=r"16384 bytes.*4096 bytes"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.metadata
 import pkgutil
 import sys
 import threading
@@ -133,6 +134,11 @@ class Hooks:
     """ClosedJaxpr -> ClosedJaxpr rewrites, in order (jask.lowering.passes())."""
     full_like: Callable
     """(x, fill_value, dtype) -> a DiskArray of x's shape holding fill_value (jask.full_like)."""
+    in_memory_tree: Callable
+    """(tree, what) -> the tree with each DiskArray leaf read into memory, a ValueError naming
+    `what`, the size and the budget for a leaf larger than the memory budget."""
+    when_imported: Callable
+    """(module name, register) -> calls register(module) once that module is imported."""
     in_memory_if_0d: Callable
     """A rule's result as the primitive returns it: a 0-d DiskArray as a 0-d jax.Array (what
     jax.grad differentiates; a scalar is never worth a file), anything else as it is."""
@@ -172,8 +178,8 @@ def _patch(name: str, target: str, reason: str, library: str = "jax", version: s
 def library_version(library: str) -> str | None:
     """The installed version of `library`, or None when it is not installed."""
     try:
-        return importlib.import_module(library).__version__
-    except ImportError:
+        return importlib.metadata.version(library)  # without importing it
+    except importlib.metadata.PackageNotFoundError:
         return None
 
 
@@ -293,7 +299,7 @@ def _dispatch_primitives(hooks: Hooks) -> None:
     def bind_with_trace(self, trace, args, avals, params, /):
         if self is _call_hi_primitive_p or not any(isinstance(a, hi_type) for a in avals):
             return original(self, trace, args, avals, params)
-        if _unruled.primitive is self:  # bind_without_rules
+        if getattr(_unruled, "primitive", None) is self:  # bind_without_rules
             _unruled.primitive = None
             return original(self, trace, args, avals, params)
         if self.name == "jit" and not isinstance(trace, (_core.EvalTrace, _pe.DynamicJaxprTrace)):
@@ -329,8 +335,7 @@ def _dispatch_primitives(hooks: Hooks) -> None:
     _core.Primitive.bind_with_trace = bind_with_trace
 
 
-_unruled = threading.local()
-_unruled.primitive = None
+_unruled = threading.local()  # .primitive: the one bind_without_rules is binding (per thread)
 
 
 def bind_without_rules(primitive, *args, **params):
@@ -593,6 +598,39 @@ def default_sharding(ndim: int):
 EMPTY_MAT = _core.ShapedArray((), "float32").mat
 """An array's manual-axis type outside shard_map (ShapedArray.mat)."""
 DEVICE_MEMORY = _core.ShapedArray((), "float32").memory_space
+
+
+# -- flax ---------------------------------------------------------------------------
+
+PINNED_FLAX = "0.12.8"
+
+
+@_patch(
+    "flax_msgpack_budget",
+    "flax.serialization.msgpack_serialize",
+    "msgpack reads every array leaf into memory; DiskArray leaves are read within the memory "
+    "budget, and a larger one is a ValueError naming its size and the budget",
+    library="flax",
+    version=PINNED_FLAX,
+)
+def _budget_flax_msgpack(hooks: Hooks) -> None:
+    hooks.when_imported(
+        "flax.serialization", lambda module: _wrap_msgpack_serialize(module, hooks.in_memory_tree)
+    )
+
+
+def _wrap_msgpack_serialize(serialization, in_memory_tree) -> None:
+    original = serialization.msgpack_serialize
+    if getattr(original, "_jask_original", None):
+        return
+
+    @functools.wraps(original)
+    def msgpack_serialize(pytree, in_place: bool = False):
+        tree = in_memory_tree(pytree, "flax.serialization.msgpack_serialize")
+        return original(tree, in_place=True)  # in_memory_tree made new containers
+
+    msgpack_serialize._jask_original = original
+    serialization.msgpack_serialize = msgpack_serialize
 
 
 # -- jax.checkpoint of hijax values ---------------------------------------------
