@@ -25,6 +25,7 @@ from jax._src import ad_checkpoint as _ad_checkpoint
 from jax._src import ad_util as _ad_util
 from jax._src import api as _api
 from jax._src import core as _core
+from jax._src import custom_derivatives as _custom_derivatives
 from jax._src import debugging as _debugging
 from jax._src import hijax as _hijax_src
 from jax._src import pjit as _pjit
@@ -551,7 +552,14 @@ HIGHER_ORDER_PRIMITIVES = frozenset(
 def lax_primitive_names() -> list[str]:
     """The names of every primitive defined in jax.lax's modules (and stop_gradient's), sorted."""
     names = set()
-    modules = [_ad_util, _debugging, *_lax_modules(_lax_package)]
+    modules = [
+        _ad_util,
+        _ad_checkpoint,
+        _custom_derivatives,
+        _debugging,
+        _pjit,
+        *_lax_modules(_lax_package),
+    ]
     for module in modules:
         for value in vars(module).values():
             if isinstance(value, _core.Primitive):
