@@ -1063,11 +1063,13 @@ TEST(Programs, InMemoryOperandsAreReadInPlace) {
   const std::vector<MemoryOperand> buffers = {{bias.data(), bias.size() * 4},
                                               {full.data(), full.size() * 8},
                                               {column.data(), column.size() * 4}};
-  // Registers: x, bias, full, column, then the scalar s. ((x * bias + full) - column) * s.
+  // Registers: x, bias, full, column, then the scalar s. ((x * bias + float32(full)) - column) * s.
   ProgramBuilder b{.out_shape = shape,
                    .n_operands = 5,
                    .memory = {{DType::f32, {61}}, {DType::f64, {97, 61}}, {DType::f32, {97, 1}}}};
-  b.add(Opcode::kMul, b.add(Opcode::kSub, b.add(Opcode::kAdd, b.add(Opcode::kMul, 0, 1), 2), 3), 4);
+  const int32_t full32 = b.add(Opcode::kToF32, 2);
+  b.add(Opcode::kMul,
+        b.add(Opcode::kSub, b.add(Opcode::kAdd, b.add(Opcode::kMul, 0, 1), full32), 3), 4);
   std::vector<double> got = array_values(run_map("dense_layer", {hx}, buffers, {2.0}, b.params()));
   for (int64_t i = 0; i < n; ++i) {
     const double want = ((x[i] * bias[i % 61] + full[i]) - column[i / 61]) * 2.0;
