@@ -10,6 +10,7 @@ import jask
 from jask import _engine
 
 import cases_batched
+import cases_elementwise
 import cases_gather
 import cases_shapes
 from case import BIAS, Case, K, M, N
@@ -231,7 +232,7 @@ CASES = [
     ),
 ]
 # Cases of the shape, gather and batched-matmul ops live in their own modules.
-CASES += cases_shapes.CASES + cases_gather.CASES + cases_batched.CASES
+CASES += cases_shapes.CASES + cases_gather.CASES + cases_batched.CASES + cases_elementwise.CASES
 
 
 def make_inputs(case, rng):

@@ -8,3 +8,12 @@ class Nextafter(Binary):
     name = instr = "nextafter"
     accepts = "float"
     primitives = ("nextafter",)
+
+    def slopes(self, x, y, out):
+        def missing():  # asked for only when an operand needs a derivative
+            raise NotImplementedError(
+                "jax.grad of jask.nextafter needs a derivative rule, and jax.lax.nextafter "
+                "has none (JAX's own raises too)"
+            )
+
+        return missing, missing
