@@ -208,10 +208,16 @@ def assert_matches(got, want, tree):
     np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=f"NaNs differ: {tree}")
     np.testing.assert_array_equal(g[~finite & ~np.isnan(w)], w[~finite & ~np.isnan(w)])
     # the least precise float on the way sets the tolerance (a float32 exp inside a float64 sum)
-    rtol = max(RTOL.get(name, 0) for name in intermediate_dtypes(tree)) if isinstance(tree, Node) else 0
+    rtol = (
+        max(RTOL.get(name, 0) for name in intermediate_dtypes(tree))
+        if isinstance(tree, Node)
+        else 0
+    )
     rtol = max(rtol, RTOL[want.dtype.name])
     scale = max(1.0, float(np.max(np.abs(w[finite])))) if finite.any() else 1.0
-    np.testing.assert_allclose(g[finite], w[finite], rtol=rtol, atol=rtol * scale, err_msg=repr(tree))
+    np.testing.assert_allclose(
+        g[finite], w[finite], rtol=rtol, atol=rtol * scale, err_msg=repr(tree)
+    )
 
 
 @pytest.mark.parametrize("seed", range(200))
@@ -264,7 +270,9 @@ def check_random_expression(seed, skip_int64=False):
 
     originals = {id(t): t.evaluate for t in disks}
     for t in disks:
-        t.evaluate = lambda on_disk, t=t: t.value_on_disk if t.kind == "bound" else originals[id(t)](on_disk)
+        t.evaluate = lambda on_disk, t=t: (
+            t.value_on_disk if t.kind == "bound" else originals[id(t)](on_disk)
+        )
     got = jax.jit(jitted)(*[jask.DiskArray.from_numpy(t.value) for t in disks])
     assert_matches(got, want, tree)
 

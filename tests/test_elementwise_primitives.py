@@ -202,7 +202,9 @@ def test_is_finite_and_isnan(rng):
 
 # -- int32 as XLA computes it ----------------------------------------------------------
 
-EDGES = np.array([0, 1, -1, 7, -7, 2, -2, 31, 32, 33, -32, I32.max, I32.min, 46341, 65536], np.int32)
+EDGES = np.array(
+    [0, 1, -1, 7, -7, 2, -2, 31, 32, 33, -32, I32.max, I32.min, 46341, 65536], np.int32
+)
 
 
 def int_pairs(rng):
@@ -265,7 +267,9 @@ def test_bool_logic_and_arithmetic(rng):
 
 
 def test_conversions_as_xla_on_cpu():
-    f = np.array([np.nan, np.inf, -np.inf, 3e9, -3e9, 2.7, -2.7, 2147483520.0, -0.0, 0.4], np.float32)
+    f = np.array(
+        [np.nan, np.inf, -np.inf, 3e9, -3e9, 2.7, -2.7, 2147483520.0, -0.0, 0.4], np.float32
+    )
     for src in (np.float32, np.float16, ml_dtypes.bfloat16):
         with np.errstate(over="ignore"):
             x = f.astype(src)
@@ -304,7 +308,7 @@ def test_float64_under_x64(rng):
     with jax.enable_x64(True):
         x = rng.uniform(0.1, 3, SHAPE)
         y = rng.uniform(0.1, 3, SHAPE)
-        check(lambda a, b: jnp.log(a) * b ** 1.5 + jnp.arctan2(a, b), x, y, rtol=1e-13, atol=1e-13)
+        check(lambda a, b: jnp.log(a) * b**1.5 + jnp.arctan2(a, b), x, y, rtol=1e-13, atol=1e-13)
         check(lambda a: (a * 1e3).astype(jnp.int32), x)
 
 

@@ -1,6 +1,7 @@
 """Every op and composition, under eager, jit, grad, value_and_grad, jit(grad) and grad(jit),
 against jax.numpy on in-memory copies, under three memory budgets."""
 
+import cases_elementwise
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,7 +11,6 @@ import jask
 from jask import _engine
 
 import cases_batched
-import cases_elementwise
 import cases_gather
 import cases_shapes
 from case import BIAS, Case, K, M, N

@@ -40,10 +40,14 @@ def select_n(which, *cases):
     which = which if _is_disk(which) else jnp.asarray(which)
     if which.dtype == np.bool_:
         if len(cases) != 2:
-            raise TypeError(f"jax.lax.select_n with a bool predicate takes 2 cases, not {len(cases)}")
+            raise TypeError(
+                f"jax.lax.select_n with a bool predicate takes 2 cases, not {len(cases)}"
+            )
         return apply(Where, which, cases[1], cases[0])
     if which.dtype != np.int32:
-        raise TypeError(f"jax.lax.select_n: the predicate must be bool or int32, not {describe(which)}")
+        raise TypeError(
+            f"jax.lax.select_n: the predicate must be bool or int32, not {describe(which)}"
+        )
     result = cases[-1]
     for k in range(len(cases) - 2, -1, -1):
         result = apply(Where, which == k, cases[k], result)

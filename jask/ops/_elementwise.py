@@ -12,8 +12,8 @@ import numpy as np
 
 from .. import _engine
 from .._dtypes import dtype_code
-from .._jax.diskarray import DiskArrayTy
 from .._jax import compat
+from .._jax.diskarray import DiskArrayTy
 from .._jax.op import Op, Role, describe
 
 OPCODES: dict[str, int] = dict(_engine.opcodes())
@@ -182,11 +182,17 @@ class Elementwise(Op):
     bool_result: ClassVar[bool] = False
     accepts: ClassVar[str] = "number"
     """The operand dtypes, a key of ACCEPTS."""
+    same_dtype: ClassVar[tuple[int, ...] | None] = None
+    """The operands that share one dtype (None: all; where's condition does not)."""
 
     def __init__(self, *in_avals, **params):
-        disks = [a for a in in_avals if isinstance(a, DiskArrayTy)]
+        shared = range(len(in_avals)) if self.same_dtype is None else self.same_dtype
+        disks = [in_avals[i] for i in shared if isinstance(in_avals[i], DiskArrayTy)]
         if disks:
-            in_avals = exact_operands(in_avals, disks[0].dtype)
+            exact = exact_operands([in_avals[i] for i in shared], disks[0].dtype)
+            in_avals = list(in_avals)
+            for i, aval in zip(shared, exact):
+                in_avals[i] = aval
         super().__init__(*in_avals, **params)
 
     def out_type(self, *operands):

@@ -35,7 +35,9 @@ class Astype(Elementwise):
         return super().tangent(out, operands, tangents) if self._differentiable() else None
 
     def vjp(self, ct, *operands, out, needs):
-        return super().vjp(ct, *operands, out=out, needs=needs) if self._differentiable() else (None,)
+        return (
+            super().vjp(ct, *operands, out=out, needs=needs) if self._differentiable() else (None,)
+        )
 
     def transpose_rule(self, ct, x):
         return apply(Astype, ct, dtype=x.dtype)

@@ -5,7 +5,7 @@ import numpy as np
 
 from .._jax.diskarray import DiskArrayTy
 from .._jax.op import apply, describe
-from ._elementwise import Elementwise, common_dtype, exact_operands, operand_shape, scalar_like
+from ._elementwise import Elementwise, common_dtype, operand_shape, scalar_like
 from .reduce import reduce_to
 
 
@@ -13,17 +13,14 @@ class Where(Elementwise):
     name = "where"
     instr = "select"
     linear = (1, 2)  # in the branches; the condition has no derivative
-
-    def __init__(self, cond, x, y, **params):
-        disks = [a for a in (x, y) if isinstance(a, DiskArrayTy)]
-        if disks:
-            x, y = exact_operands((x, y), disks[0].dtype)
-        super(Elementwise, self).__init__(cond, x, y, **params)
+    same_dtype = (1, 2)
 
     def out_type(self, cond, x, y):
         shape, _ = operand_shape(self.name, (cond, x, y))
         if np.dtype(cond.dtype) not in (np.dtype(np.bool_), np.dtype(np.int32)):
-            raise TypeError(f"jask.where: the condition must be bool or int32, not {describe(cond)}")
+            raise TypeError(
+                f"jask.where: the condition must be bool or int32, not {describe(cond)}"
+            )
         return DiskArrayTy(shape, common_dtype(self.name, (x, y)))
 
     def transpose_rule(self, ct, cond, x, y, *, needs):

@@ -119,7 +119,7 @@ struct InstrCase {
   bool exact;  // exact in double for whole and half test values (then rounded once on store)
   Ref ref;
   uint8_t takes = kNum;
-  Ref int_ref = nullptr;  // int32 and bool, where it differs from ref
+  Ref int_ref = nullptr;   // int32 and bool, where it differs from ref
   bool predicate = false;  // the first operand is a bool condition (select)
   double rel = 0;          // the reference's own error, where above the dtype's tolerance
 };
@@ -308,8 +308,8 @@ TEST(Program, EveryInstructionOnEveryDtypeMatchesADoubleReference) {
           if (dt == DType::b8 && std::string(ic.name) == "not") want = pa[i] == 0;
           want = stored(dt, want);
           ASSERT_TRUE(matches(got[i], want, rel))
-              << ic.name << " on " << dtype_name(dt) << "(" << pa[i] << ", " << b[i] << ", "
-              << c[i] << "), element " << i << ": got " << got[i] << ", want " << want;
+              << ic.name << " on " << dtype_name(dt) << "(" << pa[i] << ", " << b[i] << ", " << c[i]
+              << "), element " << i << ": got " << got[i] << ", want " << want;
         }
       }
     }
@@ -354,8 +354,8 @@ TEST(Program, FloatToInt32ConversionsSaturateAndNanGivesZero) {
   for (DType dt : {DType::f32, DType::f64}) {
     std::vector<double> got = run_in_memory(one_instruction(Opcode::kToI32, 1, DType::i32), {dt},
                                             {x}, {}, static_cast<int64_t>(x.size()))[0];
-    EXPECT_EQ(got, (std::vector<double>{0, 2147483647, -2147483648.0, 2147483647, -2147483648.0,
-                                        2, -2, 2147483520.0}))
+    EXPECT_EQ(got, (std::vector<double>{0, 2147483647, -2147483648.0, 2147483647, -2147483648.0, 2,
+                                        -2, 2147483520.0}))
         << dtype_name(dt);
     // stored straight into int32 storage: the same conversion
     got = run_in_memory(one_instruction(Opcode::kCopy, 1, DType::i32), {dt}, {x}, {},
@@ -382,9 +382,9 @@ TEST(Program, Float16InstructionsRoundEachResultAsXla) {
 TEST(Program, NextafterStepsInTheOperandsDtype) {
   std::vector<double> x = {1.0, 1.0, 0.0, -0.0}, y = {2.0, 0.0, 1.0, -1.0};
   for (DType dt : {DType::f16, DType::bf16, DType::f32}) {
-    std::vector<double> got = run_in_memory(one_instruction(Opcode::kNextafter, 2, dt), {dt, dt},
-                                            {x, y}, {}, 4)[0];
-    const double ulp = dt == DType::f16 ? std::ldexp(1.0, -10)
+    std::vector<double> got =
+        run_in_memory(one_instruction(Opcode::kNextafter, 2, dt), {dt, dt}, {x, y}, {}, 4)[0];
+    const double ulp = dt == DType::f16    ? std::ldexp(1.0, -10)
                        : dt == DType::bf16 ? std::ldexp(1.0, -7)
                                            : std::ldexp(1.0, -23);
     EXPECT_EQ(got[0], 1.0 + ulp) << dtype_name(dt);

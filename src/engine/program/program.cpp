@@ -352,7 +352,8 @@ void float_instr(Opcode op, DType dt, void* dv, const void* av, const void* bv, 
     case Opcode::kTanh: return unary(d, a, n, [](C x) { return tanh(x); });
     case Opcode::kSigmoid: return unary(d, a, n, [one](C x) { return one / (one + exp(-x)); });
     // max(x, 0): NaN propagates, as in jax.nn.relu
-    case Opcode::kRelu: return unary(d, a, n, [zero](C x) { return x > zero || x != x ? x : zero; });
+    case Opcode::kRelu:
+      return unary(d, a, n, [zero](C x) { return x > zero || x != x ? x : zero; });
     case Opcode::kSoftplus:
       return unary(d, a, n, [zero](C x) { return log1p(exp(-abs(x))) + (x > zero ? x : zero); });
     case Opcode::kGelu:  // tanh approximation, jax.nn.gelu's default
@@ -468,7 +469,8 @@ void int_instr(Opcode op, DType dt, void* dv, const void* av, const void* bv, co
       return binary(d, a, b, n,
                     [](I x, I y) { return bits(y) >= 32 ? I(0) : I(bits(x) >> bits(y)); });
     case Opcode::kShiftRightArithmetic:
-      return binary(d, a, b, n, [](I x, I y) { return bits(y) >= 32 ? I(x < 0 ? -1 : 0) : x >> y; });
+      return binary(d, a, b, n,
+                    [](I x, I y) { return bits(y) >= 32 ? I(x < 0 ? -1 : 0) : x >> y; });
     case Opcode::kSelect:
       for (int64_t i = 0; i < n; ++i) d[i] = a[i] != 0 ? b[i] : c[i];
       return;
@@ -552,7 +554,8 @@ Program Program::build(const ProgramCode& code, size_t n_inputs, size_t n_scalar
 std::vector<DType> Program::register_dtypes(const std::vector<DType>& input_dtypes) const {
   std::vector<std::optional<DType>> dtypes(static_cast<size_t>(n_regs));
   for (size_t i = 0; i < input_dtypes.size(); ++i) dtypes[i] = input_dtypes[i];
-  for (size_t s = 0; s < scalar_dtypes.size(); ++s) dtypes[input_dtypes.size() + s] = scalar_dtypes[s];
+  for (size_t s = 0; s < scalar_dtypes.size(); ++s)
+    dtypes[input_dtypes.size() + s] = scalar_dtypes[s];
   // Without declared scalar dtypes, the registers after the inputs that no
   // instruction writes are scalars of the output's dtype.
   std::vector<bool> written(static_cast<size_t>(n_regs), false);
@@ -618,7 +621,7 @@ ProgramRunner::ProgramRunner(const Program& program, std::vector<DType> input_dt
   for (DType dt : reg_dtypes_) {
     const int k = static_cast<int>(kind_of(dt));
     const size_t at = next[k]++ * kChunk;
-    slots_.push_back(k == 0 ? static_cast<void*>(fregs_.data() + at)
+    slots_.push_back(k == 0   ? static_cast<void*>(fregs_.data() + at)
                      : k == 1 ? static_cast<void*>(dregs_.data() + at)
                               : static_cast<void*>(iregs_.data() + at));
   }
@@ -700,9 +703,8 @@ void ProgramRunner::run_chunks(const std::vector<const void*>& inputs,
     }
     if (program_.reduction != Reduction::kNone) {
       with_register(out_reg_dtype, reg(program_.out_reg), [&](const auto* values) {
-        with_reduction(program_.reduction, [&](auto r) {
-          acc_ = fold_chunk<decltype(r)::value>(values, n, acc_);
-        });
+        with_reduction(program_.reduction,
+                       [&](auto r) { acc_ = fold_chunk<decltype(r)::value>(values, n, acc_); });
       });
       continue;
     }
