@@ -369,3 +369,11 @@ def test_division_by_zero_and_int_true_division(rng):
     check(lambda a: a / a, n)
     check(lambda a: a // 0, n)
     check(lambda a: a % 0, n)
+
+
+def test_every_unary_primitive_under_a_budget_of_many_blocks(small_budget, rng):
+    small_budget("4KB")  # blocks of a few hundred elements: ten or more per op
+    for name, fn, bounds in UNARY:
+        x = uniform(rng, *bounds)
+        want = fn(jnp.asarray(x))
+        assert_same(jax.jit(fn)(disk(x)), want, atol=LOOSE.get(name, 1e-6))
