@@ -1,6 +1,7 @@
 """Every op and composition, under eager, jit, grad, value_and_grad, jit(grad) and grad(jit),
 against jax.numpy on in-memory copies, under three memory budgets."""
 
+import cases_elementwise
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -231,7 +232,7 @@ CASES = [
     ),
 ]
 # Cases of the shape, gather and batched-matmul ops live in their own modules.
-CASES += cases_shapes.CASES + cases_gather.CASES + cases_batched.CASES
+CASES += cases_shapes.CASES + cases_gather.CASES + cases_batched.CASES + cases_elementwise.CASES
 
 
 def make_inputs(case, rng):

@@ -1,6 +1,6 @@
-"""Rules for the jax.lax primitives computed elementwise (see jask/_jax/primitives.py: an op
-that is one primitive declares it in its own file; these rules combine ops or read the
-primitive's params).
+"""Rules for the jax.lax primitives computed elementwise whose params choose between ops or
+whose operands need arranging (see jask/_jax/primitives.py: an op that is one primitive
+declares it in its own file, as `Sin`, `IntegerPow` and `Clamp` do).
 
 A rule takes the primitive's operands and params as `Primitive.bind` receives them and returns
 what the primitive returns. jax.numpy has applied its dtype and rank promotion before it binds
@@ -12,10 +12,11 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
+from .._dtypes import storage_dtype
 from .._jax.diskarray import DiskArray
-from .._jax.op import apply
+from .._jax.op import apply, describe
 from .._jax.primitives import rule
-from ..ops import Astype, Div, Mul, Square, Where
+from ..ops import Astype, Where
 
 
 def _is_disk(x) -> bool:
@@ -24,34 +25,30 @@ def _is_disk(x) -> bool:
 
 @rule("convert_element_type")
 def convert_element_type(x, *, new_dtype, weak_type=False, sharding=None):
-    dtype = np.dtype(new_dtype)
+    dtype = storage_dtype(new_dtype)
     return x if dtype == x.dtype else apply(Astype, x, dtype=dtype)
 
 
 @rule("select_n")
 def select_n(which, *cases):
+    """cases[which]: `which` bool (two cases) or int32 (any number; out of range picks the
+    last, as XLA's chain of selects does)."""
+    if not cases:
+        raise TypeError("jax.lax.select_n needs at least one case")
     if len(cases) == 1:
         return cases[0]
-    if len(cases) != 2:
-        raise NotImplementedError(f"jax.lax.select_n with {len(cases)} cases on a DiskArray")
-    if not _is_disk(which):
-        which = jnp.asarray(which)
-    if which.dtype != np.bool_:
-        which = which != 0
-    false_case, true_case = (c if _is_disk(c) else jnp.asarray(c) for c in cases)
-    return apply(Where, which, true_case, false_case)
-
-
-@rule("integer_pow")
-def integer_pow(x, *, y):
-    """x ** y for a Python int y, by squaring (as XLA expands it): |y| costs log2|y| products."""
-    if y == 0:
-        return apply(Astype, x * 0, dtype=x.dtype) + 1
-    result, base, n = None, x, abs(int(y))
-    while n:
-        if n & 1:
-            result = base if result is None else apply(Mul, result, base)
-        n >>= 1
-        if n:
-            base = apply(Square, base)
-    return result if y > 0 else apply(Div, jnp.ones((), x.dtype), result)
+    which = which if _is_disk(which) else jnp.asarray(which)
+    if which.dtype == np.bool_:
+        if len(cases) != 2:
+            raise TypeError(
+                f"jax.lax.select_n with a bool predicate takes 2 cases, not {len(cases)}"
+            )
+        return apply(Where, which, cases[1], cases[0])
+    if which.dtype != np.int32:
+        raise TypeError(
+            f"jax.lax.select_n: the predicate must be bool or int32, not {describe(which)}"
+        )
+    result = cases[-1]
+    for k in range(len(cases) - 2, -1, -1):
+        result = apply(Where, which == k, cases[k], result)
+    return result

@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import _engine
 from .._dtypes import dtype_code
+from .._jax import compat
 from .._jax.diskarray import DiskArrayTy
 from .._jax.op import Op, Role, describe
 
@@ -58,13 +59,15 @@ def _kind(aval) -> str:
 def encode(expr, in_avals, out_shape, out_dtype, reduction: str = "none", outputs=None) -> dict:
     """The fields of the engine's elementwise kernels for `expr` (ElementwiseParams in
     src/engine/kernels/ops.cpp): the output shape, each in-memory operand's dtype and shape,
-    and the program. DiskArray operands are the first registers, in-memory arrays the next,
-    scalars after them, then one register per instruction. `outputs` lists the instructions
+    each scalar's dtype, and the program. DiskArray operands are the first registers,
+    in-memory arrays the next, scalars after them, then one register per instruction (the
+    engine gives each the dtype its instruction yields). `outputs` lists the instructions
     whose results are stored (default: the last one)."""
     kinds = [_kind(a) for a in in_avals]
     order = [i for k in ("disk", "memory", "scalar") for i, kind in enumerate(kinds) if kind == k]
     register = {operand: r for r, operand in enumerate(order)}
     memory = [in_avals[i] for i in order if kinds[i] == "memory"]
+    scalars = [in_avals[i] for i in order if kinds[i] == "scalar"]
     base = len(in_avals)
     outputs = (len(expr) - 1,) if outputs is None else tuple(outputs)
     fields = {"op": [], "dst": [], "a": [], "b": [], "c": []}
@@ -77,6 +80,7 @@ def encode(expr, in_avals, out_shape, out_dtype, reduction: str = "none", output
         "memory_dtypes": tuple(dtype_code(a.dtype) for a in memory),
         "memory_ranks": tuple(len(a.shape) for a in memory),
         "memory_dims": tuple(d for a in memory for d in a.shape),
+        "scalar_dtypes": tuple(dtype_code(a.dtype) for a in scalars),
         "n_regs": base + len(expr),
         "out_dtype": dtype_code(out_dtype),
         "reduction": REDUCTIONS[reduction],
@@ -106,17 +110,59 @@ def operand_shape(
     return broadcast_shape(name, arrays), arrays
 
 
-def common_dtype(name: str, disks) -> np.dtype:
-    """The one dtype of the DiskArray operands; booleans promote to it, as in jnp."""
-    numeric = [a for a in disks if a.dtype != np.bool_]
-    disks = numeric or disks
-    for a in disks[1:]:
-        if a.dtype != disks[0].dtype:
+def common_dtype(name: str, operands) -> np.dtype:
+    """The one dtype of an elementwise primitive's operands (jax.lax's rule: jax.numpy has
+    promoted them before binding it); TypeError naming both where two differ. A 0-d
+    in-memory operand of the dtype JAX holds in place of a DiskArray's (float32 for float64
+    without jax_enable_x64) counts as that DiskArray's dtype."""
+    disks = [a for a in operands if isinstance(a, DiskArrayTy)]
+    first = (disks or list(operands))[0]
+    for a in operands:
+        if a.dtype != first.dtype and not _stands_for(a, first.dtype):
             raise TypeError(
-                f"jask.{name}: dtypes differ: {describe(disks[0])} and {describe(a)}; "
-                f"convert one of them with .astype first"
+                f"jask.{name}: operands of one dtype needed (jax.lax's rule), got "
+                f"{describe(first)} and {describe(a)}; convert one of them with .astype first"
             )
-    return disks[0].dtype
+    return np.dtype(first.dtype)
+
+
+def _stands_for(aval, dtype) -> bool:
+    """Whether `aval` is a scalar JAX gives in place of one of `dtype`."""
+    return (
+        not isinstance(aval, DiskArrayTy)
+        and aval.shape == ()
+        and np.dtype(aval.dtype) == np.dtype(jax.dtypes.canonicalize_dtype(dtype))
+    )
+
+
+def exact_operands(in_avals, dtype) -> tuple:
+    """`in_avals` with the scalars that stand for `dtype` (see common_dtype) given it, so the
+    engine reads them as `dtype`."""
+    return tuple(
+        compat.ShapedArray((), dtype)
+        if _stands_for(a, dtype) and np.dtype(a.dtype) != np.dtype(dtype)
+        else a
+        for a in in_avals
+    )
+
+
+# The dtypes an elementwise op accepts, by the name an op states (`Elementwise.accepts`).
+ACCEPTS = {
+    "float": ("float32", "float64", "float16", "bfloat16"),
+    "number": ("float32", "float64", "float16", "bfloat16", "int32"),
+    "integer": ("int32", "bool"),
+    "int": ("int32",),
+    "any": ("float32", "float64", "float16", "bfloat16", "int32", "bool"),
+}
+
+
+def check_accepts(name: str, primitive: str, accepts: str, aval) -> None:
+    """TypeError, as jax.lax gives it, for an operand dtype the primitive does not take."""
+    if np.dtype(aval.dtype).name not in ACCEPTS[accepts]:
+        raise TypeError(
+            f"jask.{name}: jax.lax.{primitive} does not accept {describe(aval)}; it takes "
+            f"{', '.join(ACCEPTS[accepts])}"
+        )
 
 
 def scalar_like(s, x):
@@ -126,17 +172,38 @@ def scalar_like(s, x):
 
 class Elementwise(Op):
     """Base of ops that are one engine instruction; subclasses set `instr` and declare their
-    derivative (ops declared by slopes subclass `_pointwise.Unary` or `_pointwise.Binary`)."""
+    derivative (ops declared by slopes subclass `_pointwise.Unary` or `_pointwise.Binary`).
+    Operands follow jax.lax's rules: one dtype (`accepts` names which), and NumPy
+    broadcasting of size-1 and 0-d operands."""
 
     kernel = "map"
     role = Role.ELEMENTWISE
     instr: ClassVar[str]
     bool_result: ClassVar[bool] = False
+    accepts: ClassVar[str] = "number"
+    """The operand dtypes, a key of ACCEPTS."""
+    same_dtype: ClassVar[tuple[int, ...] | None] = None
+    """The operands that share one dtype (None: all; where's condition does not)."""
+
+    def __init__(self, *in_avals, **params):
+        shared = range(len(in_avals)) if self.same_dtype is None else self.same_dtype
+        disks = [in_avals[i] for i in shared if isinstance(in_avals[i], DiskArrayTy)]
+        if disks:
+            exact = exact_operands([in_avals[i] for i in shared], disks[0].dtype)
+            in_avals = list(in_avals)
+            for i, aval in zip(shared, exact):
+                in_avals[i] = aval
+        super().__init__(*in_avals, **params)
 
     def out_type(self, *operands):
-        shape, disks = operand_shape(self.name, operands)
-        dtype = np.dtype(np.bool_) if self.bool_result else common_dtype(self.name, disks)
-        return DiskArrayTy(shape, dtype)
+        shape, _ = operand_shape(self.name, operands)
+        dtype = common_dtype(self.name, operands)
+        check_accepts(self.name, self.lax_name(), self.accepts, DiskArrayTy(shape, dtype))
+        return DiskArrayTy(shape, np.dtype(np.bool_) if self.bool_result else dtype)
+
+    @classmethod
+    def lax_name(cls) -> str:
+        return cls.primitives[0] if cls.primitives else cls.name
 
     def expr(self) -> tuple:
         return single_instruction(self.instr, len(self.in_avals))

@@ -11,6 +11,7 @@ from .tanh import Tanh
 class Log1p(Unary):
     name, instr = "log1p", "log1p"
     numpy_names = ("jnp.log1p",)
+    accepts = "float"
     primitives = ("log1p",)
 
     def slope(self, x, out):
@@ -20,6 +21,7 @@ class Log1p(Unary):
 class Expm1(Unary):
     name, instr = "expm1", "expm1"
     numpy_names = ("jnp.expm1",)
+    accepts = "float"
     primitives = ("expm1",)
 
     def slope(self, x, out):
@@ -29,6 +31,7 @@ class Expm1(Unary):
 class Sigmoid(Unary):
     name, instr = "sigmoid", "sigmoid"
     numpy_names = ("nn.sigmoid",)
+    accepts = "float"
     primitives = ("logistic",)
 
     def slope(self, x, out):
@@ -49,6 +52,7 @@ class Softplus(Unary):
     """log(1 + exp(x)), computed stably; its derivative is sigmoid(x)."""
 
     name, instr = "softplus", "softplus"
+    accepts = "float"
     numpy_names = ("nn.softplus",)
 
     def slope(self, x, out):
@@ -70,6 +74,7 @@ class Gelu(Pointwise):  # jask.gelu takes `approximate`: its function is written
     """jax.nn.gelu with approximate=True (its default)."""
 
     name, instr = "gelu", "gelu"
+    accepts = "float"
 
     def slope(self, x, out):
         return _gelu_slope(x)

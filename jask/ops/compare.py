@@ -5,6 +5,7 @@ from ._pointwise import Binary
 
 class Compare(Binary):
     bool_result = True
+    accepts = "any"
     zero_derivative = True
 
 

@@ -1,5 +1,7 @@
 """e ** x, elementwise."""
 
+import math
+
 from ._pointwise import Unary
 
 
@@ -7,7 +9,19 @@ class Exp(Unary):
     name = "exp"
     instr = "exp"
     numpy_names = ("jnp.exp", "lax.exp")
+    accepts = "float"
     primitives = ("exp",)
 
     def slope(self, x, out):
         return out
+
+
+class Exp2(Unary):
+    """2 ** x, elementwise."""
+
+    name = instr = "exp2"
+    accepts = "float"
+    primitives = ("exp2",)
+
+    def slope(self, x, out):
+        return out * math.log(2.0)

@@ -7,6 +7,7 @@ class Log(Unary):
     name = "log"
     instr = "log"
     numpy_names = ("jnp.log", "lax.log")
+    accepts = "float"
     primitives = ("log",)
 
     def slope(self, x, out):

@@ -12,6 +12,7 @@ class Maximum(Binary):
     name = "maximum"
     instr = "max"
     numpy_names = ("jnp.maximum", "lax.max")
+    accepts = "any"
     primitives = ("max",)
 
     def slopes(self, x, y, out):
@@ -23,6 +24,7 @@ class Minimum(Binary):
     name = "minimum"
     instr = "min"
     numpy_names = ("jnp.minimum", "lax.min")
+    accepts = "any"
     primitives = ("min",)
 
     def slopes(self, x, y, out):

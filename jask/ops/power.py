@@ -1,4 +1,8 @@
-"""x ** y, elementwise (y a scalar or a DiskArray of x's shape)."""
+"""x ** y, elementwise (y a scalar or a DiskArray of x's shape): jax.lax.pow, whose exponent
+may also be an integer array (it is then converted to x's dtype, exactly for the powers a
+float represents)."""
+
+import numpy as np
 
 from .._jax.op import apply
 from ._pointwise import Binary
@@ -9,7 +13,14 @@ class Pow(Binary):
     name = "power"
     instr = "pow"
     numpy_names = ("jnp.power", "jnp.pow", "lax.pow")
+    accepts = "float"
     primitives = ("pow",)
+
+    @classmethod
+    def from_primitive(cls, x, y):
+        if np.dtype(y.dtype).kind in "iu" and np.dtype(x.dtype).kind == "f":
+            y = y.astype(x.dtype)
+        return apply(cls, x, y)
 
     def slopes(self, x, y, out):
         return (lambda: y * apply(Pow, x, y - 1.0)), (lambda: out * apply(Log, x))

@@ -7,6 +7,7 @@ class Rsqrt(Unary):
     name = "rsqrt"
     instr = "rsqrt"
     numpy_names = ("lax.rsqrt",)
+    accepts = "float"
     primitives = ("rsqrt",)
 
     def slope(self, x, out):

@@ -7,6 +7,7 @@ class Tanh(Unary):
     name = "tanh"
     instr = "tanh"
     numpy_names = ("jnp.tanh", "lax.tanh")
+    accepts = "float"
     primitives = ("tanh",)
 
     def slope(self, x, out):

@@ -1,10 +1,10 @@
-"""where(cond, x, y): x where cond is true, else y; each a DiskArray of one shape or a scalar."""
+"""where(cond, x, y): x where cond is true, else y (jax.lax.select_n with two cases: cond a
+bool or int32 DiskArray or scalar, the branches of one dtype, all broadcasting)."""
 
-import jax
 import numpy as np
 
 from .._jax.diskarray import DiskArrayTy
-from .._jax.op import apply
+from .._jax.op import apply, describe
 from ._elementwise import Elementwise, common_dtype, operand_shape, scalar_like
 from .reduce import reduce_to
 
@@ -13,16 +13,15 @@ class Where(Elementwise):
     name = "where"
     instr = "select"
     linear = (1, 2)  # in the branches; the condition has no derivative
+    same_dtype = (1, 2)
 
     def out_type(self, cond, x, y):
         shape, _ = operand_shape(self.name, (cond, x, y))
-        branches = [a for a in (x, y) if isinstance(a, DiskArrayTy)]
-        dtype = (
-            common_dtype(self.name, branches)
-            if branches
-            else np.dtype(jax.dtypes.canonicalize_dtype(x.dtype))
-        )
-        return DiskArrayTy(shape, dtype)
+        if np.dtype(cond.dtype) not in (np.dtype(np.bool_), np.dtype(np.int32)):
+            raise TypeError(
+                f"jask.where: the condition must be bool or int32, not {describe(cond)}"
+            )
+        return DiskArrayTy(shape, common_dtype(self.name, (x, y)))
 
     def transpose_rule(self, ct, cond, x, y, *, needs):
         return (

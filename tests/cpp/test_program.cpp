@@ -7,6 +7,7 @@
 // budgets of a few KiB, with broadcast and in-memory operands.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -39,8 +40,9 @@ using test::test_values;
 
 const std::vector<DType> kAllDTypes = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32};
 
-// `v` as the engine stores it in `dt`: float16/bfloat16 through float (their
-// compute type), int32 truncated toward zero and wrapped, non-finite int32 as 0.
+// `v` as the engine stores it in `dt`, converted as XLA converts:
+// float16/bfloat16 through float (their compute type), int32 truncated toward
+// zero and saturated (NaN gives 0), bool as v != 0.
 double stored(DType dt, double v) {
   switch (dt) {
     case DType::f32: return static_cast<float>(v);
@@ -48,9 +50,8 @@ double stored(DType dt, double v) {
     case DType::f16: return f16_to_f32(f32_to_f16(static_cast<float>(v)));
     case DType::bf16: return bf16_to_f32(f32_to_bf16(static_cast<float>(v)));
     case DType::i32:
-      if (!std::isfinite(v)) return 0;
-      return static_cast<int32_t>(
-          static_cast<uint32_t>(static_cast<uint64_t>(static_cast<int64_t>(v))));
+      if (std::isnan(v)) return 0;
+      return std::clamp(std::trunc(v), -2147483648.0, 2147483647.0);
     case DType::b8: return v != 0;
   }
   return 0;
@@ -64,7 +65,7 @@ double tolerance(DType dt) {
     case DType::f64: return 1e-13;
     case DType::f16: return 2e-3;
     case DType::bf16: return 1.6e-2;
-    default: return 0;  // int32 and bool: computed in double, then truncated
+    default: return 0;  // int32 and bool: exact
   }
 }
 
@@ -106,58 +107,161 @@ Program one_instruction(Opcode op, int n_inputs, DType out_dtype) {
                  {Instr{op, dst, 0, std::min(1, n_inputs - 1), std::min(2, n_inputs - 1)}}};
 }
 
-// --- every instruction on every dtype ---
+// --- every instruction on every dtype it takes ---
+
+// The operand dtypes an instruction takes, as jax.lax's primitive does.
+enum Takes : uint8_t { kF = 1, kI = 2, kB = 4, kNum = kF | kI, kInts = kI | kB, kAll = 7 };
+
+using Ref = std::function<double(double, double, double)>;
 
 struct InstrCase {
   const char* name;
   bool exact;  // exact in double for whole and half test values (then rounded once on store)
-  std::function<double(double, double, double)> ref;
+  Ref ref;
+  uint8_t takes = kNum;
+  Ref int_ref = nullptr;   // int32 and bool, where it differs from ref
+  bool predicate = false;  // the first operand is a bool condition (select)
+  double rel = 0;          // the reference's own error, where above the dtype's tolerance
 };
 
 const double kGeluK = std::sqrt(2.0 / M_PI);
+const double kNan = std::numeric_limits<double>::quiet_NaN();
+
+double wrap32(double v) {
+  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(v)));
+}
+
+// The special functions, from their definitions (slowly, to full double precision).
+double digamma_ref(double x) {
+  if (x <= 0 && x == std::floor(x)) return kNan;
+  if (x < 0) return digamma_ref(1 - x) - M_PI / std::tan(M_PI * x);
+  double h = 1e-5;  // central difference of lgamma, then Richardson extrapolation
+  auto d = [&](double step) {
+    return (std::lgamma(x + step) - std::lgamma(x - step)) / (2 * step);
+  };
+  return (4 * d(h / 2) - d(h)) / 3;
+}
+double erf_inv_ref(double y) {
+  if (std::abs(y) > 1) return kNan;
+  if (std::abs(y) == 1) return std::copysign(INFINITY, y);
+  double lo = -6, hi = 6;  // bisection
+  for (int i = 0; i < 200; ++i) {
+    const double mid = (lo + hi) / 2;
+    (std::erf(mid) < y ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
+}
 
 const std::vector<InstrCase> kInstrCases = {
-    {"copy", true, [](double a, double, double) { return a; }},
+    {"copy", true, [](double a, double, double) { return a; }, kAll},
     {"neg", true, [](double a, double, double) { return -a; }},
     {"square", true, [](double a, double, double) { return a * a; }},
-    {"sqrt", false, [](double a, double, double) { return std::sqrt(a); }},
-    {"rsqrt", false, [](double a, double, double) { return 1.0 / std::sqrt(a); }},
+    {"sqrt", false, [](double a, double, double) { return std::sqrt(a); }, kF},
+    {"rsqrt", false, [](double a, double, double) { return 1.0 / std::sqrt(a); }, kF},
+    {"cbrt", false, [](double a, double, double) { return std::cbrt(a); }, kF},
     {"abs", true, [](double a, double, double) { return std::abs(a); }},
     {"sign", true, [](double a, double, double) { return a > 0   ? 1.0
                                                          : a < 0 ? -1.0
                                                                  : a; }},
-    {"exp", false, [](double a, double, double) { return std::exp(a); }},
-    {"log", false, [](double a, double, double) { return std::log(a); }},
-    {"log1p", false, [](double a, double, double) { return std::log1p(a); }},
-    {"expm1", false, [](double a, double, double) { return std::expm1(a); }},
-    {"tanh", false, [](double a, double, double) { return std::tanh(a); }},
-    {"sigmoid", false, [](double a, double, double) { return 1.0 / (1.0 + std::exp(-a)); }},
+    {"exp", false, [](double a, double, double) { return std::exp(a); }, kF},
+    {"exp2", false, [](double a, double, double) { return std::exp2(a); }, kF},
+    {"log", false, [](double a, double, double) { return std::log(a); }, kF},
+    {"log1p", false, [](double a, double, double) { return std::log1p(a); }, kF},
+    {"expm1", false, [](double a, double, double) { return std::expm1(a); }, kF},
+    {"tanh", false, [](double a, double, double) { return std::tanh(a); }, kF},
+    {"sigmoid", false, [](double a, double, double) { return 1.0 / (1.0 + std::exp(-a)); }, kF},
     {"relu", true, [](double a, double, double) { return a > 0 ? a : 0.0; }},
-    {"softplus", false, [](double a, double, double) { return std::log(1.0 + std::exp(a)); }},
+    {"softplus", false, [](double a, double, double) { return std::log(1.0 + std::exp(a)); },
+     kF},
     {"gelu", false,
      [](double a, double, double) {
        return 0.5 * a * (1.0 + std::tanh(kGeluK * (a + 0.044715 * a * a * a)));
-     }},
-    {"reciprocal", false, [](double a, double, double) { return 1.0 / a; }},
-    {"not", true, [](double a, double, double) { return a == 0 ? 1.0 : 0.0; }},
-    {"sin", false, [](double a, double, double) { return std::sin(a); }},
-    {"cos", false, [](double a, double, double) { return std::cos(a); }},
+     },
+     kF},
+    {"reciprocal", false, [](double a, double, double) { return 1.0 / a; }, kF},
+    {"sin", false, [](double a, double, double) { return std::sin(a); }, kF},
+    {"cos", false, [](double a, double, double) { return std::cos(a); }, kF},
+    {"tan", false, [](double a, double, double) { return std::tan(a); }, kF},
+    {"asin", false, [](double a, double, double) { return std::asin(a); }, kF},
+    {"acos", false, [](double a, double, double) { return std::acos(a); }, kF},
+    {"atan", false, [](double a, double, double) { return std::atan(a); }, kF},
+    {"sinh", false, [](double a, double, double) { return std::sinh(a); }, kF},
+    {"cosh", false, [](double a, double, double) { return std::cosh(a); }, kF},
+    {"asinh", false, [](double a, double, double) { return std::asinh(a); }, kF},
+    {"acosh", false, [](double a, double, double) { return std::acosh(a); }, kF},
+    {"atanh", false, [](double a, double, double) { return std::atanh(a); }, kF},
+    {"erf", false, [](double a, double, double) { return std::erf(a); }, kF},
+    {"erfc", false, [](double a, double, double) { return std::erfc(a); }, kF},
+    {"erf_inv", false, [](double a, double, double) { return erf_inv_ref(a); }, kF},
+    {"lgamma", false, [](double a, double, double) { return std::lgamma(a); }, kF},
+    {"digamma", false, [](double a, double, double) { return digamma_ref(a); }, kF, nullptr,
+     false, 1e-9},
+    {"trigamma", false,
+     [](double a, double, double) {
+       if (a <= 0 && a == std::floor(a)) return double(INFINITY);
+       const double h = 1e-4;
+       return (digamma_ref(a + h) - digamma_ref(a - h)) / (2 * h);
+     },
+     kF, nullptr, false, 1e-5},
+    {"floor", true, [](double a, double, double) { return std::floor(a); }, kF},
+    {"ceil", true, [](double a, double, double) { return std::ceil(a); }, kF},
+    {"round", true, [](double a, double, double) { return std::round(a); }, kF},
+    {"round_even", true, [](double a, double, double) { return std::nearbyint(a); }, kF},
+    {"is_finite", true, [](double a, double, double) { return double(std::isfinite(a)); }, kF},
+    {"not", true, [](double a, double, double) { return double(~static_cast<int32_t>(a)); },
+     kInts},
+    {"convert_float32", true, [](double a, double, double) { return stored(DType::f32, a); },
+     kAll},
+    {"convert_float64", true, [](double a, double, double) { return a; }, kAll},
+    {"convert_float16", true, [](double a, double, double) { return stored(DType::f16, a); },
+     kAll},
+    {"convert_bfloat16", true, [](double a, double, double) { return stored(DType::bf16, a); },
+     kAll},
+    {"convert_int32", true, [](double a, double, double) { return stored(DType::i32, a); },
+     kAll},
+    {"convert_bool", true, [](double a, double, double) { return double(a != 0); }, kAll},
     {"add", true, [](double a, double b, double) { return a + b; }},
     {"sub", true, [](double a, double b, double) { return a - b; }},
     {"mul", true, [](double a, double b, double) { return a * b; }},
-    {"div", false, [](double a, double b, double) { return a / b; }},
-    {"max", true, [](double a, double b, double) { return std::max(a, b); }},
-    {"min", true, [](double a, double b, double) { return std::min(a, b); }},
-    {"pow", false, [](double a, double b, double) { return std::pow(a, b); }},
-    {"lt", true, [](double a, double b, double) { return double(a < b); }},
-    {"le", true, [](double a, double b, double) { return double(a <= b); }},
-    {"gt", true, [](double a, double b, double) { return double(a > b); }},
-    {"ge", true, [](double a, double b, double) { return double(a >= b); }},
-    {"eq", true, [](double a, double b, double) { return double(a == b); }},
-    {"ne", true, [](double a, double b, double) { return double(a != b); }},
-    {"and", true, [](double a, double b, double) { return double(a != 0 && b != 0); }},
-    {"or", true, [](double a, double b, double) { return double(a != 0 || b != 0); }},
-    {"select", true, [](double a, double b, double c) { return a != 0 ? b : c; }},
+    {"div", false, [](double a, double b, double) { return a / b; }, kNum,
+     [](double a, double b, double) { return b == 0 ? -1.0 : std::trunc(a / b); }},
+    {"rem", false, [](double a, double b, double) { return std::fmod(a, b); }, kNum,
+     [](double a, double b, double) { return b == 0 ? a : std::fmod(a, b); }},
+    {"max", true, [](double a, double b, double) { return std::max(a, b); }, kAll},
+    {"min", true, [](double a, double b, double) { return std::min(a, b); }, kAll},
+    {"pow", false, [](double a, double b, double) { return std::pow(a, b); }, kF},
+    {"atan2", false, [](double a, double b, double) { return std::atan2(a, b); }, kF},
+    {"nextafter", true, [](double a, double b, double) { return std::nextafter(a, b); }, kF},
+    {"lt", true, [](double a, double b, double) { return double(a < b); }, kAll},
+    {"le", true, [](double a, double b, double) { return double(a <= b); }, kAll},
+    {"gt", true, [](double a, double b, double) { return double(a > b); }, kAll},
+    {"ge", true, [](double a, double b, double) { return double(a >= b); }, kAll},
+    {"eq", true, [](double a, double b, double) { return double(a == b); }, kAll},
+    {"ne", true, [](double a, double b, double) { return double(a != b); }, kAll},
+    {"and", true,
+     [](double a, double b, double) { return double(int32_t(a) & int32_t(b)); }, kInts},
+    {"or", true, [](double a, double b, double) { return double(int32_t(a) | int32_t(b)); },
+     kInts},
+    {"xor", true,
+     [](double a, double b, double) { return double(int32_t(a) ^ int32_t(b)); }, kInts},
+    {"shift_left", true,
+     [](double a, double b, double) {
+       return uint32_t(int32_t(b)) >= 32 ? 0.0 : wrap32(double(uint32_t(int32_t(a)) << uint32_t(int32_t(b))));
+     },
+     kI},
+    {"shift_right_logical", true,
+     [](double a, double b, double) {
+       return uint32_t(int32_t(b)) >= 32 ? 0.0 : double(int32_t(uint32_t(int32_t(a)) >> uint32_t(int32_t(b))));
+     },
+     kI},
+    {"shift_right_arithmetic", true,
+     [](double a, double b, double) {
+       return uint32_t(int32_t(b)) >= 32 ? (a < 0 ? -1.0 : 0.0) : double(int32_t(a) >> int32_t(b));
+     },
+     kI},
+    {"select", true, [](double a, double b, double c) { return a != 0 ? b : c; }, kAll, nullptr,
+     true},
+    {"clamp", true, [](double a, double b, double c) { return std::min(std::max(b, a), c); }},
 };
 
 TEST(Program, EveryOpcodeHasAReferenceInThisTest) {
@@ -170,28 +274,123 @@ TEST(Program, EveryOpcodeHasAReferenceInThisTest) {
   EXPECT_THROW(opcode_from_name("frobnicate"), ValueError);
 }
 
+uint8_t category(DType dt) { return dt == DType::i32 ? kI : dt == DType::b8 ? kB : kF; }
+
 TEST(Program, EveryInstructionOnEveryDtypeMatchesADoubleReference) {
   // Over two chunks of registers (1024 elements each) and a ragged end.
   const int64_t n = 2500;
-  for (DType dt : kAllDTypes) {
+  for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::b8}) {
     // Whole numbers give zeros, ties and special values (log 0, 1/0, sqrt of
     // negatives); halves give fractions. Both are exact in every float dtype.
-    for (double offset :
-         dt == DType::i32 ? std::vector<double>{0.0} : std::vector<double>{0.0, 0.5}) {
+    const bool whole = dt == DType::i32 || dt == DType::b8;
+    for (double offset : whole ? std::vector<double>{0.0} : std::vector<double>{0.0, 0.5}) {
       std::vector<double> a = test_values(n, 1, 6, offset), b = test_values(n, 2, 6, offset),
                           c = test_values(n, 3, 6, offset);
+      if (dt == DType::b8) {
+        for (auto* v : {&a, &b, &c})
+          for (double& x : *v) x = x != 0;
+      }
       for (const InstrCase& ic : kInstrCases) {
+        if (!(ic.takes & category(dt))) continue;
+        // a double reference steps in double: the other dtypes are checked below
+        if (std::string(ic.name) == "nextafter" && dt != DType::f64) continue;
+        const DType first = ic.predicate ? DType::b8 : dt;
+        // results stored as the inputs' dtype (a conversion's as its own, then as dt)
         Program program = one_instruction(opcode_from_name(ic.name), 3, dt);
-        std::vector<double> got = run_in_memory(program, {dt, dt, dt}, {a, b, c}, {}, n)[0];
-        const double rel = ic.exact ? 0.0 : tolerance(dt);
+        std::vector<double> pa = a;
+        if (ic.predicate)
+          for (double& x : pa) x = x != 0;
+        std::vector<double> got = run_in_memory(program, {first, dt, dt}, {pa, b, c}, {}, n)[0];
+        const double rel = ic.exact ? 0.0 : std::max(ic.rel, tolerance(dt));
+        const Ref& ref = whole && ic.int_ref ? ic.int_ref : ic.ref;
         for (int64_t i = 0; i < n; ++i) {
-          const double want = stored(dt, ic.ref(a[i], b[i], c[i]));
+          double want = ref(pa[i], b[i], c[i]);
+          if (dt == DType::b8 && std::string(ic.name) == "not") want = pa[i] == 0;
+          want = stored(dt, want);
           ASSERT_TRUE(matches(got[i], want, rel))
-              << ic.name << " on " << dtype_name(dt) << "(" << a[i] << ", " << b[i] << ", " << c[i]
+              << ic.name << " on " << dtype_name(dt) << "(" << pa[i] << ", " << b[i] << ", " << c[i]
               << "), element " << i << ": got " << got[i] << ", want " << want;
         }
       }
     }
+  }
+}
+
+TEST(Program, InstructionsRefuseOperandsJaxLaxRefuses) {
+  auto rejects = [](Opcode op, std::vector<DType> dtypes, const std::string& why) {
+    Program program = one_instruction(op, static_cast<int>(dtypes.size()), DType::f32);
+    try {
+      ProgramRunner runner(program, dtypes, {});
+      ADD_FAILURE() << "accepted: " << why;
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find(opcode_name(op)), std::string::npos) << e.what();
+    }
+  };
+  rejects(Opcode::kSin, {DType::i32}, "sin of int32");
+  rejects(Opcode::kAdd, {DType::f32, DType::f64}, "add of float32 and float64");
+  rejects(Opcode::kAdd, {DType::b8, DType::b8}, "add of bools");
+  rejects(Opcode::kShiftLeft, {DType::f32, DType::f32}, "a float shift");
+  rejects(Opcode::kAnd, {DType::f32, DType::f32}, "a float and");
+  rejects(Opcode::kSelect, {DType::f32, DType::f32, DType::f32}, "a float predicate");
+  rejects(Opcode::kSelect, {DType::b8, DType::f32, DType::i32}, "branches that differ");
+}
+
+TEST(Program, Int32DivisionAndRemainderAsXla) {
+  const double big = std::numeric_limits<int32_t>::max(),
+               small = std::numeric_limits<int32_t>::min();
+  std::vector<double> a = {7, -7, 7, -7, 5, small, small, big, 0},
+                      b = {2, 2, -2, -2, 0, -1, 0, -1, 0};
+  auto run = [&](Opcode op) {
+    return run_in_memory(one_instruction(op, 2, DType::i32), {DType::i32, DType::i32}, {a, b}, {},
+                         static_cast<int64_t>(a.size()))[0];
+  };
+  EXPECT_EQ(run(Opcode::kDiv), (std::vector<double>{3, -3, -3, 3, -1, small, -1, -big, -1}));
+  EXPECT_EQ(run(Opcode::kRem), (std::vector<double>{1, -1, 1, -1, 5, 0, small, 0, 0}));
+}
+
+TEST(Program, FloatToInt32ConversionsSaturateAndNanGivesZero) {
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> x = {kNan, inf, -inf, 3e9, -3e9, 2.7, -2.7, 2147483520.0};
+  for (DType dt : {DType::f32, DType::f64}) {
+    std::vector<double> got = run_in_memory(one_instruction(Opcode::kToI32, 1, DType::i32), {dt},
+                                            {x}, {}, static_cast<int64_t>(x.size()))[0];
+    EXPECT_EQ(got, (std::vector<double>{0, 2147483647, -2147483648.0, 2147483647, -2147483648.0, 2,
+                                        -2, 2147483520.0}))
+        << dtype_name(dt);
+    // stored straight into int32 storage: the same conversion
+    got = run_in_memory(one_instruction(Opcode::kCopy, 1, DType::i32), {dt}, {x}, {},
+                        static_cast<int64_t>(x.size()))[0];
+    EXPECT_EQ(got[0], 0);
+    EXPECT_EQ(got[1], 2147483647);
+  }
+}
+
+TEST(Program, Float16InstructionsRoundEachResultAsXla) {
+  // (x + 2^-12) + 2^-12 in float16 from 1: each sum rounds back to 1 (a
+  // float16 has 10 fraction bits), while float would keep 1 + 2^-11.
+  ProgramBuilder b{.n_operands = 2, .out_dtype = DType::f16};
+  const int32_t t = b.add(Opcode::kAdd, 0, 1);
+  b.add(Opcode::kAdd, t, 1);
+  ProgramCode code = b.program();
+  code.scalar_dtypes = {static_cast<int64_t>(DType::f16)};
+  Program program = Program::build(code, 1, 1);
+  std::vector<double> got =
+      run_in_memory(program, {DType::f16}, {{1.0, 2.0}}, {std::ldexp(1.0, -12)}, 2)[0];
+  EXPECT_EQ(got, (std::vector<double>{1.0, 2.0}));
+}
+
+TEST(Program, NextafterStepsInTheOperandsDtype) {
+  std::vector<double> x = {1.0, 1.0, 0.0, -0.0}, y = {2.0, 0.0, 1.0, -1.0};
+  for (DType dt : {DType::f16, DType::bf16, DType::f32}) {
+    std::vector<double> got =
+        run_in_memory(one_instruction(Opcode::kNextafter, 2, dt), {dt, dt}, {x, y}, {}, 4)[0];
+    const double ulp = dt == DType::f16    ? std::ldexp(1.0, -10)
+                       : dt == DType::bf16 ? std::ldexp(1.0, -7)
+                                           : std::ldexp(1.0, -23);
+    EXPECT_EQ(got[0], 1.0 + ulp) << dtype_name(dt);
+    EXPECT_EQ(got[1], 1.0 - ulp / 2) << dtype_name(dt);
+    EXPECT_GT(got[2], 0) << dtype_name(dt);
+    EXPECT_LT(got[3], 0) << dtype_name(dt);
   }
 }
 
@@ -232,27 +431,30 @@ TEST(Program, ScalarOperandsReachEveryElement) {
 }
 
 TEST(Program, ResultsRoundOnceToTheStorageDtype) {
-  // 1/3 is exact in no float type: the result is the product in the compute
-  // type (float), rounded once to float16.
+  // 1/3 in a float16 register is float16's 1/3; the product of two float16
+  // values is computed in float and rounded once to float16.
   Program scale{2 + 1, DType::f16, Reduction::kNone, 2, {Instr{Opcode::kMul, 2, 0, 1, 0}}};
   std::vector<double> got = run_in_memory(scale, {DType::f16}, {{1, 2, 3}}, {1.0 / 3.0}, 3)[0];
+  const float third = f16_to_f32(f32_to_f16(static_cast<float>(1.0 / 3.0)));
   for (int i = 0; i < 3; ++i) {
-    float expected =
-        f16_to_f32(f32_to_f16(static_cast<float>(1.0 + i) * static_cast<float>(1.0 / 3.0)));
+    float expected = f16_to_f32(f32_to_f16(static_cast<float>(1.0 + i) * third));
     EXPECT_EQ(got[i], expected) << i;
   }
 }
 
-TEST(Program, RegistersKeepTheComputeTypeBetweenInstructions) {
-  // (x + 2^-9) - x in bfloat16: 1 + 2^-9 rounds to 1 in bfloat16 but not in
-  // float, so an intermediate stored to bfloat16 would give 0.
-  ProgramBuilder b{.n_operands = 2, .out_dtype = DType::bf16};
-  const int32_t t = b.add(Opcode::kAdd, 0, 1);
-  b.add(Opcode::kSub, t, 0);
-  Program program = Program::build(b.program(), 1, 1);
+TEST(Program, ConversionsInsideAProgramChangeTheRegisterDtype) {
+  // float32(int32 x) * 0.5, then int32 again, then == x: one pass over three dtypes.
+  ProgramBuilder b{.n_operands = 2, .out_dtype = DType::b8};
+  const int32_t f = b.add(Opcode::kToF32, 0), half = b.add(Opcode::kMul, f, 1),
+                back = b.add(Opcode::kToI32, half);
+  b.add(Opcode::kEq, back, 0);
+  ProgramCode code = b.program();
+  code.scalar_dtypes = {static_cast<int64_t>(DType::f32)};
+  Program program = Program::build(code, 1, 1);
   std::vector<double> got =
-      run_in_memory(program, {DType::bf16}, {{1.0, 1.0}}, {std::ldexp(1.0, -9)}, 2)[0];
-  EXPECT_EQ(got, (std::vector<double>{std::ldexp(1.0, -9), std::ldexp(1.0, -9)}));
+      run_in_memory(program, {DType::i32}, {{0, 1, 2, -3, 16777217}}, {1.0}, 5)[0];
+  // 16777217 is not a float32: it comes back as 16777216
+  EXPECT_EQ(got, (std::vector<double>{1, 1, 1, 1, 0}));
 }
 
 TEST(Program, Int32ArithmeticWrapsAround) {
@@ -265,7 +467,7 @@ TEST(Program, Int32ArithmeticWrapsAround) {
     return run_in_memory(one_instruction(op, 2, DType::i32), {DType::i32, DType::i32}, {a, b}, {},
                          7)[0];
   };
-  auto wrap = [](double v) { return stored(DType::i32, v); };
+  auto wrap = [](double v) { return wrap32(v); };
   std::vector<double> sum = run(Opcode::kAdd), diff = run(Opcode::kSub), prod = run(Opcode::kMul);
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(sum[i], wrap(a[i] + b[i])) << i;
@@ -299,8 +501,10 @@ TEST(Program, ComparisonsAndLogicStoreBooleans) {
 }
 
 TEST(Program, OperandsOfDifferentDtypesAreLoadedEachInItsOwn) {
-  // int32 + float16 into float64: registers widen to double for all.
-  Program add = one_instruction(Opcode::kAdd, 2, DType::f64);
+  // float64(int32) + float64(float16), stored as float64.
+  ProgramBuilder b{.n_operands = 2, .out_dtype = DType::f64};
+  b.add(Opcode::kAdd, b.add(Opcode::kToF64, 0), b.add(Opcode::kToF64, 1));
+  Program add = Program::build(b.program(), 2, 0);
   std::vector<double> got =
       run_in_memory(add, {DType::i32, DType::f16}, {{100000, -3}, {0.5, 0.25}}, {}, 2)[0];
   EXPECT_EQ(got, (std::vector<double>{100000.5, -2.75}));
@@ -859,11 +1063,13 @@ TEST(Programs, InMemoryOperandsAreReadInPlace) {
   const std::vector<MemoryOperand> buffers = {{bias.data(), bias.size() * 4},
                                               {full.data(), full.size() * 8},
                                               {column.data(), column.size() * 4}};
-  // Registers: x, bias, full, column, then the scalar s. ((x * bias + full) - column) * s.
+  // Registers: x, bias, full, column, then the scalar s. ((x * bias + float32(full)) - column) * s.
   ProgramBuilder b{.out_shape = shape,
                    .n_operands = 5,
                    .memory = {{DType::f32, {61}}, {DType::f64, {97, 61}}, {DType::f32, {97, 1}}}};
-  b.add(Opcode::kMul, b.add(Opcode::kSub, b.add(Opcode::kAdd, b.add(Opcode::kMul, 0, 1), 2), 3), 4);
+  const int32_t full32 = b.add(Opcode::kToF32, 2);
+  b.add(Opcode::kMul,
+        b.add(Opcode::kSub, b.add(Opcode::kAdd, b.add(Opcode::kMul, 0, 1), full32), 3), 4);
   std::vector<double> got = array_values(run_map("dense_layer", {hx}, buffers, {2.0}, b.params()));
   for (int64_t i = 0; i < n; ++i) {
     const double want = ((x[i] * bias[i % 61] + full[i]) - column[i / 61]) * 2.0;

@@ -303,7 +303,8 @@ struct ProgramBuilder {
             {"dst", p.dst},
             {"a", p.a},
             {"b", p.b},
-            {"c", p.c}};
+            {"c", p.c},
+            {"scalar_dtypes", p.scalar_dtypes}};
     std::vector<int64_t> dtypes, ranks, dims;
     for (const auto& [dt, shape] : memory) {
       dtypes.push_back(static_cast<int64_t>(dt));

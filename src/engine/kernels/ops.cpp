@@ -840,7 +840,8 @@ const std::vector<FieldDecl<ProgramCode>>& program_code_fields() {
                                                 field("dst", &P::dst),
                                                 field("a", &P::a),
                                                 field("b", &P::b),
-                                                field("c", &P::c)};
+                                                field("c", &P::c),
+                                                field("scalar_dtypes", &P::scalar_dtypes)};
   return fields;
 }
 

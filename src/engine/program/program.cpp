@@ -3,54 +3,170 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "base/errors.hpp"
+#include "program/special.hpp"
 
 namespace jask {
 namespace {
 
 constexpr int64_t kChunk = 1024;  // elements per register: stays in L1/L2
 
-const std::pair<const char*, Opcode> kOpcodes[] = {
-    {"copy", Opcode::kCopy},
-    {"neg", Opcode::kNeg},
-    {"square", Opcode::kSquare},
-    {"sqrt", Opcode::kSqrt},
-    {"rsqrt", Opcode::kRsqrt},
-    {"abs", Opcode::kAbs},
-    {"sign", Opcode::kSign},
-    {"exp", Opcode::kExp},
-    {"log", Opcode::kLog},
-    {"log1p", Opcode::kLog1p},
-    {"expm1", Opcode::kExpm1},
-    {"tanh", Opcode::kTanh},
-    {"sigmoid", Opcode::kSigmoid},
-    {"relu", Opcode::kRelu},
-    {"softplus", Opcode::kSoftplus},
-    {"gelu", Opcode::kGelu},
-    {"reciprocal", Opcode::kReciprocal},
-    {"not", Opcode::kNot},
-    {"sin", Opcode::kSin},
-    {"cos", Opcode::kCos},
-    {"add", Opcode::kAdd},
-    {"sub", Opcode::kSub},
-    {"mul", Opcode::kMul},
-    {"div", Opcode::kDiv},
-    {"max", Opcode::kMax},
-    {"min", Opcode::kMin},
-    {"pow", Opcode::kPow},
-    {"lt", Opcode::kLt},
-    {"le", Opcode::kLe},
-    {"gt", Opcode::kGt},
-    {"ge", Opcode::kGe},
-    {"eq", Opcode::kEq},
-    {"ne", Opcode::kNe},
-    {"and", Opcode::kAnd},
-    {"or", Opcode::kOr},
-    {"select", Opcode::kSelect},
+// The dtypes an instruction accepts for its operands (jax.lax's rules).
+constexpr uint8_t kFloats = 1, kInt32 = 2, kBool = 4;
+constexpr uint8_t kNumbers = kFloats | kInt32, kIntegers = kInt32 | kBool,
+                  kAny = kFloats | kInt32 | kBool;
+
+struct OpcodeInfo {
+  const char* name;
+  Opcode op;
+  int arity;        // operands read: a; a, b; a, b, c
+  uint8_t accepts;  // dtypes of a (select: of b and c)
 };
 
-bool is_wide(DType dt) { return dt == DType::f64 || dt == DType::i32; }
+const OpcodeInfo kOpcodes[] = {
+    {"copy", Opcode::kCopy, 1, kAny},
+    {"neg", Opcode::kNeg, 1, kNumbers},
+    {"square", Opcode::kSquare, 1, kNumbers},
+    {"sqrt", Opcode::kSqrt, 1, kFloats},
+    {"rsqrt", Opcode::kRsqrt, 1, kFloats},
+    {"cbrt", Opcode::kCbrt, 1, kFloats},
+    {"abs", Opcode::kAbs, 1, kNumbers},
+    {"sign", Opcode::kSign, 1, kNumbers},
+    {"exp", Opcode::kExp, 1, kFloats},
+    {"exp2", Opcode::kExp2, 1, kFloats},
+    {"log", Opcode::kLog, 1, kFloats},
+    {"log1p", Opcode::kLog1p, 1, kFloats},
+    {"expm1", Opcode::kExpm1, 1, kFloats},
+    {"tanh", Opcode::kTanh, 1, kFloats},
+    {"sigmoid", Opcode::kSigmoid, 1, kFloats},
+    {"relu", Opcode::kRelu, 1, kNumbers},
+    {"softplus", Opcode::kSoftplus, 1, kFloats},
+    {"gelu", Opcode::kGelu, 1, kFloats},
+    {"reciprocal", Opcode::kReciprocal, 1, kFloats},
+    {"sin", Opcode::kSin, 1, kFloats},
+    {"cos", Opcode::kCos, 1, kFloats},
+    {"tan", Opcode::kTan, 1, kFloats},
+    {"asin", Opcode::kAsin, 1, kFloats},
+    {"acos", Opcode::kAcos, 1, kFloats},
+    {"atan", Opcode::kAtan, 1, kFloats},
+    {"sinh", Opcode::kSinh, 1, kFloats},
+    {"cosh", Opcode::kCosh, 1, kFloats},
+    {"asinh", Opcode::kAsinh, 1, kFloats},
+    {"acosh", Opcode::kAcosh, 1, kFloats},
+    {"atanh", Opcode::kAtanh, 1, kFloats},
+    {"erf", Opcode::kErf, 1, kFloats},
+    {"erfc", Opcode::kErfc, 1, kFloats},
+    {"erf_inv", Opcode::kErfInv, 1, kFloats},
+    {"lgamma", Opcode::kLgamma, 1, kFloats},
+    {"digamma", Opcode::kDigamma, 1, kFloats},
+    {"trigamma", Opcode::kTrigamma, 1, kFloats},
+    {"floor", Opcode::kFloor, 1, kFloats},
+    {"ceil", Opcode::kCeil, 1, kFloats},
+    {"round", Opcode::kRound, 1, kFloats},
+    {"round_even", Opcode::kRoundEven, 1, kFloats},
+    {"is_finite", Opcode::kIsFinite, 1, kFloats},
+    {"not", Opcode::kNot, 1, kIntegers},
+    {"convert_float32", Opcode::kToF32, 1, kAny},
+    {"convert_float64", Opcode::kToF64, 1, kAny},
+    {"convert_float16", Opcode::kToF16, 1, kAny},
+    {"convert_bfloat16", Opcode::kToBf16, 1, kAny},
+    {"convert_int32", Opcode::kToI32, 1, kAny},
+    {"convert_bool", Opcode::kToBool, 1, kAny},
+    {"add", Opcode::kAdd, 2, kNumbers},
+    {"sub", Opcode::kSub, 2, kNumbers},
+    {"mul", Opcode::kMul, 2, kNumbers},
+    {"div", Opcode::kDiv, 2, kNumbers},
+    {"rem", Opcode::kRem, 2, kNumbers},
+    {"max", Opcode::kMax, 2, kAny},
+    {"min", Opcode::kMin, 2, kAny},
+    {"pow", Opcode::kPow, 2, kFloats},
+    {"atan2", Opcode::kAtan2, 2, kFloats},
+    {"nextafter", Opcode::kNextafter, 2, kFloats},
+    {"lt", Opcode::kLt, 2, kAny},
+    {"le", Opcode::kLe, 2, kAny},
+    {"gt", Opcode::kGt, 2, kAny},
+    {"ge", Opcode::kGe, 2, kAny},
+    {"eq", Opcode::kEq, 2, kAny},
+    {"ne", Opcode::kNe, 2, kAny},
+    {"and", Opcode::kAnd, 2, kIntegers},
+    {"or", Opcode::kOr, 2, kIntegers},
+    {"xor", Opcode::kXor, 2, kIntegers},
+    {"shift_left", Opcode::kShiftLeft, 2, kInt32},
+    {"shift_right_logical", Opcode::kShiftRightLogical, 2, kInt32},
+    {"shift_right_arithmetic", Opcode::kShiftRightArithmetic, 2, kInt32},
+    {"select", Opcode::kSelect, 3, kAny},
+    {"clamp", Opcode::kClamp, 3, kNumbers},
+};
+constexpr size_t kNumOpcodes = sizeof(kOpcodes) / sizeof(kOpcodes[0]);
+
+const OpcodeInfo& info_of(Opcode op) {
+  for (const auto& info : kOpcodes) {
+    if (info.op == op) return info;
+  }
+  throw ValueError("unknown opcode " + std::to_string(static_cast<int>(op)));
+}
+
+bool is_float(DType dt) {
+  return dt == DType::f32 || dt == DType::f64 || dt == DType::f16 || dt == DType::bf16;
+}
+
+uint8_t category(DType dt) { return is_float(dt) ? kFloats : dt == DType::i32 ? kInt32 : kBool; }
+
+// The dtype a conversion instruction gives; nullopt for the other instructions.
+std::optional<DType> conversion_target(Opcode op) {
+  switch (op) {
+    case Opcode::kToF32: return DType::f32;
+    case Opcode::kToF64: return DType::f64;
+    case Opcode::kToF16: return DType::f16;
+    case Opcode::kToBf16: return DType::bf16;
+    case Opcode::kToI32: return DType::i32;
+    case Opcode::kToBool: return DType::b8;
+    default: return std::nullopt;
+  }
+}
+
+bool gives_bool(Opcode op) {
+  switch (op) {
+    case Opcode::kLt:
+    case Opcode::kLe:
+    case Opcode::kGt:
+    case Opcode::kGe:
+    case Opcode::kEq:
+    case Opcode::kNe:
+    case Opcode::kIsFinite: return true;
+    default: return false;
+  }
+}
+
+// How a register of each dtype holds its values.
+enum class Kind { kFloat, kDouble, kInt };
+Kind kind_of(DType dt) {
+  if (dt == DType::f64) return Kind::kDouble;
+  if (dt == DType::i32 || dt == DType::b8) return Kind::kInt;
+  return Kind::kFloat;
+}
+
+// v converted as XLA's CPU backend converts (jax.lax.convert_element_type):
+// float to int32 truncates toward zero and saturates, NaN gives 0.
+template <class To, class From>
+To convert_value(From v) {
+  if constexpr (std::is_same_v<To, int32_t> && std::is_floating_point_v<From>) {
+    if (std::isnan(v)) return 0;
+    if (v >= From(2147483648.0)) return std::numeric_limits<int32_t>::max();
+    if (v <= From(-2147483648.0)) return std::numeric_limits<int32_t>::min();
+    return static_cast<int32_t>(v);
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+// A float value rounded to float16 or bfloat16 (and back): what an
+// instruction of that dtype stores into its register.
+float rounded(DType dt, float v) {
+  return dt == DType::f16 ? f16_to_f32(f32_to_f16(v)) : bf16_to_f32(f32_to_bf16(v));
+}
 
 template <class C, class S, class Load>
 void load_chunk(const void* src, C* dst, int64_t n, Load load) {
@@ -58,92 +174,186 @@ void load_chunk(const void* src, C* dst, int64_t n, Load load) {
   for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<C>(load(s[i]));
 }
 
-template <class C>
-void load(DType dt, const void* src, C* dst, int64_t n) {
+// Storage values of dtype `dt` into a register of the same dtype.
+void load(DType dt, const void* src, void* dst, int64_t n) {
   switch (dt) {
-    case DType::f32: return load_chunk<C, float>(src, dst, n, [](float v) { return v; });
-    case DType::f64: return load_chunk<C, double>(src, dst, n, [](double v) { return v; });
-    case DType::f16: return load_chunk<C, uint16_t>(src, dst, n, f16_to_f32);
-    case DType::bf16: return load_chunk<C, uint16_t>(src, dst, n, bf16_to_f32);
-    case DType::i32: return load_chunk<C, int32_t>(src, dst, n, [](int32_t v) { return v; });
-    case DType::b8: return load_chunk<C, uint8_t>(src, dst, n, [](uint8_t v) { return v != 0; });
+    case DType::f32:
+      return load_chunk<float, float>(src, static_cast<float*>(dst), n, [](float v) { return v; });
+    case DType::f64:
+      return load_chunk<double, double>(src, static_cast<double*>(dst), n,
+                                        [](double v) { return v; });
+    case DType::f16:
+      return load_chunk<float, uint16_t>(src, static_cast<float*>(dst), n, f16_to_f32);
+    case DType::bf16:
+      return load_chunk<float, uint16_t>(src, static_cast<float*>(dst), n, bf16_to_f32);
+    case DType::i32:
+      return load_chunk<int32_t, int32_t>(src, static_cast<int32_t*>(dst), n,
+                                          [](int32_t v) { return v; });
+    case DType::b8:
+      return load_chunk<int32_t, uint8_t>(src, static_cast<int32_t*>(dst), n,
+                                          [](uint8_t v) { return v != 0; });
   }
 }
 
+// Register values (compute type C) into `out` values of dtype `dt`, converted
+// as convert_element_type converts.
 template <class C>
-void store(DType dt, const C* src, void* dst_v, int64_t n) {
+void store_values(const C* src, DType dt, void* dst, int64_t n) {
   switch (dt) {
     case DType::f32: {
-      auto* d = static_cast<float*>(dst_v);
-      for (int64_t i = 0; i < n; ++i) d[i] = static_cast<float>(src[i]);
+      auto* d = static_cast<float*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = convert_value<float>(src[i]);
       return;
     }
     case DType::f64: {
-      auto* d = static_cast<double*>(dst_v);
-      for (int64_t i = 0; i < n; ++i) d[i] = static_cast<double>(src[i]);
+      auto* d = static_cast<double*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = convert_value<double>(src[i]);
       return;
     }
     case DType::f16: {
-      auto* d = static_cast<uint16_t*>(dst_v);
-      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(static_cast<float>(src[i]));
+      auto* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(convert_value<float>(src[i]));
       return;
     }
     case DType::bf16: {
-      auto* d = static_cast<uint16_t*>(dst_v);
-      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(static_cast<float>(src[i]));
+      auto* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(convert_value<float>(src[i]));
       return;
     }
     case DType::i32: {
-      // float -> int32 truncates toward zero, as numpy's astype does
-      auto* d = static_cast<int32_t*>(dst_v);
-      for (int64_t i = 0; i < n; ++i) {
-        double v = static_cast<double>(src[i]);
-        d[i] = std::isfinite(v) ? static_cast<int32_t>(static_cast<int64_t>(v)) : 0;
-      }
+      auto* d = static_cast<int32_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = convert_value<int32_t>(src[i]);
       return;
     }
     case DType::b8: {
-      auto* d = static_cast<uint8_t*>(dst_v);
+      auto* d = static_cast<uint8_t*>(dst);
       for (int64_t i = 0; i < n; ++i) d[i] = src[i] != C(0);
       return;
     }
   }
 }
 
-template <class C, class F>
-void unary(C* d, const C* a, int64_t n, F f) {
+// A register of dtype `from` (held as `from`'s compute type) into one of
+// dtype `to`; float16/bfloat16 results rounded.
+void convert_register(DType from, const void* src, DType to, void* dst, int64_t n) {
+  auto into = [&](const auto* s) {
+    using C = std::remove_cv_t<std::remove_pointer_t<decltype(s)>>;
+    switch (kind_of(to)) {
+      case Kind::kFloat: {
+        auto* d = static_cast<float*>(dst);
+        for (int64_t i = 0; i < n; ++i) d[i] = convert_value<float>(s[i]);
+        if (to != DType::f32)
+          for (int64_t i = 0; i < n; ++i) d[i] = rounded(to, d[i]);
+        return;
+      }
+      case Kind::kDouble: {
+        auto* d = static_cast<double*>(dst);
+        for (int64_t i = 0; i < n; ++i) d[i] = convert_value<double>(s[i]);
+        return;
+      }
+      case Kind::kInt: {
+        auto* d = static_cast<int32_t*>(dst);
+        if (to == DType::b8)
+          for (int64_t i = 0; i < n; ++i) d[i] = s[i] != C(0);
+        else
+          for (int64_t i = 0; i < n; ++i) d[i] = convert_value<int32_t>(s[i]);
+        return;
+      }
+    }
+  };
+  switch (kind_of(from)) {
+    case Kind::kFloat: return into(static_cast<const float*>(src));
+    case Kind::kDouble: return into(static_cast<const double*>(src));
+    case Kind::kInt: return into(static_cast<const int32_t*>(src));
+  }
+}
+
+template <class D, class C, class F>
+void unary(D* d, const C* a, int64_t n, F f) {
   for (int64_t i = 0; i < n; ++i) d[i] = f(a[i]);
 }
-template <class C, class F>
-void binary(C* d, const C* a, const C* b, int64_t n, F f) {
+template <class D, class C, class F>
+void binary(D* d, const C* a, const C* b, int64_t n, F f) {
   for (int64_t i = 0; i < n; ++i) d[i] = f(a[i], b[i]);
 }
 
+// NaN propagates, as in jax.lax.max / jax.lax.min.
 template <class C>
-void execute(const Instr& in, C* regs, int64_t n) {
-  C* d = regs + in.dst * kChunk;
-  const C* a = regs + in.a * kChunk;
-  const C* b = regs + in.b * kChunk;
-  const C* c = regs + in.c * kChunk;
-  using std::abs, std::sqrt, std::exp, std::log, std::log1p, std::expm1, std::tanh, std::pow,
-      std::sin, std::cos;
+C max_of(C x, C y) {
+  return (x != x || x > y) ? x : y;
+}
+template <class C>
+C min_of(C x, C y) {
+  return (x != x || x < y) ? x : y;
+}
+
+// The next representable value after x toward y in a 16-bit float format
+// (float16 or bfloat16) whose bits `to_bits` and `from_bits` convert.
+template <class ToBits, class FromBits>
+float nextafter_16(float x, float y, ToBits to_bits, FromBits from_bits) {
+  if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<float>::quiet_NaN();
+  if (x == y) return y;
+  if (x == 0) return from_bits(static_cast<uint16_t>(y > 0 ? 0x0001 : 0x8001));
+  const uint16_t bits = to_bits(x);
+  const bool away = (x < y) == (x > 0);  // magnitude grows
+  return from_bits(static_cast<uint16_t>(away ? bits + 1 : bits - 1));
+}
+
+// Comparisons give bool (0 or 1 in an int32 register) from operands of any dtype.
+template <class C>
+bool compare(Opcode op, int32_t* d, const C* a, const C* b, int64_t n) {
+  switch (op) {
+    case Opcode::kLt: binary(d, a, b, n, [](C x, C y) { return int32_t(x < y); }); return true;
+    case Opcode::kLe: binary(d, a, b, n, [](C x, C y) { return int32_t(x <= y); }); return true;
+    case Opcode::kGt: binary(d, a, b, n, [](C x, C y) { return int32_t(x > y); }); return true;
+    case Opcode::kGe: binary(d, a, b, n, [](C x, C y) { return int32_t(x >= y); }); return true;
+    case Opcode::kEq: binary(d, a, b, n, [](C x, C y) { return int32_t(x == y); }); return true;
+    case Opcode::kNe: binary(d, a, b, n, [](C x, C y) { return int32_t(x != y); }); return true;
+    default: return false;
+  }
+}
+
+// Instructions on float registers: C is float (float32, float16, bfloat16:
+// XLA computes those in float32) or double (float64). `dt` is the operands'
+// dtype (nextafter steps in it).
+template <class C>
+void float_instr(Opcode op, DType dt, void* dv, const void* av, const void* bv, const void* cv,
+                 int64_t n) {
+  const C* a = static_cast<const C*>(av);
+  const C* b = static_cast<const C*>(bv);
+  const C* c = static_cast<const C*>(cv);
+  if (op == Opcode::kIsFinite) {
+    unary(static_cast<int32_t*>(dv), a, n, [](C x) { return int32_t(std::isfinite(x)); });
+    return;
+  }
+  if (compare(op, static_cast<int32_t*>(dv), a, b, n)) return;
+  C* d = static_cast<C*>(dv);
+  using std::abs, std::sqrt, std::exp, std::log, std::log1p, std::expm1, std::tanh, std::pow;
   const C zero(0), one(1);
-  switch (in.op) {
+  // Special functions without a float overload are computed in double.
+  auto in_double = [&](double (*f)(double)) {
+    unary(d, a, n, [f](C x) { return static_cast<C>(f(static_cast<double>(x))); });
+  };
+  switch (op) {
     case Opcode::kCopy: return unary(d, a, n, [](C x) { return x; });
     case Opcode::kNeg: return unary(d, a, n, [](C x) { return -x; });
     case Opcode::kSquare: return unary(d, a, n, [](C x) { return x * x; });
     case Opcode::kSqrt: return unary(d, a, n, [](C x) { return sqrt(x); });
     case Opcode::kRsqrt: return unary(d, a, n, [one](C x) { return one / sqrt(x); });
+    case Opcode::kCbrt: return unary(d, a, n, [](C x) { return std::cbrt(x); });
     case Opcode::kAbs: return unary(d, a, n, [](C x) { return abs(x); });
     case Opcode::kSign:
       return unary(d, a, n, [zero, one](C x) { return x > zero ? one : x < zero ? -one : x; });
     case Opcode::kExp: return unary(d, a, n, [](C x) { return exp(x); });
+    case Opcode::kExp2: return unary(d, a, n, [](C x) { return std::exp2(x); });
     case Opcode::kLog: return unary(d, a, n, [](C x) { return log(x); });
     case Opcode::kLog1p: return unary(d, a, n, [](C x) { return log1p(x); });
     case Opcode::kExpm1: return unary(d, a, n, [](C x) { return expm1(x); });
     case Opcode::kTanh: return unary(d, a, n, [](C x) { return tanh(x); });
     case Opcode::kSigmoid: return unary(d, a, n, [one](C x) { return one / (one + exp(-x)); });
-    case Opcode::kRelu: return unary(d, a, n, [zero](C x) { return x > zero ? x : zero; });
+    // max(x, 0): NaN propagates, as in jax.nn.relu
+    case Opcode::kRelu:
+      return unary(d, a, n, [zero](C x) { return x > zero || x != x ? x : zero; });
     case Opcode::kSoftplus:
       return unary(d, a, n, [zero](C x) { return log1p(exp(-abs(x))) + (x > zero ? x : zero); });
     case Opcode::kGelu:  // tanh approximation, jax.nn.gelu's default
@@ -152,32 +362,122 @@ void execute(const Instr& in, C* regs, int64_t n) {
         return C(0.5) * x * (C(1) + tanh(k * (x + c3 * x * x * x)));
       });
     case Opcode::kReciprocal: return unary(d, a, n, [one](C x) { return one / x; });
-    case Opcode::kNot: return unary(d, a, n, [zero, one](C x) { return x == zero ? one : zero; });
-    case Opcode::kSin: return unary(d, a, n, [](C x) { return sin(x); });
-    case Opcode::kCos: return unary(d, a, n, [](C x) { return cos(x); });
+    case Opcode::kSin: return unary(d, a, n, [](C x) { return std::sin(x); });
+    case Opcode::kCos: return unary(d, a, n, [](C x) { return std::cos(x); });
+    case Opcode::kTan: return unary(d, a, n, [](C x) { return std::tan(x); });
+    case Opcode::kAsin: return unary(d, a, n, [](C x) { return std::asin(x); });
+    case Opcode::kAcos: return unary(d, a, n, [](C x) { return std::acos(x); });
+    case Opcode::kAtan: return unary(d, a, n, [](C x) { return std::atan(x); });
+    case Opcode::kSinh: return unary(d, a, n, [](C x) { return std::sinh(x); });
+    case Opcode::kCosh: return unary(d, a, n, [](C x) { return std::cosh(x); });
+    case Opcode::kAsinh: return unary(d, a, n, [](C x) { return std::asinh(x); });
+    case Opcode::kAcosh: return unary(d, a, n, [](C x) { return std::acosh(x); });
+    case Opcode::kAtanh: return unary(d, a, n, [](C x) { return std::atanh(x); });
+    case Opcode::kErf: return unary(d, a, n, [](C x) { return std::erf(x); });
+    case Opcode::kErfc: return unary(d, a, n, [](C x) { return std::erfc(x); });
+    case Opcode::kErfInv: return in_double(erf_inv);
+    case Opcode::kLgamma: return in_double(log_gamma);
+    case Opcode::kDigamma: return in_double(digamma);
+    case Opcode::kTrigamma: return in_double(trigamma);
+    case Opcode::kFloor: return unary(d, a, n, [](C x) { return std::floor(x); });
+    case Opcode::kCeil: return unary(d, a, n, [](C x) { return std::ceil(x); });
+    case Opcode::kRound: return unary(d, a, n, [](C x) { return std::round(x); });
+    case Opcode::kRoundEven: return unary(d, a, n, [](C x) { return round_half_even(x); });
     case Opcode::kAdd: return binary(d, a, b, n, [](C x, C y) { return x + y; });
     case Opcode::kSub: return binary(d, a, b, n, [](C x, C y) { return x - y; });
     case Opcode::kMul: return binary(d, a, b, n, [](C x, C y) { return x * y; });
     case Opcode::kDiv: return binary(d, a, b, n, [](C x, C y) { return x / y; });
-    // NaN propagates, as in jnp.maximum / jnp.minimum
-    case Opcode::kMax:
-      return binary(d, a, b, n, [](C x, C y) { return (x != x || x > y) ? x : y; });
-    case Opcode::kMin:
-      return binary(d, a, b, n, [](C x, C y) { return (x != x || x < y) ? x : y; });
-    case Opcode::kPow:
-      return binary(d, a, b, n, [](C x, C y) { return y == C(2) ? x * x : pow(x, y); });
-    case Opcode::kLt: return binary(d, a, b, n, [](C x, C y) { return C(x < y); });
-    case Opcode::kLe: return binary(d, a, b, n, [](C x, C y) { return C(x <= y); });
-    case Opcode::kGt: return binary(d, a, b, n, [](C x, C y) { return C(x > y); });
-    case Opcode::kGe: return binary(d, a, b, n, [](C x, C y) { return C(x >= y); });
-    case Opcode::kEq: return binary(d, a, b, n, [](C x, C y) { return C(x == y); });
-    case Opcode::kNe: return binary(d, a, b, n, [](C x, C y) { return C(x != y); });
-    case Opcode::kAnd:
-      return binary(d, a, b, n, [](C x, C y) { return C(x != C(0) && y != C(0)); });
-    case Opcode::kOr: return binary(d, a, b, n, [](C x, C y) { return C(x != C(0) || y != C(0)); });
+    case Opcode::kRem: return binary(d, a, b, n, [](C x, C y) { return std::fmod(x, y); });
+    case Opcode::kMax: return binary(d, a, b, n, max_of<C>);
+    case Opcode::kMin: return binary(d, a, b, n, min_of<C>);
+    case Opcode::kPow: return binary(d, a, b, n, [](C x, C y) { return pow(x, y); });
+    case Opcode::kAtan2: return binary(d, a, b, n, [](C x, C y) { return std::atan2(x, y); });
+    case Opcode::kNextafter:
+      if constexpr (std::is_same_v<C, float>) {
+        if (dt == DType::f16)
+          return binary(d, a, b, n,
+                        [](C x, C y) { return nextafter_16(x, y, f32_to_f16, f16_to_f32); });
+        if (dt == DType::bf16)
+          return binary(d, a, b, n,
+                        [](C x, C y) { return nextafter_16(x, y, f32_to_bf16, bf16_to_f32); });
+      }
+      return binary(d, a, b, n, [](C x, C y) { return std::nextafter(x, y); });
     case Opcode::kSelect:
-      for (int64_t i = 0; i < n; ++i) d[i] = a[i] != C(0) ? b[i] : c[i];
+      for (int64_t i = 0; i < n; ++i) d[i] = static_cast<const int32_t*>(av)[i] != 0 ? b[i] : c[i];
       return;
+    case Opcode::kClamp:
+      for (int64_t i = 0; i < n; ++i) d[i] = min_of(max_of(b[i], a[i]), c[i]);
+      return;
+    default: throw ValueError(std::string("no float form of instruction ") + opcode_name(op));
+  }
+}
+
+int32_t wrapped(int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v)); }
+uint32_t bits(int32_t v) { return static_cast<uint32_t>(v); }
+
+// Instructions on int32 and bool registers (bool: 0 or 1), as XLA computes
+// them: arithmetic wraps around; x / 0 is -1 and x % 0 is x; INT32_MIN / -1
+// is INT32_MIN and INT32_MIN % -1 is 0; shifts by 32 or more (or negative)
+// give 0, or the sign bit everywhere for the arithmetic right shift.
+void int_instr(Opcode op, DType dt, void* dv, const void* av, const void* bv, const void* cv,
+               int64_t n) {
+  using I = int32_t;
+  const I* a = static_cast<const I*>(av);
+  const I* b = static_cast<const I*>(bv);
+  const I* c = static_cast<const I*>(cv);
+  I* d = static_cast<I*>(dv);
+  if (compare(op, d, a, b, n)) return;
+  constexpr I kMin = std::numeric_limits<I>::min();
+  switch (op) {
+    case Opcode::kCopy: return unary(d, a, n, [](I x) { return x; });
+    case Opcode::kNeg: return unary(d, a, n, [](I x) { return wrapped(-int64_t(x)); });
+    case Opcode::kSquare:
+      return unary(d, a, n, [](I x) { return wrapped(int64_t(x) * int64_t(x)); });
+    case Opcode::kAbs: return unary(d, a, n, [](I x) { return x < 0 ? wrapped(-int64_t(x)) : x; });
+    case Opcode::kSign: return unary(d, a, n, [](I x) { return I((x > 0) - (x < 0)); });
+    case Opcode::kRelu: return unary(d, a, n, [](I x) { return x > 0 ? x : 0; });
+    case Opcode::kNot:
+      if (dt == DType::b8) return unary(d, a, n, [](I x) { return I(x == 0); });
+      return unary(d, a, n, [](I x) { return ~x; });
+    case Opcode::kAdd:
+      return binary(d, a, b, n, [](I x, I y) { return wrapped(int64_t(x) + int64_t(y)); });
+    case Opcode::kSub:
+      return binary(d, a, b, n, [](I x, I y) { return wrapped(int64_t(x) - int64_t(y)); });
+    case Opcode::kMul:
+      return binary(d, a, b, n, [](I x, I y) { return wrapped(int64_t(x) * int64_t(y)); });
+    case Opcode::kDiv:
+      return binary(d, a, b, n, [](I x, I y) {
+        if (y == 0) return I(-1);
+        if (x == kMin && y == -1) return kMin;
+        return I(x / y);
+      });
+    case Opcode::kRem:
+      return binary(d, a, b, n, [](I x, I y) {
+        if (y == 0) return x;
+        if (x == kMin && y == -1) return I(0);
+        return I(x % y);
+      });
+    case Opcode::kMax: return binary(d, a, b, n, [](I x, I y) { return std::max(x, y); });
+    case Opcode::kMin: return binary(d, a, b, n, [](I x, I y) { return std::min(x, y); });
+    case Opcode::kAnd: return binary(d, a, b, n, [](I x, I y) { return I(x & y); });
+    case Opcode::kOr: return binary(d, a, b, n, [](I x, I y) { return I(x | y); });
+    case Opcode::kXor: return binary(d, a, b, n, [](I x, I y) { return I(x ^ y); });
+    case Opcode::kShiftLeft:
+      return binary(d, a, b, n,
+                    [](I x, I y) { return bits(y) >= 32 ? I(0) : I(bits(x) << bits(y)); });
+    case Opcode::kShiftRightLogical:
+      return binary(d, a, b, n,
+                    [](I x, I y) { return bits(y) >= 32 ? I(0) : I(bits(x) >> bits(y)); });
+    case Opcode::kShiftRightArithmetic:
+      return binary(d, a, b, n,
+                    [](I x, I y) { return bits(y) >= 32 ? I(x < 0 ? -1 : 0) : x >> y; });
+    case Opcode::kSelect:
+      for (int64_t i = 0; i < n; ++i) d[i] = a[i] != 0 ? b[i] : c[i];
+      return;
+    case Opcode::kClamp:
+      for (int64_t i = 0; i < n; ++i) d[i] = std::min(std::max(b[i], a[i]), c[i]);
+      return;
+    default: throw ValueError(std::string("no int32 form of instruction ") + opcode_name(op));
   }
 }
 
@@ -185,16 +485,18 @@ void execute(const Instr& in, C* regs, int64_t n) {
 
 std::vector<std::pair<std::string, int>> opcode_table() {
   std::vector<std::pair<std::string, int>> out;
-  for (const auto& [name, op] : kOpcodes) out.emplace_back(name, static_cast<int>(op));
+  for (const auto& info : kOpcodes) out.emplace_back(info.name, static_cast<int>(info.op));
   return out;
 }
 
 Opcode opcode_from_name(const std::string& name) {
-  for (const auto& [n, op] : kOpcodes) {
-    if (name == n) return op;
+  for (const auto& info : kOpcodes) {
+    if (name == info.name) return info.op;
   }
   throw ValueError("unknown elementwise instruction '" + name + "'");
 }
+
+const char* opcode_name(Opcode op) { return info_of(op).name; }
 
 Program Program::build(const ProgramCode& code, size_t n_inputs, size_t n_scalars) {
   auto bad = [](const std::string& why) {
@@ -212,14 +514,24 @@ Program Program::build(const ProgramCode& code, size_t n_inputs, size_t n_scalar
   for (int64_t r : code.out_regs) {
     if (!reg_ok(r)) throw bad("output register");
   }
+  if (!code.scalar_dtypes.empty() && code.scalar_dtypes.size() != n_scalars) {
+    throw bad(std::to_string(code.scalar_dtypes.size()) + " scalar dtypes for " +
+              std::to_string(n_scalars) + " scalars");
+  }
   Program prog;
   prog.n_regs = static_cast<int32_t>(code.n_regs);
   prog.out_dtype = code.out_dtype;
   prog.reduction = reduction_from_code(code.reduction, "malformed elementwise program", true);
   prog.out_reg = static_cast<int32_t>(code.out_regs[0]);
-  const int64_t max_op = static_cast<int64_t>(Opcode::kSelect);
+  for (int64_t dt : code.scalar_dtypes) {
+    try {
+      prog.scalar_dtypes.push_back(dtype_from_int(dt));
+    } catch (const std::exception&) {
+      throw bad("unknown scalar dtype code " + std::to_string(dt));
+    }
+  }
   for (size_t i = 0; i < n_instr; ++i) {
-    if (code.op[i] < 0 || code.op[i] > max_op) {
+    if (code.op[i] < 0 || code.op[i] >= static_cast<int64_t>(kNumOpcodes)) {
       throw bad("unknown opcode " + std::to_string(code.op[i]));
     }
     if (!reg_ok(code.dst[i]) || code.dst[i] < fixed || !reg_ok(code.a[i]) || !reg_ok(code.b[i]) ||
@@ -239,24 +551,85 @@ Program Program::build(const ProgramCode& code, size_t n_inputs, size_t n_scalar
   return prog;
 }
 
+std::vector<DType> Program::register_dtypes(const std::vector<DType>& input_dtypes) const {
+  std::vector<std::optional<DType>> dtypes(static_cast<size_t>(n_regs));
+  for (size_t i = 0; i < input_dtypes.size(); ++i) dtypes[i] = input_dtypes[i];
+  for (size_t s = 0; s < scalar_dtypes.size(); ++s)
+    dtypes[input_dtypes.size() + s] = scalar_dtypes[s];
+  // Without declared scalar dtypes, the registers after the inputs that no
+  // instruction writes are scalars of the output's dtype.
+  std::vector<bool> written(static_cast<size_t>(n_regs), false);
+  for (const Instr& in : code) written[static_cast<size_t>(in.dst)] = true;
+  if (scalar_dtypes.empty()) {
+    for (size_t r = input_dtypes.size(); r < dtypes.size(); ++r) {
+      if (!written[r]) dtypes[r] = out_dtype;
+    }
+  }
+  for (size_t i = 0; i < code.size(); ++i) {
+    const Instr& in = code[i];
+    const OpcodeInfo& info = info_of(in.op);
+    auto fail = [&](const std::string& why) {
+      return ValueError("malformed elementwise program: instruction " + std::to_string(i) + " (" +
+                        info.name + ") " + why);
+    };
+    auto operand = [&](int32_t r) {
+      const auto& dt = dtypes[static_cast<size_t>(r)];
+      if (!dt) throw fail("reads register " + std::to_string(r) + " before it is written");
+      return *dt;
+    };
+    const DType a = operand(in.a);
+    std::optional<DType> result;
+    if (in.op == Opcode::kSelect) {
+      const DType b = operand(in.b), c = operand(in.c);
+      if (a != DType::b8 && a != DType::i32)
+        throw fail(std::string("needs a bool or int32 predicate, not ") + dtype_name(a));
+      if (b != c) throw fail(std::string("of ") + dtype_name(b) + " and " + dtype_name(c));
+      result = b;
+    } else {
+      if (!(info.accepts & category(a))) throw fail(std::string("does not take ") + dtype_name(a));
+      for (int k = 1; k < info.arity; ++k) {
+        const DType other = operand(k == 1 ? in.b : in.c);
+        if (other != a)
+          throw fail(std::string("of ") + dtype_name(a) + " and " + dtype_name(other));
+      }
+      result = conversion_target(in.op);
+      if (!result) result = gives_bool(in.op) ? DType::b8 : a;
+    }
+    auto& dst = dtypes[static_cast<size_t>(in.dst)];
+    if (dst && *dst != *result) {
+      throw fail(std::string("writes ") + dtype_name(*result) + " into a register holding " +
+                 dtype_name(*dst));
+    }
+    dst = result;
+  }
+  std::vector<DType> out;
+  for (const auto& dt : dtypes) out.push_back(dt.value_or(out_dtype));
+  return out;
+}
+
 ProgramRunner::ProgramRunner(const Program& program, std::vector<DType> input_dtypes,
                              std::vector<double> scalars)
-    : program_(program), input_dtypes_(std::move(input_dtypes)), scalars_(std::move(scalars)) {
-  wide_ = is_wide(program.out_dtype) ||
-          std::any_of(input_dtypes_.begin(), input_dtypes_.end(), is_wide);
-  const size_t n = static_cast<size_t>(program.n_regs) * kChunk;
-  if (wide_)
-    dregs_.resize(n);
-  else
-    fregs_.resize(n);
+    : program_(program),
+      input_dtypes_(std::move(input_dtypes)),
+      reg_dtypes_(program.register_dtypes(input_dtypes_)) {
+  size_t counts[3] = {0, 0, 0};
+  for (DType dt : reg_dtypes_) ++counts[static_cast<int>(kind_of(dt))];
+  fregs_.resize(counts[0] * kChunk);
+  dregs_.resize(counts[1] * kChunk);
+  iregs_.resize(counts[2] * kChunk);
+  size_t next[3] = {0, 0, 0};
+  for (DType dt : reg_dtypes_) {
+    const int k = static_cast<int>(kind_of(dt));
+    const size_t at = next[k]++ * kChunk;
+    slots_.push_back(k == 0   ? static_cast<void*>(fregs_.data() + at)
+                     : k == 1 ? static_cast<void*>(dregs_.data() + at)
+                              : static_cast<void*>(iregs_.data() + at));
+  }
   const size_t first_scalar = input_dtypes_.size();
-  for (size_t s = 0; s < scalars_.size(); ++s) {
-    for (int64_t i = 0; i < kChunk; ++i) {
-      if (wide_)
-        dregs_[(first_scalar + s) * kChunk + i] = scalars_[s];
-      else
-        fregs_[(first_scalar + s) * kChunk + i] = static_cast<float>(scalars_[s]);
-    }
+  for (size_t s = 0; s < scalars.size(); ++s) {
+    const auto r = static_cast<int32_t>(first_scalar + s);
+    std::vector<double> value(kChunk, scalars[s]);
+    convert_register(DType::f64, value.data(), reg_dtypes_[static_cast<size_t>(r)], reg(r), kChunk);
   }
   acc_ = program.reduction == Reduction::kNone ? 0.0 : reduction_rule(program.reduction).identity;
 }
@@ -279,35 +652,68 @@ double fold_chunk(const C* values, int64_t n, double acc) {
   return rule.fold(acc, rule.fold(left, right));
 }
 
+template <class F>
+void with_register(DType dt, const void* values, F f) {
+  switch (kind_of(dt)) {
+    case Kind::kFloat: return f(static_cast<const float*>(values));
+    case Kind::kDouble: return f(static_cast<const double*>(values));
+    case Kind::kInt: return f(static_cast<const int32_t*>(values));
+  }
+}
+
 }  // namespace
 
-template <class C>
-void ProgramRunner::run_typed(const std::vector<const void*>& inputs,
-                              const std::vector<void*>& outs, int64_t count) {
-  C* regs = wide_ ? reinterpret_cast<C*>(dregs_.data()) : reinterpret_cast<C*>(fregs_.data());
+void ProgramRunner::run_chunks(const std::vector<const void*>& inputs,
+                               const std::vector<void*>& outs, int64_t count) {
   const size_t out_size = itemsize(program_.out_dtype);
+  const DType out_reg_dtype = reg_dtypes_[static_cast<size_t>(program_.out_reg)];
+  std::vector<int32_t> out_regs = {program_.out_reg};
+  out_regs.insert(out_regs.end(), program_.more_out_regs.begin(), program_.more_out_regs.end());
   for (int64_t start = 0; start < count; start += kChunk) {
     const int64_t n = std::min(kChunk, count - start);
     for (size_t i = 0; i < inputs.size(); ++i) {
       const auto* src =
           static_cast<const unsigned char*>(inputs[i]) + start * itemsize(input_dtypes_[i]);
-      load<C>(input_dtypes_[i], src, regs + i * kChunk, n);
+      load(input_dtypes_[i], src, reg(static_cast<int32_t>(i)), n);
     }
-    for (const Instr& in : program_.code) execute<C>(in, regs, n);
-    const C* result = regs + program_.out_reg * kChunk;
+    for (const Instr& in : program_.code) {
+      const DType dst = reg_dtypes_[static_cast<size_t>(in.dst)];
+      const DType a = reg_dtypes_[static_cast<size_t>(in.a)];
+      // select's operand type is its branches'
+      const DType operands = in.op == Opcode::kSelect ? dst : a;
+      if (conversion_target(in.op)) {
+        convert_register(a, reg(in.a), dst, reg(in.dst), n);
+        continue;
+      }
+      switch (kind_of(operands)) {
+        case Kind::kFloat:
+          float_instr<float>(in.op, operands, reg(in.dst), reg(in.a), reg(in.b), reg(in.c), n);
+          break;
+        case Kind::kDouble:
+          float_instr<double>(in.op, operands, reg(in.dst), reg(in.a), reg(in.b), reg(in.c), n);
+          break;
+        case Kind::kInt:
+          int_instr(in.op, operands, reg(in.dst), reg(in.a), reg(in.b), reg(in.c), n);
+          break;
+      }
+      if (dst == DType::f16 || dst == DType::bf16) {
+        auto* d = static_cast<float*>(reg(in.dst));
+        for (int64_t i = 0; i < n; ++i) d[i] = rounded(dst, d[i]);
+      }
+    }
     if (program_.reduction != Reduction::kNone) {
-      with_reduction(program_.reduction,
-                     [&](auto r) { acc_ = fold_chunk<decltype(r)::value>(result, n, acc_); });
+      with_register(out_reg_dtype, reg(program_.out_reg), [&](const auto* values) {
+        with_reduction(program_.reduction,
+                       [&](auto r) { acc_ = fold_chunk<decltype(r)::value>(values, n, acc_); });
+      });
       continue;
     }
-    store<C>(program_.out_dtype, result, static_cast<unsigned char*>(outs[0]) + start * out_size,
-             n);
-    for (size_t o = 0; o < program_.more_out_regs.size(); ++o) {
-      store<C>(program_.out_dtype, regs + program_.more_out_regs[o] * kChunk,
-               static_cast<unsigned char*>(outs[o + 1]) + start * out_size, n);
+    for (size_t o = 0; o < out_regs.size(); ++o) {
+      void* dst = static_cast<unsigned char*>(outs[o]) + start * out_size;
+      with_register(reg_dtypes_[static_cast<size_t>(out_regs[o])], reg(out_regs[o]),
+                    [&](const auto* values) { store_values(values, program_.out_dtype, dst, n); });
     }
   }
-  any_ = true;
 }
 
 void ProgramRunner::run(const std::vector<const void*>& inputs, const std::vector<void*>& outs,
@@ -316,10 +722,7 @@ void ProgramRunner::run(const std::vector<const void*>& inputs, const std::vecto
     throw ValueError("elementwise program: " + std::to_string(outs.size()) +
                      " output buffers for " + std::to_string(program_.n_outputs()) + " outputs");
   }
-  if (wide_)
-    run_typed<double>(inputs, outs, count);
-  else
-    run_typed<float>(inputs, outs, count);
+  run_chunks(inputs, outs, count);
 }
 
 void ProgramRunner::run(const std::vector<const void*>& inputs, void* out, int64_t count) {
@@ -327,10 +730,7 @@ void ProgramRunner::run(const std::vector<const void*>& inputs, void* out, int64
     throw ValueError("elementwise program: one output buffer for several outputs");
   std::vector<void*> outs;
   if (program_.reduction == Reduction::kNone) outs.push_back(out);
-  if (wide_)
-    run_typed<double>(inputs, outs, count);
-  else
-    run_typed<float>(inputs, outs, count);
+  run_chunks(inputs, outs, count);
 }
 
 }  // namespace jask

@@ -4,7 +4,13 @@
 // once and writes nothing in between.
 //
 // Registers: inputs first (loaded from each block), then scalar operands
-// (broadcast once), then temporaries.
+// (broadcast once), then temporaries. Every register has a dtype, as the
+// value it holds has in JAX: an input's storage dtype, a scalar's declared
+// dtype, and for a temporary the dtype its instruction gives (jax.lax's
+// rules: operands of one dtype, comparisons give bool, conversions name
+// theirs). Each instruction computes in its operands' dtype the way XLA's
+// CPU backend does: int32 in int32 with wraparound, float16 and bfloat16 in
+// float rounded after every instruction, float32 in float, float64 in double.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -24,9 +30,11 @@ enum class Opcode : int32_t {
   kSquare,
   kSqrt,
   kRsqrt,
+  kCbrt,
   kAbs,
   kSign,
   kExp,
+  kExp2,
   kLog,
   kLog1p,
   kExpm1,
@@ -36,30 +44,66 @@ enum class Opcode : int32_t {
   kSoftplus,
   kGelu,
   kReciprocal,
-  kNot,
   kSin,
   kCos,
+  kTan,
+  kAsin,
+  kAcos,
+  kAtan,
+  kSinh,
+  kCosh,
+  kAsinh,
+  kAcosh,
+  kAtanh,
+  kErf,
+  kErfc,
+  kErfInv,
+  kLgamma,
+  kDigamma,
+  kTrigamma,  // polygamma(1, x): digamma's derivative
+  kFloor,
+  kCeil,
+  kRound,      // halves away from zero (lax.round's rounding_method 0)
+  kRoundEven,  // halves to even (rounding_method 1)
+  kIsFinite,   // bool result
+  kNot,        // bitwise on int32, logical on bool
+  // conversions (jax.lax.convert_element_type): dst's dtype is in the name
+  kToF32,
+  kToF64,
+  kToF16,
+  kToBf16,
+  kToI32,
+  kToBool,
   // binary: dst = f(a, b)
   kAdd,
   kSub,
   kMul,
   kDiv,
+  kRem,
   kMax,
   kMin,
   kPow,
+  kAtan2,
+  kNextafter,
   kLt,
   kLe,
   kGt,
   kGe,
   kEq,
   kNe,
-  kAnd,
+  kAnd,  // bitwise on int32, logical on bool (as are or and xor)
   kOr,
-  // ternary: dst = a != 0 ? b : c
-  kSelect,
+  kXor,
+  kShiftLeft,
+  kShiftRightLogical,
+  kShiftRightArithmetic,
+  // ternary
+  kSelect,  // dst = a != 0 ? b : c (a bool or int32)
+  kClamp,   // dst = min(max(b, a), c): jax.lax.clamp(a, b, c)
 };
 std::vector<std::pair<std::string, int>> opcode_table();
 Opcode opcode_from_name(const std::string& name);  // ValueError if unknown
+const char* opcode_name(Opcode op);
 
 struct Instr {
   Opcode op;
@@ -68,12 +112,14 @@ struct Instr {
 
 // A program as a call states it (typed fields, see kernels/ops.cpp):
 // instruction i is (op[i], dst[i], a[i], b[i], c[i]); out_regs[0] is the
-// output register and any further ones are more outputs.
+// output register and any further ones are more outputs. scalar_dtypes gives
+// each scalar register's dtype code (none: every scalar has out_dtype).
 struct ProgramCode {
   int64_t n_regs = 0;
   DType out_dtype = DType::f32;
   int64_t reduction = 0;
   std::vector<int64_t> out_regs, op, dst, a, b, c;
+  std::vector<int64_t> scalar_dtypes = {};
 };
 
 struct Program {
@@ -85,11 +131,16 @@ struct Program {
   // Registers stored to further outputs of the same dtype (a program with
   // several results: one pass writes them all).
   std::vector<int32_t> more_out_regs = {};
+  // The scalar registers' dtypes; empty: each has out_dtype.
+  std::vector<DType> scalar_dtypes = {};
 
   // The program `code` states, checked: registers in range (inputs, then
   // scalars, then temporaries), known opcodes and reduction; ValueError otherwise.
   static Program build(const ProgramCode& code, size_t n_inputs, size_t n_scalars);
   size_t n_outputs() const { return reduction == Reduction::kNone ? 1 + more_out_regs.size() : 0; }
+  // Each register's dtype given the inputs': ValueError naming the instruction
+  // whose operands jax.lax would refuse (dtypes that differ, sin of an int32).
+  std::vector<DType> register_dtypes(const std::vector<DType>& input_dtypes) const;
 };
 
 // Runs a program on blocks; holds the registers (one chunk each).
@@ -103,20 +154,21 @@ class ProgramRunner {
   // The same with one destination per output (Program::n_outputs()).
   void run(const std::vector<const void*>& inputs, const std::vector<void*>& outs, int64_t count);
   double reduced() const { return acc_; }
-  bool uses_double() const { return wide_; }
 
  private:
-  template <class C>
-  void run_typed(const std::vector<const void*>& inputs, const std::vector<void*>& outs,
-                 int64_t count);
+  void run_chunks(const std::vector<const void*>& inputs, const std::vector<void*>& outs,
+                  int64_t count);
+  void* reg(int32_t r) const { return slots_[static_cast<size_t>(r)]; }
   const Program& program_;
   std::vector<DType> input_dtypes_;
-  std::vector<double> scalars_;
-  bool wide_;
+  std::vector<DType> reg_dtypes_;
+  // Register storage by compute type: float (float32, float16, bfloat16),
+  // double (float64), int32 (int32 and bool, 0 or 1).
   std::vector<float> fregs_;
   std::vector<double> dregs_;
+  std::vector<int32_t> iregs_;
+  std::vector<void*> slots_;  // each register's chunk
   double acc_;
-  bool any_ = false;
 };
 
 }  // namespace jask
