@@ -1,0 +1,136 @@
+"""Cumulative reductions along one axis: lax.cumsum, cumprod, cummax, cummin and cumlogsumexp
+(`reverse` runs from the end of the axis). The engine streams the array block by block with a
+running value per line along the axis, so any axis works while the lines of one block of the
+axes after it fit the budget.
+
+Derivatives: cumsum is linear (its transpose is the cumsum the other way); the others have a
+triangular Jacobian, so their slope is what `tangent_term` and `cotangent_term` combine into
+one cumsum each way.
+"""
+
+from typing import ClassVar
+
+import numpy as np
+
+from .._jax.diskarray import DiskArrayTy
+from .._jax.op import Op, apply, describe
+from .exp import Exp
+from .reduce import Reduce
+from .sort import PutAlongRows, TakeAlongRows, along_axis
+
+
+class Cumulative(Op):
+    """out[..., k, ...] = the reduction of x[..., :k+1, ...] along `axis` (reverse: of
+    x[..., k:, ...]), in x's dtype."""
+
+    kernel = "cumulative"
+    reduction: ClassVar[str]
+
+    def out_type(self, x, *, axis, reverse):
+        if not isinstance(x, DiskArrayTy) or not 0 <= axis < len(x.shape):
+            raise ValueError(f"jax.lax.{self.name}: invalid axis {axis} for {describe(x)}")
+        return DiskArrayTy(tuple(x.shape), x.dtype)
+
+    def kernel_params(self):
+        return {"reduction": self.reduction, "axis": self.axis, "reverse": self.reverse}
+
+    def _cumsum(self, t, *, backward=False):
+        """The cumsum of t along this op's axis, in this op's direction or the other."""
+        return apply(Cumsum, t, axis=self.axis, reverse=self.reverse != backward)
+
+
+class Cumsum(Cumulative):
+    name = "cumsum"
+    reduction = "sum"
+    linear = True
+
+    def transpose_rule(self, ct, x):
+        return self._cumsum(ct, backward=True)
+
+
+class Cumprod(Cumulative):
+    """d out_k / d x_j = out_k / x_j for j up to k (so x must have no zeros for the
+    derivative; JAX's is exact there)."""
+
+    name = "cumprod"
+    reduction = "prod"
+
+    def slope(self, x, out):
+        return x, out
+
+    def tangent_term(self, t, slope):
+        x, out = slope
+        return out * self._cumsum(t / x)
+
+    def cotangent_term(self, ct, slope, x):
+        x, out = slope
+        return self._cumsum(ct * out, backward=True) / x
+
+
+class Cumlogsumexp(Cumulative):
+    """d out_k / d x_j = exp(x_j - out_k) for j up to k, computed as w_j / cumsum(w)_k with
+    w = exp(x - max(x)): one cumsum each way."""
+
+    name = "cumlogsumexp"
+    reduction = "logsumexp"
+
+    def slope(self, x, out):
+        top = apply(Reduce, x, instr="copy", reduction="max")
+        weights = apply(Exp, x - top)
+        return weights, self._cumsum(weights)
+
+    def tangent_term(self, t, slope):
+        weights, total = slope
+        return self._cumsum(t * weights) / total
+
+    def cotangent_term(self, ct, slope, x):
+        weights, total = slope
+        return weights * self._cumsum(ct / total, backward=True)
+
+
+class _RunningExtremum(Cumulative):
+    """cummax / cummin: out_k = x at the index of the running extremum, so the derivative
+    moves the tangent from that index (a gather along the axis) and the cotangent back to it
+    (a scatter-add). The index is the last position j <= k where x_j equals out_j (the last
+    of tied values; JAX splits ties between them)."""
+
+    def slope(self, x, out):
+        return running_index(x, out, self.axis, self.reverse)
+
+    def tangent_term(self, t, slope):
+        return along_axis(TakeAlongRows, t, slope, self.axis)
+
+    def cotangent_term(self, ct, slope, x):
+        return along_axis(PutAlongRows, ct, slope, self.axis, length=x.shape[self.axis])
+
+
+class Cummax(_RunningExtremum):
+    name = "cummax"
+    reduction = "max"
+
+
+class Cummin(_RunningExtremum):
+    name = "cummin"
+    reduction = "min"
+
+
+def running_index(x, out, axis, reverse):
+    """int32 positions along `axis`: for each k, the last j at or before k (after k when
+    `reverse`) where x_j == out_j, the running extremum's index."""
+    n = x.shape[axis]
+    positions = _axis_positions(n, axis, len(x.shape), reverse)
+    hits = (x == out).astype("float32")
+    # positions counted from the start of the scan, + 1 so that misses (0) never win
+    index = apply(Cummax, hits * positions, axis=axis, reverse=reverse)
+    index = index - 1.0
+    if reverse:
+        index = (n - 1) - index
+    return index.astype("int32")
+
+
+def _axis_positions(n, axis, ndim, reverse):
+    """1..n along `axis` (n..1 when `reverse`), shaped to broadcast against the array."""
+    steps = np.arange(1, n + 1, dtype=np.float32)
+    if reverse:
+        steps = steps[::-1].copy()
+    return steps.reshape((n,) + (1,) * (ndim - axis - 1))
