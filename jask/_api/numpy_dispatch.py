@@ -55,42 +55,6 @@ def _binary(fn, name):
     return apply
 
 
-def _reduction(fn, name):
-    def apply(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
-        extra = {k: v for k, v in kwargs.items() if k != "where" or v is not None}
-        _no_extra(name, out=out, **extra)
-        result = fn(a, axis, keepdims)
-        return result if dtype is None else result.astype(dtype)
-
-    return apply
-
-
-def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
-    if ddof:
-        _unsupported("var", f"ddof={ddof}")
-    return _reduction(reductions.var, "var")(a, axis, dtype, out, keepdims, **kwargs)
-
-
-def _logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=None):
-    _no_extra("logsumexp", b=b, return_sign=return_sign, where=where)
-    return reductions.logsumexp(a, axis, keepdims)
-
-
-def _softmax_like(fn, name):
-    def apply(x, axis=-1, where=None, **kwargs):
-        _no_extra(name, where=where, **kwargs)
-        return fn(x, axis)
-
-    return apply
-
-
-def _norm(x, ord=None, axis=None, keepdims=False):
-    if ord not in (None, 2, "fro") or axis is not None:
-        _unsupported("linalg.norm", f"ord={ord!r}, axis={axis!r} (only the 2-norm of all elements)")
-    result = jnp.sqrt(linalg.vdot(x, x))
-    return jnp.reshape(result, (1,) * x.ndim) if keepdims else result
-
-
 def _like(fn, name):
     def apply(a, *args, dtype=None, shape=None, **kwargs):
         _no_extra(name, **kwargs)
@@ -246,17 +210,7 @@ TABLE = {
     **_declared_entries(),
     **{f"jnp.{n}": _unary(lambda x: x, n) for n in ("conj", "conjugate", "real")},
     "nn.gelu": lambda x, approximate=True: elementwise.gelu(x, approximate),
-    "jnp.sum": _reduction(reductions.sum, "sum"),
-    "jnp.max": _reduction(reductions.max, "max"),
-    "jnp.min": _reduction(reductions.min, "min"),
-    "jnp.prod": _reduction(reductions.prod, "prod"),
-    "jnp.mean": _reduction(reductions.mean, "mean"),
-    "jnp.var": _var,
-    "nn.logsumexp": _logsumexp,
-    "nn.softmax": _softmax_like(reductions.softmax, "softmax"),
-    "nn.log_softmax": _softmax_like(reductions.log_softmax, "log_softmax"),
     "jnp.broadcast_to": lambda array, shape, **kwargs: shapes.broadcast_to(array, shape),
-    "jnp.linalg.norm": _norm,
     "jnp.vdot": _two_operand(linalg.vdot, "vdot"),
     "jnp.dot": _two_operand(linalg.dot, "dot"),
     "jnp.matmul": _two_operand(linalg.matmul, "matmul"),
