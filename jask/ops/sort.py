@@ -1,5 +1,6 @@
 """Sorting along the last axis, one row in memory at a time: `ArgsortRows` finds each row's
-order (int32 positions; lax.sort's order, NaNs last, or descending for top_k), and
+order (int32 positions; lax.sort's order, NaNs last and -0.0 == 0.0, or `descending` in
+lax.top_k's, IEEE totalOrder largest first), and
 `TakeAlongRows` / `PutAlongRows` apply such positions and their transpose to any array of the
 same rows. A sort's outputs are its operands taken along its order, so its derivative flows
 through `TakeAlongRows` (linear in the values) while the order itself has none. `along_axis`
@@ -28,7 +29,8 @@ def _check_rows(name, x, indices):
 
 class ArgsortRows(Op):
     """The first `keep` positions of each row's stable order by the keys (the first key
-    primary): ascending with NaNs last, as lax.sort, or `descending`, as lax.top_k."""
+    primary): ascending with NaNs last, as lax.sort, or `descending` in IEEE totalOrder (NaN
+    first, 0.0 before -0.0), as lax.top_k."""
 
     name = "argsort"
     kernel = "argsort_rows"

@@ -4,6 +4,7 @@
 // any array of the same rows (sorted values, and the derivatives of sort and
 // top_k). Other axes are moved last by the caller (a transpose).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -84,15 +85,26 @@ void stream_rows(const std::string& op, const std::vector<ArrayRef>& inputs,
 // The order of lax.sort: NaN after everything, all NaNs equal; -0.0 == 0.0.
 bool sorts_before(double a, double b) { return a == a && (b != b || a < b); }
 
+// The order lax.top_k ranks by: IEEE 754 totalOrder, -NaN < -inf < ... < -0.0 < 0.0 < ... <
+// inf < NaN (NaNs of one sign equal).
+bool total_order_before(double a, double b) {
+  auto nan_side = [](double v) { return v != v ? (std::signbit(v) ? -1 : 1) : 0; };
+  const int sa = nan_side(a), sb = nan_side(b);
+  if (sa != sb) return sa < sb;
+  if (sa != 0) return false;
+  if (a == b) return std::signbit(a) && !std::signbit(b);
+  return a < b;
+}
+
 struct ArgsortParams {
-  bool descending = false;
-  int64_t keep = 0;  // the first `keep` indices of each row's order
+  bool descending = false;  // lax.top_k's order (totalOrder, largest first), else lax.sort's
+  int64_t keep = 0;         // the first `keep` indices of each row's order
 };
 const Schema<ArgsortParams> kArgsortSchema{field("descending", &ArgsortParams::descending),
                                            field("keep", &ArgsortParams::keep)};
 
 // Each row's stable sorting permutation by the keys (lexicographic, the first
-// key primary), ascending or descending, truncated to `keep` indices.
+// key primary), in lax.sort's order or lax.top_k's, truncated to `keep` indices.
 int32_t run_argsort_rows(const KernelCall& call, const ArgsortParams& p) {
   if (call.operands.handles.empty() || !call.operands.scalars.empty() ||
       !call.operands.memory.empty())
@@ -122,8 +134,8 @@ int32_t run_argsort_rows(const KernelCall& call, const ArgsortParams& p) {
     for (int64_t k = 0; k < nk; ++k) {
       const double a = values[static_cast<size_t>(k * n + i)];
       const double b = values[static_cast<size_t>(k * n + j)];
-      if (p.descending ? sorts_before(b, a) : sorts_before(a, b)) return true;
-      if (p.descending ? sorts_before(a, b) : sorts_before(b, a)) return false;
+      if (p.descending ? total_order_before(b, a) : sorts_before(a, b)) return true;
+      if (p.descending ? total_order_before(a, b) : sorts_before(b, a)) return false;
     }
     return false;
   };
