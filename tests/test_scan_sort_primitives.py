@@ -257,3 +257,30 @@ def test_rows_that_do_not_fit_are_not_implemented(small_budget):
     with pytest.raises(NotImplementedError, match=r"top_k along axis 1 of float32\[3,2000\]"):
         jax.lax.top_k(x, 2)
     np.testing.assert_array_equal(np.asarray(jnp.sort(x, axis=0)), np.ones((3, 2000)))
+
+
+def test_cumprod_derivatives_are_exact_at_zeros(rng):
+    """First derivatives everywhere; second derivatives where a line has at most one zero (as
+    jnp.prod's)."""
+    a = rng.uniform(0.5, 2, (6, 9)).astype(np.float32)
+    one_zero = a.copy()
+    for i, j in [(0, 2), (1, 0), (2, 8), (3, 3), (4, 5)]:  # one per row and per column
+        one_zero[i, j] = 0.0
+    two_zeros = one_zero.copy()
+    two_zeros[4, 4] = two_zeros[0, 5] = 0.0
+    w = rng.standard_normal(a.shape).astype(np.float32)
+    for axis in (0, 1):
+        for reverse in (False, True):
+
+            def loss(v, axis=axis, reverse=reverse):
+                return jnp.sum(jax.lax.cumprod(v, axis=axis, reverse=reverse) * w)
+
+            hvp = lambda v, t, loss=loss: jax.jvp(jax.grad(loss), (v,), (t,))[1]
+            for data in (one_zero, two_zeros):
+                x, ref = jask.DiskArray.from_numpy(data), jnp.asarray(data)
+                _check(jax.grad(loss)(x), jax.grad(loss)(ref))
+                _, t_got = jax.jvp(loss, (x,), (jask.DiskArray.from_numpy(w),))
+                _, t_want = jax.jvp(loss, (ref,), (jnp.asarray(w),))
+                assert_close(t_got, t_want)
+            x, ref = jask.DiskArray.from_numpy(one_zero), jnp.asarray(one_zero)
+            assert_close(hvp(x, jask.DiskArray.from_numpy(w)), hvp(ref, jnp.asarray(w)), rtol=1e-4)

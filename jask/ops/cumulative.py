@@ -4,10 +4,11 @@ running value per line along the axis, so any axis works while the lines of one 
 axes after it fit the budget.
 
 Derivatives: cumsum is linear (its transpose is the cumsum the other way); the others have a
-triangular Jacobian, so their slope is what `tangent_term` and `cotangent_term` combine into
-one cumsum each way.
+triangular Jacobian, so their slope holds what `tangent_term` and `cotangent_term` combine with
+cumsums (or, for cummax and cummin, a gather and a scatter-add along the axis).
 """
 
+import dataclasses
 from typing import ClassVar
 
 import numpy as np
@@ -49,22 +50,40 @@ class Cumsum(Cumulative):
 
 
 class Cumprod(Cumulative):
-    """d out_k / d x_j = out_k / x_j for j up to k (so x must have no zeros for the
-    derivative; JAX's is exact there)."""
+    """d out_k / d x_j = the product of x_i over i <= k but j, exact at zeros: out_k / x_j
+    where x_j is not 0; at the first zero f of a line, the cumprod of x with x_f set to 1
+    (`unzeroed`); 0 at later zeros (their products include x_f). Second derivatives are exact
+    except where a line has two or more zeros (as jnp.prod's)."""
 
     name = "cumprod"
     reduction = "prod"
 
     def slope(self, x, out):
-        return x, out
+        zero = (x == 0.0).astype(x.dtype)
+        first_zero = zero * (self._cumsum(zero) == 1.0).astype(x.dtype)
+        # written so that a zero's own value does not enter its slope (second derivatives)
+        unzeroed = apply(
+            Cumprod, x * (1.0 - first_zero) + first_zero, axis=self.axis, reverse=self.reverse
+        )
+        return CumprodSlope(out, unzeroed, 1.0 - zero, first_zero, x * (1.0 - zero) + zero)
 
-    def tangent_term(self, t, slope):
-        x, out = slope
-        return out * self._cumsum(t / x)
+    def tangent_term(self, t, s):
+        return s.out * self._cumsum(t * s.nonzero / s.safe) + s.unzeroed * self._cumsum(
+            t * s.first_zero
+        )
 
-    def cotangent_term(self, ct, slope, x):
-        x, out = slope
-        return self._cumsum(ct * out, backward=True) / x
+    def cotangent_term(self, ct, s, x):
+        before = self._cumsum(ct * s.out, backward=True) * s.nonzero / s.safe
+        return before + self._cumsum(ct * s.unzeroed, backward=True) * s.first_zero
+
+
+@dataclasses.dataclass(frozen=True)
+class CumprodSlope:
+    out: object
+    unzeroed: object  # the cumprod with each line's first zero replaced by 1
+    nonzero: object  # 1 where x is not 0
+    first_zero: object  # 1 at each line's first zero
+    safe: object  # x with 1 in place of each 0
 
 
 class Cumlogsumexp(Cumulative):
