@@ -55,17 +55,23 @@ rule("reduce_and")(_logical("reduce_and", "min"))
 rule("reduce_or")(_logical("reduce_or", "max"))
 
 
-def _carry_fits(primitive: str, x, axis: int, bytes_per_position: int) -> None:
-    """A scan along `axis` keeps a running value per position of the axes after it; they must
-    fit half the budget (the blocks streamed past them take the rest)."""
+# The engine's smallest streamed block (plan/planner.cpp kMinBlockElems), double-buffered.
+_MIN_BLOCK = 64
+
+
+def _carry_fits(primitive: str, x, axis: int, carry_bytes: int, block_bytes: int) -> None:
+    """A scan along `axis` keeps a running value (`carry_bytes` each) per position of the axes
+    after it, beside the smallest blocks streamed past them (`block_bytes` per element, two
+    slots): they must fit the budget."""
     inner = int(np.prod(x.shape[axis + 1 :], dtype=np.int64))
-    needed = inner * bytes_per_position
-    if needed > memory_budget() // 2:
+    numel = int(np.prod(x.shape, dtype=np.int64))
+    needed = inner * carry_bytes + 2 * min(numel, _MIN_BLOCK) * block_bytes
+    if needed > memory_budget():
         raise NotImplementedError(
             f"jax.lax.{primitive} along axis {axis} of {describe(x)}: the running values of "
-            f"one step along the axis ({inner} positions, {needed} bytes) do not fit half the "
-            f"memory budget ({memory_budget()} bytes); raise the budget (jask.set_memory_budget) "
-            f"or move the axis last"
+            f"one step along the axis ({inner} positions) and the smallest blocks need "
+            f"{needed} bytes, more than the memory budget ({memory_budget()} bytes); raise the "
+            f"budget (jask.set_memory_budget) or move the axis last"
         )
 
 
@@ -73,7 +79,7 @@ def _arg_reduction(reduction: str):
     def arg_reduce(x, *, axes, index_dtype):
         (axis,) = axes
         axis = int(axis)
-        _carry_fits(f"arg{reduction}", x, axis, 12)
+        _carry_fits(f"arg{reduction}", x, axis, 12, np.dtype(x.dtype).itemsize + 8)
         out_size = int(np.prod(x.shape, dtype=np.int64)) // max(1, x.shape[axis])
         op = ArgReduceInMemory if out_size <= in_memory_limit() else ArgReduce
         return apply(op, x, axis=axis, reduction=reduction, index_dtype=np.dtype(index_dtype))
@@ -89,7 +95,7 @@ rule("argmin")(_arg_reduction("min"))
 def _cumulative(op):
     def cumulative(x, *, axis, reverse):
         axis = int(axis)
-        _carry_fits(op.name, x, axis, 8)
+        _carry_fits(op.name, x, axis, 8, 2 * np.dtype(x.dtype).itemsize + 8)
         return apply(op, x, axis=axis, reverse=bool(reverse))
 
     cumulative.__qualname__ = op.name

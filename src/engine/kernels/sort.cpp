@@ -137,7 +137,7 @@ int32_t run_argsort_rows(const KernelCall& call, const ArgsortParams& p) {
       if (p.descending ? total_order_before(b, a) : sorts_before(a, b)) return true;
       if (p.descending ? total_order_before(a, b) : sorts_before(b, a)) return false;
     }
-    return false;
+    return i < j;  // ties by position: a strict total order, so any sort of it is stable
   };
   stream_rows("sort", keys, std::vector<int64_t>(keys.size(), n), *out, p.keep, work, rows,
               [&](int64_t, int64_t count, const std::vector<std::byte*>& in, std::byte* dst) {
@@ -149,7 +149,11 @@ int32_t run_argsort_rows(const KernelCall& call, const ArgsortParams& p) {
                                  values.data() + k * n);
                   }
                   std::iota(order.begin(), order.end(), 0);
-                  std::stable_sort(order.begin(), order.end(), before);
+                  if (p.keep == n) {
+                    std::sort(order.begin(), order.end(), before);
+                  } else {
+                    std::partial_sort(order.begin(), order.begin() + p.keep, order.end(), before);
+                  }
                   std::copy_n(order.begin(), p.keep, indices + r * p.keep);
                 }
               });
