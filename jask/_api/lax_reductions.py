@@ -115,12 +115,16 @@ def _on_disk(x, like):
 
 
 def _rows_fit(primitive: str, operands, axis: int, keep: int, n_keys: int) -> None:
-    """One row along `axis` of every operand, its positions and the keys as doubles must fit
-    the budget (two slots of each stream, as the engine plans them)."""
+    """The rows along `axis` that the engine holds must fit the budget (two slots of each
+    stream, as it plans them): finding the order (the keys' rows, as doubles too, and the
+    positions), and, for the derivative, putting a row of each operand back in place."""
     x = operands[0]
     n = x.shape[axis]
-    row = n * sum(np.dtype(o.dtype).itemsize for o in operands) + keep * 4
-    needed = 2 * row + n * (8 * n_keys + 4)
+    widest = max(np.dtype(o.dtype).itemsize for o in operands)
+    keys = sum(np.dtype(o.dtype).itemsize for o in operands[:n_keys])
+    order = 2 * (n * keys + keep * 4) + n * (8 * n_keys + 4)
+    put_back = 2 * (keep * (widest + 4) + n * widest) + (n + keep) * 8
+    needed = max(order, put_back)
     if needed > memory_budget():
         raise NotImplementedError(
             f"jax.lax.{primitive} along axis {axis} of "

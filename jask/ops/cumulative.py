@@ -1,7 +1,8 @@
 """Cumulative reductions along one axis: lax.cumsum, cumprod, cummax, cummin and cumlogsumexp
 (`reverse` runs from the end of the axis). The engine streams the array block by block with a
-running value per line along the axis, so any axis works while the lines of one block of the
-axes after it fit the budget.
+running value per line along the axis, carried across blocks, so any axis works while one value
+per position of the axes after it fits the budget. Their rules (jask/_api/lax_reductions.py)
+check that first.
 
 Derivatives: cumsum is linear (its transpose is the cumsum the other way); the others have a
 triangular Jacobian, so their slope holds what `tangent_term` and `cotangent_term` combine with
