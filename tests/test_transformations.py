@@ -12,6 +12,7 @@ from jask import _engine
 
 import cases_batched
 import cases_gather
+import cases_scan_sort
 import cases_shapes
 from case import BIAS, Case, K, M, N
 from conftest import assert_close
@@ -232,7 +233,13 @@ CASES = [
     ),
 ]
 # Cases of the shape, gather and batched-matmul ops live in their own modules.
-CASES += cases_shapes.CASES + cases_gather.CASES + cases_batched.CASES + cases_elementwise.CASES
+CASES += (
+    cases_shapes.CASES
+    + cases_gather.CASES
+    + cases_batched.CASES
+    + cases_elementwise.CASES
+    + cases_scan_sort.CASES
+)
 
 
 def make_inputs(case, rng):

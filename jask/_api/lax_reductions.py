@@ -1,6 +1,6 @@
-"""Rules for the jax.lax primitives that reduce (see jask/_jax/primitives.py: an op that is
-one primitive declares it in its own file; these rules combine ops or read the primitive's
-params).
+"""Rules for the jax.lax primitives that reduce, scan or sort (see jask/_jax/primitives.py: an op
+that is one primitive declares it in its own file, as the cumulative reductions do; these rules
+combine ops or read the primitive's params).
 
 A rule takes the primitive's operands and params as `Primitive.bind` receives them and returns
 what the primitive returns. jax.numpy has applied its dtype and rank promotion before it binds
@@ -9,13 +9,24 @@ a primitive, so a rule implements the primitive's own semantics, nothing of jnp'
 
 from __future__ import annotations
 
+import jax
+import numpy as np
+
+from .._jax.diskarray import DiskArray
+from .._jax.op import apply, describe
 from .._jax.primitives import rule
+from .._runtime import memory_budget
+from ..ops.argreduce import ArgReduce, ArgReduceInMemory
+from ..ops.cumulative import Cumlogsumexp, Cummax, Cummin, Cumprod, Cumsum
+from ..ops.in_memory import FromInMemory
+from ..ops.sort import ArgsortRows, TakeAlongRows, from_last, to_last
 from . import reductions
+from .operands import in_memory_limit
 
 
 def _reduction(reduction: str):
     def reduce(x, *, axes, out_sharding=None):
-        return reductions._reduce(x, tuple(int(a) for a in axes), False, reduction) if axes else x
+        return reductions.reduce_axes(x, tuple(int(a) for a in axes), reduction)
 
     reduce.__qualname__ = f"reduce_{reduction}"
     return reduce
@@ -23,3 +34,125 @@ def _reduction(reduction: str):
 
 for _reduction_name in ("sum", "max", "min", "prod"):
     rule(f"reduce_{_reduction_name}")(_reduction(_reduction_name))
+
+
+def _logical(primitive: str, reduction: str):
+    """reduce_and / reduce_or: min / max of booleans (integers would be bitwise)."""
+
+    def reduce(x, *, axes, out_sharding=None):
+        if np.dtype(x.dtype) != np.bool_:
+            raise NotImplementedError(
+                f"jax.lax.{primitive} of {describe(x)}: Jask reduces booleans only "
+                f"(bitwise reductions of integers are not implemented)"
+            )
+        return reductions.reduce_axes(x, tuple(int(a) for a in axes), reduction)
+
+    reduce.__qualname__ = primitive
+    return reduce
+
+
+rule("reduce_and")(_logical("reduce_and", "min"))
+rule("reduce_or")(_logical("reduce_or", "max"))
+
+
+# The engine's smallest streamed block (plan/planner.cpp kMinBlockElems), double-buffered.
+_MIN_BLOCK = 64
+
+
+def _carry_fits(primitive: str, x, axis: int, carry_bytes: int, block_bytes: int) -> None:
+    """A scan along `axis` keeps a running value (`carry_bytes` each) per position of the axes
+    after it, beside the smallest blocks streamed past them (`block_bytes` per element, two
+    slots): they must fit the budget."""
+    inner = int(np.prod(x.shape[axis + 1 :], dtype=np.int64))
+    numel = int(np.prod(x.shape, dtype=np.int64))
+    needed = inner * carry_bytes + 2 * min(numel, _MIN_BLOCK) * block_bytes
+    if needed > memory_budget():
+        raise NotImplementedError(
+            f"jax.lax.{primitive} along axis {axis} of {describe(x)}: the running values of "
+            f"one step along the axis ({inner} positions) and the smallest blocks need "
+            f"{needed} bytes, more than the memory budget ({memory_budget()} bytes); raise the "
+            f"budget (jask.set_memory_budget) or move the axis last"
+        )
+
+
+def _arg_reduction(reduction: str):
+    def arg_reduce(x, *, axes, index_dtype):
+        (axis,) = axes
+        axis = int(axis)
+        _carry_fits(f"arg{reduction}", x, axis, 12, np.dtype(x.dtype).itemsize + 8)
+        out_size = int(np.prod(x.shape, dtype=np.int64)) // max(1, x.shape[axis])
+        op = ArgReduceInMemory if out_size <= in_memory_limit() else ArgReduce
+        return apply(op, x, axis=axis, reduction=reduction, index_dtype=np.dtype(index_dtype))
+
+    arg_reduce.__qualname__ = f"arg{reduction}"
+    return arg_reduce
+
+
+rule("argmax")(_arg_reduction("max"))
+rule("argmin")(_arg_reduction("min"))
+
+
+def _cumulative(op):
+    def cumulative(x, *, axis, reverse):
+        axis = int(axis)
+        _carry_fits(op.name, x, axis, 8, 2 * np.dtype(x.dtype).itemsize + 8)
+        return apply(op, x, axis=axis, reverse=bool(reverse))
+
+    cumulative.__qualname__ = op.name
+    return cumulative
+
+
+for _op in (Cumsum, Cumprod, Cummax, Cummin, Cumlogsumexp):
+    rule(_op.name)(_cumulative(_op))
+
+
+def _on_disk(x, like):
+    """An operand of a sort as a DiskArray (jnp.argsort sorts an in-memory iota along)."""
+    if isinstance(x, DiskArray):
+        return x
+    x = jax.numpy.broadcast_to(jax.numpy.asarray(x), like.shape)
+    return apply(FromInMemory, x)
+
+
+def _rows_fit(primitive: str, operands, axis: int, keep: int, n_keys: int) -> None:
+    """The rows along `axis` that the engine holds must fit the budget (two slots of each
+    stream, as it plans them): finding the order (the keys' rows, as doubles too, and the
+    positions), and, for the derivative, putting a row of each operand back in place."""
+    x = operands[0]
+    n = x.shape[axis]
+    widest = max(np.dtype(o.dtype).itemsize for o in operands)
+    keys = sum(np.dtype(o.dtype).itemsize for o in operands[:n_keys])
+    order = 2 * (n * keys + keep * 4) + n * (8 * n_keys + 4)
+    put_back = 2 * (keep * (widest + 4) + n * widest) + (n + keep) * 8
+    needed = max(order, put_back)
+    if needed > memory_budget():
+        raise NotImplementedError(
+            f"jax.lax.{primitive} along axis {axis} of "
+            f"{', '.join(describe(o) for o in operands)}: one row of {n} elements needs "
+            f"{needed} bytes in memory, more than the memory budget ({memory_budget()} bytes); "
+            f"raise the budget (jask.set_memory_budget)"
+        )
+
+
+@rule("sort")
+def sort(*operands, dimension, is_stable, num_keys):
+    """Every operand in the order of the first `num_keys` (lexicographic), NaNs last; stable
+    whatever `is_stable` says."""
+    like = next(o for o in operands if isinstance(o, DiskArray))
+    axis = int(dimension)
+    operands = [_on_disk(o, like) for o in operands]
+    n = like.shape[axis]
+    _rows_fit("sort", operands, axis, n, num_keys)
+    moved = [to_last(o, axis) for o in operands]
+    order = apply(ArgsortRows, *moved[:num_keys], descending=False, keep=n)
+    return [from_last(apply(TakeAlongRows, o, order), axis) for o in moved]
+
+
+@rule("top_k")
+def top_k(x, *, k, axis=-1):
+    """The k largest along `axis` (NaN largest), ties by lower index, and their int32 indices."""
+    axis = int(axis) % len(x.shape)
+    _rows_fit("top_k", [x], axis, int(k), 1)
+    moved = to_last(x, axis)
+    order = apply(ArgsortRows, moved, descending=True, keep=int(k))
+    return [from_last(apply(TakeAlongRows, moved, order), axis), from_last(order, axis)]

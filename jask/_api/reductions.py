@@ -8,7 +8,7 @@ import numpy as np
 
 from .._jax.diskarray import DiskArray
 from .._jax.op import apply
-from ..ops import Reduce, ReduceAxes, ReduceAxesInMemory, StopGradient
+from ..ops import Fill, Reduce, ReduceAxes, ReduceAxesInMemory, StopGradient
 from .elementwise import exp, log
 from .operands import check_disk, in_memory_limit
 from .shape import reshape
@@ -27,17 +27,53 @@ def _axes(x, axis) -> tuple[int, ...]:
 def _reduce(x, axis, keepdims, reduction):
     check_disk(reduction, x)
     axes = _axes(x, axis)
-    if axes == tuple(range(x.ndim)):
-        result = apply(Reduce, x, instr="copy", reduction=reduction)
-        return jnp.reshape(result, (1,) * x.ndim) if keepdims else result
-    out_shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
-    in_memory = int(np.prod(out_shape, dtype=np.int64)) <= in_memory_limit()
-    op = ReduceAxesInMemory if in_memory else ReduceAxes
-    result = apply(op, x, axes=axes, reduction=reduction)
+    result = reduce_axes(x, axes, reduction)
     if keepdims:
         kept = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
-        result = jnp.reshape(result, kept) if in_memory else reshape(result, kept)
+        result = (
+            reshape(result, kept) if isinstance(result, DiskArray) else jnp.reshape(result, kept)
+        )
     return result
+
+
+def reduce_axes(x, axes: tuple[int, ...], reduction: str):
+    """lax.reduce_<reduction> of x over `axes` (sorted, distinct), in x's dtype: a jax.Array
+    when the result has at most IN_MEMORY_LIMIT elements, else a DiskArray.
+
+    Reductions fold in double: integer sums wrap as int32 arithmetic does (exactly while the
+    sum stays within 2**53); NaN propagates through max and min; an empty axis gives the
+    reduction's identity (-inf for max, the smallest int32 for an integer max)."""
+    if not axes:
+        return x
+    out_shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
+    small = int(np.prod(out_shape, dtype=np.int64)) <= in_memory_limit()
+    if any(x.shape[a] == 0 for a in axes):
+        identity = _identity(reduction, x.dtype)
+        if small:
+            return jnp.full(out_shape, identity, x.dtype)
+        return apply(Fill, jnp.asarray(identity, x.dtype), shape=out_shape, dtype=x.dtype)
+    # A full reduction of floats is a 0-d result of the engine (fusable into the program that
+    # computes x); integers go through the axis reducer, whose store wraps like int32.
+    if axes == tuple(range(x.ndim)) and jnp.issubdtype(x.dtype, jnp.floating):
+        return apply(Reduce, x, instr="copy", reduction=reduction)
+    op = ReduceAxesInMemory if small else ReduceAxes
+    return apply(op, x, axes=axes, reduction=reduction)
+
+
+def _identity(reduction: str, dtype):
+    """The identity of lax.reduce_<reduction> in `dtype` (what an empty axis reduces to)."""
+    if reduction == "sum":
+        return 0
+    if reduction == "prod":
+        return 1
+    low, high = (
+        (False, True)
+        if np.dtype(dtype) == np.bool_
+        else (jnp.iinfo(dtype).min, jnp.iinfo(dtype).max)
+        if jnp.issubdtype(dtype, jnp.integer)
+        else (-np.inf, np.inf)
+    )
+    return low if reduction == "max" else high
 
 
 def sum(x, axis=None, keepdims: bool = False):  # noqa: A001 - mirrors jnp.sum

@@ -206,6 +206,9 @@ class ReduceAxesInMemory(ReduceAxes):
     def result_type(self, shape, dtype):
         return compat.ShapedArray(shape, jax.dtypes.canonicalize_dtype(dtype))
 
+    def kernel_params(self):
+        return {**super().kernel_params(), "dtype": dtype_code(self.out_aval.dtype)}
+
 
 # -- d out / d x of the reductions that are not linear, over `axes` (None: every axis); written
 # with DiskArray operators, as `where` and the arithmetic ops are built on this module --------

@@ -161,7 +161,13 @@ TEST(Registry, HoldsEveryEngineKernel) {
                                                                   {"array", "take"},
                                                                   {"in-memory", "take"},
                                                                   {"array", "scatter_add_rows"},
-                                                                  {"group", "row_group"}};
+                                                                  {"group", "row_group"},
+                                                                  {"array", "cumulative"},
+                                                                  {"array", "arg_reduce"},
+                                                                  {"in-memory", "arg_reduce"},
+                                                                  {"array", "argsort_rows"},
+                                                                  {"array", "take_along_rows"},
+                                                                  {"array", "put_along_rows"}};
   for (const auto& kernel : expected) {
     EXPECT_TRUE(registered.count(kernel)) << kernel.first << " " << kernel.second;
   }

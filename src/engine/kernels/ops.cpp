@@ -733,18 +733,31 @@ int32_t run_reduce_axes(const KernelCall& call, const ReduceAxesParams& p) {
 }
 const KernelRegistration kReduceAxes{"reduce_axes", kReduceAxesSchema, run_reduce_axes};
 
-void run_reduce_axes_in_memory(const KernelCall& call, const ReduceAxesParams& p) {
+// In memory, the result is in `dtype`: JAX's canonical dtype of the input's (float32 for a
+// float64 array while JAX runs without x64).
+struct ReduceAxesInMemoryParams {
+  int64_t reduction = 0;
+  std::vector<int64_t> axes;
+  DType dtype = DType::f32;
+};
+const Schema<ReduceAxesInMemoryParams> kReduceAxesInMemorySchema{
+    field("reduction", &ReduceAxesInMemoryParams::reduction),
+    field("axes", &ReduceAxesInMemoryParams::axes),
+    field("dtype", &ReduceAxesInMemoryParams::dtype)};
+
+void run_reduce_axes_in_memory(const KernelCall& call, const ReduceAxesInMemoryParams& p) {
   expect_operands(call, 1, 0, 0);
   AxisReducer reducer = axis_reducer(call.operands.handles[0], p.reduction, p.axes);
-  const DType dt = reg().get(call.operands.handles[0])->info().dtype;
-  if (call.out.nbytes != static_cast<uint64_t>(numel_of(reducer.out_shape())) * itemsize(dt))
-    throw ValueError("reduce_axes: output size");
+  const ArrayInfo out_info{p.dtype, reducer.out_shape()};
+  if (call.out.nbytes != out_info.nbytes())
+    throw ValueError("reduce_axes: an output buffer of " + std::to_string(call.out.nbytes) +
+                     " bytes does not hold " + out_info.describe());
   auto* base = static_cast<std::byte*>(call.out.data);
   reducer.run("reduce_axes", [&](int64_t first, int64_t count, const double* values) {
-    narrow_values(values, count, dt, base + first * static_cast<int64_t>(itemsize(dt)));
+    narrow_values(values, count, p.dtype, base + first * static_cast<int64_t>(itemsize(p.dtype)));
   });
 }
-const KernelRegistration kReduceAxesInMemory{"reduce_axes", kReduceAxesSchema,
+const KernelRegistration kReduceAxesInMemory{"reduce_axes", kReduceAxesInMemorySchema,
                                              run_reduce_axes_in_memory};
 
 void run_to_in_memory(const KernelCall& call, const NoParams&) {

@@ -1,0 +1,231 @@
+// Scans along one axis, streamed in flat C-order blocks with a running value
+// per position of the axes after it (the carry, `inner` doubles) that crosses
+// block boundaries: the cumulative reductions (one output element per input
+// element, forward or reverse) and argmax / argmin (one index per line along
+// the axis, emitted when the line ends).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "base/errors.hpp"
+#include "call/registry.hpp"
+#include "exec/pipeline.hpp"
+#include "io/file.hpp"
+#include "kernels/along_axis.hpp"
+#include "plan/planner.hpp"
+#include "program/broadcast.hpp"
+#include "program/reduction.hpp"
+#include "storage/array_store.hpp"
+
+namespace jask {
+namespace {
+
+Registry& reg() { return Registry::instance(); }
+
+// jnp.logaddexp: equal infinities (and NaN) give their sum.
+double log_add_exp(double a, double b) {
+  const double delta = a - b;
+  if (delta != delta) return a + b;
+  return std::max(a, b) + std::log1p(std::exp(-std::fabs(delta)));
+}
+
+using Fold = double (*)(double, double);
+
+// The folds of the reductions' table (NaN propagates through max and min, as
+// in lax.cummax), and logaddexp for cumlogsumexp.
+Fold cumulative_fold(const std::string& reduction) {
+  if (reduction == "logsumexp") return log_add_exp;
+  for (const ReductionRule& r : kReductions)
+    if (reduction == r.name) return r.fold;
+  throw ValueError("cumulative: unknown reduction \"" + reduction + "\"");
+}
+
+// Position along the axis (k) and within the inner block (q) of flat element
+// `e`, stepped forward or backward one element at a time.
+struct LinePosition {
+  const AxisView& v;
+  int64_t k, q;
+  LinePosition(const AxisView& view, int64_t e)
+      : v(view), k((e / view.inner) % view.n), q(e % view.inner) {}
+  void next() {
+    if (++q == v.inner) {
+      q = 0;
+      if (++k == v.n) k = 0;
+    }
+  }
+  void previous() {
+    if (--q < 0) {
+      q = v.inner - 1;
+      if (--k < 0) k = v.n - 1;
+    }
+  }
+};
+
+struct CumulativeParams {
+  std::string reduction;
+  int64_t axis = 0;
+  bool reverse = false;
+};
+const Schema<CumulativeParams> kCumulativeSchema{field("reduction", &CumulativeParams::reduction),
+                                                 field("axis", &CumulativeParams::axis),
+                                                 field("reverse", &CumulativeParams::reverse)};
+
+// out[..., k, ...] = fold of in[..., 0..k, ...] (reverse: of in[..., k..n-1, ...]).
+int32_t run_cumulative(const KernelCall& call, const CumulativeParams& p) {
+  expect_operands(call, 1, 0, 0);
+  const Fold fold = cumulative_fold(p.reduction);
+  ArrayRef in = reg().get(call.operands.handles[0]);
+  const ArrayInfo& info = in->info();
+  const std::string op = "cum" + p.reduction;
+  const AxisView v = axis_view(info, p.axis, op);
+  auto out = StoredArray::create_scratch(info, op, ScratchContents::kOverwritten);
+  const auto isz = static_cast<int64_t>(itemsize(info.dtype));
+  const int64_t numel = info.numel();
+  const int64_t carry_bytes = v.inner * static_cast<int64_t>(sizeof(double));
+  // Per element: the input and output blocks (two slots each) and the doubles they convert through.
+  const int64_t block = plan_stream_block(
+      op, info.describe(), numel, 2 * isz + static_cast<int64_t>(sizeof(double)), carry_bytes);
+  const int64_t n_tasks = numel == 0 ? 0 : (numel + block - 1) / block;
+  auto reader = make_reader(in, info.shape, 0);
+  StreamBuffers in_buf(block * isz + static_cast<int64_t>(kIoAlignment)), out_buf(block * isz);
+  std::vector<double> values(static_cast<size_t>(block)), carry(static_cast<size_t>(v.inner));
+  // Reverse scans visit the blocks, and the elements in each, from the end.
+  auto range = [&](int64_t t) {
+    const int64_t b = p.reverse ? n_tasks - 1 - t : t;
+    return std::pair(b * block, std::min(block, numel - b * block));
+  };
+  auto input = [&](int64_t t) { return in_buf.at(t) + reader->alignment_shift(range(t).first); };
+  PipelineStages stages;
+  stages.read = [&](int64_t t) {
+    auto [first, count] = range(t);
+    reader->read(first, count, input(t));
+  };
+  stages.compute = [&](int64_t t) {
+    auto [first, count] = range(t);
+    load_doubles(info.dtype, input(t), count, values.data());
+    if (p.reverse) {
+      LinePosition pos(v, first + count - 1);
+      for (int64_t i = count - 1; i >= 0; --i, pos.previous()) {
+        double& c = carry[static_cast<size_t>(pos.q)];
+        double& x = values[static_cast<size_t>(i)];
+        c = pos.k == v.n - 1 ? x : fold(c, x);
+        x = c;
+      }
+    } else {
+      LinePosition pos(v, first);
+      for (int64_t i = 0; i < count; ++i, pos.next()) {
+        double& c = carry[static_cast<size_t>(pos.q)];
+        double& x = values[static_cast<size_t>(i)];
+        c = pos.k == 0 ? x : fold(c, x);
+        x = c;
+      }
+    }
+    store_doubles(values.data(), count, info.dtype, out_buf.at(t));
+  };
+  stages.write = [&](int64_t t) {
+    auto [first, count] = range(t);
+    out->write_elems(out_buf.at(t), first, count);
+  };
+  run_pipeline(n_tasks, stages);
+  return reg().add(out);
+}
+const KernelRegistration kCumulativeKernel{"cumulative", kCumulativeSchema, run_cumulative};
+
+struct ArgReduceParams {
+  std::string reduction;  // "max" or "min"
+  int64_t axis = 0;
+};
+const Schema<ArgReduceParams> kArgReduceSchema{field("reduction", &ArgReduceParams::reduction),
+                                               field("axis", &ArgReduceParams::axis)};
+
+// The index along `axis` of each line's largest (smallest) element: the
+// first one of ties, and the first NaN if there is one (as jnp.argmax).
+// `emit(first, count, indices)` receives them in output order.
+template <class Emit>
+void arg_reduce(const ArgReduceParams& p, const ArrayRef& in, Emit emit) {
+  if (p.reduction != "max" && p.reduction != "min")
+    throw ValueError("arg_reduce: unknown reduction \"" + p.reduction + "\"");
+  const bool is_max = p.reduction == "max";
+  const ArrayInfo& info = in->info();
+  const std::string op = "arg" + p.reduction;
+  const AxisView v = axis_view(info, p.axis, op);
+  if (v.n == 0) throw ValueError(op + ": the axis of " + info.describe() + " is empty");
+  const auto isz = static_cast<int64_t>(itemsize(info.dtype));
+  const int64_t numel = info.numel();
+  const int64_t carry_bytes = v.inner * static_cast<int64_t>(sizeof(double) + sizeof(int32_t));
+  const int64_t block = plan_stream_block(op, info.describe(), numel,
+                                          isz + static_cast<int64_t>(sizeof(double)), carry_bytes);
+  const int64_t n_tasks = numel == 0 ? 0 : (numel + block - 1) / block;
+  auto reader = make_reader(in, info.shape, 0);
+  StreamBuffers in_buf(block * isz + static_cast<int64_t>(kIoAlignment));
+  std::vector<double> values(static_cast<size_t>(block)), best(static_cast<size_t>(v.inner));
+  std::vector<int32_t> index(static_cast<size_t>(v.inner)), done;
+  int64_t next_out = 0;
+  auto range = [&](int64_t t) { return std::pair(t * block, std::min(block, numel - t * block)); };
+  auto input = [&](int64_t t) { return in_buf.at(t) + reader->alignment_shift(range(t).first); };
+  PipelineStages stages;
+  stages.read = [&](int64_t t) {
+    auto [first, count] = range(t);
+    reader->read(first, count, input(t));
+  };
+  stages.compute = [&](int64_t t) {
+    auto [first, count] = range(t);
+    load_doubles(info.dtype, input(t), count, values.data());
+    LinePosition pos(v, first);
+    for (int64_t i = 0; i < count; ++i, pos.next()) {
+      const double x = values[static_cast<size_t>(i)];
+      double& b = best[static_cast<size_t>(pos.q)];
+      int32_t& at = index[static_cast<size_t>(pos.q)];
+      if (pos.k == 0 || (b == b && (x != x || (is_max ? x > b : x < b)))) {
+        b = x;
+        at = static_cast<int32_t>(pos.k);
+      }
+      if (pos.k == v.n - 1) done.push_back(at);
+    }
+    emit(next_out, static_cast<int64_t>(done.size()), done.data());
+    next_out += static_cast<int64_t>(done.size());
+    done.clear();
+  };
+  run_pipeline(n_tasks, stages);
+}
+
+ArrayInfo arg_reduce_info(const ArrayInfo& info, int64_t axis) {
+  ArrayInfo out{DType::i32, {}};
+  for (size_t d = 0; d < info.shape.size(); ++d)
+    if (static_cast<int64_t>(d) != axis) out.shape.push_back(info.shape[d]);
+  return out;
+}
+
+int32_t run_arg_reduce(const KernelCall& call, const ArgReduceParams& p) {
+  expect_operands(call, 1, 0, 0);
+  ArrayRef in = reg().get(call.operands.handles[0]);
+  auto out = StoredArray::create_scratch(arg_reduce_info(in->info(), p.axis), "arg" + p.reduction,
+                                         ScratchContents::kOverwritten);
+  arg_reduce(p, in, [&](int64_t first, int64_t count, const int32_t* indices) {
+    if (count) out->write_elems(indices, first, count);
+  });
+  return reg().add(out);
+}
+const KernelRegistration kArgReduce{"arg_reduce", kArgReduceSchema, run_arg_reduce};
+
+void run_arg_reduce_in_memory(const KernelCall& call, const ArgReduceParams& p) {
+  expect_operands(call, 1, 0, 0);
+  ArrayRef in = reg().get(call.operands.handles[0]);
+  const ArrayInfo out_info = arg_reduce_info(in->info(), p.axis);
+  if (call.out.nbytes != out_info.nbytes()) {
+    throw ValueError("arg_reduce: an output buffer of " + std::to_string(call.out.nbytes) +
+                     " bytes does not hold " + out_info.describe());
+  }
+  auto* base = static_cast<int32_t*>(call.out.data);
+  arg_reduce(p, in, [&](int64_t first, int64_t count, const int32_t* indices) {
+    std::memcpy(base + first, indices, static_cast<size_t>(count) * sizeof(int32_t));
+  });
+}
+const KernelRegistration kArgReduceInMemory{"arg_reduce", kArgReduceSchema,
+                                            run_arg_reduce_in_memory};
+
+}  // namespace
+}  // namespace jask
