@@ -1,4 +1,4 @@
-"""Products: matmul, dot, vdot, outer, einsum."""
+"""Products: matmul, dot, vdot, outer, einsum, dot_general."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from .._jax.diskarray import DiskArray
 from .._jax.op import apply, describe
 from ..ops import FromInMemory, Matmul, Reduce
 from ..ops.matmul import matmul_type
-from . import reductions
+from . import elementwise, reductions
 from .operands import check_disk, is_in_memory, unsupported_operands
 from .shape import reshape, transpose
 
@@ -271,3 +271,96 @@ def _einsum_elementwise(out, c, *operands):
         aligned.append(x if x.shape == shape else reshape(x, shape))
     product = aligned[0] * aligned[1]
     return reductions.sum(product, axis=-1) if c else product
+
+
+def dot_general(lhs, rhs, dimension_numbers, preferred_element_type=None):
+    """jax.lax.dot_general with a DiskArray on either side or both (the other in memory).
+
+    Args:
+      lhs, rhs: the operands; at least one a DiskArray.
+      dimension_numbers: ((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch)), as
+        jax.lax.dot_general takes them.
+      preferred_element_type: the result's dtype (default: the operands' common dtype); the
+        product is computed in it.
+
+    Returns:
+      The product, with the batch axes first, then lhs's free axes, then rhs's (lax's
+      order): a DiskArray, or a 0-d jax.Array when every axis is contracted.
+
+    >>> import numpy as np, jax, jask
+    >>> x = jask.DiskArray.from_numpy(np.ones((4, 3), np.float32))
+    >>> jax.lax.dot_general(x, x, (((1,), (1,)), ((), ()))).shape
+    (4, 4)
+    """
+    (lc, rc), (lb, rb) = (
+        tuple(tuple(int(d) for d in t) for t in pair) for pair in dimension_numbers
+    )
+    lhs, rhs = (v if isinstance(v, DiskArray) else jnp.asarray(v) for v in (lhs, rhs))
+    _check_dimension_numbers(lhs, rhs, lc, rc, lb, rb)
+    if preferred_element_type is None:
+        dtype = np.result_type(lhs.dtype, rhs.dtype)
+    else:
+        dtype = np.dtype(preferred_element_type)
+    lhs, rhs = (_as_dtype(v, dtype) for v in (lhs, rhs))
+    lf = tuple(d for d in range(lhs.ndim) if d not in lc and d not in lb)
+    rf = tuple(d for d in range(rhs.ndim) if d not in rc and d not in rb)
+    batch = tuple(lhs.shape[d] for d in lb)
+    out_shape = batch + tuple(lhs.shape[d] for d in lf) + tuple(rhs.shape[d] for d in rf)
+    if not lf and not rf:  # nothing free: a product summed over the contracted axes
+        a = _permuted(lhs, lb + lc)
+        b = _permuted(rhs, rb + rc)
+        if not batch:
+            return vdot(*_matmul_operands("dot_general", a, b)) if a.ndim else a * b
+        product = elementwise.mul(a, b)
+        return reductions.sum(product, axis=tuple(range(len(batch), a.ndim))) if lc else product
+    a, trans_a = _matrix_stack(lhs, lb, lf, lc)
+    b, trans_b = _matrix_stack(rhs, rb, rc, rf)
+    a, b = _matmul_operands("dot_general", a, b)
+    return _reshaped(_product("dot_general", a, b, trans_a, trans_b), out_shape)
+
+
+def _check_dimension_numbers(lhs, rhs, lc, rc, lb, rb):
+    pair = f"{describe(lhs)} and {describe(rhs)}"
+    for axes, x in ((lc + lb, lhs), (rc + rb, rhs)):
+        if len(set(axes)) != len(axes) or any(not 0 <= d < x.ndim for d in axes):
+            raise ValueError(
+                f"jask.dot_general: axes {axes} are not distinct axes of {describe(x)} ({pair})"
+            )
+    for kind, a_axes, b_axes in (("contracting", lc, rc), ("batch", lb, rb)):
+        a_sizes = tuple(lhs.shape[d] for d in a_axes)
+        b_sizes = tuple(rhs.shape[d] for d in b_axes)
+        if a_sizes != b_sizes:
+            raise ValueError(
+                f"jask.dot_general: {kind} axes {a_axes} and {b_axes} have sizes {a_sizes} and "
+                f"{b_sizes} in {pair}"
+            )
+
+
+def _as_dtype(x, dtype):
+    if np.dtype(x.dtype) == dtype:
+        return x
+    return elementwise.astype(x, dtype) if isinstance(x, DiskArray) else x.astype(dtype)
+
+
+def _permuted(x, perm):
+    if perm == tuple(range(x.ndim)):
+        return x
+    return transpose(x, perm) if isinstance(x, DiskArray) else jnp.transpose(x, perm)
+
+
+def _reshaped(x, shape):
+    if tuple(x.shape) == tuple(shape):
+        return x
+    return reshape(x, shape) if isinstance(x, DiskArray) else jnp.reshape(x, shape)
+
+
+def _matrix_stack(x, batch, rows, cols):
+    """x as a stack of (rows, cols) matrices (the row axes, then the column axes, merged), its
+    batch axes first; and whether it is stored transposed, (cols, rows), which a product reads
+    without writing the transpose (chosen when that order needs no permutation on disk)."""
+    stored = tuple(range(x.ndim))
+    trans = batch + rows + cols != stored and batch + cols + rows == stored
+    sizes = [int(np.prod([x.shape[d] for d in axes], dtype=np.int64)) for axes in (rows, cols)]
+    stack = tuple(x.shape[d] for d in batch)
+    x = _permuted(x, batch + cols + rows if trans else batch + rows + cols)
+    return _reshaped(x, stack + tuple(sizes[::-1] if trans else sizes)), trans
