@@ -570,7 +570,7 @@ def _scatter_rows(x, indices, updates, n_batch, index_map, batching, dn, clip, c
             )
         if combine == "set" and not unique:
             keep = keep & _last_of_each(flat)
-    else:
+    elif not unique:
         values, keep = _combined_duplicates(values, flat, keep, combine, x.dtype)
     shape_of = (count,) + (1,) * len(row_shape)
     keep_rows = jnp.reshape(keep, shape_of)
