@@ -114,7 +114,7 @@ def test_softmax_cross_entropy_with_integer_labels(data, small_budget):
 def test_one_hot_of_disk_labels():
     labels = jask.DiskArray.from_numpy(LABELS)
     expected = jax.nn.one_hot(LABELS, K)
-    for f in (lambda l: jax.nn.one_hot(l, K), jax.jit(lambda l: jax.nn.one_hot(l, K))):
+    for f in (lambda y: jax.nn.one_hot(y, K), jax.jit(lambda y: jax.nn.one_hot(y, K))):
         assert_same(f(labels), expected)
 
 
