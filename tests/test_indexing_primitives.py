@@ -177,7 +177,10 @@ def test_scatter_of_disk_updates(data, rng):
     u = jask.DiskArray.from_numpy(u_np)
     idx = jnp.asarray([5, 1, 5])
     for combine in ("set", "add"):
-        fn = lambda x, u: getattr(x.at[idx], combine)(u)  # noqa: E731
+
+        def fn(x, u, combine=combine):
+            return getattr(x.at[idx], combine)(u)
+
         expected = fn(jnp.asarray(x_np), jnp.asarray(u_np))
         assert_same(fn(x, u), expected)
         assert_same(jax.jit(fn)(x, u), expected)
