@@ -49,12 +49,16 @@ def test_errors_name_the_shapes(data):
         jax.jit(jnp.matmul)(a, disk(data(2, 6, 3)))
 
 
-def test_unsupported_einsum_specs_name_the_spec(data):
-    a, b = disk(data(5, 4, 6)), disk(data(5, 6, 3))
+def test_einsum_specs_beyond_one_contraction_and_errors(data):
+    a_np, b_np = data(5, 4, 6), data(5, 6, 3)
+    a, b = disk(a_np), disk(b_np)
     for spec in ("bij,bjk->ik", "bij,bjk->bk", "bij,bij->"):
-        with pytest.raises(NotImplementedError, match=spec.replace(">", ".")):
-            jask.einsum(spec, a, b if spec.endswith(("ik", "bk")) else a)
-    with pytest.raises(ValueError, match="contracted dimensions differ"):
+        other, other_np = (b, b_np) if spec.endswith(("ik", "bk")) else (a, a_np)
+        assert_close(np.asarray(jask.einsum(spec, a, other)), np.einsum(spec, a_np, other_np))
+    for spec in ("bii->bi", "...ij,...jk->...ik"):
+        with pytest.raises((NotImplementedError, ValueError), match=spec[:3].replace(".", r"\.")):
+            jask.einsum(spec, a) if "," not in spec else jask.einsum(spec, a, b)
+    with pytest.raises(ValueError, match=r"contracting axes.*float32\[5,4,6\]"):
         jask.einsum("bij,bjk->bik", a, a)
 
 

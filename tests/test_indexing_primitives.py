@@ -19,6 +19,10 @@ LABELS = np.random.default_rng(3).integers(0, K, N).astype(np.int32)
 ROWS = np.array([3, 5, 5, -1, 0, N - 1, 60, 3], np.int32)  # duplicates and a negative
 OUT_OF_RANGE = np.array([2, N + 5, -N - 3, 7], np.int32)
 take = getattr(jnp.take, "_jask_original", jnp.take)  # the function itself, binding gather
+# windows of 5 along axis 1 at (row, column) starts: what jnp makes of x[i, j:j + 5]
+WINDOWS = jax.lax.GatherDimensionNumbers(
+    offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0, 1)
+)
 
 GATHERS = {
     "take_along_last_axis": lambda x: jnp.take_along_axis(x, jnp.asarray(LABELS)[:, None], -1),
@@ -34,6 +38,16 @@ GATHERS = {
     "take_clip": lambda x: take(x, jnp.asarray(OUT_OF_RANGE), axis=0, mode="clip"),
     "take_fill": lambda x: take(x, jnp.asarray(OUT_OF_RANGE), axis=0, mode="fill", fill_value=-2.0),
     "take_flat": lambda x: take(x, jnp.asarray(ROWS * 7 % (N * K))),
+    "wide_windows_clamped": lambda x: jax.lax.gather(
+        x,
+        jnp.asarray([[3, 2], [90, 20], [-1, 4]]),
+        WINDOWS,
+        slice_sizes=(1, 5),
+        mode="clip",
+    ),
+    "wide_windows_filled": lambda x: jax.lax.gather(
+        x, jnp.asarray([[3, 2], [90, 20], [5, 18]]), WINDOWS, slice_sizes=(1, 5), mode="fill"
+    ),
     "along_out_of_range_fills_nan": lambda x: jnp.take_along_axis(
         x, jnp.asarray(LABELS * 2)[:, None], -1
     ),

@@ -53,20 +53,20 @@ def rows(x, start, count: int) -> jax.Array:
 
 
 def take(x, indices, axis=0):
-    """Rows of x at integer `indices` along the leading axis, like jnp.take(x, indices, axis=0)
-    and x[indices].
+    """Elements of x at integer `indices` along `axis` (rows for axis 0), like
+    jnp.take(x, indices, axis) and x[indices].
 
     Args:
       x: a DiskArray with at least one axis.
       indices: an integer array of any shape (NumPy or JAX, concrete or traced inside jit,
         e.g. ``jax.random.randint(key, (256,), 0, n)``), or a list of ints. Duplicates are
         allowed; negative indices count from the end.
-      axis: 0 (other axes are not supported yet).
+      axis: the axis to take from (other axes than 0 cost a transpose of x on disk).
 
     Returns:
-      An array of shape ``indices.shape + x.shape[1:]``: a jax.Array when it has at most
-      IN_MEMORY_LIMIT elements, else a DiskArray. Differentiable with respect to x (the gradient
-      scatter-adds the cotangent rows, so duplicate indices accumulate).
+      An array of shape ``x.shape[:axis] + indices.shape + x.shape[axis + 1:]``: a jax.Array
+      when it has at most IN_MEMORY_LIMIT elements, else a DiskArray. Differentiable with
+      respect to x (the gradient scatter-adds the cotangent rows, so duplicates accumulate).
 
     Raises:
       IndexError: a concrete index outside [-n, n) for n = x.shape[0]. Traced indices
@@ -83,10 +83,17 @@ def take(x, indices, axis=0):
         raise ValueError(f"jask.take: {describe(x)} has no axis to take from")
     if axis is None or not -x.ndim <= int(axis) < x.ndim:
         raise ValueError(f"jask.take: invalid axis {axis!r} for {describe(x)}")
-    if int(axis) % x.ndim != 0:
-        raise NotImplementedError(
-            f"jask.take supports axis=0 only, got axis={axis} for {describe(x)}"
+    axis = int(axis) % x.ndim
+    if axis != 0:  # the axis moved to the front, its rows taken, the index axes moved back
+        order = (axis, *(d for d in range(x.ndim) if d != axis))
+        taken = take(_permuted(x, order), indices, 0)
+        n_index = taken.ndim - (x.ndim - 1)
+        back = (
+            *range(n_index, n_index + axis),
+            *range(n_index),
+            *range(n_index + axis, taken.ndim),
         )
+        return _permuted(taken, back)
     idx = _row_indices("take", indices, x.shape[0])
     scalar = idx.ndim == 0
     idx = idx.reshape(1) if scalar else idx
@@ -364,43 +371,49 @@ def _default_fill(dtype):
 class _Rows:
     """A gather's or scatter's windows as rows of the operand with its indexed axes merged
     into a leading one: the permutation that brings them to the front, the merged shape, and
-    per window (over the indices' batch shape) its flat row index and whether it is inside."""
+    per window element (over the indices' batch shape, then one axis per window wider than
+    one element along an indexed axis, `widths`) its flat row index and whether its window
+    is inside the operand. A wide window's start is clamped so that it fits, as XLA does."""
 
-    def __init__(self, shape, indices, index_map, operand_batching, indices_batching, clip):
-        ndim = len(shape)
+    def __init__(
+        self, shape, indices, index_map, operand_batching, indices_batching, clip, widths=None
+    ):
+        widths = widths or {}
         self.indexed = tuple(index_map) + tuple(operand_batching)
-        self.rest = tuple(d for d in range(ndim) if d not in self.indexed)
+        self.rest = tuple(d for d in range(len(shape)) if d not in self.indexed)
         self.perm = self.indexed + self.rest
         rows = int(np.prod([shape[d] for d in self.indexed], dtype=np.int64))
         self.shape = (rows, *(shape[d] for d in self.rest))
         batch_shape = tuple(indices.shape[:-1])
-        coords = [indices[..., k].astype(jnp.int32) for k in range(len(index_map))]
-        coords += [
-            jnp.broadcast_to(
-                jnp.reshape(
-                    jnp.arange(batch_shape[b], dtype=jnp.int32), _axis_shape(b, batch_shape)
-                ),
-                batch_shape,
-            )
-            for b in indices_batching
-        ]
-        sizes = [shape[d] for d in self.indexed]
-        valid = jnp.ones(batch_shape, bool)
-        flat = jnp.zeros(batch_shape, jnp.int32)
-        for c, n in zip(coords, sizes):
-            valid = valid & (c >= 0) & (c < n)
-            flat = flat * n + jnp.clip(c, 0, n - 1)
+        self.wide = tuple(d for d in index_map if widths.get(d, 1) > 1)
+        self.batch_shape = batch_shape + tuple(widths[d] for d in self.wide)
+        lifted = batch_shape + (1,) * len(self.wide)
+        valid = jnp.ones(lifted, bool)
+        flat = jnp.zeros(self.batch_shape, jnp.int32)
+        for k, d in enumerate(index_map):
+            n, width = shape[d], widths.get(d, 1)
+            start = jnp.reshape(indices[..., k].astype(jnp.int32), lifted)
+            valid = valid & (start >= 0) & (start <= n - width)
+            coord = jnp.clip(start, 0, n - width)
+            if width > 1:
+                axis = len(batch_shape) + self.wide.index(d)
+                coord = coord + jnp.reshape(
+                    jnp.arange(width, dtype=jnp.int32), _axis_shape(axis, self.batch_shape)
+                )
+            flat = flat * n + coord
+        for d, b in zip(operand_batching, indices_batching):
+            iota = jnp.arange(batch_shape[b], dtype=jnp.int32)
+            flat = flat * shape[d] + jnp.reshape(iota, _axis_shape(b, self.batch_shape))
         self.valid = None if clip else valid
-        self.flat = flat if clip else jnp.where(valid, flat, 0)
-        self.batch_shape = batch_shape
+        self.flat = jnp.where(valid, flat, 0) if not clip else flat
+
+
+def _windows_are_rows(slice_sizes, indexed) -> bool:
+    return all(slice_sizes[d] == 1 for d in indexed)
 
 
 def _axis_shape(axis, shape):
     return tuple(n if d == axis else 1 for d, n in enumerate(shape))
-
-
-def _windows_are_rows(shape, slice_sizes, indexed) -> bool:
-    return all(slice_sizes[d] == 1 for d in indexed)
 
 
 def gather(x, indices, dimension_numbers, slice_sizes, mode, fill_value=None):
@@ -423,34 +436,36 @@ def gather(x, indices, dimension_numbers, slice_sizes, mode, fill_value=None):
     offset_dims = tuple(int(d) for d in dn.offset_dims)
     clip = _mode_name(mode) == "clip"
     indexed = index_map + batching
-    if not _windows_are_rows(x.shape, slice_sizes, indexed):
-        if indices.ndim == 1 and not batching:
-            return _gather_window(
-                x, indices, index_map, collapsed, offset_dims, slice_sizes, clip, fill_value
-            )
-        raise NotImplementedError(
-            f"jax.lax.gather of {describe(x)} with windows {slice_sizes} larger than one "
-            f"element along the indexed axes {index_map}, at indices {describe(indices)}"
-        )
     # windows shorter than an unindexed axis start at its 0: a static slice first
     if any(slice_sizes[d] != x.shape[d] for d in range(x.ndim) if d not in indexed):
         x = selected(x, tuple((0, 1, slice_sizes[d]) for d in range(x.ndim)))
-    rows = _Rows(x.shape, indices, index_map, batching, dn.start_indices_batching_dims, clip)
+    widths = {d: slice_sizes[d] for d in index_map}
+    rows = _Rows(
+        x.shape, indices, index_map, batching, dn.start_indices_batching_dims, clip, widths
+    )
     stacked = _reshaped(_permuted(x, rows.perm), rows.shape)
     flat = rows.flat if rows.flat.ndim else rows.flat.reshape(1)
     out_shape = flat.shape + stacked.shape[1:]
     taken = apply(TakeInMemory if _fits(out_shape) else Take, stacked, flat)
     taken = _reshaped(taken, rows.batch_shape + stacked.shape[1:])
+    n_batch = len(indices.shape) - 1
     if rows.valid is not None:
         fill = _default_fill(x.dtype) if fill_value is None else fill_value
-        valid = jnp.reshape(
-            rows.valid, rows.batch_shape + (1,) * (taken.ndim - len(rows.batch_shape))
-        )
+        valid = jnp.reshape(rows.valid, rows.valid.shape + (1,) * len(rows.rest))
         taken = _where(valid, taken, jnp.asarray(fill, x.dtype))
-    # the window axes in operand order, the size-1 indexed ones that are not collapsed included
+    # the window axes in operand order (the size-1 indexed ones that are not collapsed too):
+    # wide windows' axes follow the batch axes, the unindexed axes them
     window = [d for d in range(x.ndim) if d not in collapsed and d not in batching]
-    taken = _reshaped(taken, rows.batch_shape + tuple(slice_sizes[d] for d in window))
-    return _permuted(taken, _output_order(len(rows.batch_shape), offset_dims))
+    order = [d for d in window if d in rows.wide or d in rows.rest]
+    sources = [
+        n_batch + rows.wide.index(d)
+        if d in rows.wide
+        else n_batch + len(rows.wide) + rows.rest.index(d)
+        for d in order
+    ]
+    taken = _permuted(taken, tuple(range(n_batch)) + tuple(sources))
+    taken = _reshaped(taken, tuple(indices.shape[:-1]) + tuple(slice_sizes[d] for d in window))
+    return _permuted(taken, _output_order(n_batch, offset_dims))
 
 
 def _output_order(n_batch, offset_dims):
@@ -460,23 +475,6 @@ def _output_order(n_batch, offset_dims):
     return tuple(
         n_batch + offset_dims.index(j) if j in offset_dims else next(batch) for j in range(n_out)
     )
-
-
-def _gather_window(x, indices, index_map, collapsed, offset_dims, slice_sizes, clip, fill_value):
-    """One window at one index vector: a dynamic slice (clamped as XLA clamps), then the
-    collapsed axes dropped; in fill mode a window not wholly inside gives fill_value."""
-    starts = [jnp.zeros((), jnp.int32)] * x.ndim
-    for k, d in enumerate(index_map):
-        starts[d] = indices[k].astype(jnp.int32)
-    window = dynamic_slice(x, starts, slice_sizes)
-    if not clip:
-        inside = jnp.all(
-            jnp.stack([(s >= 0) & (s <= n - k) for s, n, k in zip(starts, x.shape, slice_sizes)])
-        )
-        fill = _default_fill(x.dtype) if fill_value is None else fill_value
-        window = _where(inside, window, jnp.asarray(fill, x.dtype))
-    kept = tuple(n for d, n in enumerate(slice_sizes) if d not in collapsed)
-    return _reshaped(window, kept)
 
 
 def _is_disk_value(x) -> bool:
@@ -539,7 +537,7 @@ def scatter(x, indices, updates, dimension_numbers, mode, combine, unique_indice
     n_batch = updates.ndim - len(window_dims)
     batch_axes = tuple(d for d in range(updates.ndim) if d not in window_dims)
     updates = _permuted(updates, batch_axes + window_dims)
-    if _windows_are_rows(x.shape, sizes, indexed) and all(
+    if _windows_are_rows(sizes, indexed) and all(
         sizes[d] == x.shape[d] for d in range(x.ndim) if d not in indexed
     ):
         return _scatter_rows(

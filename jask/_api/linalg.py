@@ -153,16 +153,15 @@ def outer(a, b) -> DiskArray:
 
 
 def einsum(spec: str, *operands):
-    """Einsum of one or two operands, the contractions dense layers and attention need.
+    """Einsum of one or two operands, each index once per operand (no ellipsis).
 
-    One operand: transposes and sums. Two operands: products with at most one contracted
-    index, every other index kept in the output; indices in both operands and the output
-    are batch indices (as are extra indices of one operand, broadcast), so "ij,jk->ik",
-    "bij,bjk->bik", "bik,bjk->bij", "bij,jk->bik", "ij,bjk->bik" and "bi,bi->b" all work.
-    Products run as one out-of-core (batched) matmul with transposes folded into its flags;
-    an operand is transposed on disk only when its batch indices do not lead. Without an
-    index private to either operand ("bi,bi->b") the product is elementwise, then summed.
-    One of two operands may be an in-memory array, as in jask.matmul.
+    One operand: transposes and sums. Two operands: any product ("ij,jk->ik", "ij,ij->",
+    "bij,bjk->bik", "bhqd,bhkd->bhqk", "ijk,kj->i", "bi,bi->b"), run as one `dot_general`:
+    indices in both operands and the output are batch indices, indices in both operands only
+    are contracted, and indices of one operand only that the output lacks are summed first.
+    Products run as one out-of-core (batched) matmul with transposes folded into its flags
+    where the layout allows; without a free index ("bi,bi->b") the product is elementwise,
+    then summed. One of two operands may be an in-memory array; dtypes promote as in jnp.
 
     >>> import numpy as np, jask
     >>> a = jask.DiskArray.from_numpy(np.ones((4, 2, 3), np.float32))
@@ -177,8 +176,12 @@ def einsum(spec: str, *operands):
         )
     if len(operands) == 1:
         check_disk("einsum", operands[0])
+    elif not any(isinstance(v, DiskArray) for v in operands) or not all(
+        isinstance(v, DiskArray) or is_in_memory(v) for v in operands
+    ):
+        unsupported_operands("einsum", *operands)
     else:
-        operands = _matmul_operands("einsum", *operands)
+        operands = [v if isinstance(v, DiskArray) else jnp.asarray(v) for v in operands]
     for x, idx in zip(operands, inputs):
         if x.ndim != len(idx) or len(set(idx)) != len(idx):
             raise ValueError(f"jask.einsum: {idx!r} does not index {describe(x)} once per axis")
@@ -200,77 +203,38 @@ def _einsum_single(spec, idx, out, x):
 
 
 def _einsum_pair(spec, inputs, out, a, b):
-    ia, ib = inputs
-    contracted = [c for c in ia if c in ib and c not in out]
-    if (
-        len(contracted) > 1
-        or len(set(out)) != len(out)
-        or set(out) != (set(ia) | set(ib)) - set(contracted)
-    ):
-        raise NotImplementedError(
-            f"jask.einsum does not support {spec!r}: it handles products "
-            f"of two operands with at most one contracted index and every "
-            f"other index kept in the output"
-        )
-    c = contracted[0] if contracted else None
-
-    # An operand's free (matrix) index: its last index the other operand lacks; the output's
-    # other indices are batch indices.
-    def free_index(x, y):
-        return ([d for d in x if d not in y] or [None])[-1]
-
-    free_a, free_b = free_index(ia, ib), free_index(ib, ia)
-    if free_a is None and free_b is None:
-        return _einsum_elementwise(out, c, (a, ia), (b, ib))
-    if free_a is not None and free_b is not None and out.index(free_b) < out.index(free_a):
-        (a, ia, free_a), (b, ib, free_b) = (b, ib, free_b), (a, ia, free_a)  # (AB)^T = B^T A^T
-    batch = [d for d in out if d not in (free_a, free_b)]
-    x, trans_x = _einsum_matrices(a, ia, batch, free_a, c)
-    y, trans_y = _einsum_matrices(b, ib, batch, c, free_b)
-    product = _product("einsum", x, y, trans_x, trans_y)
-    frees = [(d, dict(zip(ix, v.shape))[d]) for d, ix, v in ((free_a, ia, a), (free_b, ib, b)) if d]
-    order = batch + [d for d, _ in frees]
-    result = reshape(product, product.shape[:-2] + tuple(n for _, n in frees))
-    perm = tuple(order.index(d) for d in out)
-    return result if perm == tuple(range(len(perm))) else transpose(result, perm)
-
-
-def _einsum_matrices(x, idx, batch, row, col):
-    """x (indexed by `idx`) as a stack of (row, col) matrices for a product, and whether they
-    are stored transposed. Its batch indices lead, in `batch` order (moved there on disk if
-    they do not), with size-1 axes for batch indices it lacks unless it has none; a missing
-    row or column index is a size-1 axis."""
-    sizes = dict(zip(idx, x.shape))
-    own_batch = [d for d in batch if d in idx]
-    rest = [d for d in idx if d not in own_batch]  # row and col, those present, as stored
-    perm = tuple(idx.index(d) for d in own_batch + rest)
-    if perm != tuple(range(len(perm))):
-        x = transpose(x, perm)
-    trans = rest == [col, row]
-    matrix = (
-        tuple(sizes[d] for d in rest)
-        if len(rest) == 2
-        else tuple(sizes[d] if d in rest else 1 for d in (row, col))
+    """Two operands: indices private to one operand and absent from the output are summed
+    first; then one dot_general contracts the shared indices absent from the output, with
+    the shared output indices as batch axes, and its result is permuted to the output's order
+    (the operands taken in the order that needs no permutation, where one does)."""
+    if len(set(out)) != len(out) or not set(out) <= set(inputs[0]) | set(inputs[1]):
+        raise NotImplementedError(f"jask.einsum does not support {spec!r}")
+    (a, ia), (b, ib) = (
+        _summed_private(a, inputs[0], inputs[1], out),
+        _summed_private(b, inputs[1], inputs[0], out),
     )
-    stack = tuple(sizes.get(d, 1) for d in batch) if own_batch else ()
-    return (x if x.shape == stack + matrix else reshape(x, stack + matrix)), trans
+    contracted = [c for c in ia if c in ib and c not in out]
+    batch = [c for c in out if c in ia and c in ib]
+    orders = []
+    for (x, ix), (y, iy) in (((a, ia), (b, ib)), ((b, ib), (a, ia))):
+        free = [c for c in ix + iy if c not in contracted and c not in batch]
+        orders.append((x, ix, y, iy, batch + free))
+    x, ix, y, iy, order = next((o for o in orders if o[4] == list(out)), orders[0])
+    numbers = (
+        (tuple(ix.index(c) for c in contracted), tuple(iy.index(c) for c in contracted)),
+        (tuple(ix.index(c) for c in batch), tuple(iy.index(c) for c in batch)),
+    )
+    result = dot_general(x, y, numbers)
+    return _permuted(result, tuple(order.index(c) for c in out))
 
 
-def _einsum_elementwise(out, c, *operands):
-    """A product with no free index: each operand aligned to out's indices (then c's) with
-    size-1 axes where it lacks one, multiplied elementwise and summed over c."""
-    if not out:
-        return vdot(*(x for x, _ in operands))
-    order = list(out) + ([c] if c else [])
-    aligned = []
-    for x, idx in operands:
-        sizes = dict(zip(idx, x.shape))
-        perm = tuple(sorted(range(len(idx)), key=lambda i: order.index(idx[i])))
-        x = x if perm == tuple(range(len(perm))) else transpose(x, perm)
-        shape = tuple(sizes.get(d, 1) for d in order)
-        aligned.append(x if x.shape == shape else reshape(x, shape))
-    product = aligned[0] * aligned[1]
-    return reductions.sum(product, axis=-1) if c else product
+def _summed_private(x, idx, other, out):
+    """x summed over its indices that neither the other operand nor the output has."""
+    summed = tuple(i for i, c in enumerate(idx) if c not in other and c not in out)
+    if not summed:
+        return x, idx
+    x = reductions.sum(x, axis=summed) if isinstance(x, DiskArray) else jnp.sum(x, axis=summed)
+    return x, "".join(c for i, c in enumerate(idx) if i not in summed)
 
 
 def dot_general(lhs, rhs, dimension_numbers, preferred_element_type=None):
