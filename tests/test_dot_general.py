@@ -160,7 +160,7 @@ def test_preferred_element_type_and_mixed_dtypes(rng):
 
 def test_dimension_number_errors_name_the_operands(rng):
     x = jask.DiskArray.from_numpy(np.ones((4, 3), np.float32))
-    with pytest.raises(ValueError, match=r"contracting axes.*float32\[4,3\] DiskArray"):
+    with pytest.raises(TypeError, match=r"contracting dimensions.*float32\[4,3\] DiskArray"):
         jax.lax.dot_general(x, jnp.ones((5, 3)), (((1,), (0,)), ((), ())))
 
 

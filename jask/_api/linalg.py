@@ -293,10 +293,10 @@ def _check_dimension_numbers(lhs, rhs, lc, rc, lb, rb):
     for kind, a_axes, b_axes in (("contracting", lc, rc), ("batch", lb, rb)):
         a_sizes = tuple(lhs.shape[d] for d in a_axes)
         b_sizes = tuple(rhs.shape[d] for d in b_axes)
-        if a_sizes != b_sizes:
-            raise ValueError(
-                f"jask.dot_general: {kind} axes {a_axes} and {b_axes} have sizes {a_sizes} and "
-                f"{b_sizes} in {pair}"
+        if a_sizes != b_sizes:  # worded as jax.lax.dot_general's own error
+            raise TypeError(
+                f"dot_general requires {kind} dimensions to have the same shape, got {a_sizes} "
+                f"and {b_sizes} (axes {a_axes} and {b_axes} of {pair})"
             )
 
 
