@@ -13,14 +13,7 @@ import jask
 
 from conftest import assert_close
 
-
-def primitive_path(fn):
-    """The jax.numpy function itself, binding lax.dot_general, where numpy_dispatch has
-    routed the module attribute to a Jask function."""
-    return getattr(fn, "_jask_original", fn)
-
-
-einsum = primitive_path(jnp.einsum)
+einsum = jnp.einsum
 
 # (spec, operand shapes): shapes not multiples of any block or tile size
 SPECS = [
@@ -53,13 +46,7 @@ def test_einsum_values_and_dtypes(spec, shapes, side, rng, small_budget):
     small_budget("4KB")
     dense, args = operands(rng, shapes, SIDES[side])
     expected = einsum(spec, *dense)
-    # the primitive path, and jnp.einsum as numpy_dispatch routes it (jask.einsum)
-    for fn in (
-        lambda *xs: einsum(spec, *xs),
-        jax.jit(lambda *xs: einsum(spec, *xs)),
-        lambda *xs: jnp.einsum(spec, *xs),
-        lambda *xs: jask.einsum(spec, *xs),
-    ):
+    for fn in (lambda *xs: einsum(spec, *xs), jax.jit(lambda *xs: einsum(spec, *xs))):
         out = fn(*args)
         assert out.shape == expected.shape and out.dtype == expected.dtype
         assert_close(np.asarray(out), expected, rtol=1e-4)
@@ -92,8 +79,8 @@ def test_einsum_gradients_and_jvp(spec, shapes, side, rng):
 
 PRODUCTS = {
     "matmul_operator": lambda a, b: a @ b,
-    "jnp.dot": primitive_path(jnp.dot),
-    "jnp.matmul": primitive_path(jnp.matmul),
+    "jnp.dot": jnp.dot,
+    "jnp.matmul": jnp.matmul,
     "jnp.inner": jnp.inner,
     "jnp.tensordot": lambda a, b: jnp.tensordot(a, b, axes=([1, 2], [2, 0])),
     "jnp.tensordot_int": lambda a, b: jnp.tensordot(a.reshape(-1, 11), b.reshape(11, -1), axes=1),
@@ -127,7 +114,7 @@ def test_jnp_products(name, rng):
 def test_vdot_outer_and_vectors(rng):
     u, v = (rng.uniform(-1, 1, 29).astype(np.float32) for _ in range(2))
     du, dv = jask.DiskArray.from_numpy(u), jask.DiskArray.from_numpy(v)
-    for fn in (primitive_path(jnp.vdot), primitive_path(jnp.outer), jnp.inner):
+    for fn in (jnp.vdot, jnp.outer, jnp.inner):
         expected = fn(jnp.asarray(u), jnp.asarray(v))
         for f in (fn, jax.jit(fn)):
             out = f(du, dv)

@@ -5,6 +5,9 @@ and x.at[...].set/add/multiply/min/max at row indices, static slices and integer
 dtypes against jax.numpy, eager and under jit, gradients and JVPs against jax.grad and
 jax.jvp on jnp arrays, out-of-range indices as jnp treats them, small budgets."""
 
+import math
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,7 +21,7 @@ N, K = 97, 23
 LABELS = np.random.default_rng(3).integers(0, K, N).astype(np.int32)
 ROWS = np.array([3, 5, 5, -1, 0, N - 1, 60, 3], np.int32)  # duplicates and a negative
 OUT_OF_RANGE = np.array([2, N + 5, -N - 3, 7], np.int32)
-take = getattr(jnp.take, "_jask_original", jnp.take)  # the function itself, binding gather
+take = jnp.take
 # windows of 5 along axis 1 at (row, column) starts: what jnp makes of x[i, j:j + 5]
 WINDOWS = jax.lax.GatherDimensionNumbers(
     offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0, 1)
@@ -202,3 +205,36 @@ def test_scatter_of_disk_updates(data, rng):
         x.at[idx].multiply(u)
     out = x.at[jnp.asarray([5, 1, 7])].multiply(u, unique_indices=True)
     assert_same(out, jnp.asarray(x_np).at[jnp.asarray([5, 1, 7])].multiply(u_np))
+
+
+_TENSOR = re.compile(r"tensor<((?:\d+x)*)(\w+)>")
+
+
+def largest_tensor_bytes(mlir: str) -> int:
+    """The largest tensor a lowered program holds (element types of up to 4 bytes)."""
+    sizes = [
+        math.prod(int(d) for d in m.group(1).split("x")[:-1]) * 4 for m in _TENSOR.finditer(mlir)
+    ]
+    assert len(sizes) == mlir.count("tensor<"), "every tensor type has static dims"
+    return max(sizes)
+
+
+def test_lowered_gradient_through_shape_primitives_stays_within_budget(small_budget):
+    optax = pytest.importorskip("optax")
+    budget = 4 << 20
+    small_budget(budget)
+    rows, width, classes = 1 << 16, 64, 16  # x: 16 MiB on disk
+    x = jask.zeros((rows, width))
+    w = jask.DiskArray.from_numpy(np.ones((width, classes), np.float32))
+    labels = jnp.zeros(rows, jnp.int32)  # 256 KiB in memory
+
+    def loss(x, w):
+        logits = jnp.einsum("nd,dk->nk", x, w)
+        ce = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
+        padded = jax.lax.pad(x, 0.0, ((1, 1, 0), (0, 2, 1)))
+        updated = x.at[jnp.asarray([3, 9])].set(1.0).at[10:20].add(2.0)
+        return jnp.mean(ce) + jnp.sum(padded[::3]) + jnp.sum(jnp.flip(updated, 0) @ w)
+
+    mlir = jax.jit(jax.grad(loss, argnums=(0, 1))).lower(x, w).as_text()
+    assert "custom_call @jask_" in mlir
+    assert largest_tensor_bytes(mlir) <= budget

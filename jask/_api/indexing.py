@@ -53,20 +53,20 @@ def rows(x, start, count: int) -> jax.Array:
 
 
 def take(x, indices, axis=0):
-    """Elements of x at integer `indices` along `axis` (rows for axis 0), like
-    jnp.take(x, indices, axis) and x[indices].
+    """Rows of x at integer `indices` along the leading axis, like jnp.take(x, indices, axis=0)
+    and x[indices].
 
     Args:
       x: a DiskArray with at least one axis.
       indices: an integer array of any shape (NumPy or JAX, concrete or traced inside jit,
         e.g. ``jax.random.randint(key, (256,), 0, n)``), or a list of ints. Duplicates are
         allowed; negative indices count from the end.
-      axis: the axis to take from (other axes than 0 cost a transpose of x on disk).
+      axis: 0 (jnp.take takes any axis).
 
     Returns:
-      An array of shape ``x.shape[:axis] + indices.shape + x.shape[axis + 1:]``: a jax.Array
-      when it has at most IN_MEMORY_LIMIT elements, else a DiskArray. Differentiable with
-      respect to x (the gradient scatter-adds the cotangent rows, so duplicates accumulate).
+      An array of shape ``indices.shape + x.shape[1:]``: a jax.Array when it has at most
+      IN_MEMORY_LIMIT elements, else a DiskArray. Differentiable with respect to x (the gradient
+      scatter-adds the cotangent rows, so duplicate indices accumulate).
 
     Raises:
       IndexError: a concrete index outside [-n, n) for n = x.shape[0]. Traced indices
@@ -83,17 +83,11 @@ def take(x, indices, axis=0):
         raise ValueError(f"jask.take: {describe(x)} has no axis to take from")
     if axis is None or not -x.ndim <= int(axis) < x.ndim:
         raise ValueError(f"jask.take: invalid axis {axis!r} for {describe(x)}")
-    axis = int(axis) % x.ndim
-    if axis != 0:  # the axis moved to the front, its rows taken, the index axes moved back
-        order = (axis, *(d for d in range(x.ndim) if d != axis))
-        taken = take(_permuted(x, order), indices, 0)
-        n_index = taken.ndim - (x.ndim - 1)
-        back = (
-            *range(n_index, n_index + axis),
-            *range(n_index),
-            *range(n_index + axis, taken.ndim),
+    if int(axis) % x.ndim != 0:
+        raise NotImplementedError(
+            f"jask.take supports axis=0 only, got axis={axis} for {describe(x)} (jnp.take and "
+            f"the gather primitive take any axis)"
         )
-        return _permuted(taken, back)
     idx = _row_indices("take", indices, x.shape[0])
     scalar = idx.ndim == 0
     idx = idx.reshape(1) if scalar else idx

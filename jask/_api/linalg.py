@@ -1,4 +1,5 @@
-"""Products: matmul, dot, vdot, outer, einsum, dot_general."""
+"""Products: jax.lax.dot_general on DiskArrays (which every jax.numpy product binds: matmul,
+einsum, tensordot, inner, outer, ...), and the matmul, dot and vdot it is built on."""
 
 from __future__ import annotations
 
@@ -129,112 +130,6 @@ def dot(a, b):
             f"jask.matmul multiplies batches of matrices"
         )
     return _matmul("dot", a, b)
-
-
-def outer(a, b) -> DiskArray:
-    """The outer product of two 1-D DiskArrays, a DiskArray of shape (len(a), len(b)).
-
-    >>> import numpy as np, jask
-    >>> v = jask.DiskArray.from_numpy(np.arange(3, dtype=np.float32))
-    >>> np.asarray(jask.outer(v, v))[2].tolist()
-    [0.0, 2.0, 4.0]
-    """
-    check_disk("outer", a)
-    check_disk("outer", b)
-    if a.ndim != 1 or b.ndim != 1:
-        raise ValueError(f"jask.outer needs 1-D operands, got {describe(a)} and {describe(b)}")
-    return apply(
-        Matmul,
-        reshape(a, (a.shape[0], 1)),
-        reshape(b, (1, b.shape[0])),
-        trans_a=False,
-        trans_b=False,
-    )
-
-
-def einsum(spec: str, *operands):
-    """Einsum of one or two operands, each index once per operand (no ellipsis).
-
-    One operand: transposes and sums. Two operands: any product ("ij,jk->ik", "ij,ij->",
-    "bij,bjk->bik", "bhqd,bhkd->bhqk", "ijk,kj->i", "bi,bi->b"), run as one `dot_general`:
-    indices in both operands and the output are batch indices, indices in both operands only
-    are contracted, and indices of one operand only that the output lacks are summed first.
-    Products run as one out-of-core (batched) matmul with transposes folded into its flags
-    where the layout allows; without a free index ("bi,bi->b") the product is elementwise,
-    then summed. One of two operands may be an in-memory array; dtypes promote as in jnp.
-
-    >>> import numpy as np, jask
-    >>> a = jask.DiskArray.from_numpy(np.ones((4, 2, 3), np.float32))
-    >>> jask.einsum("bij,bkj->bik", a, a).shape
-    (4, 2, 2)
-    """
-    lhs, arrow, out = spec.replace(" ", "").partition("->")
-    inputs = lhs.split(",")
-    if not arrow or len(inputs) != len(operands) or len(inputs) not in (1, 2):
-        raise NotImplementedError(
-            f"jask.einsum supports 'in->out' with one or two operands, got {spec!r}"
-        )
-    if len(operands) == 1:
-        check_disk("einsum", operands[0])
-    elif not any(isinstance(v, DiskArray) for v in operands) or not all(
-        isinstance(v, DiskArray) or is_in_memory(v) for v in operands
-    ):
-        unsupported_operands("einsum", *operands)
-    else:
-        operands = [v if isinstance(v, DiskArray) else jnp.asarray(v) for v in operands]
-    for x, idx in zip(operands, inputs):
-        if x.ndim != len(idx) or len(set(idx)) != len(idx):
-            raise ValueError(f"jask.einsum: {idx!r} does not index {describe(x)} once per axis")
-    if len(operands) == 1:
-        return _einsum_single(spec, inputs[0], out, operands[0])
-    return _einsum_pair(spec, inputs, out, *operands)
-
-
-def _einsum_single(spec, idx, out, x):
-    if len(set(out)) != len(out) or not set(out) <= set(idx):
-        raise NotImplementedError(f"jask.einsum does not support {spec!r}")
-    summed = tuple(i for i, c in enumerate(idx) if c not in out)
-    result = reductions.sum(x, axis=summed) if summed else x
-    kept = [c for c in idx if c in out]
-    perm = tuple(kept.index(c) for c in out)
-    if perm == tuple(range(len(perm))):
-        return result
-    return transpose(result, perm) if isinstance(result, DiskArray) else jnp.transpose(result, perm)
-
-
-def _einsum_pair(spec, inputs, out, a, b):
-    """Two operands: indices private to one operand and absent from the output are summed
-    first; then one dot_general contracts the shared indices absent from the output, with
-    the shared output indices as batch axes, and its result is permuted to the output's order
-    (the operands taken in the order that needs no permutation, where one does)."""
-    if len(set(out)) != len(out) or not set(out) <= set(inputs[0]) | set(inputs[1]):
-        raise NotImplementedError(f"jask.einsum does not support {spec!r}")
-    (a, ia), (b, ib) = (
-        _summed_private(a, inputs[0], inputs[1], out),
-        _summed_private(b, inputs[1], inputs[0], out),
-    )
-    contracted = [c for c in ia if c in ib and c not in out]
-    batch = [c for c in out if c in ia and c in ib]
-    orders = []
-    for (x, ix), (y, iy) in (((a, ia), (b, ib)), ((b, ib), (a, ia))):
-        free = [c for c in ix + iy if c not in contracted and c not in batch]
-        orders.append((x, ix, y, iy, batch + free))
-    x, ix, y, iy, order = next((o for o in orders if o[4] == list(out)), orders[0])
-    numbers = (
-        (tuple(ix.index(c) for c in contracted), tuple(iy.index(c) for c in contracted)),
-        (tuple(ix.index(c) for c in batch), tuple(iy.index(c) for c in batch)),
-    )
-    result = dot_general(x, y, numbers)
-    return _permuted(result, tuple(order.index(c) for c in out))
-
-
-def _summed_private(x, idx, other, out):
-    """x summed over its indices that neither the other operand nor the output has."""
-    summed = tuple(i for i, c in enumerate(idx) if c not in other and c not in out)
-    if not summed:
-        return x, idx
-    x = reductions.sum(x, axis=summed) if isinstance(x, DiskArray) else jnp.sum(x, axis=summed)
-    return x, "".join(c for i, c in enumerate(idx) if i not in summed)
 
 
 def dot_general(lhs, rhs, dimension_numbers, preferred_element_type=None):
