@@ -149,6 +149,8 @@ SCATTERS = {
     "set_negative_integer": lambda x, u: x.at[-2].set(7.0),
     "add_column": lambda x, u: x.at[:, 2].add(u[:, 0]),
     "multiply_strided": lambda x, u: x.at[1:9:2, 3].multiply(2.0),
+    "set_rows_window": lambda x, u: x.at[jnp.asarray([1, 40, 96]), 2:9].set(u[:3, :7]),
+    "add_strided_window": lambda x, u: x.at[1:30:4, 5:8].add(u[:8, :3]),
     "set_out_of_range_dropped": lambda x, u: x.at[jnp.asarray([N + 3, 1])].set(u[:2]),
     "add_traced_slice_start": lambda x, u: jax.lax.dynamic_update_slice(
         x, u[:4], (jnp.sum(x[0, :1] * 0).astype(jnp.int32) + 80, 0)

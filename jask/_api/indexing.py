@@ -526,34 +526,56 @@ def scatter(x, indices, updates, dimension_numbers, mode, combine, unique_indice
     sizes = [1] * x.ndim
     for d, u in zip(window_axes, window_dims):
         sizes[d] = updates.shape[u]
-    indexed = index_map + batching
     # updates as (scatter batch axes..., window axes in operand order)
     n_batch = updates.ndim - len(window_dims)
     batch_axes = tuple(d for d in range(updates.ndim) if d not in window_dims)
     updates = _permuted(updates, batch_axes + window_dims)
-    if _windows_are_rows(sizes, indexed) and all(
-        sizes[d] == x.shape[d] for d in range(x.ndim) if d not in indexed
+    if indices.ndim == 1 and not batching and n_batch == 0:  # one window: one streamed pass
+        return _scatter_window(x, indices, updates, index_map, sizes, clip, combine)
+    if all(sizes[d] == 1 for d in batching) and all(
+        sizes[d] == x.shape[d] for d in range(x.ndim) if d not in index_map + batching
     ):
         return _scatter_rows(
-            x, indices, updates, n_batch, index_map, batching, dn, clip, combine, unique_indices
+            x,
+            indices,
+            updates,
+            window_axes,
+            index_map,
+            batching,
+            dn,
+            clip,
+            combine,
+            unique_indices,
+            sizes,
         )
-    if indices.ndim == 1 and not batching and n_batch == 0:
-        return _scatter_window(x, indices, updates, index_map, sizes, clip, combine)
     raise NotImplementedError(
         f"jax.lax.scatter into {describe(x)} of windows {tuple(sizes)} at indices "
-        f"{describe(indices)}: supported are windows of whole rows (one element along the "
-        f"indexed axes) and one window at one index vector"
+        f"{describe(indices)}: supported are windows whole along the axes not indexed, and one "
+        f"window at one index vector"
     )
 
 
-def _scatter_rows(x, indices, updates, n_batch, index_map, batching, dn, clip, combine, unique):
-    rows = _Rows(x.shape, indices, index_map, batching, dn.scatter_indices_batching_dims, clip)
+def _scatter_rows(
+    x, indices, updates, window_axes, index_map, batching, dn, clip, combine, unique, sizes
+):
+    widths = {d: sizes[d] for d in index_map}
+    rows = _Rows(
+        x.shape, indices, index_map, batching, dn.scatter_indices_batching_dims, clip, widths
+    )
     stacked = _reshaped(_permuted(x, rows.perm), rows.shape)
     count = int(np.prod(rows.batch_shape, dtype=np.int64))
     flat = rows.flat.reshape(count)
     row_shape = stacked.shape[1:]
-    values = _reshaped(updates, (count, *row_shape))
-    keep = jnp.ones(count, bool) if rows.valid is None else rows.valid.reshape(count)
+    # the updates' window axes as the rows' axes: wide windows' axes after the batch axes, the
+    # unindexed axes last (size-1 window axes of indexed axes drop out)
+    n_batch = updates.ndim - len(window_axes)
+    ordered = rows.wide + rows.rest
+    ones = [d for d in window_axes if d not in ordered]
+    perm = tuple(range(n_batch)) + tuple(n_batch + window_axes.index(d) for d in (*ordered, *ones))
+    values = _reshaped(_permuted(updates, perm), (count, *row_shape))
+    keep = jnp.ones(count, bool)
+    if rows.valid is not None:
+        keep = jnp.broadcast_to(rows.valid, rows.batch_shape).reshape(count)
     if _is_disk_value(values):
         if combine in ("mul", "min", "max") and not unique:
             raise NotImplementedError(
