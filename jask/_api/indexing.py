@@ -345,6 +345,16 @@ def dynamic_update_slice(operand, update, starts):
 #   one window: a single index vector (no batch axes), any window: a dynamic slice.
 
 
+def _integer_indices(primitive, indices):
+    indices = jnp.asarray(indices)
+    if not jnp.issubdtype(indices.dtype, jnp.integer):  # worded as jax.lax's own check
+        raise ValueError(
+            f"indices must have an integer type (jax.lax.{primitive} of a DiskArray at "
+            f"{describe(indices)})"
+        )
+    return indices
+
+
 def _mode_name(mode) -> str:
     name = getattr(mode, "name", None) or str(mode)
     return {"CLIP": "clip", "FILL_OR_DROP": "fill", "PROMISE_IN_BOUNDS": "clip"}.get(
@@ -422,7 +432,7 @@ def gather(x, indices, dimension_numbers, slice_sizes, mode, fill_value=None):
         raise NotImplementedError(
             f"jax.lax.gather with DiskArray indices {describe(indices)}; indices must be in memory"
         )
-    indices = jnp.asarray(indices)
+    indices = _integer_indices("gather", indices)
     slice_sizes = tuple(int(s) for s in slice_sizes)
     index_map = tuple(int(d) for d in dn.start_index_map)
     batching = tuple(int(d) for d in dn.operand_batching_dims)
@@ -514,7 +524,7 @@ def scatter(x, indices, updates, dimension_numbers, mode, combine, unique_indice
         )
     if not _is_disk_value(x):
         x = apply(FromInMemory, jnp.asarray(x))
-    indices = jnp.asarray(indices)
+    indices = _integer_indices("scatter", indices)
     updates = updates if _is_disk_value(updates) else jnp.asarray(updates, x.dtype)
     index_map = tuple(int(d) for d in dn.scatter_dims_to_operand_dims)
     batching = tuple(int(d) for d in dn.operand_batching_dims)

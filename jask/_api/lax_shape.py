@@ -79,6 +79,18 @@ def concatenate(*operands, dimension):
     return apply(Concatenate, *parts, axis=int(dimension))
 
 
+@rule("stack")
+def stack(*operands, axis):
+    """Operands of one shape joined along a new axis: each given a size-1 axis there, then
+    concatenated."""
+    axis = int(axis)
+    parts = []
+    for p in operands:
+        shape = (*p.shape[:axis], 1, *p.shape[axis:])
+        parts.append(reshape(p, new_sizes=shape) if _is_disk(p) else jnp.reshape(p, shape))
+    return apply(Concatenate, *parts, axis=axis)
+
+
 @rule("rev")
 def rev(x, *, dimensions):
     flipped = {int(d) for d in dimensions}
