@@ -30,13 +30,13 @@ def on_disk(fn):
 CASES: list[Case] = [
     Case(
         "take_rows_to_disk",
-        on_disk(lambda x: jask.take(x, IDX)),
+        on_disk(lambda x: jask.take(x, IDX, axis=0)),
         lambda x: jnp.take(x, IDX, axis=0),
         ((M, K),),
     ),
     Case(
         "take_rows_in_memory_times_disk",
-        lambda x, y: jask.take(x, IDX) * y + y,
+        lambda x, y: jask.take(x, IDX, axis=0) * y + y,
         lambda x, y: jnp.take(x, IDX, axis=0) * y + y,
         ((M, K), (len(IDX), K)),
     ),

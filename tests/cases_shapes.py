@@ -1,5 +1,6 @@
 """Generic op-test cases (run by test_transformations.py over every transformation and budget)."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -9,6 +10,11 @@ from case import Case, K, M, N  # noqa: F401
 
 # An in-memory operand joined to DiskArrays.
 COLUMNS = jnp.asarray(np.random.default_rng(11).uniform(-1, 1, (M, 3)).astype(np.float32))
+
+
+def traced_start(x, value):
+    """`value` as an int32 that depends on x (traced under jit and the derivatives)."""
+    return (jnp.sum(x[0, :1] * 0.0) + value).astype(jnp.int32)
 
 
 def same(fn):
@@ -61,5 +67,62 @@ CASES: list[Case] = [
         "vstack_hstack",
         *same(lambda a, b, c: jnp.vstack([jnp.hstack([a, b]), c])),
         ((M, K), (M, N), (7, K + N)),
+    ),
+    # jax.lax primitives bound to DiskArrays (jask/_api/lax_shape.py)
+    Case(
+        "pad_negative_interior_traced_value",
+        *same(lambda x: jax.lax.pad(x, x[1, 2] * 3.0, ((2, -3, 1), (-5, 4, 0)))),
+        ((M, K),),
+    ),
+    Case("rev", *same(lambda x: jax.lax.rev(x, (0, 1)) * 2.0), ((M, K),)),
+    Case(
+        "broadcast_in_dim_middle_axis",
+        *same(lambda x: jax.lax.broadcast_in_dim(x, (M, 3, K), (0, 2)) * 1.0),
+        ((M, K),),
+    ),
+    Case(
+        "reshape_with_dimensions",
+        *same(lambda x: jax.lax.reshape(x, (K * M,), dimensions=(1, 0)) * 2.0),
+        ((M, K),),
+    ),
+    Case(
+        "lax_slice_strided",
+        *same(lambda x: jnp.sum(jnp.sin(jax.lax.slice(x, (3, 1), (M - 2, K), (2, 3))))),
+        ((M, K),),
+        scalar_out=True,
+    ),
+    Case(
+        "dynamic_slice_traced_clamped",
+        *same(
+            lambda x: jnp.sum(
+                jnp.sin(
+                    jax.lax.dynamic_slice(x, (traced_start(x, 150), traced_start(x, -4)), (100, 90))
+                )
+            )
+        ),
+        ((M, K),),
+        scalar_out=True,
+    ),
+    Case(
+        "dynamic_slice_small_in_memory",
+        *same(
+            lambda x: jnp.sum(jnp.sin(jax.lax.dynamic_slice(x, (traced_start(x, 7), 3), (5, 4))))
+        ),
+        ((M, K),),
+        scalar_out=True,
+    ),
+    Case(
+        "dynamic_update_slice_disk_update",
+        *same(
+            lambda x, u: jax.lax.dynamic_update_slice(
+                x, u * 2.0, (traced_start(x, 200), traced_start(x, 3))
+            )
+        ),
+        ((M, K), (40, 100)),
+    ),
+    Case(
+        "dynamic_update_slice_in_memory_update",
+        *same(lambda x: jax.lax.dynamic_update_slice(x, jnp.sin(x[:3, :5]), (7, 150))),
+        ((M, K),),
     ),
 ]

@@ -11,8 +11,22 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._jax import compat
+from .._jax.diskarray import DiskArray
 from .._jax.op import apply, describe
-from ..ops import Rows, Slice, SliceInMemory, Take, TakeInMemory
+from ..ops import (
+    DynamicSlice,
+    DynamicSliceInMemory,
+    DynamicUpdateSlice,
+    FromInMemory,
+    Rows,
+    ScatterAddRows,
+    Slice,
+    SliceInMemory,
+    Take,
+    TakeInMemory,
+    Transpose,
+)
+from . import elementwise
 from .io import materialize
 from .operands import check_disk, in_memory_limit
 from .shape import reshape
@@ -47,7 +61,7 @@ def take(x, indices, axis=0):
       indices: an integer array of any shape (NumPy or JAX, concrete or traced inside jit,
         e.g. ``jax.random.randint(key, (256,), 0, n)``), or a list of ints. Duplicates are
         allowed; negative indices count from the end.
-      axis: 0 (other axes are not supported yet).
+      axis: 0 (jnp.take takes any axis).
 
     Returns:
       An array of shape ``indices.shape + x.shape[1:]``: a jax.Array when it has at most
@@ -71,7 +85,8 @@ def take(x, indices, axis=0):
         raise ValueError(f"jask.take: invalid axis {axis!r} for {describe(x)}")
     if int(axis) % x.ndim != 0:
         raise NotImplementedError(
-            f"jask.take supports axis=0 only, got axis={axis} for {describe(x)}"
+            f"jask.take supports axis=0 only, got axis={axis} for {describe(x)} (jnp.take and "
+            f"the gather primitive take any axis)"
         )
     idx = _row_indices("take", indices, x.shape[0])
     scalar = idx.ndim == 0
@@ -265,3 +280,405 @@ def _int_index(k, n: int, axis: int) -> int:
     if not 0 <= i < n:
         raise IndexError(f"index {int(k)} is out of bounds for axis {axis} with size {n}")
     return i
+
+
+# -- jax.lax's slices ------------------------------------------------------------------
+
+
+def selected(x, selection):
+    """x[selection] ((start, step, count) per axis) as jask.getitem gives it: x itself, an
+    in-memory jax.Array when small, else a DiskArray (a view of x's file where the selection
+    is one contiguous range)."""
+    if all(s == (0, 1, n) for s, n in zip(selection, x.shape)):
+        return x
+    shape = tuple(n for _, _, n in selection)
+    return apply(SliceInMemory if _fits(shape) else Slice, x, selection=selection)
+
+
+def _static_starts(starts):
+    """The start indices as ints where none is traced, else None."""
+    if any(compat.is_tracer(s) or _is_disk_value(s) for s in starts):
+        return None
+    return [int(s) for s in starts]
+
+
+def _start_operands(starts):
+    return [jnp.asarray(s).astype(jnp.int32) for s in starts]
+
+
+def dynamic_slice(x, starts, slice_sizes):
+    """jax.lax.dynamic_slice of a DiskArray at in-memory start indices, each clamped so that
+    the slice stays inside x (as XLA does); in memory when small, as `selected`."""
+    sizes = tuple(int(s) for s in slice_sizes)
+    if not _is_disk_value(x) or any(_is_disk_value(s) for s in starts):
+        raise NotImplementedError(
+            "jax.lax.dynamic_slice needs a DiskArray operand and in-memory start indices"
+        )
+    static = _static_starts(starts)
+    if static is not None:
+        clamped = [min(max(s, 0), n - k) for s, n, k in zip(static, x.shape, sizes)]
+        return selected(x, tuple((s if k else 0, 1, k) for s, k in zip(clamped, sizes)))
+    op = DynamicSliceInMemory if _fits(sizes) else DynamicSlice
+    return apply(op, x, *_start_operands(starts), sizes=sizes)
+
+
+def dynamic_update_slice(operand, update, starts):
+    """jax.lax.dynamic_update_slice: a new DiskArray, the operand with the update (on disk or
+    in memory) at the start indices, clamped so that the update fits (as XLA does)."""
+    if any(_is_disk_value(s) for s in starts):
+        raise NotImplementedError("jax.lax.dynamic_update_slice with DiskArray start indices")
+    if not _is_disk_value(operand):
+        operand = apply(FromInMemory, jnp.asarray(operand))
+    update = update if _is_disk_value(update) else jnp.asarray(update, operand.dtype)
+    return apply(DynamicUpdateSlice, operand, update, *_start_operands(starts))
+
+
+# -- jax.lax.gather and jax.lax.scatter -------------------------------------------------
+#
+# jax.numpy's indexing (x[idx], x[:, idx], jnp.take, jnp.take_along_axis, x.at[...]) binds
+# gather and scatter with in-memory indices. Two forms cover what it produces:
+#   rows: every window is one element along the indexed axes (start_index_map and the
+#     batching axes) and whole along the others. The indexed axes are moved to the front
+#     and merged into one, so each window is one row, found by a flat row index computed in
+#     memory from the indices: a row gather (`Take`) or scatter (`ScatterAddRows`).
+#   one window: a single index vector (no batch axes), any window: a dynamic slice.
+
+
+def _integer_indices(primitive, indices):
+    indices = jnp.asarray(indices)
+    if not jnp.issubdtype(indices.dtype, jnp.integer):  # worded as jax.lax's own check
+        raise ValueError(
+            f"indices must have an integer type (jax.lax.{primitive} of a DiskArray at "
+            f"{describe(indices)})"
+        )
+    return indices
+
+
+def _mode_name(mode) -> str:
+    name = getattr(mode, "name", None) or str(mode)
+    return {"CLIP": "clip", "FILL_OR_DROP": "fill", "PROMISE_IN_BOUNDS": "clip"}.get(
+        name, name.lower()
+    )
+
+
+def _default_fill(dtype):
+    dtype = np.dtype(dtype)
+    if np.issubdtype(dtype, np.inexact):
+        return np.nan
+    if dtype == np.bool_:
+        return True
+    info = np.iinfo(dtype)
+    return info.min if np.issubdtype(dtype, np.signedinteger) else info.max
+
+
+class _Rows:
+    """A gather's or scatter's windows as rows of the operand with its indexed axes merged
+    into a leading one: the permutation that brings them to the front, the merged shape, and
+    per window element (over the indices' batch shape, then one axis per window wider than
+    one element along an indexed axis, `widths`) its flat row index and whether its window
+    is inside the operand. A wide window's start is clamped so that it fits, as XLA does."""
+
+    def __init__(
+        self, shape, indices, index_map, operand_batching, indices_batching, clip, widths=None
+    ):
+        widths = widths or {}
+        self.indexed = tuple(index_map) + tuple(operand_batching)
+        self.rest = tuple(d for d in range(len(shape)) if d not in self.indexed)
+        self.perm = self.indexed + self.rest
+        rows = int(np.prod([shape[d] for d in self.indexed], dtype=np.int64))
+        self.shape = (rows, *(shape[d] for d in self.rest))
+        batch_shape = tuple(indices.shape[:-1])
+        self.wide = tuple(d for d in index_map if widths.get(d, 1) > 1)
+        self.batch_shape = batch_shape + tuple(widths[d] for d in self.wide)
+        lifted = batch_shape + (1,) * len(self.wide)
+        valid = jnp.ones(lifted, bool)
+        flat = jnp.zeros(self.batch_shape, jnp.int32)
+        for k, d in enumerate(index_map):
+            n, width = shape[d], widths.get(d, 1)
+            start = jnp.reshape(indices[..., k].astype(jnp.int32), lifted)
+            valid = valid & (start >= 0) & (start <= n - width)
+            coord = jnp.clip(start, 0, n - width)
+            if width > 1:
+                axis = len(batch_shape) + self.wide.index(d)
+                coord = coord + jnp.reshape(
+                    jnp.arange(width, dtype=jnp.int32), _axis_shape(axis, self.batch_shape)
+                )
+            flat = flat * n + coord
+        for d, b in zip(operand_batching, indices_batching):
+            iota = jnp.arange(batch_shape[b], dtype=jnp.int32)
+            flat = flat * shape[d] + jnp.reshape(iota, _axis_shape(b, self.batch_shape))
+        self.valid = None if clip else valid
+        self.flat = jnp.where(valid, flat, 0) if not clip else flat
+
+
+def _windows_are_rows(slice_sizes, indexed) -> bool:
+    return all(slice_sizes[d] == 1 for d in indexed)
+
+
+def _axis_shape(axis, shape):
+    return tuple(n if d == axis else 1 for d, n in enumerate(shape))
+
+
+def gather(x, indices, dimension_numbers, slice_sizes, mode, fill_value=None):
+    """jax.lax.gather of a DiskArray at in-memory indices (see the forms above).
+
+    The result is an in-memory jax.Array when it has at most IN_MEMORY_LIMIT elements, else
+    a DiskArray. Out-of-range windows follow `mode`: clamped (clip, promise_in_bounds), or
+    `fill_value` (fill; NaN for inexact dtypes by default).
+    """
+    dn = dimension_numbers
+    if _is_disk_value(indices):
+        raise NotImplementedError(
+            f"jax.lax.gather with DiskArray indices {describe(indices)}; indices must be in memory"
+        )
+    indices = _integer_indices("gather", indices)
+    slice_sizes = tuple(int(s) for s in slice_sizes)
+    index_map = tuple(int(d) for d in dn.start_index_map)
+    batching = tuple(int(d) for d in dn.operand_batching_dims)
+    collapsed = tuple(int(d) for d in dn.collapsed_slice_dims)
+    offset_dims = tuple(int(d) for d in dn.offset_dims)
+    clip = _mode_name(mode) == "clip"
+    indexed = index_map + batching
+    # windows shorter than an unindexed axis start at its 0: a static slice first
+    if any(slice_sizes[d] != x.shape[d] for d in range(x.ndim) if d not in indexed):
+        x = selected(x, tuple((0, 1, slice_sizes[d]) for d in range(x.ndim)))
+    widths = {d: slice_sizes[d] for d in index_map}
+    rows = _Rows(
+        x.shape, indices, index_map, batching, dn.start_indices_batching_dims, clip, widths
+    )
+    stacked = _reshaped(_permuted(x, rows.perm), rows.shape)
+    flat = rows.flat if rows.flat.ndim else rows.flat.reshape(1)
+    out_shape = flat.shape + stacked.shape[1:]
+    taken = apply(TakeInMemory if _fits(out_shape) else Take, stacked, flat)
+    taken = _reshaped(taken, rows.batch_shape + stacked.shape[1:])
+    n_batch = len(indices.shape) - 1
+    if rows.valid is not None:
+        fill = _default_fill(x.dtype) if fill_value is None else fill_value
+        valid = jnp.reshape(rows.valid, rows.valid.shape + (1,) * len(rows.rest))
+        taken = _where(valid, taken, jnp.asarray(fill, x.dtype))
+    # the window axes in operand order (the size-1 indexed ones that are not collapsed too):
+    # wide windows' axes follow the batch axes, the unindexed axes them
+    window = [d for d in range(x.ndim) if d not in collapsed and d not in batching]
+    order = [d for d in window if d in rows.wide or d in rows.rest]
+    sources = [
+        n_batch + rows.wide.index(d)
+        if d in rows.wide
+        else n_batch + len(rows.wide) + rows.rest.index(d)
+        for d in order
+    ]
+    taken = _permuted(taken, tuple(range(n_batch)) + tuple(sources))
+    taken = _reshaped(taken, tuple(indices.shape[:-1]) + tuple(slice_sizes[d] for d in window))
+    return _permuted(taken, _output_order(n_batch, offset_dims))
+
+
+def _output_order(n_batch, offset_dims):
+    """The permutation from (batch axes, window axes) to a gather's output axes."""
+    n_out = n_batch + len(offset_dims)
+    batch = iter(range(n_batch))
+    return tuple(
+        n_batch + offset_dims.index(j) if j in offset_dims else next(batch) for j in range(n_out)
+    )
+
+
+def _is_disk_value(x) -> bool:
+    return isinstance(x, DiskArray)
+
+
+def _fits(shape) -> bool:
+    return int(np.prod(shape, dtype=np.int64)) <= in_memory_limit()
+
+
+def _permuted(x, perm):
+    perm = tuple(perm)
+    if perm == tuple(range(x.ndim)):
+        return x
+    return apply(Transpose, x, perm=perm) if _is_disk_value(x) else jnp.transpose(x, perm)
+
+
+def _reshaped(x, shape):
+    shape = tuple(int(d) for d in shape)
+    if tuple(x.shape) == shape:
+        return x
+    return reshape(x, shape) if _is_disk_value(x) else jnp.reshape(x, shape)
+
+
+def _where(condition, x, y):
+    if _is_disk_value(x) or _is_disk_value(y):
+        return elementwise.where(condition, x, y)
+    return jnp.where(condition, x, y)
+
+
+def scatter(x, indices, updates, dimension_numbers, mode, combine, unique_indices=False):
+    """jax.lax.scatter (combine "set"), scatter-add, -mul, -min and -max into a DiskArray at
+    in-memory indices, as a new DiskArray (see the forms above).
+
+    Duplicate indices: "set" keeps the last update, the others combine all of them (updates
+    in memory; DiskArray updates need unique indices for mul, min and max). Out-of-range
+    windows are dropped (fill_or_drop) or clamped (clip, promise_in_bounds).
+    """
+    dn = dimension_numbers
+    if _is_disk_value(indices):
+        raise NotImplementedError(
+            f"jax.lax.scatter with DiskArray indices {describe(indices)}; indices must be in memory"
+        )
+    if not _is_disk_value(x):
+        x = apply(FromInMemory, jnp.asarray(x))
+    indices = _integer_indices("scatter", indices)
+    updates = updates if _is_disk_value(updates) else jnp.asarray(updates, x.dtype)
+    index_map = tuple(int(d) for d in dn.scatter_dims_to_operand_dims)
+    batching = tuple(int(d) for d in dn.operand_batching_dims)
+    inserted = tuple(int(d) for d in dn.inserted_window_dims)
+    window_dims = tuple(int(d) for d in dn.update_window_dims)
+    clip = _mode_name(mode) == "clip"
+    # the window's size along each operand axis: 1 where inserted or batching
+    window_axes = [d for d in range(x.ndim) if d not in inserted and d not in batching]
+    sizes = [1] * x.ndim
+    for d, u in zip(window_axes, window_dims):
+        sizes[d] = updates.shape[u]
+    # updates as (scatter batch axes..., window axes in operand order)
+    n_batch = updates.ndim - len(window_dims)
+    batch_axes = tuple(d for d in range(updates.ndim) if d not in window_dims)
+    updates = _permuted(updates, batch_axes + window_dims)
+    if indices.ndim == 1 and not batching and n_batch == 0:  # one window: one streamed pass
+        return _scatter_window(x, indices, updates, index_map, sizes, clip, combine)
+    if all(sizes[d] == 1 for d in batching) and all(
+        sizes[d] == x.shape[d] for d in range(x.ndim) if d not in index_map + batching
+    ):
+        return _scatter_rows(
+            x,
+            indices,
+            updates,
+            window_axes,
+            index_map,
+            batching,
+            dn,
+            clip,
+            combine,
+            unique_indices,
+            sizes,
+        )
+    raise NotImplementedError(
+        f"jax.lax.scatter into {describe(x)} of windows {tuple(sizes)} at indices "
+        f"{describe(indices)}: supported are windows whole along the axes not indexed, and one "
+        f"window at one index vector"
+    )
+
+
+def _scatter_rows(
+    x, indices, updates, window_axes, index_map, batching, dn, clip, combine, unique, sizes
+):
+    widths = {d: sizes[d] for d in index_map}
+    rows = _Rows(
+        x.shape, indices, index_map, batching, dn.scatter_indices_batching_dims, clip, widths
+    )
+    stacked = _reshaped(_permuted(x, rows.perm), rows.shape)
+    count = int(np.prod(rows.batch_shape, dtype=np.int64))
+    flat = rows.flat.reshape(count)
+    row_shape = stacked.shape[1:]
+    # the updates' window axes as the rows' axes: wide windows' axes after the batch axes, the
+    # unindexed axes last (size-1 window axes of indexed axes drop out)
+    n_batch = updates.ndim - len(window_axes)
+    ordered = rows.wide + rows.rest
+    ones = [d for d in window_axes if d not in ordered]
+    perm = tuple(range(n_batch)) + tuple(n_batch + window_axes.index(d) for d in (*ordered, *ones))
+    values = _reshaped(_permuted(updates, perm), (count, *row_shape))
+    keep = jnp.ones(count, bool)
+    if rows.valid is not None:
+        keep = jnp.broadcast_to(rows.valid, rows.batch_shape).reshape(count)
+    if _is_disk_value(values):
+        if combine in ("mul", "min", "max") and not unique:
+            raise NotImplementedError(
+                f"x.at[...].{combine} with DiskArray updates {describe(values)} at indices that "
+                f"may repeat (pass unique_indices=True when they do not)"
+            )
+        if combine == "set" and not unique:
+            keep = keep & _last_of_each(flat)
+    elif not unique:
+        values, keep = _combined_duplicates(values, flat, keep, combine, x.dtype)
+    shape_of = (count,) + (1,) * len(row_shape)
+    keep_rows = jnp.reshape(keep, shape_of)
+    if combine == "add":
+        values = _where(keep_rows, values, jnp.zeros((), x.dtype))
+        scattered = apply(ScatterAddRows, values, flat, shape=stacked.shape, dtype=x.dtype)
+        out = elementwise.add(stacked, scattered)
+    else:
+        values = _where(keep_rows, values, jnp.zeros((), x.dtype))
+        scattered = apply(ScatterAddRows, values, flat, shape=stacked.shape, dtype=x.dtype)
+        hit_shape = (stacked.shape[0],) + (1,) * len(row_shape)
+        hits = apply(
+            ScatterAddRows, keep_rows.astype(x.dtype), flat, shape=hit_shape, dtype=x.dtype
+        )
+        hit = elementwise.not_equal(hits, jnp.zeros((), x.dtype))
+        out = elementwise.where(hit, _combined(stacked, scattered, combine), stacked)
+    unmerged = tuple(x.shape[d] for d in rows.indexed) + row_shape
+    inverse = tuple(sorted(range(x.ndim), key=lambda i: rows.perm[i]))
+    return _permuted(_reshaped(out, unmerged), inverse)
+
+
+def _combined(old, new, combine):
+    """old and new combined as a scatter's `combine` does (with Jask where either is on disk)."""
+    if combine == "set":
+        return new
+    on_disk = _is_disk_value(old) or _is_disk_value(new)
+    if combine == "add":
+        return elementwise.add(old, new) if on_disk else old + new
+    if combine == "mul":
+        return elementwise.mul(old, new) if on_disk else old * new
+    if combine == "min":
+        return elementwise.minimum(old, new) if on_disk else jnp.minimum(old, new)
+    return elementwise.maximum(old, new) if on_disk else jnp.maximum(old, new)
+
+
+def _last_of_each(flat):
+    """Whether each index is the last occurrence of its value (which a "set" keeps)."""
+    n = flat.shape[0]
+    order = jnp.argsort(flat, stable=True)
+    ordered = flat[order]
+    last = jnp.concatenate([ordered[1:] != ordered[:-1], jnp.ones(min(n, 1), bool)])
+    return jnp.zeros(n, bool).at[order].set(last)
+
+
+def _combined_duplicates(values, flat, keep, combine, dtype):
+    """In-memory updates with duplicate indices combined into the last occurrence of each
+    (set: the last one; add: their sum; mul, min, max: their product, minimum, maximum);
+    dropped updates (keep False) take no part. Returns the updates and the new keep mask."""
+    n = flat.shape[0]
+    if n == 0:
+        return values, keep
+    key = jnp.where(keep, flat, -1)  # dropped updates group apart from the kept ones
+    last = _last_of_each(key)
+    if combine == "set":
+        return values, keep & last
+    order = jnp.argsort(key, stable=True)
+    ordered = key[order]
+    starts = jnp.concatenate([jnp.ones(1, bool), ordered[1:] != ordered[:-1]])
+    group = jnp.cumsum(starts) - 1  # group id of each update in sorted order
+    groups = jnp.zeros(n, jnp.int32).at[order].set(group.astype(jnp.int32))
+    segment = {
+        "add": jax.ops.segment_sum,
+        "mul": jax.ops.segment_prod,
+        "min": jax.ops.segment_min,
+        "max": jax.ops.segment_max,
+    }[combine]
+    combined = segment(values, groups, num_segments=n)
+    return combined[groups].astype(dtype), keep & last
+
+
+def _scatter_window(x, indices, updates, index_map, sizes, clip, combine):
+    """One window of updates at one index vector: a dynamic update slice. In fill_or_drop
+    mode a window not wholly inside the operand is dropped."""
+    starts = [jnp.zeros((), jnp.int32)] * x.ndim
+    for k, d in enumerate(index_map):
+        starts[d] = indices[k].astype(jnp.int32)
+    window = _reshaped(updates, tuple(sizes))
+    if combine == "set":
+        out = dynamic_update_slice(x, window, starts)
+    else:
+        old = dynamic_slice(x, starts, tuple(sizes))
+        out = dynamic_update_slice(x, _combined(old, window, combine), starts)
+    if clip:
+        return out
+    inside = jnp.all(
+        jnp.stack([(s >= 0) & (s <= n - k) for s, n, k in zip(starts, x.shape, sizes)])
+    )
+    return elementwise.where(inside, out, x)

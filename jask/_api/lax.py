@@ -28,13 +28,6 @@ def copy(x):
     return apply(Astype, x, dtype=x.dtype)
 
 
-@rule("stack")
-def stack(*arrays, axis):
-    """The arrays along a new axis."""
-    parts = [_with_axis(a, axis) for a in arrays]
-    return apply(Concatenate, *parts, axis=axis)
-
-
 @rule("unstack")
 def unstack(x, *, axis):
     """The slices of x along `axis`, that axis removed."""

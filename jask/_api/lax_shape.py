@@ -13,14 +13,19 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._jax.diskarray import DiskArray
-from .._jax.op import apply
+from .._jax.op import apply, describe
 from .._jax.primitives import rule
-from ..ops import Astype, BroadcastTo, Concatenate, Reshape, Transpose
-from . import linalg
+from ..ops import BroadcastTo, Concatenate, Pad, Reshape, Slice, Transpose
+from . import indexing, linalg
+from .operands import in_memory_limit
 
 
 def _is_disk(x) -> bool:
     return isinstance(x, DiskArray)
+
+
+def _small(shape) -> bool:
+    return int(np.prod(shape, dtype=np.int64)) <= in_memory_limit()
 
 
 @rule("transpose")
@@ -43,75 +48,158 @@ def squeeze(x, *, dimensions):
     return reshape(x, new_sizes=tuple(d for i, d in enumerate(x.shape) if i not in dims))
 
 
+@rule("expand_dims")
+def expand_dims(x, *, dimensions):
+    shape = list(x.shape)
+    for d in sorted(int(d) for d in dimensions):
+        shape.insert(d, 1)
+    return reshape(x, new_sizes=tuple(shape))
+
+
 @rule("broadcast_in_dim")
 def broadcast_in_dim(x, *dyn_shape, shape, broadcast_dimensions, sharding=None):
+    if dyn_shape:
+        raise NotImplementedError("jax.lax.broadcast_in_dim of a DiskArray to a dynamic shape")
     shape = tuple(int(d) for d in shape)
     dims = tuple(int(d) for d in broadcast_dimensions)
-    # operand axis i becomes output axis dims[i]: first give x the output's rank (size-1 axes
-    # where it has none), then spread the size-1 axes to the output's sizes
+    # operand axis i becomes output axis dims[i]: first order x's axes as their output axes,
+    # then give x the output's rank (size-1 axes where it has none), then spread its size-1
+    # axes to the output's sizes
+    order = tuple(sorted(range(len(dims)), key=lambda i: dims[i]))
+    x = transpose(x, permutation=order)
+    dims = tuple(dims[i] for i in order)
     ranked = tuple(x.shape[dims.index(j)] if j in dims else 1 for j in range(len(shape)))
-    if dims != tuple(sorted(dims)):
-        raise NotImplementedError(
-            f"jax.lax.broadcast_in_dim of a DiskArray {x.shape} with broadcast_dimensions {dims} "
-            f"out of order"
-        )
     x = reshape(x, new_sizes=ranked)
     return x if ranked == shape else apply(BroadcastTo, x, shape=shape)
 
 
 @rule("concatenate")
 def concatenate(*operands, dimension):
-    return apply(Concatenate, *operands, axis=int(dimension))
+    parts = [p if _is_disk(p) else jnp.asarray(p) for p in operands]
+    return apply(Concatenate, *parts, axis=int(dimension))
+
+
+@rule("stack")
+def stack(*operands, axis):
+    """Operands of one shape joined along a new axis: each given a size-1 axis there, then
+    concatenated."""
+    axis = int(axis)
+    parts = []
+    for p in operands:
+        shape = (*p.shape[:axis], 1, *p.shape[axis:])
+        parts.append(reshape(p, new_sizes=shape) if _is_disk(p) else jnp.reshape(p, shape))
+    return apply(Concatenate, *parts, axis=axis)
+
+
+@rule("rev")
+def rev(x, *, dimensions):
+    flipped = {int(d) for d in dimensions}
+    if not flipped or x.ndim == 0:
+        return x
+    selection = tuple(
+        (n - 1, -1, n) if d in flipped and n > 1 else (0, 1, n) for d, n in enumerate(x.shape)
+    )
+    return apply(Slice, x, selection=selection)
+
+
+@rule("slice")
+def slice_(x, *, start_indices, limit_indices, strides=None):
+    strides = strides or (1,) * x.ndim
+    selection = tuple(
+        (int(s), int(k), len(range(int(s), int(e), int(k))))
+        for s, e, k in zip(start_indices, limit_indices, strides)
+    )
+    selection = tuple((s if n else 0, k if n > 1 else 1, n) for s, k, n in selection)
+    return indexing.selected(x, selection)
+
+
+@rule("pad")
+def pad(x, padding_value, *, padding_config):
+    if not _is_disk(x):
+        raise NotImplementedError(
+            f"jax.lax.pad of {describe(x)} with a DiskArray padding value {describe(padding_value)}"
+        )
+    config = [tuple(int(v) for v in c) for c in padding_config]
+    # padding first (the non-negative part), then the crop of negative padding as a slice
+    shape, placed, crop = [], [], []
+    for n, (lo, hi, interior) in zip(x.shape, config):
+        spread = n + max(n - 1, 0) * interior
+        size = max(lo, 0) + spread + max(hi, 0)
+        shape.append(size)
+        placed.append((max(lo, 0) if n else 0, interior + 1 if n > 1 else 1, n))
+        crop.append((-min(lo, 0), size + min(hi, 0) + min(lo, 0)))
+    value = jnp.asarray(padding_value, x.dtype)
+    if any(count < 0 for _, count in crop):
+        raise ValueError(f"jax.lax.pad of {describe(x)} with {config}: negative output size")
+    padded = (
+        apply(Pad, x, value, shape=tuple(shape), selection=tuple(placed))
+        if tuple(shape) != tuple(x.shape) or any(s != (0, 1, n) for s, n in zip(placed, x.shape))
+        else x
+    )
+    selection = tuple((start if n else 0, 1, n) for start, n in crop)
+    if all(s == (0, 1, n) for s, n in zip(selection, padded.shape)):
+        return padded
+    return apply(Slice, padded, selection=selection)
+
+
+@rule("dynamic_slice")
+def dynamic_slice(x, *starts_and_dyn, slice_sizes):
+    return indexing.dynamic_slice(x, starts_and_dyn[: x.ndim], slice_sizes)
+
+
+@rule("dynamic_update_slice")
+def dynamic_update_slice(operand, update, *starts):
+    return indexing.dynamic_update_slice(operand, update, starts)
+
+
+@rule("gather")
+def gather(
+    operand,
+    indices,
+    *,
+    dimension_numbers,
+    slice_sizes,
+    mode,
+    fill_value=None,
+    indices_are_sorted=False,
+    unique_indices=False,
+):
+    return indexing.gather(operand, indices, dimension_numbers, slice_sizes, mode, fill_value)
+
+
+def _scatter_rule(combine: str):
+    def scatter(
+        operand,
+        indices,
+        updates,
+        *,
+        dimension_numbers,
+        mode,
+        update_jaxpr=None,
+        update_consts=(),
+        indices_are_sorted=False,
+        unique_indices=False,
+    ):
+        return indexing.scatter(
+            operand, indices, updates, dimension_numbers, mode, combine, unique_indices
+        )
+
+    scatter.__qualname__ = f"scatter_{combine}"
+    return scatter
+
+
+for _name, _combine in (
+    ("scatter", "set"),
+    ("scatter-add", "add"),
+    ("scatter-mul", "mul"),
+    ("scatter-min", "min"),
+    ("scatter-max", "max"),
+):
+    rule(_name)(_scatter_rule(_combine))
 
 
 @rule("dot_general")
 def dot_general(
-    lhs,
-    rhs,
-    *,
-    dimension_numbers,
-    precision=None,
-    preferred_element_type=None,
-    out_sharding=None,
-    **_,
+    lhs, rhs, *, dimension_numbers, precision=None, preferred_element_type=None, out_sharding=None
 ):
-    (lc, rc), (lb, rb) = dimension_numbers
-    lc, rc, lb, rb = (tuple(int(d) for d in t) for t in (lc, rc, lb, rb))
-    if preferred_element_type is not None:
-        out_dtype = np.dtype(preferred_element_type)
-    else:
-        out_dtype = np.result_type(lhs.dtype, rhs.dtype)
-    # move to (batch..., free..., contract...) @ (batch..., contract..., free...)
-    lf = tuple(d for d in range(lhs.ndim) if d not in lc and d not in lb)
-    rf = tuple(d for d in range(rhs.ndim) if d not in rc and d not in rb)
-    if not (lb or lf or rf):  # a full contraction: one pass, summed in double
-        a = transpose(lhs, permutation=lc) if _is_disk(lhs) else jnp.transpose(lhs, lc)
-        b = transpose(rhs, permutation=rc) if _is_disk(rhs) else jnp.transpose(rhs, rc)
-        out = linalg.vdot(_reshaped(a, (a.size,)), _reshaped(b, (b.size,)))
-        return out if out.dtype == out_dtype else out.astype(out_dtype)
-    a = (
-        transpose(lhs, permutation=lb + lf + lc)
-        if _is_disk(lhs)
-        else jnp.transpose(lhs, lb + lf + lc)
-    )
-    b = (
-        transpose(rhs, permutation=rb + rc + rf)
-        if _is_disk(rhs)
-        else jnp.transpose(rhs, rb + rc + rf)
-    )
-    batch = tuple(lhs.shape[d] for d in lb)
-    m = int(np.prod([lhs.shape[d] for d in lf], dtype=np.int64))
-    k = int(np.prod([lhs.shape[d] for d in lc], dtype=np.int64))
-    n = int(np.prod([rhs.shape[d] for d in rf], dtype=np.int64))
-    a = _reshaped(a, batch + (m, k))
-    b = _reshaped(b, batch + (k, n))
-    out = linalg.matmul(a, b)
-    out_shape = batch + tuple(lhs.shape[d] for d in lf) + tuple(rhs.shape[d] for d in rf)
-    out = _reshaped(out, out_shape)
-    return out if out.dtype == out_dtype else apply(Astype, out, dtype=out_dtype)
-
-
-def _reshaped(x, shape):
-    if _is_disk(x):
-        return reshape(x, new_sizes=shape)
-    return jnp.reshape(x, shape)
+    return linalg.dot_general(lhs, rhs, dimension_numbers, preferred_element_type)

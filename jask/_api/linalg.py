@@ -1,4 +1,5 @@
-"""Products: matmul, dot, vdot, outer, einsum."""
+"""Products: jax.lax.dot_general on DiskArrays (which every jax.numpy product binds: matmul,
+einsum, tensordot, inner, outer, ...), and the matmul, dot and vdot it is built on."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from .._jax.diskarray import DiskArray
 from .._jax.op import apply, describe
 from ..ops import FromInMemory, Matmul, Reduce
 from ..ops.matmul import matmul_type
-from . import reductions
+from . import elementwise, reductions
 from .operands import check_disk, is_in_memory, unsupported_operands
 from .shape import reshape, transpose
 
@@ -131,143 +132,94 @@ def dot(a, b):
     return _matmul("dot", a, b)
 
 
-def outer(a, b) -> DiskArray:
-    """The outer product of two 1-D DiskArrays, a DiskArray of shape (len(a), len(b)).
+def dot_general(lhs, rhs, dimension_numbers, preferred_element_type=None):
+    """jax.lax.dot_general with a DiskArray on either side or both (the other in memory).
 
-    >>> import numpy as np, jask
-    >>> v = jask.DiskArray.from_numpy(np.arange(3, dtype=np.float32))
-    >>> np.asarray(jask.outer(v, v))[2].tolist()
-    [0.0, 2.0, 4.0]
+    Args:
+      lhs, rhs: the operands; at least one a DiskArray.
+      dimension_numbers: ((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch)), as
+        jax.lax.dot_general takes them.
+      preferred_element_type: the result's dtype (default: the operands' common dtype); the
+        product is computed in it.
+
+    Returns:
+      The product, with the batch axes first, then lhs's free axes, then rhs's (lax's
+      order): a DiskArray, or a 0-d jax.Array when every axis is contracted.
+
+    >>> import numpy as np, jax, jask
+    >>> x = jask.DiskArray.from_numpy(np.ones((4, 3), np.float32))
+    >>> jax.lax.dot_general(x, x, (((1,), (1,)), ((), ()))).shape
+    (4, 4)
     """
-    check_disk("outer", a)
-    check_disk("outer", b)
-    if a.ndim != 1 or b.ndim != 1:
-        raise ValueError(f"jask.outer needs 1-D operands, got {describe(a)} and {describe(b)}")
-    return apply(
-        Matmul,
-        reshape(a, (a.shape[0], 1)),
-        reshape(b, (1, b.shape[0])),
-        trans_a=False,
-        trans_b=False,
+    (lc, rc), (lb, rb) = (
+        tuple(tuple(int(d) for d in t) for t in pair) for pair in dimension_numbers
     )
-
-
-def einsum(spec: str, *operands):
-    """Einsum of one or two operands, the contractions dense layers and attention need.
-
-    One operand: transposes and sums. Two operands: products with at most one contracted
-    index, every other index kept in the output; indices in both operands and the output
-    are batch indices (as are extra indices of one operand, broadcast), so "ij,jk->ik",
-    "bij,bjk->bik", "bik,bjk->bij", "bij,jk->bik", "ij,bjk->bik" and "bi,bi->b" all work.
-    Products run as one out-of-core (batched) matmul with transposes folded into its flags;
-    an operand is transposed on disk only when its batch indices do not lead. Without an
-    index private to either operand ("bi,bi->b") the product is elementwise, then summed.
-    One of two operands may be an in-memory array, as in jask.matmul.
-
-    >>> import numpy as np, jask
-    >>> a = jask.DiskArray.from_numpy(np.ones((4, 2, 3), np.float32))
-    >>> jask.einsum("bij,bkj->bik", a, a).shape
-    (4, 2, 2)
-    """
-    lhs, arrow, out = spec.replace(" ", "").partition("->")
-    inputs = lhs.split(",")
-    if not arrow or len(inputs) != len(operands) or len(inputs) not in (1, 2):
-        raise NotImplementedError(
-            f"jask.einsum supports 'in->out' with one or two operands, got {spec!r}"
-        )
-    if len(operands) == 1:
-        check_disk("einsum", operands[0])
+    lhs, rhs = (v if isinstance(v, DiskArray) else jnp.asarray(v) for v in (lhs, rhs))
+    _check_dimension_numbers(lhs, rhs, lc, rc, lb, rb)
+    if preferred_element_type is None:
+        dtype = np.result_type(lhs.dtype, rhs.dtype)
     else:
-        operands = _matmul_operands("einsum", *operands)
-    for x, idx in zip(operands, inputs):
-        if x.ndim != len(idx) or len(set(idx)) != len(idx):
-            raise ValueError(f"jask.einsum: {idx!r} does not index {describe(x)} once per axis")
-    if len(operands) == 1:
-        return _einsum_single(spec, inputs[0], out, operands[0])
-    return _einsum_pair(spec, inputs, out, *operands)
+        dtype = np.dtype(preferred_element_type)
+    lhs, rhs = (_as_dtype(v, dtype) for v in (lhs, rhs))
+    lf = tuple(d for d in range(lhs.ndim) if d not in lc and d not in lb)
+    rf = tuple(d for d in range(rhs.ndim) if d not in rc and d not in rb)
+    batch = tuple(lhs.shape[d] for d in lb)
+    out_shape = batch + tuple(lhs.shape[d] for d in lf) + tuple(rhs.shape[d] for d in rf)
+    if not lf and not rf:  # nothing free: a product summed over the contracted axes
+        a = _permuted(lhs, lb + lc)
+        b = _permuted(rhs, rb + rc)
+        if not batch:
+            return vdot(*_matmul_operands("dot_general", a, b)) if a.ndim else a * b
+        product = elementwise.mul(a, b)
+        return reductions.sum(product, axis=tuple(range(len(batch), a.ndim))) if lc else product
+    a, trans_a = _matrix_stack(lhs, lb, lf, lc)
+    b, trans_b = _matrix_stack(rhs, rb, rc, rf)
+    a, b = _matmul_operands("dot_general", a, b)
+    return _reshaped(_product("dot_general", a, b, trans_a, trans_b), out_shape)
 
 
-def _einsum_single(spec, idx, out, x):
-    if len(set(out)) != len(out) or not set(out) <= set(idx):
-        raise NotImplementedError(f"jask.einsum does not support {spec!r}")
-    summed = tuple(i for i, c in enumerate(idx) if c not in out)
-    result = reductions.sum(x, axis=summed) if summed else x
-    kept = [c for c in idx if c in out]
-    perm = tuple(kept.index(c) for c in out)
-    if perm == tuple(range(len(perm))):
-        return result
-    return transpose(result, perm) if isinstance(result, DiskArray) else jnp.transpose(result, perm)
+def _check_dimension_numbers(lhs, rhs, lc, rc, lb, rb):
+    pair = f"{describe(lhs)} and {describe(rhs)}"
+    for axes, x in ((lc + lb, lhs), (rc + rb, rhs)):
+        if len(set(axes)) != len(axes) or any(not 0 <= d < x.ndim for d in axes):
+            raise ValueError(
+                f"jask.dot_general: axes {axes} are not distinct axes of {describe(x)} ({pair})"
+            )
+    for kind, a_axes, b_axes in (("contracting", lc, rc), ("batch", lb, rb)):
+        a_sizes = tuple(lhs.shape[d] for d in a_axes)
+        b_sizes = tuple(rhs.shape[d] for d in b_axes)
+        if a_sizes != b_sizes:  # worded as jax.lax.dot_general's own error
+            raise TypeError(
+                f"dot_general requires {kind} dimensions to have the same shape, got {a_sizes} "
+                f"and {b_sizes} (axes {a_axes} and {b_axes} of {pair})"
+            )
 
 
-def _einsum_pair(spec, inputs, out, a, b):
-    ia, ib = inputs
-    contracted = [c for c in ia if c in ib and c not in out]
-    if (
-        len(contracted) > 1
-        or len(set(out)) != len(out)
-        or set(out) != (set(ia) | set(ib)) - set(contracted)
-    ):
-        raise NotImplementedError(
-            f"jask.einsum does not support {spec!r}: it handles products "
-            f"of two operands with at most one contracted index and every "
-            f"other index kept in the output"
-        )
-    c = contracted[0] if contracted else None
-
-    # An operand's free (matrix) index: its last index the other operand lacks; the output's
-    # other indices are batch indices.
-    def free_index(x, y):
-        return ([d for d in x if d not in y] or [None])[-1]
-
-    free_a, free_b = free_index(ia, ib), free_index(ib, ia)
-    if free_a is None and free_b is None:
-        return _einsum_elementwise(out, c, (a, ia), (b, ib))
-    if free_a is not None and free_b is not None and out.index(free_b) < out.index(free_a):
-        (a, ia, free_a), (b, ib, free_b) = (b, ib, free_b), (a, ia, free_a)  # (AB)^T = B^T A^T
-    batch = [d for d in out if d not in (free_a, free_b)]
-    x, trans_x = _einsum_matrices(a, ia, batch, free_a, c)
-    y, trans_y = _einsum_matrices(b, ib, batch, c, free_b)
-    product = _product("einsum", x, y, trans_x, trans_y)
-    frees = [(d, dict(zip(ix, v.shape))[d]) for d, ix, v in ((free_a, ia, a), (free_b, ib, b)) if d]
-    order = batch + [d for d, _ in frees]
-    result = reshape(product, product.shape[:-2] + tuple(n for _, n in frees))
-    perm = tuple(order.index(d) for d in out)
-    return result if perm == tuple(range(len(perm))) else transpose(result, perm)
+def _as_dtype(x, dtype):
+    if np.dtype(x.dtype) == dtype:
+        return x
+    return elementwise.astype(x, dtype) if isinstance(x, DiskArray) else x.astype(dtype)
 
 
-def _einsum_matrices(x, idx, batch, row, col):
-    """x (indexed by `idx`) as a stack of (row, col) matrices for a product, and whether they
-    are stored transposed. Its batch indices lead, in `batch` order (moved there on disk if
-    they do not), with size-1 axes for batch indices it lacks unless it has none; a missing
-    row or column index is a size-1 axis."""
-    sizes = dict(zip(idx, x.shape))
-    own_batch = [d for d in batch if d in idx]
-    rest = [d for d in idx if d not in own_batch]  # row and col, those present, as stored
-    perm = tuple(idx.index(d) for d in own_batch + rest)
-    if perm != tuple(range(len(perm))):
-        x = transpose(x, perm)
-    trans = rest == [col, row]
-    matrix = (
-        tuple(sizes[d] for d in rest)
-        if len(rest) == 2
-        else tuple(sizes[d] if d in rest else 1 for d in (row, col))
-    )
-    stack = tuple(sizes.get(d, 1) for d in batch) if own_batch else ()
-    return (x if x.shape == stack + matrix else reshape(x, stack + matrix)), trans
+def _permuted(x, perm):
+    if perm == tuple(range(x.ndim)):
+        return x
+    return transpose(x, perm) if isinstance(x, DiskArray) else jnp.transpose(x, perm)
 
 
-def _einsum_elementwise(out, c, *operands):
-    """A product with no free index: each operand aligned to out's indices (then c's) with
-    size-1 axes where it lacks one, multiplied elementwise and summed over c."""
-    if not out:
-        return vdot(*(x for x, _ in operands))
-    order = list(out) + ([c] if c else [])
-    aligned = []
-    for x, idx in operands:
-        sizes = dict(zip(idx, x.shape))
-        perm = tuple(sorted(range(len(idx)), key=lambda i: order.index(idx[i])))
-        x = x if perm == tuple(range(len(perm))) else transpose(x, perm)
-        shape = tuple(sizes.get(d, 1) for d in order)
-        aligned.append(x if x.shape == shape else reshape(x, shape))
-    product = aligned[0] * aligned[1]
-    return reductions.sum(product, axis=-1) if c else product
+def _reshaped(x, shape):
+    if tuple(x.shape) == tuple(shape):
+        return x
+    return reshape(x, shape) if isinstance(x, DiskArray) else jnp.reshape(x, shape)
+
+
+def _matrix_stack(x, batch, rows, cols):
+    """x as a stack of (rows, cols) matrices (the row axes, then the column axes, merged), its
+    batch axes first; and whether it is stored transposed, (cols, rows), which a product reads
+    without writing the transpose (chosen when that order needs no permutation on disk)."""
+    stored = tuple(range(x.ndim))
+    trans = batch + rows + cols != stored and batch + cols + rows == stored
+    sizes = [int(np.prod([x.shape[d] for d in axes], dtype=np.int64)) for axes in (rows, cols)]
+    stack = tuple(x.shape[d] for d in batch)
+    x = _permuted(x, batch + cols + rows if trans else batch + rows + cols)
+    return _reshaped(x, stack + tuple(sizes[::-1] if trans else sizes)), trans

@@ -15,6 +15,7 @@ from .astype import Astype
 from .compare import Equal, Greater, GreaterEqual, Less, LessEqual, NotEqual
 from .concatenate import Concatenate
 from .div import Div
+from .dynamic_slice import DynamicSlice, DynamicSliceInMemory, DynamicUpdateSlice
 from .exp import Exp
 from .in_memory import FromInMemory, ToInMemory
 from .log import Log
@@ -22,6 +23,7 @@ from .matmul import Matmul
 from .maximum import Maximum, Minimum
 from .mul import Mul
 from .neg import Neg
+from .pad import Pad
 from .power import Pow
 from .reduce import BroadcastTo, Fill, Reduce, ReduceAxes, ReduceAxesInMemory
 from .reshape import Reshape

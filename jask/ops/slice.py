@@ -63,9 +63,11 @@ class SliceInMemory(Slice):
         )
 
 
-def placement_params(out, parts, selections) -> dict:
+def placement_params(out, parts, selections, *, base=False, fill=False, dynamic=False) -> dict:
     """The "place" kernel's params: output dtype and shape, whether each part is in memory,
-    and the parts' (start, step, count) per axis, part after part."""
+    and the parts' (start, step, count) per axis, part after part. What lies outside the
+    parts: the first array operand where `base`, the first scalar operand where `fill`, else
+    zeros; where `dynamic` the last part's starts are the scalar operands after the fill."""
     axes = [axis for selection in selections for axis in selection]
     return {
         "dtype": dtype_code(out.dtype),
@@ -74,6 +76,9 @@ def placement_params(out, parts, selections) -> dict:
         "start": tuple(a[0] for a in axes),
         "step": tuple(a[1] for a in axes),
         "count": tuple(a[2] for a in axes),
+        "base": base,
+        "fill": fill,
+        "dynamic": dynamic,
     }
 
 

@@ -158,6 +158,8 @@ TEST(Registry, HoldsEveryEngineKernel) {
                                                                   {"array", "slice"},
                                                                   {"in-memory", "slice"},
                                                                   {"array", "place"},
+                                                                  {"array", "dynamic_slice"},
+                                                                  {"in-memory", "dynamic_slice"},
                                                                   {"array", "take"},
                                                                   {"in-memory", "take"},
                                                                   {"array", "scatter_add_rows"},

@@ -247,6 +247,73 @@ TEST(Slicing, PlaceRejectsOverflowingOverlapsAndNegativeSteps) {
       ValueError);
 }
 
+TEST(Slicing, PlaceOverAFillValueOrABaseArray) {
+  ScratchDir scratch;
+  BudgetGuard budget(4096);
+  const std::vector<int64_t> shape = {97, 61};
+  const Selection sel = {{3, 2, 40}, {10, 1, 51}};
+  const std::vector<double> values = test::test_values(40 * 51, 4, 6, 0.5);
+  ArrayRef part = Registry::instance().get(make_array(DType::f32, selected_shape(sel), values));
+  // a fill value (lax.pad): every element the part leaves
+  std::vector<double> expected = place_reference(shape, {sel}, {values});
+  std::vector<double> filled = expected,
+                      mask =
+                          place_reference(shape, {sel}, {std::vector<double>(values.size(), 1.0)});
+  for (size_t i = 0; i < filled.size(); ++i)
+    if (mask[i] == 0.0) filled[i] = -2.5;
+  Background fill;
+  fill.fill = -2.5;
+  EXPECT_EQ(array_values(*place_arrays({DType::f32, shape}, {{part, nullptr, sel}}, fill)), filled);
+  // a base array (dynamic_update_slice): its elements where the part does not land
+  const std::vector<double> base_values = distinct_values(97 * 61);
+  Background base;
+  base.base = Registry::instance().get(make_array(DType::f32, shape, base_values));
+  std::vector<double> updated = base_values;
+  for (size_t i = 0; i < updated.size(); ++i)
+    if (mask[i] != 0.0) updated[i] = expected[i];
+  EXPECT_EQ(array_values(*place_arrays({DType::f32, shape}, {{part, nullptr, sel}}, base)),
+            updated);
+  // a base of another shape is refused
+  Background wrong;
+  wrong.base = Registry::instance().get(make_array(DType::f32, {97, 60}, distinct_values(97 * 60)));
+  test::expect_error_mentioning<ValueError>(
+      [&] {
+        place_arrays({DType::f32, shape}, {{part, nullptr, sel}}, wrong);
+      },
+      {"base", "float32[97,60]"});
+}
+
+TEST(Slicing, DynamicStartsAreClampedIntoTheArray) {
+  ScratchDir scratch;
+  BudgetGuard budget(4096);
+  using Ints = std::vector<int64_t>;
+  const std::vector<double> values = distinct_values(53 * 29);
+  int32_t x = make_array(DType::f32, {53, 29}, values);
+  // starts (50, -3) for a (10, 5) window clamp to (43, 0), as XLA's dynamic_slice
+  const Attrs sizes{{"count", Ints{10, 5}}};
+  int32_t out = test::array_op("dynamic_slice", {x}, {50.0, -3.0}, {}, sizes);
+  EXPECT_EQ(array_values(out), slice_reference(values, {53, 29}, {{43, 1, 10}, {0, 1, 5}}));
+  // dynamic_update_slice: the window written over x at the clamped starts
+  const std::vector<double> update(50, 7.0);
+  const Attrs place{{"dtype", int64_t{static_cast<int64_t>(DType::f32)}},
+                    {"shape", Ints{53, 29}},
+                    {"in_memory", Ints{0}},
+                    {"start", Ints{0, 0}},
+                    {"step", Ints{1, 1}},
+                    {"count", Ints{10, 5}},
+                    {"base", true},
+                    {"fill", false},
+                    {"dynamic", true}};
+  int32_t window = make_array(DType::f32, {10, 5}, update);
+  std::vector<double> expected = values;
+  for_each_selected({53, 29}, {{43, 1, 10}, {24, 1, 5}},
+                    [&](int64_t pos, int64_t) { expected[pos] = 7.0; });
+  EXPECT_EQ(array_values(test::array_op("place", {x, window}, {60.0, 24.0}, {}, place)), expected);
+  // one start per axis
+  test::expect_error_mentioning<ValueError>(
+      [&] { test::array_op("dynamic_slice", {x}, {1.0}, {}, sizes); }, {"dynamic_slice"});
+}
+
 TEST(Slicing, KernelsDecodeTheirTypedCalls) {
   ScratchDir scratch;
   BudgetGuard budget(4096);
@@ -274,7 +341,10 @@ TEST(Slicing, KernelsDecodeTheirTypedCalls) {
                     {"in_memory", Ints{0}},
                     {"start", Ints{1, 2}},
                     {"step", Ints{3, 2}},
-                    {"count", Ints{4, 3}}};
+                    {"count", Ints{4, 3}},
+                    {"base", false},
+                    {"fill", false},
+                    {"dynamic", false}};
   std::vector<double> reversed = array_values(out);
   EXPECT_EQ(array_values(test::array_op("place", {out}, {}, {}, place)),
             place_reference({13, 7}, {forward}, {reversed}));

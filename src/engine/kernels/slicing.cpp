@@ -1,6 +1,7 @@
 #include "kernels/slicing.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "base/errors.hpp"
@@ -8,6 +9,7 @@
 #include "exec/pipeline.hpp"
 #include "io/file.hpp"
 #include "plan/planner.hpp"
+#include "program/program.hpp"
 
 namespace jask {
 namespace {
@@ -237,6 +239,20 @@ class RunReader {
   int64_t lo_ = 0, hi_ = 0;  // array elements [lo, hi) cover the pending runs
 };
 
+// dst[0..n) = value in dtype's storage form.
+void fill_elements(DType dtype, double value, std::byte* dst, int64_t n) {
+  if (n <= 0) return;
+  const Program constant{1, dtype, Reduction::kNone, 0, {}, {}};
+  ProgramRunner runner(constant, {}, {value});
+  runner.run({}, dst, 1);
+  const int64_t isz = static_cast<int64_t>(itemsize(dtype));
+  for (int64_t done = 1; done < n;) {  // doubling copies of the first element
+    const int64_t m = std::min(done, n - done);
+    std::memcpy(dst + done * isz, dst, static_cast<size_t>(m * isz));
+    done += m;
+  }
+}
+
 // Memory a slice's RunReader may use.
 int64_t reader_memory() { return memory_budget() / 4; }
 
@@ -341,8 +357,16 @@ void slice_into(const ArrayRef& x, const Selection& sel, void* dst, uint64_t nby
   reader.flush();
 }
 
-ArrayRef place_arrays(const ArrayInfo& info, const std::vector<Placement>& parts) {
+ArrayRef place_arrays(const ArrayInfo& info, const std::vector<Placement>& parts,
+                      const Background& background) {
   std::string desc = "place(" + info.describe();
+  if (background.base && (background.base->info().dtype != info.dtype ||
+                          background.base->info().shape != info.shape)) {
+    throw ValueError("place: the base " + background.base->info().describe() + " is not " +
+                     info.describe());
+  }
+  const bool zero_background =
+      !background.base && background.fill == 0.0 && !std::signbit(background.fill);
   std::vector<Walk> walks;
   int64_t on_disk = 0;
   for (const Placement& p : parts) {
@@ -367,15 +391,15 @@ ArrayRef place_arrays(const ArrayInfo& info, const std::vector<Placement>& parts
   auto out = StoredArray::create_scratch(info, "place");
   const int64_t numel = info.numel();
   const int64_t isz = static_cast<int64_t>(itemsize(info.dtype));
-  // Per element of a block: the parts' values and the output, in every slot.
-  const int64_t block = plan_stream_block("place", desc, numel, 2 * isz);
+  // Per element of a block: the parts' values, the output and the base, in every slot.
+  const int64_t block = plan_stream_block("place", desc, numel, (background.base ? 3 : 2) * isz);
   const int64_t aligned_parts = std::min(on_disk, kAlignedParts);
   struct Span {
     int64_t lo = 0, hi = 0;  // the part's elements that land in the block
     const std::byte* values = nullptr;
   };
   struct Slot {
-    AlignedBuffer in, out;
+    AlignedBuffer in, out, base;
     std::vector<Span> spans;
     int64_t covered = 0;  // elements of the block the parts reach (set by read)
     bool write = false;   // set by compute: read(t + 2) may run during write(t)
@@ -385,6 +409,7 @@ ArrayRef place_arrays(const ArrayInfo& info, const std::vector<Placement>& parts
     s.in = AlignedBuffer(
         static_cast<size_t>(block * isz + aligned_parts * static_cast<int64_t>(kIoAlignment)));
     s.out = AlignedBuffer(static_cast<size_t>(block * isz));
+    if (background.base) s.base = AlignedBuffer(static_cast<size_t>(block * isz));
     s.spans.resize(parts.size());
   }
   auto range = [&](int64_t t) { return std::pair(t * block, std::min(block, numel - t * block)); };
@@ -416,13 +441,19 @@ ArrayRef place_arrays(const ArrayInfo& info, const std::vector<Placement>& parts
       cursor += (span.hi - span.lo) * isz;
     }
     s.covered = total;
+    if (background.base && total < count) background.base->read_elems(s.base.data(), first, count);
   };
   stages.compute = [&](int64_t t) {  // the output slot is free here (write(t - 2) ended)
     auto [first, count] = range(t);
     Slot& s = slots[t % kPipelineSlots];
-    s.write = s.covered > 0;  // blocks no part reaches stay sparse zeros
+    s.write = s.covered > 0 || !zero_background;  // blocks no part reaches stay sparse zeros
     if (!s.write) return;
-    if (s.covered < count) std::memset(s.out.data(), 0, static_cast<size_t>(count * isz));
+    if (s.covered < count) {
+      if (background.base)
+        std::memcpy(s.out.data(), s.base.data(), static_cast<size_t>(count * isz));
+      else
+        fill_elements(info.dtype, background.fill, s.out.data(), count);
+    }
     for (size_t k = 0; k < parts.size(); ++k) {
       const Span& span = s.spans[k];
       walks[k].for_each_run(
@@ -453,6 +484,13 @@ const Schema<SliceParams> kSliceSchema{field("start", &SliceParams::start),
                                        field("step", &SliceParams::step),
                                        field("count", &SliceParams::count)};
 
+// A slice whose starts are the scalar operands (traced indices: lax.dynamic_slice),
+// clamped so that the selection stays inside x; steps 1.
+struct DynamicSliceParams {
+  std::vector<int64_t> count;
+};
+const Schema<DynamicSliceParams> kDynamicSliceSchema{field("count", &DynamicSliceParams::count)};
+
 // Axes [first, first + rank) of the parallel start/step/count fields.
 Selection selection_of(const std::string& kernel, const SliceParams& p, size_t first, size_t rank) {
   if (p.step.size() != p.start.size() || p.count.size() != p.start.size()) {
@@ -467,6 +505,26 @@ Selection selection_of(const std::string& kernel, const SliceParams& p, size_t f
   for (size_t d = 0; d < rank; ++d)
     sel[d] = {p.start[first + d], p.step[first + d], p.count[first + d]};
   return sel;
+}
+
+// The scalar operands from `first` on as the starts of `sel` (one per axis),
+// each clamped so that the selection stays inside `shape`, as XLA clamps a
+// dynamic slice's starts; the selection's steps must be 1.
+void clamp_dynamic_starts(const KernelCall& call, size_t first, const std::vector<int64_t>& shape,
+                          Selection& sel) {
+  const auto& scalars = call.operands.scalars;
+  if (scalars.size() != first + sel.size()) {
+    throw ValueError(call.kernel + ": " + std::to_string(sel.size()) +
+                     " dynamic starts need as many scalar operands after the first " +
+                     std::to_string(first) + ", got " + std::to_string(scalars.size()));
+  }
+  for (size_t d = 0; d < sel.size(); ++d) {
+    if (sel[d].step != 1) reject_field(call.kernel, "step", "must be 1 with dynamic starts");
+    const double start =
+        std::clamp(scalars[first + d], 0.0,
+                   static_cast<double>(std::max<int64_t>(0, shape[d] - sel[d].count)));
+    sel[d].start = sel[d].count == 0 ? 0 : static_cast<int64_t>(start);
+  }
 }
 
 Selection slice_selection(const KernelCall& call, const SliceParams& p, const ArrayRef& x) {
@@ -493,18 +551,60 @@ void run_slice_in_memory(const KernelCall& call, const SliceParams& p) {
 }
 const KernelRegistration kSliceInMemory{"slice", kSliceSchema, run_slice_in_memory};
 
+Selection dynamic_selection(const KernelCall& call, const DynamicSliceParams& p,
+                            const ArrayRef& x) {
+  const auto& shape = x->info().shape;
+  if (p.count.size() != shape.size()) {
+    reject_field(call.kernel, "count",
+                 "needs one entry for each of the " + std::to_string(shape.size()) + " axes of " +
+                     x->info().describe());
+  }
+  Selection sel(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (p.count[d] < 0 || p.count[d] > shape[d]) {
+      reject_field(call.kernel, "count",
+                   "selects " + std::to_string(p.count[d]) + " of axis " + std::to_string(d) +
+                       " of " + x->info().describe());
+    }
+    sel[d] = {0, 1, p.count[d]};
+  }
+  clamp_dynamic_starts(call, 0, shape, sel);
+  return sel;
+}
+
+int32_t run_dynamic_slice(const KernelCall& call, const DynamicSliceParams& p) {
+  ArrayRef x = Registry::instance().get(call.operands.handles.at(0));
+  expect_operands(call, 1, x->info().shape.size(), 0);
+  return Registry::instance().add(slice_array(x, dynamic_selection(call, p, x)));
+}
+const KernelRegistration kDynamicSlice{"dynamic_slice", kDynamicSliceSchema, run_dynamic_slice};
+
+void run_dynamic_slice_in_memory(const KernelCall& call, const DynamicSliceParams& p) {
+  ArrayRef x = Registry::instance().get(call.operands.handles.at(0));
+  expect_operands(call, 1, x->info().shape.size(), 0);
+  slice_into(x, dynamic_selection(call, p, x), call.out.data, call.out.nbytes);
+}
+const KernelRegistration kDynamicSliceInMemory{"dynamic_slice", kDynamicSliceSchema,
+                                               run_dynamic_slice_in_memory};
+
 // The output's dtype and shape; part k (on disk, or in memory where
 // in_memory[k]) goes to the selection at axes [k * rank, (k + 1) * rank) of
-// start/step/count. Parts on disk are the array operands, in order; parts in
-// memory the in-memory operands.
+// start/step/count. The background: where `base`, the first array operand
+// (of the output's type); where `fill`, the first scalar operand; else zeros.
+// Where `dynamic`, the last part's starts are the scalar operands after the
+// fill (clamped into the output). Parts on disk are the array operands after
+// the base, in order; parts in memory the in-memory operands.
 struct PlaceParams {
   DType dtype = DType::f32;
   std::vector<int64_t> shape, in_memory, start, step, count;
+  bool base = false, fill = false, dynamic = false;
 };
 const Schema<PlaceParams> kPlaceSchema{
     field("dtype", &PlaceParams::dtype),         field("shape", &PlaceParams::shape),
     field("in_memory", &PlaceParams::in_memory), field("start", &PlaceParams::start),
-    field("step", &PlaceParams::step),           field("count", &PlaceParams::count)};
+    field("step", &PlaceParams::step),           field("count", &PlaceParams::count),
+    field("base", &PlaceParams::base),           field("fill", &PlaceParams::fill),
+    field("dynamic", &PlaceParams::dynamic)};
 
 int32_t run_place(const KernelCall& call, const PlaceParams& p) {
   const ArrayInfo info{p.dtype, p.shape};
@@ -512,10 +612,24 @@ int32_t run_place(const KernelCall& call, const PlaceParams& p) {
   std::vector<Placement> parts;
   size_t handle = 0, buffer = 0;
   const auto& ops = call.operands;
+  Background background;
+  if (p.base) {
+    if (ops.handles.empty()) throw ValueError("place: no array operand for the base");
+    background.base = Registry::instance().get(ops.handles[handle++]);
+  }
+  if (p.fill) {
+    if (ops.scalars.empty()) throw ValueError("place: no scalar operand for the fill value");
+    background.fill = ops.scalars[0];
+  }
+  if (p.dynamic && p.in_memory.empty()) reject_field(call.kernel, "dynamic", "needs a part");
+  if (!p.dynamic && ops.scalars.size() != (p.fill ? 1u : 0u))
+    throw ValueError("place: more scalar operands than a fill value");
   const SliceParams selections{p.start, p.step, p.count};
   for (size_t k = 0; k < p.in_memory.size(); ++k) {
     Placement part;
     part.selection = selection_of(call.kernel, selections, k * rank, rank);
+    if (p.dynamic && k + 1 == p.in_memory.size())
+      clamp_dynamic_starts(call, p.fill ? 1 : 0, p.shape, part.selection);
     if (p.in_memory[k] != 0) {
       if (buffer >= ops.memory.size())
         throw ValueError("place: fewer in-memory operands than parts in memory");
@@ -539,7 +653,7 @@ int32_t run_place(const KernelCall& call, const PlaceParams& p) {
   if (handle != ops.handles.size() || buffer != ops.memory.size()) {
     throw ValueError("place: more operands than parts");
   }
-  return Registry::instance().add(place_arrays(info, parts));
+  return Registry::instance().add(place_arrays(info, parts, background));
 }
 const KernelRegistration kPlace{"place", kPlaceSchema, run_place};
 

@@ -38,10 +38,18 @@ struct Placement {
   const void* data = nullptr;
   Selection selection;
 };
-// A new array of `info`: each part's values at its selection, zeros
-// elsewhere (selections must be disjoint). Streams the output in blocks;
-// each part's values for a block are one contiguous range of that part.
-// Blocks no part reaches are not written (they stay sparse zeros).
-ArrayRef place_arrays(const ArrayInfo& info, const std::vector<Placement>& parts);
+// What a placement's output holds where no part lands: zeros, one value,
+// or the elements of a base array of the output's shape and dtype.
+struct Background {
+  ArrayRef base;
+  double fill = 0.0;
+};
+// A new array of `info`: each part's values at its selection, the
+// background elsewhere (selections must be disjoint). Streams the output in
+// blocks; each part's values for a block are one contiguous range of that
+// part. Over a zero background, blocks no part reaches are not written (they
+// stay sparse zeros).
+ArrayRef place_arrays(const ArrayInfo& info, const std::vector<Placement>& parts,
+                      const Background& background = {});
 
 }  // namespace jask
