@@ -10,16 +10,14 @@ from __future__ import annotations
 from . import _debug, _serialization, lowering
 from ._api import (
     creation,
-    elementwise,
     indexing,
     io,
     lax,
     lax_elementwise,
     lax_reductions,
     lax_shape,
-    linalg,
     loops,
-    reductions,
+    numpy,
     shape,
 )
 from ._jax import compat, op, primitives
@@ -67,26 +65,10 @@ def _in_memory_if_0d(x):
 
 
 def _operators() -> dict:
-    """The functions DiskArray's operators and methods call (diskarray.OPERATORS)."""
+    """The functions DiskArray's own members call (diskarray.OPERATORS: written with ops, which
+    sit above that module)."""
     return dict(
-        add=elementwise.add,
-        sub=elementwise.sub,
-        mul=elementwise.mul,
-        divide=elementwise.divide,
-        power=elementwise.power,
-        negative=elementwise.negative,
-        abs=elementwise.abs,
-        astype=elementwise.astype,
-        less=elementwise.less,
-        less_equal=elementwise.less_equal,
-        greater=elementwise.greater,
-        greater_equal=elementwise.greater_equal,
-        equal=elementwise.equal,
-        not_equal=elementwise.not_equal,
-        dot=linalg.dot,
-        matmul=linalg.matmul,
-        transpose=shape.transpose,
-        sum=reductions.sum,
+        add=numpy.add,
         zeros=creation.zeros,
         from_numpy=io.from_numpy,
         open=io.open_array,

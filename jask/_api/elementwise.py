@@ -186,20 +186,15 @@ def _unary_function(op):
     function.__module__ = __name__
     described = vars(op).get("__doc__") or sys.modules[op.__module__].__doc__ or op.name
     summary = described.strip().splitlines()[0]
-    reference = op.numpy_names[0] if op.numpy_names else f"jnp.{op.name}"
     function.__doc__ = (
-        f"{summary}\n\n    Derived from the declaration of `jask.ops.{op.__name__}`.\n\n"
-        f"    >>> import jax, jax.numpy as jnp, numpy as np, jask\n"
-        f"    >>> x = np.linspace(0.5, 1.5, 5, dtype=np.float32)\n"
-        f"    >>> {reference.replace('lax.', 'jax.lax.').replace('nn.', 'jax.nn.')}"
-        f"(jask.DiskArray.from_numpy(x)).shape\n"
-        f"    (5,)\n"
+        f"{summary}\n\n    Derived from the declaration of `jask.ops.{op.__name__}` (the jax.lax "
+        f"primitive {', '.join(op.primitives) or op.name} on a DiskArray).\n"
     )
     return function
 
 
-# One function per Unary op (jask.sqrt, jask.sin, ...), derived from its declaration; the
-# functions are module attributes like the ones above (jask/__init__.py re-exports them).
+# One function per Unary op, derived from its declaration: the ops' own functions, which other
+# Jask functions call (users call jnp's, which reach the same ops through the primitives).
 UNARY_FUNCTIONS = {op.name: _unary_function(op) for op in OPS if issubclass(op, Unary)}
 globals().update(UNARY_FUNCTIONS)
 

@@ -15,6 +15,7 @@ import importlib.metadata
 import pkgutil
 import sys
 import threading
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -359,34 +360,54 @@ def _batched_here(trace, args) -> bool:
 
 @_patch(
     "library_jits_run_inline",
-    "jax._src.pjit._run_python_pjit",
+    "jax._src.pjit._infer_params and _run_python_pjit",
     "jax.numpy's own jitted functions called with a DiskArray run their Python body at the "
     "caller's trace: eagerly op by op (no compilation), under vmap each primitive batched, "
     "under jit inlined where the fusion passes see it",
 )
 def _inline_library_jits(hooks: Hooks) -> None:
-    hi_type = hooks.hi_type
-    original = _pjit._run_python_pjit
-    if getattr(original, "_jask_original", None):
+    is_hi = hooks.is_hi
+    original_infer, original_run = _pjit._infer_params, _pjit._run_python_pjit
+    if getattr(original_run, "_jask_original", None):
         return
 
-    @functools.wraps(original)
-    def run_python_pjit(p, args_flat, fun, args, kwargs):
-        if _is_library_function(fun, p) and any(isinstance(typeof(a), hi_type) for a in args_flat):
-            outs = fun(*args, **kwargs)
-            out_flat, out_tree = jax.tree_util.tree_flatten(outs)
-            jaxpr = p.params["jaxpr"]
-            return outs, out_flat, out_tree, args_flat, jaxpr, None, None, []
-        return original(p, args_flat, fun, args, kwargs)
+    @functools.wraps(original_infer)
+    def infer_params(fun, jit_info, args, kwargs):
+        if _is_library_function(fun, jit_info) and any(
+            is_hi(leaf) for leaf in jax.tree_util.tree_leaves((args, kwargs))
+        ):
+            return _RUN_DIRECTLY, []  # no program to trace: the body runs at the caller's trace
+        return original_infer(fun, jit_info, args, kwargs)
 
-    run_python_pjit._jask_original = original
+    @functools.wraps(original_run)
+    def run_python_pjit(p, args_flat, fun, args, kwargs):
+        if p is not _RUN_DIRECTLY:
+            return original_run(p, args_flat, fun, args, kwargs)
+        outs = fun(*args, **kwargs)
+        out_flat, out_tree = jax.tree_util.tree_flatten(outs)
+        return outs, out_flat, out_tree, args_flat, _NO_PROGRAM, None, None, []
+
+    infer_params._jask_original = original_infer
+    run_python_pjit._jask_original = original_run
+    _pjit._infer_params = infer_params
     _pjit._run_python_pjit = run_python_pjit
 
 
-def _is_library_function(fun, p) -> bool:
+class _RunDirectly:
+    """What `_infer_params` returns for a library function of DiskArrays (its PjitParams)."""
+
+    params = {"inline": True}
+
+
+_RUN_DIRECTLY = _RunDirectly()
+_NO_PROGRAM = types.SimpleNamespace(effects=(), consts=[])
+"""The jaxpr fields jit reads after running a function: none, as no program was made."""
+
+
+def _is_library_function(fun, jit_info) -> bool:
     """jit(inline=True) or a function of JAX's own modules (jnp, jax.nn, lax)."""
     module = getattr(fun, "__module__", None) or ""
-    return bool(p.params.get("inline")) or module.startswith("jax.")
+    return bool(jit_info.inline) or module.startswith("jax.")
 
 
 def unsupported_primitive(name: str, args) -> NotImplementedError:

@@ -122,9 +122,6 @@ class Op(compat.VJPHiPrimitive):
     linear: ClassVar[bool | tuple[int, ...]] = False
     bilinear: ClassVar[bool] = False
     role: ClassVar[Role] = Role.OTHER
-    # The jax.numpy / jax.lax / jax.nn functions ("jnp.sin", "lax.sin", "nn.relu") that call
-    # this op's jask function when given a DiskArray (Unary and Binary ops; see numpy_dispatch).
-    numpy_names: ClassVar[tuple[str, ...]] = ()
     # The jax.lax primitives (by name: "sin", "reduce_sum") this op implements: binding one of
     # them to a DiskArray (or its tracer) applies this op, through `from_primitive`.
     primitives: ClassVar[tuple[str, ...]] = ()

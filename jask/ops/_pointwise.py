@@ -29,11 +29,10 @@ class Pointwise(Elementwise):
 
 class Unary(Pointwise):
     """An elementwise op of one DiskArray, declared by `slope(x, out)`. Its function
-    `jask.<name>(x)` and its `numpy_names` dispatch are derived from the declaration
-    (jask/_api/elementwise.py `UNARY_FUNCTIONS`, jask/_api/numpy_dispatch.py)."""
+    the jax.lax primitives it implements are named in `primitives`."""
 
 
 class Binary(Pointwise):
     """An elementwise op of two operands (DiskArrays, in-memory arrays and scalars that
-    broadcast), declared by `slopes(x, y, out)`; its `numpy_names` dispatch to `jask.<name>`
-    is derived from the declaration."""
+    broadcast), declared by `slopes(x, y, out)`; the jax.lax primitives it implements are
+    named in `primitives`."""

@@ -9,7 +9,6 @@ from .where import Where
 class Abs(Unary):
     name = "abs"
     instr = "abs"
-    numpy_names = ("jnp.abs", "jnp.absolute", "lax.abs")
     primitives = ("abs",)
 
     def slope(self, x, out):  # 1 for x >= 0 (as in JAX, which treats |x| as x at 0), -1 below

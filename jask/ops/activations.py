@@ -10,7 +10,6 @@ from .tanh import Tanh
 
 class Log1p(Unary):
     name, instr = "log1p", "log1p"
-    numpy_names = ("jnp.log1p",)
     accepts = "float"
     primitives = ("log1p",)
 
@@ -20,7 +19,6 @@ class Log1p(Unary):
 
 class Expm1(Unary):
     name, instr = "expm1", "expm1"
-    numpy_names = ("jnp.expm1",)
     accepts = "float"
     primitives = ("expm1",)
 
@@ -30,7 +28,6 @@ class Expm1(Unary):
 
 class Sigmoid(Unary):
     name, instr = "sigmoid", "sigmoid"
-    numpy_names = ("nn.sigmoid",)
     accepts = "float"
     primitives = ("logistic",)
 
@@ -42,7 +39,6 @@ class Relu(Unary):
     """max(x, 0); its derivative at 0 is 0, as in jax.nn.relu."""
 
     name, instr = "relu", "relu"
-    numpy_names = ("nn.relu",)
 
     def slope(self, x, out):
         return (x > 0.0).astype(x.dtype)
@@ -53,7 +49,6 @@ class Softplus(Unary):
 
     name, instr = "softplus", "softplus"
     accepts = "float"
-    numpy_names = ("nn.softplus",)
 
     def slope(self, x, out):
         return apply(Sigmoid, x)

@@ -6,7 +6,6 @@ from ._pointwise import Binary
 class Add(Binary):
     name = "add"
     instr = "add"
-    numpy_names = ("jnp.add", "lax.add")
     primitives = ("add",)
 
     def slopes(self, x, y, out):

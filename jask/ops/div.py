@@ -6,7 +6,6 @@ from ._pointwise import Binary
 class Div(Binary):
     name = "divide"
     instr = "div"
-    numpy_names = ("jnp.divide", "jnp.true_divide", "lax.div")
     primitives = ("div",)
 
     def slopes(self, x, y, out):

@@ -6,7 +6,6 @@ from ._pointwise import Unary
 class Log(Unary):
     name = "log"
     instr = "log"
-    numpy_names = ("jnp.log", "lax.log")
     accepts = "float"
     primitives = ("log",)
 

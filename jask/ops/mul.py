@@ -6,7 +6,6 @@ from ._pointwise import Binary
 class Mul(Binary):
     name = "mul"
     instr = "mul"
-    numpy_names = ("jnp.multiply", "lax.mul")
     primitives = ("mul",)
 
     def slopes(self, x, y, out):

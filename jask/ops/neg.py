@@ -6,7 +6,6 @@ from ._pointwise import Unary
 class Neg(Unary):
     name = "negative"
     instr = "neg"
-    numpy_names = ("jnp.negative", "lax.neg")
     primitives = ("neg",)
 
     def slope(self, x, out):

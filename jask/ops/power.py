@@ -12,7 +12,6 @@ from .log import Log
 class Pow(Binary):
     name = "power"
     instr = "pow"
-    numpy_names = ("jnp.power", "jnp.pow", "lax.pow")
     accepts = "float"
     primitives = ("pow",)
 

@@ -52,6 +52,5 @@ class IsFinite(Unary):
     name = instr = "is_finite"
     accepts = "float"
     bool_result = True
-    numpy_names = ("lax.is_finite",)
     primitives = ("is_finite",)
     zero_derivative = True

@@ -6,7 +6,6 @@ from ._pointwise import Unary
 class Rsqrt(Unary):
     name = "rsqrt"
     instr = "rsqrt"
-    numpy_names = ("lax.rsqrt",)
     accepts = "float"
     primitives = ("rsqrt",)
 

@@ -6,6 +6,5 @@ from ._pointwise import Unary
 class Sign(Unary):
     name = "sign"
     instr = "sign"
-    numpy_names = ("jnp.sign", "lax.sign")
     primitives = ("sign",)
     zero_derivative = True

@@ -13,7 +13,6 @@ class Erf(Unary):
 
     name = instr = "erf"
     accepts = "float"
-    numpy_names = ("lax.erf",)
     primitives = ("erf",)
 
     def slope(self, x, out):
@@ -25,7 +24,6 @@ class Erfc(Unary):
 
     name = instr = "erfc"
     accepts = "float"
-    numpy_names = ("lax.erfc",)
     primitives = ("erfc",)
 
     def slope(self, x, out):
@@ -37,7 +35,6 @@ class ErfInv(Unary):
 
     name = instr = "erf_inv"
     accepts = "float"
-    numpy_names = ("lax.erf_inv",)
     primitives = ("erf_inv",)
 
     def slope(self, x, out):
@@ -49,7 +46,6 @@ class Lgamma(Unary):
 
     name = instr = "lgamma"
     accepts = "float"
-    numpy_names = ("lax.lgamma",)
     primitives = ("lgamma",)
 
     def slope(self, x, out):
@@ -61,7 +57,6 @@ class Digamma(Unary):
 
     name = instr = "digamma"
     accepts = "float"
-    numpy_names = ("lax.digamma",)
     primitives = ("digamma",)
 
     def slope(self, x, out):

@@ -6,7 +6,6 @@ from ._pointwise import Unary
 class Sqrt(Unary):
     name = "sqrt"
     instr = "sqrt"
-    numpy_names = ("jnp.sqrt", "lax.sqrt")
     accepts = "float"
     primitives = ("sqrt",)
 

@@ -6,7 +6,6 @@ from ._pointwise import Unary
 class Square(Unary):
     name = "square"
     instr = "square"
-    numpy_names = ("jnp.square", "lax.square")
     primitives = ("square",)
 
     def slope(self, x, out):

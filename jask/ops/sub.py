@@ -6,7 +6,6 @@ from ._pointwise import Binary
 class Sub(Binary):
     name = "sub"
     instr = "sub"
-    numpy_names = ("jnp.subtract", "lax.sub")
     primitives = ("sub",)
 
     def slopes(self, x, y, out):

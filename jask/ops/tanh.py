@@ -6,7 +6,6 @@ from ._pointwise import Unary
 class Tanh(Unary):
     name = "tanh"
     instr = "tanh"
-    numpy_names = ("jnp.tanh", "lax.tanh")
     accepts = "float"
     primitives = ("tanh",)
 
