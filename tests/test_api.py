@@ -128,21 +128,28 @@ def test_scalar_times_diskarray_inside_jit_like_optax(rng):
 
 
 def test_dtypes_other_than_float32(rng):
-    for dtype, rtol in ((np.float64, 1e-12), (np.float16, 2e-3), (ml_dtypes.bfloat16, 1e-2)):
-        a_np = rng.uniform(-1, 1, (19, 13)).astype(dtype)
-        b_np = rng.uniform(-1, 1, (13, 7)).astype(dtype)
-        a, b = jask.DiskArray.from_numpy(a_np), jask.DiskArray.from_numpy(b_np)
-        ref = a_np.astype(np.float64)
-        assert a.dtype == np.dtype(dtype)
-        assert_close(
-            np.asarray(jask.dot(a, b)).astype(np.float64), ref @ b_np.astype(np.float64), rtol
-        )
-        assert_close(np.asarray(a + a).astype(np.float64), 2 * ref, rtol)
-        # the sum comes back as a JAX scalar: float32 unless jax_enable_x64
-        assert_close(float(jask.sum(jask.square(a))), float(np.sum(ref * ref)), max(rtol, 1e-6))
+    for dtype, rtol in ((np.float16, 2e-3), (ml_dtypes.bfloat16, 1e-2)):
+        _check_dtype(rng, dtype, rtol)
+    with jax.enable_x64(True):  # float64 computation is JAX's only with x64 (jnp semantics)
+        _check_dtype(rng, np.float64, 1e-12)
     i = jask.DiskArray.from_numpy(np.arange(12, dtype=np.int32).reshape(3, 4))
     np.testing.assert_array_equal(np.asarray(i * 3 + i), np.arange(12).reshape(3, 4) * 4)
     assert int(jask.sum(i)) == 66
+
+
+def _check_dtype(rng, dtype, rtol):
+    """dot, +, and a sum on DiskArrays of `dtype` against float64 NumPy."""
+    a_np = rng.uniform(-1, 1, (19, 13)).astype(dtype)
+    b_np = rng.uniform(-1, 1, (13, 7)).astype(dtype)
+    a, b = jask.DiskArray.from_numpy(a_np), jask.DiskArray.from_numpy(b_np)
+    ref = a_np.astype(np.float64)
+    assert a.dtype == np.dtype(dtype)
+    assert_close(
+        np.asarray(jask.dot(a, b)).astype(np.float64), ref @ b_np.astype(np.float64), rtol
+    )
+    assert_close(np.asarray(a + a).astype(np.float64), 2 * ref, rtol)
+    # the sum comes back as a JAX scalar: float32 unless jax_enable_x64
+    assert_close(float(jask.sum(jask.square(a))), float(np.sum(ref * ref)), max(rtol, 1e-6))
 
 
 def test_update_overwrites_in_place_and_keeps_identity(rng):
