@@ -2,7 +2,7 @@
 CPU backend converts: float to int32 truncates toward zero and saturates, NaN gives 0; to
 bool is x != 0)."""
 
-import numpy as np
+import jax.numpy as jnp
 
 from .._dtypes import storage_dtype
 from .._jax.diskarray import DiskArrayTy
@@ -11,7 +11,7 @@ from ._elementwise import Elementwise, operand_shape, single_instruction
 
 
 def _is_float(dtype) -> bool:
-    return np.dtype(dtype).kind == "f" or np.dtype(dtype).name == "bfloat16"
+    return jnp.issubdtype(dtype, jnp.floating)
 
 
 class Astype(Elementwise):

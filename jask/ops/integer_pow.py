@@ -1,6 +1,8 @@
 """x ** y for a Python int y (jax.lax.integer_pow), elementwise: repeated squaring in one
 pass, multiplied in the order XLA's expansion of the primitive multiplies."""
 
+import jax.numpy as jnp
+
 from .._jax.op import apply
 from ._elementwise import single_instruction
 from ._pointwise import Pointwise
@@ -11,7 +13,7 @@ class IntegerPow(Pointwise):
     primitives = ("integer_pow",)
 
     def out_type(self, x, *, y):
-        if int(y) < 0 and x.dtype.kind != "f":
+        if int(y) < 0 and not jnp.issubdtype(x.dtype, jnp.floating):
             raise TypeError(f"jask.integer_pow: a negative power {y} of {x.dtype.name} values")
         return super().out_type(x)
 

@@ -2,7 +2,7 @@
 may also be an integer array (it is then converted to x's dtype, exactly for the powers a
 float represents)."""
 
-import numpy as np
+import jax.numpy as jnp
 
 from .._jax.op import apply
 from ._pointwise import Binary
@@ -17,7 +17,7 @@ class Pow(Binary):
 
     @classmethod
     def from_primitive(cls, x, y):
-        if np.dtype(y.dtype).kind in "iu" and np.dtype(x.dtype).kind == "f":
+        if jnp.issubdtype(y.dtype, jnp.integer) and jnp.issubdtype(x.dtype, jnp.floating):
             y = y.astype(x.dtype)
         return apply(cls, x, y)
 

@@ -328,6 +328,15 @@ void float_instr(Opcode op, DType dt, void* dv, const void* av, const void* bv, 
   }
   if (compare(op, static_cast<int32_t*>(dv), a, b, n)) return;
   C* d = static_cast<C*>(dv);
+  // A value rounded to the operands' dtype: for instructions XLA expands into several
+  // operations, each rounded (float16, bfloat16).
+  const bool narrow_dtype = dt == DType::f16 || dt == DType::bf16;
+  auto narrow = [narrow_dtype, dt](C v) {
+    if constexpr (std::is_same_v<C, float>) {
+      if (narrow_dtype) return rounded(dt, v);
+    }
+    return v;
+  };
   using std::abs, std::sqrt, std::exp, std::log, std::log1p, std::expm1, std::tanh, std::pow;
   const C zero(0), one(1);
   // Special functions without a float overload are computed in double.
@@ -345,12 +354,16 @@ void float_instr(Opcode op, DType dt, void* dv, const void* av, const void* bv, 
     case Opcode::kSign:
       return unary(d, a, n, [zero, one](C x) { return x > zero ? one : x < zero ? -one : x; });
     case Opcode::kExp: return unary(d, a, n, [](C x) { return exp(x); });
-    case Opcode::kExp2: return unary(d, a, n, [](C x) { return std::exp2(x); });
+    case Opcode::kExp2: {  // as XLA lowers it: exp(log(2) * x), the product in x's dtype
+      const C ln2 = narrow(C(0.6931471805599453));
+      return unary(d, a, n, [ln2, narrow](C x) { return exp(narrow(ln2 * x)); });
+    }
     case Opcode::kLog: return unary(d, a, n, [](C x) { return log(x); });
     case Opcode::kLog1p: return unary(d, a, n, [](C x) { return log1p(x); });
     case Opcode::kExpm1: return unary(d, a, n, [](C x) { return expm1(x); });
     case Opcode::kTanh: return unary(d, a, n, [](C x) { return tanh(x); });
-    case Opcode::kSigmoid: return unary(d, a, n, [one](C x) { return one / (one + exp(-x)); });
+    case Opcode::kSigmoid:  // as XLA lowers it: 1 / (1 + exp(-x)), each step in x's dtype
+      return unary(d, a, n, [one, narrow](C x) { return one / narrow(one + narrow(exp(-x))); });
     // max(x, 0): NaN propagates, as in jax.nn.relu
     case Opcode::kRelu:
       return unary(d, a, n, [zero](C x) { return x > zero || x != x ? x : zero; });
