@@ -240,3 +240,22 @@ def test_lowered_gradient_through_shape_primitives_stays_within_budget(small_bud
     mlir = jax.jit(jax.grad(loss, argnums=(0, 1))).lower(x, w).as_text()
     assert "custom_call @jask_" in mlir
     assert largest_tensor_bytes(mlir) <= budget
+
+
+VMAPPED = {
+    "matmul": lambda r: r @ jnp.ones((3, 4)),
+    "take_along_axis": lambda r: jnp.take_along_axis(r, jnp.zeros((5, 1), jnp.int32), -1),
+    "pad": lambda r: jnp.pad(r, ((1, 0), (0, 2))),
+    "dynamic_update_slice": lambda r: jax.lax.dynamic_update_slice(r, jnp.ones((2, 2)), (1, 1)),
+    "at_set": lambda r: r.at[1].set(0.0),
+    "flip": lambda r: jnp.flip(r, 0),
+}
+
+
+@pytest.mark.parametrize("name", VMAPPED)
+def test_vmap_over_a_disk_array(name, rng):
+    """jax.vmap applies JAX's batching rules, which bind the same primitives with a batch
+    axis added to their params: the rules take them as they come."""
+    x_np = rng.uniform(-1, 1, (7, 5, 3)).astype(np.float32)
+    fn = jax.vmap(VMAPPED[name])
+    assert_same(fn(jask.DiskArray.from_numpy(x_np)), fn(jnp.asarray(x_np)))
