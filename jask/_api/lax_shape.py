@@ -65,19 +65,6 @@ def broadcast_in_dim(x, *dyn_shape, shape, broadcast_dimensions, sharding=None):
     return x if ranked == shape else apply(BroadcastTo, x, shape=shape)
 
 
-@rule("tile")
-def tile(x, *, reps):
-    """x repeated reps[d] times along each axis d (numpy.tile): x broadcast to (r0, n0, r1,
-    n1, ...), then each (r, n) pair merged."""
-    reps = tuple(int(r) for r in reps)
-    if all(r == 1 for r in reps):
-        return x
-    spread = tuple(size for pair in zip(reps, x.shape) for size in pair)
-    dims = tuple(2 * d + 1 for d in range(x.ndim))
-    broadcast = broadcast_in_dim(x, shape=spread, broadcast_dimensions=dims)
-    return reshape(broadcast, new_sizes=tuple(r * n for r, n in zip(reps, x.shape)))
-
-
 @rule("concatenate")
 def concatenate(*operands, dimension):
     parts = [p if _is_disk(p) else jnp.asarray(p) for p in operands]
