@@ -240,3 +240,59 @@ def test_lowered_gradient_through_shape_primitives_stays_within_budget(small_bud
     mlir = jax.jit(jax.grad(loss, argnums=(0, 1))).lower(x, w).as_text()
     assert "custom_call @jask_" in mlir
     assert largest_tensor_bytes(mlir) <= budget
+
+
+VMAPPED = {
+    "matmul": lambda r: r @ jnp.ones((3, 4)),
+    "take_along_axis": lambda r: jnp.take_along_axis(r, jnp.zeros((5, 1), jnp.int32), -1),
+    "pad": lambda r: jnp.pad(r, ((1, 0), (0, 2))),
+    "dynamic_update_slice": lambda r: jax.lax.dynamic_update_slice(r, jnp.ones((2, 2)), (1, 1)),
+    "at_set": lambda r: r.at[1].set(0.0),
+    "flip": lambda r: jnp.flip(r, 0),
+}
+
+
+@pytest.mark.parametrize("name", VMAPPED)
+def test_vmap_over_a_disk_array(name, rng):
+    """jax.vmap applies JAX's batching rules, which bind the same primitives with a batch
+    axis added to their params: the rules take them as they come."""
+    x_np = rng.uniform(-1, 1, (7, 5, 3)).astype(np.float32)
+    fn = jax.vmap(VMAPPED[name])
+    assert_same(fn(jask.DiskArray.from_numpy(x_np)), fn(jnp.asarray(x_np)))
+
+
+MORE_JNP = {
+    "pad_reflect": lambda r: jnp.pad(r, ((2, 3), (1, 1)), mode="reflect"),
+    "pad_edge": lambda r: jnp.pad(r, ((2, 3), (1, 1)), mode="edge"),
+    "pad_wrap": lambda r: jnp.pad(r, ((2, 3), (1, 1)), mode="wrap"),
+    "roll": lambda r: jnp.roll(r, 3, axis=0),
+    "tile": lambda r: jnp.tile(r, (2, 3)),
+    "repeat": lambda r: jnp.repeat(r, 2, axis=1),
+    "triu": jnp.triu,
+    "swapaxes": lambda r: jnp.swapaxes(r[None], 0, 2),
+    "ravel_of_transpose": lambda r: r.T.ravel(),
+    "kron": lambda r: jnp.kron(r[:3, :2], jnp.ones((2, 2))),
+    "trace_einsum": lambda r: jnp.einsum("ii->", r[:7]),
+    "matrix_power": lambda r: jnp.linalg.matrix_power(r[:7], 2),
+    "set_one_element": lambda r: r.at[2, 3].set(1.0),
+}
+
+
+@pytest.mark.parametrize("name", MORE_JNP)
+def test_jnp_functions_built_on_these_primitives(name, rng):
+    x_np = rng.uniform(-1, 1, (13, 7)).astype(np.float32)
+    fn = MORE_JNP[name]
+    expected = fn(jnp.asarray(x_np))
+    x = jask.DiskArray.from_numpy(x_np)
+    for f in (fn, jax.jit(fn)):
+        out = f(x)
+        assert out.shape == expected.shape and out.dtype == expected.dtype
+        assert_close(np.asarray(out), expected)
+    want = jax.grad(lambda x: jnp.sum(jnp.sin(fn(x))))(jnp.asarray(x_np))
+    assert_close(np.asarray(jax.grad(lambda x: jnp.sum(jnp.sin(fn(x))))(x)), want)
+
+
+def test_several_index_arrays_are_refused_rather_than_misread(data):
+    _, x = data
+    with pytest.raises(NotImplementedError, match="several integer-array indices"):
+        x[jnp.asarray([1, 2]), jnp.asarray([3, 4])]

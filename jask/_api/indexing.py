@@ -154,6 +154,11 @@ def getitem(x, key):
     key = key if isinstance(key, tuple) else (key,)
     if key and _is_index_array(key[0]):
         _reject_mask(np.asarray(key[0]) if isinstance(key[0], list) else key[0])
+        if any(_is_index_array(k) for k in key[1:]):  # NumPy zips them; rows then index would not
+            raise NotImplementedError(
+                f"several integer-array indices on a DiskArray ({describe(x)}); "
+                f"jnp.take_along_axis or jax.lax.gather select elements by several indices"
+            )
         return _index_rows(take(x, key[0]), np.ndim(key[0]), key[1:])
     if key and compat.is_tracer(key[0]) and np.ndim(key[0]) == 0 and x.ndim:
         i = key[0]

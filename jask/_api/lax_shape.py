@@ -48,14 +48,6 @@ def squeeze(x, *, dimensions):
     return reshape(x, new_sizes=tuple(d for i, d in enumerate(x.shape) if i not in dims))
 
 
-@rule("expand_dims")
-def expand_dims(x, *, dimensions):
-    shape = list(x.shape)
-    for d in sorted(int(d) for d in dimensions):
-        shape.insert(d, 1)
-    return reshape(x, new_sizes=tuple(shape))
-
-
 @rule("broadcast_in_dim")
 def broadcast_in_dim(x, *dyn_shape, shape, broadcast_dimensions, sharding=None):
     if dyn_shape:
