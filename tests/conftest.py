@@ -1,5 +1,6 @@
 """Shared fixtures: a scratch folder on disk for the session, and the memory budgets tests run under."""
 
+import jax
 import numpy as np
 import pytest
 
@@ -47,3 +48,21 @@ def assert_close(actual, expected, rtol=1e-5):
     assert actual.shape == expected.shape, (actual.shape, expected.shape)
     scale = max(1.0, float(np.max(np.abs(expected)))) if expected.size else 1.0
     np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol * scale)
+
+
+
+def assert_trees_match(actual, expected, rtol=1e-4):
+    """Same tree structure, dtypes exactly, every leaf close to the reference's (assert_close)."""
+    assert jax.tree.structure(actual) == jax.tree.structure(expected)
+    for (path, a), e in zip(
+        jax.tree_util.tree_leaves_with_path(actual), jax.tree.leaves(expected), strict=True
+    ):
+        where = jax.tree_util.keystr(path)
+        assert np.shape(a) == np.shape(e), (where, np.shape(a), np.shape(e))
+        a, e = (jax.random.key_data(v) if is_prng_key(v) else np.asarray(v) for v in (a, e))
+        assert np.asarray(a).dtype == np.asarray(e).dtype, (where, a.dtype, e.dtype)
+        assert_close(a, e, rtol=rtol)
+
+
+def is_prng_key(value):
+    return jax.dtypes.issubdtype(getattr(value, "dtype", None), jax.dtypes.prng_key)
