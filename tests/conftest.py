@@ -50,7 +50,6 @@ def assert_close(actual, expected, rtol=1e-5):
     np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol * scale)
 
 
-
 def assert_trees_match(actual, expected, rtol=1e-4):
     """Same tree structure, dtypes exactly, every leaf close to the reference's (assert_close)."""
     assert jax.tree.structure(actual) == jax.tree.structure(expected)

