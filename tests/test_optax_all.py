@@ -29,6 +29,14 @@ BUDGET = "4KB"  # the (64, 37) inputs are 9.5KB: every op runs over several bloc
 RTOL = 1e-4
 
 
+@pytest.fixture(autouse=True)
+def small_blocks(small_budget, monkeypatch):
+    """Many blocks per op, and every slice or partial reduction on disk as a large one would be
+    (results of at most IN_MEMORY_LIMIT elements come back in memory)."""
+    small_budget(BUDGET)
+    monkeypatch.setattr(jask._api.operands, "IN_MEMORY_LIMIT", 0)
+
+
 # ---------------------------------------------------------------------------------------------
 # The problem: a linear least-squares fit with an L2 term, on a dict of parameters.
 
@@ -135,7 +143,7 @@ FACTORIES = {
     "optax.partition": lambda: optax.partition({"adam": adam(), "sgd": sgd()}, LABELS),
     "optax.scale": lambda: optax.scale(-LR),
     "optax.scale_by_backtracking_linesearch": lambda: optax.chain(
-        sgd(), optax.scale_by_backtracking_linesearch(max_backtracking_steps=8)
+        sgd(), optax.scale_by_backtracking_linesearch(max_backtracking_steps=8, store_grad=True)
     ),
     "optax.scale_by_schedule": lambda: optax.scale_by_schedule(
         optax.exponential_decay(LR, transition_steps=1, decay_rate=0.5)
@@ -176,6 +184,21 @@ FACTORIES = {
         rank=2, update_proj_gap=2
     ),
     "optax.contrib.scale_by_madgrad": lambda: optax.contrib.scale_by_madgrad(LR),
+    # Muon orthogonalizes matrices only ("None implies that all parameters are 2D matrices"):
+    # the bias goes to adam, as optax.contrib.muon does it.
+    "optax.contrib.scale_by_muon": lambda: optax.partition(
+        {
+            "muon": optax.contrib.scale_by_muon(
+                weight_dimension_numbers={
+                    "w": optax.contrib.MuonDimensionNumbers(),
+                    "b": optax.MaskedNode(),
+                }
+            ),
+            "adam": optax.scale_by_adam(),
+        },
+        {"w": "muon", "b": "adam"},
+    ),
+    "optax.noisy_sgd": lambda: optax.noisy_sgd(LR, key=0),
     "optax.contrib.schedule_free": lambda: optax.contrib.schedule_free(optax.sgd(LR), LR),
     "optax.contrib.split_real_and_imaginary": lambda: optax.contrib.split_real_and_imaginary(
         adam()
@@ -204,7 +227,42 @@ CALLING |= {"optax.contrib.sophia": "obj_fn", "optax.lookahead": "lookahead"}
 
 # name -> the reason it fails today, found by running it (the lead removes entries as the
 # primitives land; strict, so one that starts passing fails until its entry is removed).
-XFAIL = {}
+
+
+def missing(primitive, operands):
+    """A primitive Jask does not implement yet: the NotImplementedError it raises."""
+    return NotImplementedError, f"jax.lax.{primitive} on a DiskArray is not supported ({operands})"
+
+
+SCATTER = missing("scatter", "float32[10,5] array, int32[1] array, float32[5] DiskArray")
+XFAIL = {
+    "optax.apply_if_finite": missing("is_finite", "float32[5] DiskArray"),
+    "optax.lbfgs": SCATTER,
+    "optax.scale_by_lbfgs": SCATTER,
+    "optax.zero_nans": missing("reduce_or", "bool[5] DiskArray"),
+    "optax.contrib.galore": missing("svd", "float32[37,5] DiskArray"),
+    "optax.contrib.scale_by_galore": missing("svd", "float32[37,5] DiskArray"),
+    "optax.contrib.madgrad": missing("cbrt", "float32[5] DiskArray"),
+    "optax.contrib.scale_by_madgrad": missing("cbrt", "float32[5] DiskArray"),
+    "optax.contrib.mechanize": missing(
+        "clamp", "float32[6] array, float32[6] DiskArray, float32[6] array"
+    ),
+    # Core: MultiSteps' skip branch builds its zero updates from jax.eval_shape, whose
+    # ShapeDtypeStructs drop the DiskArray type, so lax.cond's branches differ.
+    "optax.MultiSteps": (
+        TypeError,
+        "cond branches must have equal output types: _skip_update's zeros from jax.eval_shape "
+        "are float32[5], _do_update's updates disk:float32[5]",
+    ),
+    # Core: jnp.vdot's dot_general rule returns a 0-d DiskArray (jask/_api/lax_shape.py
+    # dot_general reshapes a (1, 1) matmul); optax's _cubicmin unpacks a vector built from it
+    # under lax.while_loop, and a traced DiskArray is not iterable (DiskArrayTy has no _iter).
+    "optax.scale_by_zoom_linesearch": (
+        TypeError,
+        "Value of type DynamicJaxprTracer is not iterable: _cubicmin unpacks a disk:float32[2] "
+        "built from jnp.vdot's 0-d DiskArray",
+    ),
+}
 
 OPTIMIZERS = gradient_transformation_names() + ["optax.MultiSteps"]
 
@@ -283,14 +341,19 @@ def assert_state_on_disk(state, shapes):
             )
 
 
+def expected_failure(raises, reason):
+    return pytest.mark.xfail(strict=True, raises=raises, reason=reason)
+
+
 # Deprecated in optax 0.2.8, still exported: tested, with its DeprecationWarning allowed.
-DEPRECATED = {"optax.optimistic_adam"}
+DEPRECATED = {"optax.optimistic_adam", "optax.inject_stateful_hyperparams"}
+DEPRECATED |= {"optax.contrib.dpsgd"}  # its required `seed` goes on as a deprecated argument
 
 
 def optimizer_params(names):
     params = []
     for n in names:
-        marks = [pytest.mark.xfail(strict=True, reason=XFAIL[n])] if n in XFAIL else []
+        marks = [expected_failure(*XFAIL[n])] if n in XFAIL else []
         if n in DEPRECATED:
             marks.append(pytest.mark.filterwarnings("ignore::DeprecationWarning"))
         params.append(pytest.param(n, marks=marks))
@@ -309,8 +372,7 @@ def test_the_enumeration_finds_the_optimizers_and_transforms():
 
 @pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
 @pytest.mark.parametrize("name", optimizer_params(OPTIMIZERS))
-def test_optimizer_matches_jnp(name, jit, small_budget):
-    small_budget(BUDGET)
+def test_optimizer_matches_jnp(name, jit):
     params_np, x_np, y_np = make_problem()
     expected = train(name, in_memory(params_np), jnp.asarray(x_np), jnp.asarray(y_np), jit)
     params, state, updates = train(
@@ -333,10 +395,12 @@ NONFINITE = {
 
 
 @pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
-@pytest.mark.parametrize("name", list(NONFINITE))
-def test_nonfinite_gradients(name, jit, small_budget):
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=expected_failure(*XFAIL[f"optax.{n}"])) for n in NONFINITE],
+)
+def test_nonfinite_gradients(name, jit):
     """A NaN gradient: apply_if_finite skips the step (and counts it), zero_nans zeroes it."""
-    small_budget(BUDGET)
     params_np, _, _ = make_problem()
     grads_np = jax.tree.map(lambda p: np.sin(3 * p), params_np)
     grads_np["w"][3, 2] = np.nan
@@ -399,7 +463,9 @@ def tree_util_calls(tree, other, key):
         "tree_scale": lambda: tu.tree_scale(0.5, tree),
         "tree_set": lambda: tu.tree_get(tu.tree_set(state, mu=other), "mu"),
         "tree_size": lambda: jnp.asarray(tu.tree_size(tree)),
-        "tree_split_key_like": lambda: jax.random.key_data(tu.tree_split_key_like(key, tree)),
+        "tree_split_key_like": lambda: jax.tree.map(
+            jax.random.key_data, tu.tree_split_key_like(key, tree)
+        ),
         "tree_sub": lambda: tu.tree_sub(tree, other),
         "tree_sum": lambda: (tu.tree_sum(tree), tu.tree_sum(tree, associative_reduction=True)),
         "tree_unwrap_random_key_data": lambda: tu.tree_unwrap_random_key_data(
@@ -413,7 +479,7 @@ def tree_util_calls(tree, other, key):
             tree, other, 0.9, 2
         ),
         "tree_vdot": lambda: tu.tree_vdot(tree, other),
-        "tree_where": lambda: tu.tree_where(jax.tree.map(lambda v: v > 0, tree), tree, other),
+        "tree_where": lambda: tu.tree_where(tu.tree_max(tree) > 0, tree, other),
         "tree_zeros_like": lambda: tu.tree_zeros_like(tree),
     }
 
@@ -421,7 +487,7 @@ def tree_util_calls(tree, other, key):
 TREE_UTILS = sorted(
     n
     for n in dir(optax.tree_utils)
-    if n.startswith("tree_") and inspect.isfunction(getattr(optax.tree_utils, n))
+    if n.startswith("tree_") and callable(getattr(optax.tree_utils, n))
 )
 # Functions whose result does not hold the tree's values, so it stays in memory.
 TREE_UTILS_IN_MEMORY = {
@@ -437,7 +503,7 @@ TREE_UTILS_IN_MEMORY = {
     "tree_sum",
     "tree_vdot",
 }
-TREE_UTILS_XFAIL = {}
+TREE_UTILS_XFAIL = {"tree_allclose": missing("and", "bool[5] DiskArray, bool[5] DiskArray")}
 
 
 def test_every_tree_util_has_a_call():
@@ -448,7 +514,7 @@ def test_every_tree_util_has_a_call():
 
 def tree_util_marked(names):
     return [
-        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=TREE_UTILS_XFAIL[n]))
+        pytest.param(n, marks=expected_failure(*TREE_UTILS_XFAIL[n]))
         if n in TREE_UTILS_XFAIL
         else n
         for n in names
@@ -457,8 +523,7 @@ def tree_util_marked(names):
 
 @pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
 @pytest.mark.parametrize("name", tree_util_marked(TREE_UTILS))
-def test_tree_util_matches_jnp(name, jit, small_budget):
-    small_budget(BUDGET)
+def test_tree_util_matches_jnp(name, jit):
     params_np, _, _ = make_problem()
     other_np = jax.tree.map(lambda p: np.cos(2 * p), params_np)
 
@@ -472,7 +537,7 @@ def test_tree_util_matches_jnp(name, jit, small_budget):
     assert_trees_match(actual, expected, RTOL)
     if name not in TREE_UTILS_IN_MEMORY:
         for path, leaf in jax.tree_util.tree_leaves_with_path(actual):
-            if np.ndim(leaf) > 0:
+            if np.ndim(leaf) > 0 and leaf.dtype != np.uint32:  # not key data
                 assert isinstance(leaf, jask.DiskArray), (jax.tree_util.keystr(path), type(leaf))
 
 
@@ -489,21 +554,19 @@ def cross_entropy_integer(logits, labels):
 
 
 LOSSES = {"softmax_cross_entropy": cross_entropy, "integer_labels": cross_entropy_integer}
-LOSSES_XFAIL = {}
+GATHER = missing("gather", "float32[301,7] DiskArray, int32[301,1,1] array")
+LOSSES_XFAIL = {"integer_labels": GATHER}
 
 
 @pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=LOSSES_XFAIL[n]))
-        if n in LOSSES_XFAIL
-        else n
+        pytest.param(n, marks=expected_failure(*LOSSES_XFAIL[n])) if n in LOSSES_XFAIL else n
         for n in LOSSES
     ],
 )
-def test_classification_loss_matches_jnp(name, jit, small_budget):
-    small_budget(BUDGET)
+def test_classification_loss_matches_jnp(name, jit):
     rng = np.random.default_rng(1)
     logits_np = rng.normal(size=(301, 7)).astype(np.float32) * 3
     ids = rng.integers(0, 7, size=301).astype(np.int32)
@@ -518,10 +581,16 @@ def test_classification_loss_matches_jnp(name, jit, small_budget):
 
 
 @pytest.mark.parametrize(
-    "fn", [optax.softmax_cross_entropy, optax.softmax_cross_entropy_with_integer_labels]
+    "fn",
+    [
+        optax.softmax_cross_entropy,
+        pytest.param(
+            optax.softmax_cross_entropy_with_integer_labels,
+            marks=expected_failure(*GATHER),
+        ),
+    ],
 )
-def test_per_example_losses_stay_on_disk(fn, small_budget):
-    small_budget(BUDGET)
+def test_per_example_losses_stay_on_disk(fn):
     rng = np.random.default_rng(2)
     logits_np = rng.normal(size=(301, 7)).astype(np.float32)
     ids = rng.integers(0, 7, size=301).astype(np.int32)
