@@ -101,12 +101,6 @@ def test_linen_apply_and_grad(name, jit):
 
 
 @MODES
-@pytest.mark.xfail(
-    strict=True,
-    raises=NotImplementedError,
-    reason="nn.Embed's jnp.take binds jax.lax.gather: jax.lax.gather on a DiskArray is not "
-    "supported (float32[50,8] DiskArray, int32[9,4,1] array)",
-)
 def test_linen_embed_with_a_disk_table(jit):
     """nn.Embed looks integer ids up in a DiskArray table; the table's gradient stays on disk."""
     ids = np.random.default_rng(3).integers(0, 50, size=(9, 4)).astype(np.int32)
