@@ -225,24 +225,24 @@ CALLING |= {name: "linesearch" for name in LINESEARCH}
 CALLING |= {name: "per_example" for name in PER_EXAMPLE}
 CALLING |= {"optax.contrib.sophia": "obj_fn", "optax.lookahead": "lookahead"}
 
-# name -> the reason it fails today, found by running it (the lead removes entries as the
-# primitives land; strict, so one that starts passing fails until its entry is removed).
-
 
 def missing(primitive, operands):
     """A primitive Jask does not implement yet: the NotImplementedError it raises."""
     return NotImplementedError, f"jax.lax.{primitive} on a DiskArray is not supported ({operands})"
 
 
+# name -> (the exception it raises today, why), found by running it. Strict: one that starts
+# passing fails until its entry is removed.
 XFAIL = {
     "optax.contrib.galore": missing("svd", "float32[37,5] DiskArray"),
     "optax.contrib.scale_by_galore": missing("svd", "float32[37,5] DiskArray"),
-    # Core: MultiSteps' skip branch builds its zero updates from jax.eval_shape, whose
-    # ShapeDtypeStructs drop the DiskArray type, so lax.cond's branches differ.
+    # Core: MultiSteps' skip branch makes its zero updates with optax.tree.zeros_like of
+    # jax.eval_shape's avals; jnp.zeros_like of a DiskArrayTy is an in-memory array, and
+    # lax.cond does not join an in-memory branch output with a DiskArray one.
     "optax.MultiSteps": (
         TypeError,
-        "cond branches must have equal output types: _skip_update's zeros from jax.eval_shape "
-        "are float32[5], _do_update's updates disk:float32[5]",
+        "cond branches must have equal output types: _skip_update's zeros of jax.eval_shape's "
+        "avals are float32[5], _do_update's updates disk:float32[5]",
     ),
 }
 
@@ -539,12 +539,12 @@ LOSSES = {"softmax_cross_entropy": cross_entropy, "integer_labels": cross_entrop
 # Core: the loss's `.take(0, axis=-1)` of the (301, 1) label logits is a gather along the last
 # axis, which jask/_api/indexing.py's gather makes a take of rows of the operand permuted to
 # (1, 301): a row spans the whole batch, and the take kernel needs four rows of budget.
-GATHER = (
+GATHER_BUDGET = (
     (ValueError, jax.errors.JaxRuntimeError),  # eager; under jit, from the engine's FFI call
     "memory budget of 4096 bytes is too small for take on take(float32[1,301], int32[1]): it "
     "needs at least 4816 bytes (a gather along the last axis takes rows as wide as the batch)",
 )
-LOSSES_XFAIL = {"integer_labels": GATHER}
+LOSSES_XFAIL = {"integer_labels": GATHER_BUDGET}
 
 
 @pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
@@ -575,7 +575,7 @@ def test_classification_loss_matches_jnp(name, jit):
         optax.softmax_cross_entropy,
         pytest.param(
             optax.softmax_cross_entropy_with_integer_labels,
-            marks=expected_failure(*GATHER),
+            marks=expected_failure(*GATHER_BUDGET),
         ),
     ],
 )
