@@ -144,9 +144,7 @@ def _check_dtype(rng, dtype, rtol):
     a, b = jask.DiskArray.from_numpy(a_np), jask.DiskArray.from_numpy(b_np)
     ref = a_np.astype(np.float64)
     assert a.dtype == np.dtype(dtype)
-    assert_close(
-        np.asarray(jask.dot(a, b)).astype(np.float64), ref @ b_np.astype(np.float64), rtol
-    )
+    assert_close(np.asarray(jask.dot(a, b)).astype(np.float64), ref @ b_np.astype(np.float64), rtol)
     assert_close(np.asarray(a + a).astype(np.float64), 2 * ref, rtol)
     # the sum comes back as a JAX scalar: float32 unless jax_enable_x64
     assert_close(float(jask.sum(jask.square(a))), float(np.sum(ref * ref)), max(rtol, 1e-6))

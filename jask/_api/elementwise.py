@@ -17,7 +17,6 @@ from ..ops import (
     Astype,
     Div,
     Equal,
-    Gelu,
     Greater,
     GreaterEqual,
     Less,
@@ -197,21 +196,6 @@ def _unary_function(op):
 # Jask functions call (users call jnp's, which reach the same ops through the primitives).
 UNARY_FUNCTIONS = {op.name: _unary_function(op) for op in OPS if issubclass(op, Unary)}
 globals().update(UNARY_FUNCTIONS)
-
-
-def gelu(x, approximate: bool = True):
-    """jax.nn.gelu (the tanh approximation, its default), elementwise.
-
-    >>> import numpy as np, jask
-    >>> round(float(np.asarray(jask.gelu(jask.DiskArray.from_numpy(np.ones(1, np.float32))))[0]), 4)
-    0.8412
-    """
-    check_disk("gelu", x)
-    if not approximate:
-        raise NotImplementedError(
-            "jask.gelu supports approximate=True only (jax.nn.gelu's default)"
-        )
-    return apply(Gelu, x)
 
 
 def _comparison(op, fn):

@@ -328,6 +328,10 @@ def _dispatch_primitives(hooks: Hooks) -> None:
                     if self.multiple_results
                     else (in_memory_if_0d(out))
                 )
+        if self.name in _lax_defined_names():
+            # a jax.lax primitive JAX cannot compute on a DiskArray either (eagerly it would jit
+            # the primitive, which comes back here)
+            raise unsupported_primitive(self.name, args)
         try:
             return original(self, trace, args, avals, params)
         except (ValueError, TypeError, AttributeError, AssertionError) as error:
@@ -586,6 +590,16 @@ def lax_primitive_names() -> list[str]:
             if isinstance(value, _core.Primitive):
                 names.add(value.name)
     return sorted(names)
+
+
+@functools.cache
+def _lax_defined_names() -> frozenset:
+    """The primitives jax.lax's own modules define (not the call primitives JAX's transformations
+    make, such as call_hi_primitive_linearized or remat, which run their bodies)."""
+    names = set()
+    for module in _lax_modules(_lax_package):
+        names.update(v.name for v in vars(module).values() if isinstance(v, _core.Primitive))
+    return frozenset(names - HIGHER_ORDER_PRIMITIVES)
 
 
 def _lax_modules(package):

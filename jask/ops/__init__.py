@@ -9,7 +9,7 @@ import pkgutil
 
 from .._jax.op import Op
 from .abs import Abs
-from .activations import Expm1, Gelu, Log1p, Relu, Sigmoid, Softplus
+from .activations import Expm1, Log1p, Sigmoid
 from .add import Add
 from .astype import Astype
 from .compare import Equal, Greater, GreaterEqual, Less, LessEqual, NotEqual

@@ -90,13 +90,14 @@ def encode(expr, in_avals, out_shape, out_dtype, reduction: str = "none", output
 
 
 def broadcast_shape(name: str, arrays) -> tuple[int, ...]:
-    """NumPy's broadcast of the arrays' (or shapes') shapes; ValueError naming them all."""
+    """NumPy's broadcast of the arrays' (or shapes') shapes; a TypeError naming them all (as
+    jax.lax's elementwise primitives raise for shapes that do not broadcast)."""
     shapes = [tuple(a) if isinstance(a, tuple) else a.shape for a in arrays]
     try:
         return tuple(int(d) for d in np.broadcast_shapes(*shapes))
     except ValueError:
         names = [str(a) if isinstance(a, tuple) else describe(a) for a in arrays]
-        raise ValueError(f"jask.{name}: shapes do not broadcast: {' and '.join(names)}") from None
+        raise TypeError(f"jask.{name}: shapes do not broadcast: {' and '.join(names)}") from None
 
 
 def operand_shape(

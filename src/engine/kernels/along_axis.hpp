@@ -3,6 +3,7 @@
 // array seen as (outer, n, inner) around that axis, and values converted
 // between storage and double, the precision every fold runs in.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -42,7 +43,19 @@ inline void load_doubles(DType dt, const void* src, int64_t count, double* dst) 
 }
 
 // `count` doubles stored as dtype `dt` (integers wrap, as a cast to int32 does).
+// Stores folded doubles as `dt`. An int32 fold (a sum, a product) holds an exact integer and
+// wraps to 32 bits as XLA's int32 arithmetic does; other dtypes convert as astype does.
 inline void store_doubles(const double* src, int64_t count, DType dt, void* dst) {
+  if (dt == DType::i32) {
+    auto* out = static_cast<int32_t*>(dst);
+    for (int64_t i = 0; i < count; ++i) {
+      const double v = src[i];
+      out[i] = std::isfinite(v) && std::fabs(v) < 9.2e18
+                   ? static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(v)))
+                   : 0;
+    }
+    return;
+  }
   Program copy{1 + 1, dt, Reduction::kNone, 1, {Instr{Opcode::kCopy, 1, 0, 0, 0}}, {}};
   ProgramRunner runner(copy, {DType::f64}, {});
   runner.run({src}, dst, count);

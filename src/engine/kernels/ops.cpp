@@ -10,6 +10,7 @@
 #include "base/errors.hpp"
 #include "call/registry.hpp"
 #include "exec/pipeline.hpp"
+#include "kernels/along_axis.hpp"
 #include "kernels/batched_matmul.hpp"
 #include "kernels/kernels.hpp"
 #include "plan/planner.hpp"
@@ -440,13 +441,6 @@ class AxisReducer {
   int64_t out_numel_;
 };
 
-// Converts doubles to `dt` storage.
-void narrow_values(const double* src, int64_t count, DType dt, void* dst) {
-  Program copy{1 + 1, dt, Reduction::kNone, 1, {Instr{Opcode::kCopy, 1, 0, 0, 0}}, {}};
-  ProgramRunner runner(copy, {DType::f64}, {});
-  runner.run({src}, dst, count);
-}
-
 AxisReducer axis_reducer(int32_t handle, int64_t reduction, const std::vector<int64_t>& axes) {
   return AxisReducer(reg().get(handle), axes, reduction_from_code(reduction, "reduce_axes", false));
 }
@@ -726,7 +720,7 @@ int32_t run_reduce_axes(const KernelCall& call, const ReduceAxesParams& p) {
   std::vector<std::byte> staged;
   reducer.run("reduce_axes", [&](int64_t first, int64_t count, const double* values) {
     staged.resize(static_cast<size_t>(count) * itemsize(dt));
-    narrow_values(values, count, dt, staged.data());
+    store_doubles(values, count, dt, staged.data());
     out->write_elems(staged.data(), first, count);
   });
   return reg().add(out);
@@ -754,7 +748,7 @@ void run_reduce_axes_in_memory(const KernelCall& call, const ReduceAxesInMemoryP
                      " bytes does not hold " + out_info.describe());
   auto* base = static_cast<std::byte*>(call.out.data);
   reducer.run("reduce_axes", [&](int64_t first, int64_t count, const double* values) {
-    narrow_values(values, count, p.dtype, base + first * static_cast<int64_t>(itemsize(p.dtype)));
+    store_doubles(values, count, p.dtype, base + first * static_cast<int64_t>(itemsize(p.dtype)));
   });
 }
 const KernelRegistration kReduceAxesInMemory{"reduce_axes", kReduceAxesInMemorySchema,
