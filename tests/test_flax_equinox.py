@@ -440,12 +440,6 @@ def test_control_flow_with_a_disk_carry(name, jit):
     assert_on_disk(carries, name)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="Value of type DynamicJaxprTracer is not iterable: a traced DiskArray has no _iter "
-    "(jax/_src/core.py Tracer.__iter__ needs aval._iter; DiskArrayTy defines none)",
-)
 def test_unpacking_a_traced_diskarray():
     """`a, b = x` inside jit, as optax's zoom linesearch does with a 2-vector."""
     x_np = np.asarray([1.5, -2.0], np.float32)

@@ -98,6 +98,8 @@ class DiskArrayTy(compat.HiType):
     update_ = compat.aval_method(lambda x, new: _not_under_trace("update_"))
     save = compat.aval_method(lambda x, path: _not_under_trace("save"))
     _getitem = staticmethod(lambda x, key: _op("getitem")(x, key))
+    # iterating a traced DiskArray (`a, b = x` under jit): its rows, as for a jax.Array
+    _iter = staticmethod(lambda x: (x[i] for i in range(x.shape[0])))
 
 
 def is_disk_array(x) -> bool:
