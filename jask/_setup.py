@@ -21,7 +21,14 @@ from ._api import (
     shape,
 )
 from ._jax import compat, op, primitives
-from ._jax.diskarray import OPERATORS, DiskArray, DiskArrayTy, install_methods, is_disk_array
+from ._jax.diskarray import (
+    OPERATORS,
+    DiskArray,
+    DiskArrayTy,
+    from_in_memory,
+    install_methods,
+    is_disk_array,
+)
 from .ops import OPS, _batching
 
 _installed = False
@@ -52,6 +59,7 @@ def install() -> None:
             full_like=creation.full_like,
             in_memory_tree=_serialization.in_memory_tree,
             when_imported=_serialization.when_imported,
+            to_disk=from_in_memory,
             in_memory_if_0d=_in_memory_if_0d,
             primitive_rules=primitives.RULES,
         )

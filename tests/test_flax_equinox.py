@@ -356,27 +356,10 @@ DERIVATIVES = {
     "jacrev": jax.jacrev(small_function),
     "hessian": jax.hessian(scalar_function),
 }
-# jax.vjp's pullback checks each cotangent against the output's aval.to_ct_aval()
-# (jax/_src/api.py, _vjp_check_ct_avals): for a DiskArray output that is disk:float32[7], and
-# jacrev's in-memory basis vectors are float32[7].
-DERIVATIVES_XFAIL = {
-    "jacrev": "jax.vjp rejects an in-memory cotangent for a DiskArray output "
-    "(_vjp_check_ct_avals: got float32[7], expected disk:float32[7])",
-}
 
 
 @MODES
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            n, marks=pytest.mark.xfail(strict=True, raises=ValueError, reason=DERIVATIVES_XFAIL[n])
-        )
-        if n in DERIVATIVES_XFAIL
-        else n
-        for n in DERIVATIVES
-    ],
-)
+@pytest.mark.parametrize("name", list(DERIVATIVES))
 def test_jacobians_and_hessian(name, jit):
     x_np = np.linspace(-1, 1, 7, dtype=np.float32)
     fn = maybe_jit(DERIVATIVES[name], jit)

@@ -236,14 +236,6 @@ def missing(primitive, operands):
 XFAIL = {
     "optax.contrib.galore": missing("svd", "float32[37,5] DiskArray"),
     "optax.contrib.scale_by_galore": missing("svd", "float32[37,5] DiskArray"),
-    # Core: MultiSteps' skip branch makes its zero updates with optax.tree.zeros_like of
-    # jax.eval_shape's avals; jnp.zeros_like of a DiskArrayTy is an in-memory array, and
-    # lax.cond does not join an in-memory branch output with a DiskArray one.
-    "optax.MultiSteps": (
-        TypeError,
-        "cond branches must have equal output types: _skip_update's zeros of jax.eval_shape's "
-        "avals are float32[5], _do_update's updates disk:float32[5]",
-    ),
 }
 
 OPTIMIZERS = gradient_transformation_names() + ["optax.MultiSteps"]

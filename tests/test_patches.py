@@ -17,6 +17,7 @@ EXPECTED = {
     "device_put": "jax",
     "full_like_of_disk_arrays": "jax",
     "broadcast_arrays_keep_disk_shapes": "jax",
+    "vjp_in_memory_cotangents": "jax",
     "flax_msgpack_budget": "flax",
     "remat_outputs": "jax",
 }

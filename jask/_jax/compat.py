@@ -141,6 +141,8 @@ class Hooks:
     `what`, the size and the budget for a leaf larger than the memory budget."""
     when_imported: Callable
     """(module name, register) -> calls register(module) once that module is imported."""
+    to_disk: Callable
+    """An in-memory array (or its tracer) written to a new DiskArray."""
     in_memory_if_0d: Callable
     """A rule's result as the primitive returns it: a 0-d DiskArray as a 0-d jax.Array (what
     jax.grad differentiates; a scalar is never worth a file), anything else as it is."""
@@ -520,7 +522,8 @@ def _fill_like_disk_arrays(hooks: Hooks) -> None:
     @functools.wraps(original)
     def lax_full_like(x, fill_value, dtype=None, shape=None, sharding=None):
         same_shape = shape is None or tuple(shape) == tuple(x.shape)
-        if is_hi(x) and same_shape and not is_hi(fill_value):
+        disk = is_hi(x) or isinstance(x, hooks.hi_type)  # a DiskArray, or its type (eval_shape)
+        if disk and same_shape and not is_hi(fill_value):
             return full_like(x, fill_value, dtype)
         return original(x, fill_value, dtype, shape, sharding)
 
@@ -608,6 +611,37 @@ def _lax_modules(package):
             yield importlib.import_module(info.name)
         except ImportError:  # a backend-specific module (GPU, TPU)
             continue
+
+
+@_patch(
+    "vjp_in_memory_cotangents",
+    "jax._src.api._vjp3_bwd",
+    "jax.vjp's pullback checks each cotangent against its output's type; an in-memory cotangent "
+    "of a DiskArray output (jax.jacrev's basis) is written to a DiskArray first",
+)
+def _accept_in_memory_cotangents(hooks: Hooks) -> None:
+    hi_type, is_hi, to_disk = hooks.hi_type, hooks.is_hi, hooks.to_disk
+    original = _api._vjp3_bwd
+    if getattr(original, "_jask_original", None):
+        return
+
+    @functools.wraps(original)
+    def vjp3_bwd(in_tree, out_tree, out_known, jaxpr, out_primal_avals, residuals, accums, ct):
+        leaves, treedef = jax.tree_util.tree_flatten(ct, is_leaf=lambda x: isinstance(x, Zero))
+        if len(leaves) == len(out_primal_avals):
+            leaves = [
+                to_disk(c)
+                if isinstance(aval, hi_type) and not isinstance(c, Zero) and not is_hi(c)
+                else c
+                for c, aval in zip(leaves, out_primal_avals)
+            ]
+            ct = jax.tree_util.tree_unflatten(treedef, leaves)
+        return original(
+            in_tree, out_tree, out_known, jaxpr, out_primal_avals, residuals, accums, ct
+        )
+
+    vjp3_bwd._jask_original = original
+    _api._vjp3_bwd = vjp3_bwd
 
 
 # -- the jax.Array interface of a hijax type ---------------------------------------------
