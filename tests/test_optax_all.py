@@ -528,24 +528,12 @@ def cross_entropy_integer(logits, labels):
 
 
 LOSSES = {"softmax_cross_entropy": cross_entropy, "integer_labels": cross_entropy_integer}
-# Core: the loss's `.take(0, axis=-1)` of the (301, 1) label logits is a gather along the last
-# axis, which jask/_api/indexing.py's gather makes a take of rows of the operand permuted to
-# (1, 301): a row spans the whole batch, and the take kernel needs four rows of budget.
-GATHER_BUDGET = (
-    (ValueError, jax.errors.JaxRuntimeError),  # eager; under jit, from the engine's FFI call
-    "memory budget of 4096 bytes is too small for take on take(float32[1,301], int32[1]): it "
-    "needs at least 4816 bytes (a gather along the last axis takes rows as wide as the batch)",
-)
-LOSSES_XFAIL = {"integer_labels": GATHER_BUDGET}
 
 
 @pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
 @pytest.mark.parametrize(
     "name",
-    [
-        pytest.param(n, marks=expected_failure(*LOSSES_XFAIL[n])) if n in LOSSES_XFAIL else n
-        for n in LOSSES
-    ],
+    list(LOSSES),
 )
 def test_classification_loss_matches_jnp(name, jit):
     rng = np.random.default_rng(1)
@@ -565,10 +553,7 @@ def test_classification_loss_matches_jnp(name, jit):
     "fn",
     [
         optax.softmax_cross_entropy,
-        pytest.param(
-            optax.softmax_cross_entropy_with_integer_labels,
-            marks=expected_failure(*GATHER_BUDGET),
-        ),
+        optax.softmax_cross_entropy_with_integer_labels,
     ],
 )
 def test_per_example_losses_stay_on_disk(fn):

@@ -23,6 +23,7 @@ from ..ops import (
     Slice,
     SliceInMemory,
     Take,
+    TakeAlongRows,
     TakeInMemory,
     Transpose,
 )
@@ -438,6 +439,10 @@ def gather(x, indices, dimension_numbers, slice_sizes, mode, fill_value=None):
         )
     indices = _integer_indices("gather", indices)
     slice_sizes = tuple(int(s) for s in slice_sizes)
+    if _is_along_last_axis(x, indices, dn, slice_sizes):
+        return _take_along_last_axis(x, indices, _mode_name(mode) == "clip", fill_value)
+    if _is_one_window(indices, dn):
+        return _one_window(x, indices, dn, slice_sizes, _mode_name(mode) == "clip", fill_value)
     index_map = tuple(int(d) for d in dn.start_index_map)
     batching = tuple(int(d) for d in dn.operand_batching_dims)
     collapsed = tuple(int(d) for d in dn.collapsed_slice_dims)
@@ -483,6 +488,75 @@ def _output_order(n_batch, offset_dims):
     return tuple(
         n_batch + offset_dims.index(j) if j in offset_dims else next(batch) for j in range(n_out)
     )
+
+
+def _is_along_last_axis(x, indices, dn, slice_sizes) -> bool:
+    """The gather jnp.take_along_axis(x, idx, axis=-1) makes: positions along the last axis,
+    every other axis a batch axis of both operand and indices."""
+    last = x.ndim - 1
+    leading = tuple(range(last))
+    return (
+        x.ndim >= 2  # (a 1-D x is one row: the general path takes its elements)
+        and tuple(dn.offset_dims) == ()
+        and tuple(dn.collapsed_slice_dims) == (last,)
+        and tuple(dn.start_index_map) == (last,)
+        and tuple(dn.operand_batching_dims) == leading
+        and tuple(dn.start_indices_batching_dims) == leading
+        and all(s == 1 for s in slice_sizes)
+        and indices.ndim == x.ndim + 1
+        and indices.shape[-1] == 1
+        and tuple(indices.shape[:last]) == tuple(x.shape[:last])
+    )
+
+
+def _is_one_window(indices, dn) -> bool:
+    """A gather of one window (x.take(3, axis=1), jnp.take with a scalar index)."""
+    return (
+        not tuple(dn.operand_batching_dims)
+        and indices.ndim >= 1
+        and int(np.prod(indices.shape[:-1], dtype=np.int64)) == 1
+    )
+
+
+def _one_window(x, indices, dn, slice_sizes, clip: bool, fill_value):
+    """That window as a (dynamic) slice of x: no row of the other axes is read whole. Starts
+    are clamped as XLA clamps them; in fill mode a window reaching off the array is all fill."""
+    vector = jnp.reshape(indices, (-1,))
+    index_map = [int(d) for d in dn.start_index_map]
+    starts = [vector[index_map.index(d)] if d in index_map else 0 for d in range(x.ndim)]
+    window = dynamic_slice(x, starts, slice_sizes)
+    collapsed = {int(d) for d in dn.collapsed_slice_dims}
+    sizes = [size for d, size in enumerate(slice_sizes) if d not in collapsed]
+    offsets = {int(p): w for p, w in zip(dn.offset_dims, sizes)}
+    out = _reshaped(window, tuple(offsets.get(p, 1) for p in range(indices.ndim - 1 + len(sizes))))
+    if clip:
+        return out
+    inside = jnp.all(
+        jnp.stack(
+            [
+                (vector[k] >= 0) & (vector[k] <= x.shape[d] - slice_sizes[d])
+                for k, d in enumerate(index_map)
+            ]
+        )
+    )
+    fill = _default_fill(x.dtype) if fill_value is None else fill_value
+    if not compat.is_tracer(inside):
+        return out if bool(inside) else jnp.full(out.shape, fill, x.dtype)
+    return _where(inside, out, jnp.asarray(fill, x.dtype))
+
+
+def _take_along_last_axis(x, indices, clip: bool, fill_value):
+    """x's rows streamed, each taken at its own positions (TakeAlongRows): the budget holds a
+    row, not the whole of the other axes (as moving the last axis first would need)."""
+    n = x.shape[-1]
+    positions = jnp.reshape(indices, indices.shape[:-1]).astype(jnp.int32)
+    valid = None if clip else (positions >= 0) & (positions < n)
+    positions = jnp.clip(positions, 0, n - 1)
+    taken = apply(TakeAlongRows, x, apply(FromInMemory, positions))
+    if valid is not None:
+        fill = _default_fill(x.dtype) if fill_value is None else fill_value
+        taken = _where(valid, taken, jnp.asarray(fill, x.dtype))
+    return materialize(taken) if _fits(taken.shape) and _is_disk_value(taken) else taken
 
 
 def _is_disk_value(x) -> bool:

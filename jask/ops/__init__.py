@@ -31,6 +31,7 @@ from .rows import PutRows, Rows
 from .rsqrt import Rsqrt
 from .sign import Sign
 from .slice import Place, Slice, SliceInMemory
+from .sort import ArgsortRows, PutAlongRows, TakeAlongRows
 from .sqrt import Sqrt
 from .square import Square
 from .stop_gradient import StopGradient
