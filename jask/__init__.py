@@ -65,6 +65,8 @@ from ._checkpoint import save_tree as save_tree
 from ._jax.diskarray import DiskArray as DiskArray
 from ._runtime import io_mode as io_mode
 from ._runtime import memory_budget as memory_budget
+from ._runtime import memory_stats as memory_stats
+from ._runtime import reset_memory_peak as reset_memory_peak
 from ._runtime import scratch_dir as scratch_dir
 from ._runtime import set_io_mode as set_io_mode
 from ._runtime import set_memory_budget as set_memory_budget
@@ -105,6 +107,7 @@ __all__ = [
     "maximum",
     "mean",
     "memory_budget",
+    "memory_stats",
     "min",
     "minimum",
     "mul",
@@ -115,6 +118,7 @@ __all__ = [
     "power",
     "prod",
     "relu",
+    "reset_memory_peak",
     "reshape",
     "rows",
     "rsqrt",

@@ -121,6 +121,49 @@ def memory_budget() -> int:
     return _engine.memory_budget()
 
 
+def new_program_slot() -> int:
+    """A slot for what one jitted program over DiskArrays holds in memory (see
+    `note_program_memory`)."""
+    return _engine.new_program_slot()
+
+
+def note_program_memory(name: str, slots, nbytes: int) -> None:
+    """XLA compiled the program `name`, whose engine calls name `slots`: while it runs, XLA
+    holds `nbytes` in memory (temporaries and in-memory results), which its engine calls leave
+    out of the blocks they plan (up to half the budget)."""
+    for slot in slots:
+        _engine.note_program_bytes(slot, int(nbytes))
+    _compiled_programs[name] = max(int(nbytes), _compiled_programs.get(name, 0))
+
+
+_compiled_programs: dict[str, int] = {}
+
+
+def memory_stats() -> dict[str, int]:
+    """Where the memory budget goes, in bytes.
+
+    - ``budget``: the budget (`set_memory_budget`).
+    - ``largest_program``: the most that XLA holds in memory (temporaries and in-memory
+      results) while one jitted program over DiskArrays compiled so far runs. A program's
+      engine calls plan their blocks in the budget less its figure, less at most half the
+      budget: a program holding more than half the budget in memory goes over the budget.
+    - ``blocks_now`` / ``blocks_peak``: bytes of Jask's block buffers alive now and the most at
+      once since `reset_memory_peak`. Engine calls take turns, so the peak is at most the
+      budget less what the running program holds.
+    """
+    return {
+        "budget": _engine.memory_budget(),
+        "largest_program": max(_compiled_programs.values(), default=0),
+        "blocks_now": _engine.buffer_bytes(),
+        "blocks_peak": _engine.peak_buffer_bytes(),
+    }
+
+
+def reset_memory_peak() -> None:
+    """Starts `memory_stats()["blocks_peak"]` again from the block buffers alive now."""
+    _engine.reset_peak_buffer_bytes()
+
+
 def ensure_scratch() -> None:
     """Creates this process's scratch folder on first use."""
     if not _engine.scratch_configured():

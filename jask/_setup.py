@@ -7,7 +7,7 @@ module.
 
 from __future__ import annotations
 
-from . import _debug, _serialization, lowering
+from . import _debug, _runtime, _serialization, lowering
 from ._api import (
     creation,
     indexing,
@@ -62,6 +62,8 @@ def install() -> None:
             to_disk=from_in_memory,
             in_memory_if_0d=_in_memory_if_0d,
             primitive_rules=primitives.RULES,
+            new_program_slot=_runtime.new_program_slot,
+            program_compiled=_runtime.note_program_memory,
         )
     )
     _serialization.install()  # orbax.checkpoint and flax.serialization, once imported

@@ -219,10 +219,10 @@ def _run_capped(cgroup, argv: list[str]) -> subprocess.CompletedProcess:
 
 
 @contextlib.contextmanager
-def capped_cgroup():
-    """A fresh cgroup capped at CAP, removed afterwards; skips where none can be made."""
+def capped_cgroup(cap: int = CAP):
+    """A fresh cgroup capped at `cap` bytes, removed afterwards; skips where none can be made."""
     try:
-        cgroup = create_memory_cgroup(CAP)
+        cgroup = create_memory_cgroup(cap)
     except CgroupUnavailable as e:
         pytest.skip(str(e))
     try:

@@ -9,10 +9,12 @@ and installs them all (jask._setup calls it once).
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import importlib
 import importlib.metadata
 import pkgutil
+import re
 import sys
 import threading
 import types
@@ -34,6 +36,7 @@ from jax._src import util as _util
 from jax._src.interpreters import ad as _ad
 from jax._src.interpreters import batching as _batching
 from jax._src.interpreters import partial_eval as _pe
+from jax._src.interpreters import pxla as _pxla
 from jax._src.lax import lax as _lax
 from jax._src.numpy import array_methods as _array_methods
 from jax._src.numpy import util as _numpy_util
@@ -148,6 +151,12 @@ class Hooks:
     jax.grad differentiates; a scalar is never worth a file), anything else as it is."""
     primitive_rules: dict[str, Callable]
     """jax.lax primitive name -> the Jask rule applying it to DiskArrays (primitives.RULES)."""
+    new_program_slot: Callable[[], int]
+    """A new slot for the memory a jitted program holds (the engine's program slots)."""
+    program_compiled: Callable
+    """(name, slots, bytes) -> called when XLA has compiled a program that calls Jask's
+    engine: the program slots its calls name, and the bytes XLA holds in memory while it runs
+    (temporaries and in-memory results)."""
 
 
 @dataclass(frozen=True)
@@ -225,12 +234,13 @@ def installed_patches() -> tuple[str, ...]:
     "lowers it",
 )
 def _install_lowering_passes(hooks: Hooks) -> None:
-    install_lowering_passes(*hooks.lowering_passes)
+    install_lowering_passes(*hooks.lowering_passes, new_program_slot=hooks.new_program_slot)
 
 
-def install_lowering_passes(*passes) -> None:
+def install_lowering_passes(*passes, new_program_slot: Callable[[], int] = lambda: 0) -> None:
     """Runs `passes` (ClosedJaxpr -> ClosedJaxpr, in order) on every hi jaxpr before JAX
-    lowers it."""
+    lowers it; the engine calls of one program (nested jaxprs included) name one program slot
+    (`program_slot`)."""
     global _original_lower_jaxpr
     if _original_lower_jaxpr is not None:
         return
@@ -240,9 +250,23 @@ def install_lowering_passes(*passes) -> None:
     def lower_jaxpr(hi_jaxpr, lo_avals):
         for rewrite in passes:
             hi_jaxpr = rewrite(hi_jaxpr)
-        return original(hi_jaxpr, lo_avals)
+        if _program_slot.get():
+            return original(hi_jaxpr, lo_avals)
+        token = _program_slot.set(new_program_slot())
+        try:
+            return original(hi_jaxpr, lo_avals)
+        finally:
+            _program_slot.reset(token)
 
     _pe.lower_jaxpr = lower_jaxpr
+
+
+_program_slot = contextvars.ContextVar("jask_program_slot", default=0)
+
+
+def program_slot() -> int:
+    """The program slot of the jitted program being lowered (0 outside a lowering)."""
+    return _program_slot.get()
 
 
 _original_lower_jaxpr = None
@@ -740,3 +764,42 @@ def _raise_remat_outputs(hooks: Hooks) -> None:
 
     to_lojax._jask_original = original
     _ad_checkpoint.remat_p.to_lojax = to_lojax
+
+
+# -- the memory XLA holds for a program Jask lowers ------------------------------------------
+
+
+@_patch(
+    "compiled_memory",
+    "jax._src.interpreters.pxla._cached_compilation",
+    "the budget counts the memory XLA holds while a program that calls Jask's engine runs, "
+    "known from its compiled memory analysis",
+)
+def _report_compiled_memory(hooks: Hooks) -> None:
+    original = _pxla._cached_compilation
+    if getattr(original, "_jask_original", None):
+        return
+
+    @functools.wraps(original)
+    def cached_compilation(computation, name, *args, **kwargs):
+        executable = original(computation, name, *args, **kwargs)
+        # Constants elided: the text is only searched for the engine's FFI targets.
+        slots = {int(n) for n in _PROGRAM_SLOT_ATTRIBUTE.findall(_module_text(computation))}
+        if slots:
+            stats = executable.get_compiled_memory_stats()
+            hooks.program_compiled(
+                name, slots, stats.temp_size_in_bytes + stats.output_size_in_bytes
+            )
+        return executable
+
+    cached_compilation._jask_original = original
+    _pxla._cached_compilation = cached_compilation
+
+
+# The attribute Op._lower gives every engine call (jask_program = <slot> : i64).
+_PROGRAM_SLOT_ATTRIBUTE = re.compile(r"\bjask_program = (\d+)")
+
+
+def _module_text(computation) -> str:
+    # Constants elided: the text is only searched for the engine calls' attributes.
+    return computation.operation.get_asm(large_elements_limit=16)

@@ -252,13 +252,14 @@ class Op(compat.VJPHiPrimitive):
     # -- derived: evaluation ------------------------------------------------
     def expand(self, *operands):
         # Concrete operands inside a lowering (constants) still go into the
-        # program: the op must run when the program runs, not now.
+        # program: the op must run when the program runs, not now. A program
+        # may be the process's first use of Jask (arrays opened, none made).
+        _runtime.ensure_scratch()
         if compat.is_eager() and not any(_is_traced(x) for x in operands):
             return self._run_eagerly(operands)
         return self._lower(operands)
 
     def _run_eagerly(self, operands):
-        _runtime.ensure_scratch()
         handles = [x.handle for x in operands if isinstance(x, DiskArray)]
         in_memory = [np.asarray(x) for x in operands if not isinstance(x, DiskArray)]
         scalars = [float(x) for x in in_memory if x.ndim == 0]
@@ -308,6 +309,7 @@ class Op(compat.VJPHiPrimitive):
             *in_memory,
             kernel=self.kernel,
             num_handles=np.int64(len(handles)),
+            jask_program=np.int64(compat.program_slot()),
             **attributes,
         )
         if self.result == "arrays":

@@ -78,9 +78,11 @@ KernelCall stage_call(const ffi::RemainingArgs& args, const ffi::Dictionary& att
   call.kernel = std::string(*kernel);
   auto num_handles = attrs.get<int64_t>("num_handles");
   if (!num_handles.has_value()) reject_field(call.kernel, "num_handles", "is missing (an int64)");
+  if (auto program = attrs.get<int64_t>("jask_program"); program.has_value())
+    call.program = static_cast<int32_t>(*program);
   for (auto it = attrs.begin(); it != attrs.end(); ++it) {
     const std::string_view name = *it;
-    if (name == "kernel" || name == "num_handles") continue;
+    if (name == "kernel" || name == "num_handles" || name == "jask_program") continue;
     call.attrs.emplace(std::string(name), attr_value(attrs, name, call.kernel));
   }
   for (size_t i = 0; i < args.size(); ++i) {

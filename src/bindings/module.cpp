@@ -143,7 +143,14 @@ NB_MODULE(_engine, m) {
   using Unlocked = nb::call_guard<nb::gil_scoped_release>;
 
   m.def("set_memory_budget", &set_memory_budget, "nbytes"_a);
-  m.def("memory_budget", &memory_budget);
+  m.def("memory_budget", &total_memory_budget);
+  m.def("block_budget", &memory_budget);
+  m.def("new_program_slot", &new_program_slot);
+  m.def("note_program_bytes", &note_program_bytes, "slot"_a, "nbytes"_a);
+  m.def("program_bytes", &program_bytes, "slot"_a);
+  m.def("buffer_bytes", &buffer_bytes);
+  m.def("peak_buffer_bytes", &peak_buffer_bytes);
+  m.def("reset_peak_buffer_bytes", &reset_peak_buffer_bytes);
   m.def(
       "configure_scratch",
       [](const std::string& root, bool allow_tmpfs) {
@@ -273,14 +280,34 @@ NB_MODULE(_engine, m) {
     for (const ReductionRule& r : kReductions) d[nb::str(r.name)] = static_cast<int>(r.kind);
     return d;
   });
-  m.def("copy_into", &copy_into, "dst"_a, "src"_a, Unlocked());
-  m.def("save", &save_array, "handle"_a, "path"_a, Unlocked());
+  // The engine calls outside the kernel registry take their turn too (BudgetTurn).
+  m.def(
+      "copy_into",
+      [](int32_t dst, int32_t src) {
+        BudgetTurn turn;
+        copy_into(dst, src);
+      },
+      "dst"_a, "src"_a, Unlocked());
+  m.def(
+      "save",
+      [](int32_t h, const std::string& path) {
+        BudgetTurn turn;
+        save_array(h, path);
+      },
+      "handle"_a, "path"_a, Unlocked());
   m.def(
       "write_from",
-      [](int32_t h, ReadOnlyBytes src) { write_from_memory(h, src.data(), src.nbytes()); },
+      [](int32_t h, ReadOnlyBytes src) {
+        BudgetTurn turn;
+        write_from_memory(h, src.data(), src.nbytes());
+      },
       "handle"_a, "src"_a, Unlocked());
   m.def(
-      "read_into", [](int32_t h, Bytes dst) { read_to_memory(h, dst.data(), dst.nbytes()); },
+      "read_into",
+      [](int32_t h, Bytes dst) {
+        BudgetTurn turn;
+        read_to_memory(h, dst.data(), dst.nbytes());
+      },
       "handle"_a, "dst"_a, Unlocked());
 
   // The in-memory part of one block, exposed for bench/block_math.py (C++ vs

@@ -45,6 +45,9 @@ struct KernelCall {
   KernelOperands operands = {};
   Attrs attrs = {};
   MemoryResult out = {};  // in-memory results only
+  // The jitted program making the call (a slot of base/memory_budget.hpp; 0
+  // for an eager call): what it holds in memory is kept out of the budget.
+  int32_t program = 0;
 };
 
 }  // namespace jask

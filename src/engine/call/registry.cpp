@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "base/errors.hpp"
+#include "base/memory_budget.hpp"
 
 namespace jask {
 
@@ -65,7 +66,9 @@ void expect_operands(const KernelCall& call, size_t handles, size_t scalars, siz
 }
 
 KernelResult run_kernel(ResultKind kind, const KernelCall& call) {
-  return KernelRegistry::instance().find(kind, call.kernel).run(call);
+  const KernelEntry& entry = KernelRegistry::instance().find(kind, call.kernel);
+  BudgetTurn turn(program_bytes(call.program));
+  return entry.run(call);
 }
 
 }  // namespace jask

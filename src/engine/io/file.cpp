@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -123,16 +124,30 @@ void ReadCalibration::end_read(bool direct, bool ok, size_t n) {
       expected, static_cast<int>(direct_faster ? ReadMode::kDirect : ReadMode::kBuffered));
 }
 
+namespace {
+std::atomic<int64_t> g_buffer_bytes{0}, g_peak_buffer_bytes{0};
+}  // namespace
+
+int64_t buffer_bytes() { return g_buffer_bytes; }
+int64_t peak_buffer_bytes() { return g_peak_buffer_bytes; }
+void reset_peak_buffer_bytes() { g_peak_buffer_bytes = g_buffer_bytes.load(); }
+
 AlignedBuffer::AlignedBuffer(size_t bytes) : size_(bytes) {
   if (bytes == 0) return;
   size_t rounded = (bytes + kIoAlignment - 1) / kIoAlignment * kIoAlignment;
   void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
   ptr_ = std::unique_ptr<std::byte, Unmap>(static_cast<std::byte*>(p), Unmap{rounded});
+  int64_t now = g_buffer_bytes += static_cast<int64_t>(rounded);
+  int64_t peak = g_peak_buffer_bytes;
+  while (now > peak && !g_peak_buffer_bytes.compare_exchange_weak(peak, now)) {
+  }
 }
 
 void AlignedBuffer::Unmap::operator()(std::byte* p) const {
-  if (p != nullptr) ::munmap(p, length);
+  if (p == nullptr) return;
+  ::munmap(p, length);
+  g_buffer_bytes -= static_cast<int64_t>(length);
 }
 
 File::File(const std::string& path, OpenMode mode) : path_(path) {

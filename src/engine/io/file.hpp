@@ -74,6 +74,12 @@ struct IoPolicy {
   IoCounters* counters = nullptr;          // bytes moved each way, if not null
 };
 
+// Bytes of every AlignedBuffer alive now, and the most at once since the
+// last reset.
+int64_t buffer_bytes();
+int64_t peak_buffer_bytes();
+void reset_peak_buffer_bytes();
+
 // Buffer aligned for O_DIRECT; owns its memory. Mapped directly from the
 // kernel and unmapped on destruction, so block memory goes back to the
 // system after each op (malloc's arenas would keep it).

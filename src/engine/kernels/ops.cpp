@@ -135,7 +135,7 @@ void stream_blocks(const std::string& op, const std::string& operands, int64_t n
 // The same for arrays of the output's shape.
 void stream_elements(const std::string& op, const std::string& operands, int64_t numel,
                      const std::vector<ArrayRef>& inputs, const StoredArray* output,
-                     const BlockFn& compute) {
+                     const BlockFn& compute, int64_t resident_bytes = 0) {
   std::vector<std::unique_ptr<OperandReader>> owned;
   std::vector<const OperandReader*> readers;
   std::vector<int64_t> in_size;
@@ -144,7 +144,7 @@ void stream_elements(const std::string& op, const std::string& operands, int64_t
     readers.push_back(owned.back().get());
     in_size.push_back(static_cast<int64_t>(itemsize(a->info().dtype)));
   }
-  stream_blocks(op, operands, numel, readers, in_size, 0, output, compute);
+  stream_blocks(op, operands, numel, readers, in_size, resident_bytes, output, compute);
 }
 
 // The operands of an elementwise program: arrays on disk, then in-memory
@@ -367,23 +367,32 @@ class AxisReducer {
     }
     return true;
   }
-  // Loads `count` storage elements as doubles.
-  void widen(const void* src, int64_t count, std::vector<double>& dst) const {
-    dst.resize(static_cast<size_t>(count));
+  // Calls each(values, n) on the `count` storage elements at `src` as
+  // doubles, a few thousand at a time: the doubles of a whole block would be
+  // up to twice its size, outside the budget the block was planned in.
+  template <class Each>
+  void widen(const void* src, int64_t count, Each each) const {
+    constexpr int64_t kPiece = 4096;
+    const DType dt = in_->info().dtype;
     Program copy{1 + 1, DType::f64, Reduction::kNone, 1, {Instr{Opcode::kCopy, 1, 0, 0, 0}}, {}};
-    ProgramRunner runner(copy, {in_->info().dtype}, {});
-    runner.run({src}, dst.data(), count);
+    ProgramRunner runner(copy, {dt}, {});
+    double values[kPiece];
+    const auto* bytes = static_cast<const std::byte*>(src);
+    for (int64_t start = 0; start < count; start += kPiece) {
+      const int64_t n = std::min(kPiece, count - start);
+      runner.run({bytes + start * static_cast<int64_t>(itemsize(dt))}, values, n);
+      each(values, n);
+    }
   }
 
   template <class Emit>
   void run_resident(const std::string& name, Emit emit) {
-    std::vector<double> acc(static_cast<size_t>(out_numel_), initial()), values;
+    std::vector<double> acc(static_cast<size_t>(out_numel_), initial());
     const auto& shape = in_->info().shape;
     const int nd = static_cast<int>(shape.size());
     stream_elements(
         name, in_->info().describe(), in_->info().numel(), {in_}, nullptr,
         [&](int64_t, const std::vector<const void*>& in, void*, int64_t first, int64_t count) {
-          widen(in[0], count, values);
           std::vector<int64_t> idx(nd);
           int64_t rest = first, o = 0;
           for (int d = nd - 1; d >= 0; --d) {
@@ -393,40 +402,45 @@ class AxisReducer {
           }
           with_reduction(kind_, [&](auto r) {
             constexpr auto fold = kReductions[decltype(r)::value].fold;
-            for (int64_t i = 0; i < count; ++i) {
-              double& a = acc[static_cast<size_t>(o)];
-              a = fold(a, values[static_cast<size_t>(i)]);
-              for (int d = nd - 1; d >= 0; --d) {  // odometer step
-                o += out_strides_[d];
-                if (++idx[d] < shape[d]) break;
-                o -= out_strides_[d] * shape[d];
-                idx[d] = 0;
+            widen(in[0], count, [&](const double* values, int64_t n) {
+              for (int64_t i = 0; i < n; ++i) {
+                double& a = acc[static_cast<size_t>(o)];
+                a = fold(a, values[i]);
+                for (int d = nd - 1; d >= 0; --d) {  // odometer step
+                  o += out_strides_[d];
+                  if (++idx[d] < shape[d]) break;
+                  o -= out_strides_[d] * shape[d];
+                  idx[d] = 0;
+                }
               }
-            }
+            });
           });
-        });
+        },
+        static_cast<int64_t>(acc.size() * sizeof(double)));
     if (out_numel_ > 0) emit(0, out_numel_, acc.data());
   }
 
   template <class Emit>
   void run_trailing(const std::string& name, Emit emit) {
     const int64_t run = in_->info().numel() / std::max<int64_t>(out_numel_, 1);
-    std::vector<double> values, done;
+    std::vector<double> done;
     int64_t next_out = 0;
     double acc = initial();
     stream_elements(
         name, in_->info().describe(), in_->info().numel(), {in_}, nullptr,
         [&](int64_t, const std::vector<const void*>& in, void*, int64_t first, int64_t count) {
-          widen(in[0], count, values);
           with_reduction(kind_, [&](auto r) {
             constexpr auto fold = kReductions[decltype(r)::value].fold;
-            for (int64_t i = 0; i < count; ++i) {
-              acc = fold(acc, values[static_cast<size_t>(i)]);
-              if ((first + i + 1) % run == 0) {
-                done.push_back(acc);
-                acc = initial();
+            int64_t at = first;
+            widen(in[0], count, [&](const double* values, int64_t n) {
+              for (int64_t i = 0; i < n; ++i) {
+                acc = fold(acc, values[i]);
+                if (++at % run == 0) {
+                  done.push_back(acc);
+                  acc = initial();
+                }
               }
-            }
+            });
           });
           emit(next_out, static_cast<int64_t>(done.size()), done.data());
           next_out += static_cast<int64_t>(done.size());

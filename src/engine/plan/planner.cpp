@@ -21,10 +21,16 @@ constexpr int64_t kMinContraction = 256;
 
 [[noreturn]] void budget_too_small(const std::string& op, const std::string& operands,
                                    int64_t needed) {
-  throw ValueError("memory budget of " + std::to_string(memory_budget()) +
-                   " bytes is too small for " + op + " on " + operands + ": it needs at least " +
+  const int64_t reserve = program_reserve();
+  const std::string held = reserve > 0
+                               ? " (" + std::to_string(reserve) + " of " +
+                                     std::to_string(total_memory_budget()) +
+                                     " are held for the in-memory buffers of jitted programs)"
+                               : "";
+  throw ValueError("memory budget of " + std::to_string(memory_budget()) + " bytes" + held +
+                   " is too small for " + op + " on " + operands + ": it needs at least " +
                    std::to_string(needed) + " bytes; raise it with jask.set_memory_budget(" +
-                   std::to_string(needed) + ")");
+                   std::to_string(budget_for_blocks(needed)) + ")");
 }
 
 }  // namespace
