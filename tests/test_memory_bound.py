@@ -20,12 +20,10 @@ import threading
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import pytest
 from test_zero_materialization import _run_capped, _write_uniform, capped_cgroup, disk_folder
 
 import jask
-from jask import _engine
 
 assert disk_folder  # a fixture, used by name below
 

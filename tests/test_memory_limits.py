@@ -4,8 +4,9 @@ Run with `pytest --memray` (make test does): every allocation of the process dur
 tracked, including the engine's block buffers (mmap'd) and XLA's. The arrays here are 64 MiB each
 against a 16 MiB budget and a limit of the budget + 8 MiB, so an op that materialized an operand
 would exceed its limit several times over, and one holding twice its budget (as axis reductions
-did before issue 12, widening whole blocks to float64 outside the budget) exceeds it too. Not counted: OpenBLAS's workspace, allocated once per BLAS thread and kept for the life of
-the process (see the fixture).
+did before issue 12, widening whole blocks to float64 outside the budget) exceeds it too. Not
+counted: OpenBLAS's workspace, allocated once per BLAS thread and kept for the life of the
+process (see the fixture).
 """
 
 import jax
