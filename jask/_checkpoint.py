@@ -514,7 +514,7 @@ def _check_like(records: list[dict], like, folder: str):
     if like_keys != saved_keys:
         raise ValueError(_structure_mismatch(saved_keys, like_keys, folder))
     for record, (_, leaf) in zip(records, flat):
-        _check_leaf_matches(record, leaf)
+        _check_leaf_matches(record, leaf, folder)
     return treedef
 
 
@@ -531,7 +531,7 @@ def _structure_mismatch(saved_keys: list[str], like_keys: list[str], folder: str
     )
 
 
-def _check_leaf_matches(record: dict, leaf) -> None:
+def _check_leaf_matches(record: dict, leaf, folder: str) -> None:
     saved_shape = tuple(record["shape"])
     like_shape = tuple(getattr(leaf, "shape", ()))
     # Python numbers in like= have no dtype of their own; only shape is checked.
@@ -540,7 +540,7 @@ def _check_leaf_matches(record: dict, leaf) -> None:
         raise ValueError(
             f"load_tree: leaf {record['path'] or '(the root)'} has shape "
             f"{saved_shape} and dtype {record['dtype']} in the checkpoint, but shape "
-            f"{like_shape} and dtype {like_dtype} in like="
+            f"{like_shape} and dtype {like_dtype} in like= (checkpoint {folder})"
         )
 
 
