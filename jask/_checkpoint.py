@@ -588,7 +588,13 @@ def _leaf_file(folder: str, record: dict) -> str:
 
 
 def _read_disk_leaf(file: str, record: dict, mode: str) -> DiskArray:
-    array = DiskArray.open(file, mode="r")
+    try:
+        array = DiskArray.open(file, mode="r")
+    except (TypeError, ValueError) as e:  # a header the engine refuses
+        raise ValueError(
+            f"load_tree: {file} is not the .npy file of {record['dtype']}{record['shape']} "
+            f"the checkpoint's {INDEX} records for leaf {record['path']}: {e}"
+        ) from None
     _check_file_matches(array.shape, array.dtype, record, file)
     if mode == "r":
         return array

@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import reprlib
 import stat
 
 import jax.numpy as jnp
 import numpy as np
+
+from ._dtypes import SUPPORTED
 
 INDEX = "index.json"
 FORMAT = "jask-checkpoint"
@@ -185,6 +186,8 @@ def _check_leaf_record(folder: str, number: int, record) -> None:
         raise malformed(folder, f"{where}.shape", shape, f"at most {MAX_INT} bytes of {dtype}")
     if record["kind"] in ("python", "numpy_scalar") and shape:
         raise malformed(folder, f"{where}.shape", shape, f"[] for a {record['kind']} leaf")
+    if record["kind"] == "disk" and dtype.name not in SUPPORTED:
+        raise malformed(folder, f"{where}.dtype", record["dtype"], f"one of {SUPPORTED}")
     if record["kind"] == "python" and dtype.kind not in "bifc":
         raise malformed(folder, f"{where}.dtype", record["dtype"], "a Python number's dtype")
 
@@ -199,7 +202,7 @@ def _is_int(value) -> bool:
 
 
 def _is_plain_name(name: str) -> bool:
-    return name not in ("", ".", "..") and not re.search(r"[/\\\x00]", name)
+    return name not in ("", ".", "..") and "/" not in name and "\x00" not in name
 
 
 def parse_dtype(name) -> np.dtype | None:

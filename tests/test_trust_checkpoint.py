@@ -224,6 +224,7 @@ MALFORMED = {
         set_entry("leaves", 0, "dtype", value="[('a', '<f4')]"),
         r"'leaves\[0\].dtype'",
     ),
+    "disk dtype": (set_entry("leaves", 6, "dtype", value="int8"), r"'leaves\[6\].dtype' is 'int8'"),
     "python shape": (set_entry("leaves", 5, "shape", value=[2]), r"'leaves\[5\].shape'.*python"),
     "record path": (set_entry("leaves", 0, "path", value="['x']"), r"'leaves\[0\].path'"),
     "one record fewer": (delete_entry("leaves", 2), r"'leaves\[2\].file' is 'leaf_00003.npy'"),
@@ -260,6 +261,13 @@ def test_a_malformed_index_is_a_value_error_naming_checkpoint_and_entry(saved, c
         jask.load_tree(path)
 
 
+@pytest.mark.parametrize("name", ["back\\slash", "sp ace", "ünï", "..x", "-"])
+def test_any_folder_name_save_tree_accepts_loads(tmp_path, name):
+    jask.save_tree(tmp_path / name, {"x": 1})
+    assert index_of(tmp_path / name)["target"] == name
+    assert jask.load_tree(tmp_path / name) == {"x": 1}
+
+
 def test_index_records_the_structure_save_tree_wrote(saved):
     # The cases above change one entry each; the valid index they start from must load.
     path, tree = saved
@@ -282,6 +290,13 @@ def test_a_leaf_file_of_another_shape_or_dtype_is_refused_naming_both(saved, lea
     with pytest.raises(
         ValueError, match=re.escape(f"{leaf} holds float32[7]") + ".*" + re.escape(wanted)
     ):
+        jask.load_tree(path)
+
+
+def test_a_disk_leaf_file_the_engine_refuses_is_a_value_error_naming_the_leaf(saved):
+    path, _ = saved
+    np.save(path / "leaf_00006.npy", np.zeros((2, 3), np.int8))  # a dtype Jask does not store
+    with pytest.raises(ValueError, match=r"leaf_00006.npy is not the .npy file of float32\[2, 3\]"):
         jask.load_tree(path)
 
 
