@@ -17,7 +17,8 @@ A save never writes into an existing checkpoint. It builds a new folder
 old one. If the process dies between the two renames, `path` is missing and
 `load_tree` takes the complete sibling folder with the highest generation
 number (every index records one, each save one higher than any folder it
-sees). Folders left by dead processes are removed by the next save.
+sees, and the name of the folder it was saved as: its "target"). Folders left
+by dead processes are removed by the next save.
 
 What load_tree trusts: nothing in a checkpoint until it is checked. The index is
 checked against what save_tree writes (jask/_checkpoint_index.py) before any of it
@@ -31,6 +32,9 @@ write `path`'s parent can replace the checkpoint itself, so the fallback does no
 try to stop them; it stops another user of a shared parent (such as /tmp, where
 they cannot touch `path` but can add entries beside it) from planting a sibling,
 and a folder that is not a checkpoint of `path` from being mistaken for one.
+What save_tree removes is limited the same way: `path` only if it is a checkpoint
+holding nothing but its own files, a sibling only if this user's and holding
+only names save_tree writes.
 """
 
 from __future__ import annotations
