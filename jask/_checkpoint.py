@@ -17,31 +17,52 @@ A save never writes into an existing checkpoint. It builds a new folder
 old one. If the process dies between the two renames, `path` is missing and
 `load_tree` takes the complete sibling folder with the highest generation
 number (every index records one, each save one higher than any folder it
-sees). Folders left by dead processes are removed by the next save.
+sees, and the name of the folder it was saved as: its "target"). Folders left
+by dead processes are removed by the next save.
+
+What load_tree trusts: nothing in a checkpoint until it is checked. The index is
+checked against what save_tree writes (jask/_checkpoint_index.py) before any of it
+is used; each leaf is the plain name ``leaf_NNNNN.npy`` of its position, must be a
+regular file inside the folder (a link, a FIFO or a device is refused before it is
+opened), and must hold the shape and dtype the index records. The fallback to a
+sibling folder takes only folders that a save to `path` could have left: named as
+save_tree names them, real folders (not links) owned by this user, with an index
+that passes the checks and names `path`'s folder as its target. Anyone who can
+write `path`'s parent can replace the checkpoint itself, so the fallback does not
+try to stop them; it stops another user of a shared parent (such as /tmp, where
+they cannot touch `path` but can add entries beside it) from planting a sibling,
+and a folder that is not a checkpoint of `path` from being mistaken for one.
+What save_tree removes is limited the same way: `path` only if it is a checkpoint
+holding nothing but its own files, a sibling only if this user's and holding
+only names save_tree writes.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import secrets
 import shutil
+import stat
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import _checkpoint_index as checked
 from ._api.creation import zeros
+from ._checkpoint_index import FORMAT, INDEX, MAX_DEPTH, MAX_INT, VERSION
 from ._jax import compat
 from ._jax.diskarray import DiskArray
 
-INDEX = "index.json"
-FORMAT = "jask-checkpoint"
-VERSION = 1
 LOAD_MODES = ("copy", "r")
-_SIBLING_PATTERN = r"\.(tmp|old)-(\d+)-[0-9a-f]+"
+_SIBLING_PATTERN = r"\.(tmp|old)-(\d{1,10})-[0-9a-f]{1,32}"
+# The names save_tree writes inside a checkpoint folder (index.json.partial and leaf
+# files only in a folder whose save has not finished).
+_SAVED_NAME = re.compile(r"leaf_[0-9]{5,}\.npy(\.jask-tmp-\d+-[0-9a-f]+)?|index\.json(\.partial)?")
 
 
 # -- saving --------------------------------------------------------------------
@@ -58,14 +79,20 @@ def save_tree(path: str | os.PathLike, tree: Any) -> None:
 
     Args:
       path: the checkpoint folder. Its parent is created if needed. An
-        existing folder there must be a checkpoint.
+        existing folder there must be a checkpoint that holds only what
+        save_tree wrote; `path` itself may not be a symbolic link (a link in
+        the folders above it is followed).
       tree: a pytree whose leaves are DiskArrays, jax arrays, NumPy arrays
-        or scalars, or Python bools, ints, floats and complex numbers.
+        or scalars, or Python bools, ints, floats and complex numbers,
+        nested at most 100 levels deep.
 
     Raises:
       TypeError: a leaf of another kind, or a traced value (call save_tree
         outside jax.jit).
-      FileExistsError: `path` exists and is not a checkpoint.
+      ValueError: `path` is a symbolic link, or the tree is nested too deep.
+        Nothing is written.
+      FileExistsError: `path` exists and is not a checkpoint, or holds files
+        save_tree did not write. Nothing is written or removed.
 
     >>> import os, tempfile, numpy as np, jax.numpy as jnp, jask
     >>> w = jask.DiskArray.from_numpy(np.ones((2, 3), np.float32))
@@ -75,15 +102,26 @@ def save_tree(path: str | os.PathLike, tree: Any) -> None:
     ['index.json', 'leaf_00000.npy', 'leaf_00001.npy']
     """
     path = _absolute(path)
+    if os.path.islink(path):
+        # Renaming the new folder to `path` would replace the link, not what it points to.
+        raise ValueError(
+            f"save_tree: {path} is a symbolic link (to {os.path.realpath(path)}); save_tree "
+            f"replaces the folder at `path` by renaming and will not replace a link: pass "
+            f"the folder it points to"
+        )
     leaves, records = _flatten_for_saving(tree)
     structure = _encode_structure(tree, (), {r["path"]: i for i, r in enumerate(records)})
     _check_replaceable(path)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     _remove_stale_siblings(path)
+    generation = _latest_generation(path) + 1
+    if generation > MAX_INT:
+        raise ValueError(f"save_tree: the checkpoint at {path} has run out of generations")
     index = {
         "format": FORMAT,
         "version": VERSION,
-        "generation": _latest_generation(path) + 1,
+        "generation": generation,
+        "target": os.path.basename(path),
         "structure": structure,
         "leaves": records,
     }
@@ -150,6 +188,11 @@ def _encode_structure(node, key_path: tuple, leaf_numbers: dict[str, int]) -> di
     Any other node (a NamedTuple, a dataclass, ...) is recorded by type name
     only: rebuilding it needs its class, which load_tree takes from `like=`.
     """
+    if len(key_path) > MAX_DEPTH:
+        raise ValueError(
+            f"save_tree: the tree is nested more than {MAX_DEPTH} levels deep at "
+            f"{jax.tree_util.keystr(key_path[:8])}...; a checkpoint holds at most {MAX_DEPTH}"
+        )
 
     def child(key, value):
         return _encode_structure(value, (*key_path, key), leaf_numbers)
@@ -169,11 +212,35 @@ def _encode_structure(node, key_path: tuple, leaf_numbers: dict[str, int]) -> di
 
 
 def _check_replaceable(path: str) -> None:
-    # Refuse to swap away a folder or file that save_tree did not write.
-    if os.path.lexists(path) and not _is_complete(path):
+    """Refuses to swap away (and so delete) anything at `path` that save_tree did not write."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(mode):
+        raise FileExistsError(
+            f"save_tree: {path} exists and is not a jask checkpoint (it is "
+            f"{checked.file_kind(mode)}); refusing to replace it"
+        )
+    if not _is_complete(path):
         raise FileExistsError(
             f"save_tree: {path} exists and is not a jask checkpoint (it has no "
             f"{INDEX}); refusing to replace it"
+        )
+    try:
+        index = checked.read_index(path)
+    except ValueError as e:
+        raise FileExistsError(
+            f"save_tree: {path} exists and is not a jask checkpoint save_tree can replace "
+            f"({e}); refusing to replace it"
+        ) from None
+    expected = {INDEX} | {record["file"] for record in index["leaves"]}
+    extra = sorted(set(os.listdir(path)) - expected)
+    if extra:
+        raise FileExistsError(
+            f"save_tree: the checkpoint at {path} also holds {extra[0]!r}, which save_tree "
+            f"did not write; replacing the checkpoint would delete it, so move it elsewhere "
+            f"first"
         )
 
 
@@ -233,18 +300,34 @@ def _remove_stale_siblings(path: str) -> None:
     While `path` is missing, a dead save's complete folder may hold the only
     copy of the latest checkpoint, so complete folders are kept until a
     checkpoint is in place again.
+
+    Only folders this user owns, that are not links and that hold nothing but
+    names save_tree writes are removed, and a complete one only if its index
+    names `path`: a folder named like a sibling that is someone else's, holds
+    anything else, or is another checkpoint, is left alone.
     """
     checkpoint_in_place = _is_complete(path)
+    recoverable = {folder for folder, _ in _recoverable_siblings(path)}
     for folder, pid in _sibling_folders(path):
-        if _process_alive(pid):
+        if _process_alive(pid) or not _is_own_folder(folder) or not _holds_saved_names(folder):
             continue
-        if checkpoint_in_place or not _is_complete(folder):
+        if not _is_complete(folder) or (checkpoint_in_place and folder in recoverable):
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def _holds_saved_names(folder: str) -> bool:
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return False
+    return all(_SAVED_NAME.fullmatch(name) for name in names)
+
+
 def _latest_generation(path: str) -> int:
-    folders = [path, *(folder for folder, _ in _sibling_folders(path))]
-    return max((_read_index(f)["generation"] for f in folders if _is_complete(f)), default=0)
+    generations = [index["generation"] for _, index in _recoverable_siblings(path)]
+    if _is_complete(path):
+        generations.append(checked.read_index(path)["generation"])
+    return max(generations, default=0)
 
 
 def _new_sibling_name(path: str, kind: str) -> str:
@@ -260,6 +343,8 @@ def _fsync_folder(folder: str) -> None:
 
 
 def _process_alive(pid: int) -> bool:
+    if not 0 < pid < 2**31:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -299,7 +384,11 @@ def load_tree(path: str | os.PathLike, like: Any = None, mode: str = "copy") -> 
     Raises:
       FileNotFoundError: no checkpoint at `path`.
       ValueError: `like` differs from the checkpoint in structure, or in a
-        leaf's shape or dtype; or the tree needs `like` and none was given.
+        leaf's shape or dtype; or the tree needs `like` and none was given;
+        or the checkpoint is damaged or was not written by save_tree (a
+        malformed index, a leaf file that is a link, a FIFO or another
+        non-regular file, or that holds another shape or dtype than the
+        index records). The message names the checkpoint and what is wrong.
 
     >>> import os, tempfile, numpy as np, jax.numpy as jnp, jask
     >>> path = os.path.join(tempfile.mkdtemp(), "ckpt")
@@ -311,11 +400,11 @@ def load_tree(path: str | os.PathLike, like: Any = None, mode: str = "copy") -> 
     if mode not in LOAD_MODES:
         raise ValueError(f"load_tree: mode must be one of {LOAD_MODES}, got {mode!r}")
     path = _absolute(path)
-    folder = _find_checkpoint(path)
-    index = _read_index(folder)
+    folder, index = _find_checkpoint(path)
     records = index["leaves"]
     if like is None:
         _check_rebuildable(index["structure"], folder)
+        _check_leaf_paths(index, folder)
     else:
         treedef = _check_like(records, like, folder)
     leaves = [_read_leaf(folder, record, mode) for record in records]
@@ -324,17 +413,61 @@ def load_tree(path: str | os.PathLike, like: Any = None, mode: str = "copy") -> 
     return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
-def _find_checkpoint(path: str) -> str:
-    """The folder holding the latest complete checkpoint saved at `path`."""
+def _find_checkpoint(path: str) -> tuple[str, dict]:
+    """The folder holding the latest complete checkpoint saved at `path`, and its index."""
     if _is_complete(path):
-        return path
+        return path, checked.read_index(path)
     if os.path.lexists(path):
         raise FileNotFoundError(f"{path} is not a jask checkpoint: it has no {INDEX}")
     # `path` is missing: a save died between its two renames, or none ever ran.
-    candidates = [folder for folder, _ in _sibling_folders(path) if _is_complete(folder)]
+    candidates = _recoverable_siblings(path)
     if not candidates:
         raise FileNotFoundError(f"no checkpoint at {path}")
-    return max(candidates, key=lambda folder: _read_index(folder)["generation"])
+    if _is_complete(path):  # a live save finished its swap meanwhile
+        return path, checked.read_index(path)
+    return max(candidates, key=lambda candidate: candidate[1]["generation"])
+
+
+def _recoverable_siblings(path: str) -> list[tuple[str, dict]]:
+    """The complete sibling folders a save to `path` could have left, each with its index.
+
+    A sibling counts only if it is named as save_tree names them, is a folder
+    (not a link) owned by this user, and has a valid index naming `path`'s
+    folder as its target. Anything else beside `path` is not a checkpoint of it.
+    """
+    name = os.path.basename(path)
+    found = []
+    for folder, _ in _sibling_folders(path):
+        if not _is_own_folder(folder) or not _is_complete(folder):
+            continue
+        try:
+            index = checked.read_index(folder)
+        except (OSError, ValueError):
+            continue
+        if index.get("target") == name:
+            found.append((folder, index))
+    return found
+
+
+def _check_leaf_paths(index: dict, folder: str) -> None:
+    """Each leaf record's path must be the one jax gives the leaf of that number in the structure."""
+    numbered = _decode_structure(index["structure"], list(range(len(index["leaves"]))))
+    try:
+        flat, _ = jax.tree_util.tree_flatten_with_path(numbered)
+    except Exception:  # jax cannot order a dict whose keys mix ints and strings
+        raise checked.malformed(
+            folder, "structure", index["structure"], "dicts whose keys jax can sort"
+        ) from None
+    for position, (key_path, number) in enumerate(flat):
+        record_path = index["leaves"][position]["path"]
+        if number != position or jax.tree_util.keystr(key_path) != record_path:
+            raise checked.malformed(
+                folder,
+                f"leaves[{position}].path",
+                record_path,
+                f"{jax.tree_util.keystr(key_path)!r}, the path of leaf {position} in the "
+                f"structure (which numbers it {number})",
+            )
 
 
 def _check_rebuildable(structure: dict, folder: str) -> None:
@@ -385,7 +518,7 @@ def _check_like(records: list[dict], like, folder: str):
     if like_keys != saved_keys:
         raise ValueError(_structure_mismatch(saved_keys, like_keys, folder))
     for record, (_, leaf) in zip(records, flat):
-        _check_leaf_matches(record, leaf)
+        _check_leaf_matches(record, leaf, folder)
     return treedef
 
 
@@ -402,7 +535,7 @@ def _structure_mismatch(saved_keys: list[str], like_keys: list[str], folder: str
     )
 
 
-def _check_leaf_matches(record: dict, leaf) -> None:
+def _check_leaf_matches(record: dict, leaf, folder: str) -> None:
     saved_shape = tuple(record["shape"])
     like_shape = tuple(getattr(leaf, "shape", ()))
     # Python numbers in like= have no dtype of their own; only shape is checked.
@@ -411,12 +544,12 @@ def _check_leaf_matches(record: dict, leaf) -> None:
         raise ValueError(
             f"load_tree: leaf {record['path'] or '(the root)'} has shape "
             f"{saved_shape} and dtype {record['dtype']} in the checkpoint, but shape "
-            f"{like_shape} and dtype {like_dtype} in like="
+            f"{like_shape} and dtype {like_dtype} in like= (checkpoint {folder})"
         )
 
 
 def _read_leaf(folder: str, record: dict, mode: str):
-    file = os.path.join(folder, record["file"])
+    file = _leaf_file(folder, record)
     if record["kind"] == "disk":
         return _read_disk_leaf(file, record, mode)
     array = _read_in_memory(file, record)
@@ -429,8 +562,43 @@ def _read_leaf(folder: str, record: dict, mode: str):
     return array.item()  # a Python number of the type that was saved
 
 
+def _leaf_file(folder: str, record: dict) -> str:
+    """The leaf's file, once it is known to be a regular file directly inside `folder`.
+
+    The index has been checked (its file is the plain name leaf_NNNNN.npy); this
+    checks what is on disk, before anything opens it: save_tree never writes a
+    link, and a FIFO or device would block or never end.
+    """
+    file = os.path.join(folder, record["file"])
+    try:
+        mode = os.lstat(file).st_mode
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"load_tree: the checkpoint at {folder} is damaged: leaf {record['path']} "
+            f"has no file {record['file']}"
+        ) from None
+    if not stat.S_ISREG(mode):
+        raise ValueError(
+            f"load_tree: leaf {record['path']} of the checkpoint at {folder} is "
+            f"{file}, which is {checked.file_kind(mode)}; save_tree writes only regular "
+            f"files, so the checkpoint has been tampered with"
+        )
+    if os.path.dirname(os.path.realpath(file)) != os.path.realpath(folder):
+        raise ValueError(
+            f"load_tree: leaf {record['path']} of the checkpoint at {folder} resolves to "
+            f"{os.path.realpath(file)}, outside the checkpoint"
+        )
+    return file
+
+
 def _read_disk_leaf(file: str, record: dict, mode: str) -> DiskArray:
-    array = DiskArray.open(file, mode="r")
+    try:
+        array = DiskArray.open(file, mode="r")
+    except (TypeError, ValueError) as e:  # a header the engine refuses
+        raise ValueError(
+            f"load_tree: {file} is not the .npy file of {record['dtype']}{record['shape']} "
+            f"the checkpoint's {INDEX} records for leaf {record['path']}: {e}"
+        ) from None
     _check_file_matches(array.shape, array.dtype, record, file)
     if mode == "r":
         return array
@@ -438,13 +606,46 @@ def _read_disk_leaf(file: str, record: dict, mode: str) -> DiskArray:
 
 
 def _read_in_memory(file: str, record: dict) -> np.ndarray:
-    array = np.load(file, allow_pickle=False)
+    """The leaf's array, read only once its header matches the record and the file's size.
+
+    Opened without following links and without blocking, so the file read is
+    the regular file _leaf_file checked.
+    """
     dtype = jnp.dtype(record["dtype"])
-    if array.dtype != dtype:
-        # np.save writes dtypes NumPy does not know (bfloat16) as raw bytes.
-        array = array.view(dtype)
-    _check_file_matches(array.shape, array.dtype, record, file)
-    return array
+    fd = checked.open_regular(file, f"load_tree: leaf {record['path']}")
+    with os.fdopen(fd, "rb") as f:
+        try:
+            shape, saved_dtype = _npy_header(f)
+        except ValueError as e:
+            raise ValueError(f"load_tree: {file} is not a .npy file np.save writes: {e}") from None
+        # np.save writes dtypes NumPy does not know (bfloat16) as raw bytes of their size.
+        raw = saved_dtype.type is np.void and not saved_dtype.fields and dtype.type is not np.void
+        if raw and saved_dtype.itemsize == dtype.itemsize:
+            saved_dtype = dtype
+        _check_file_matches(shape, saved_dtype, record, file)
+        expected_size = f.tell() + math.prod(shape) * dtype.itemsize
+        actual_size = os.fstat(f.fileno()).st_size
+        if actual_size != expected_size:
+            raise ValueError(
+                f"load_tree: {file} holds {actual_size} bytes, but a .npy file of "
+                f"{dtype.name}{list(shape)} holds {expected_size}; the checkpoint is damaged"
+            )
+        f.seek(0)
+        array = np.lib.format.read_array(f, allow_pickle=False)
+    if raw:
+        return array.view(dtype)
+    return array.astype(dtype) if array.dtype != dtype else array  # byte order only
+
+
+def _npy_header(f) -> tuple[tuple[int, ...], np.dtype]:
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+    elif version == (2, 0):
+        shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+    else:
+        raise ValueError(f"format version {version}, not 1.0 or 2.0")
+    return shape, dtype
 
 
 def _check_file_matches(shape, dtype, record: dict, file: str) -> None:
@@ -464,18 +665,17 @@ def _absolute(path: str | os.PathLike) -> str:
 
 
 def _is_complete(folder: str) -> bool:
-    return os.path.isfile(os.path.join(folder, INDEX))
+    # lexists: an index.json that is a link or a FIFO is there, and refused when read.
+    return os.path.lexists(os.path.join(folder, INDEX))
 
 
-def _read_index(folder: str) -> dict:
-    with open(os.path.join(folder, INDEX)) as f:
-        index = json.load(f)
-    if index.get("format") != FORMAT or index.get("version") != VERSION:
-        raise ValueError(
-            f"{folder}/{INDEX} is not a version-{VERSION} jask checkpoint index "
-            f"(format {index.get('format')!r}, version {index.get('version')!r})"
-        )
-    return index
+def _is_own_folder(folder: str) -> bool:
+    """Whether `folder` is a folder, not a link to one, owned by this process's user."""
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
 
 
 def _sibling_folders(path: str) -> list[tuple[str, int]]:

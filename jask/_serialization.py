@@ -23,6 +23,7 @@ import asyncio
 import importlib.abc
 import logging
 import os
+import stat
 import sys
 from collections.abc import Callable
 
@@ -30,6 +31,7 @@ import jax
 import numpy as np
 
 from . import _runtime
+from ._checkpoint_index import file_kind
 from ._jax.diskarray import DiskArray
 
 ORBAX_TYPESTR = "jask.DiskArray"
@@ -162,14 +164,14 @@ def _orbax_handler_classes(ocp) -> tuple[type, type]:
             restored = []
             for info in infos:
                 await info.await_path_creation()
-                restored.append(DiskArray.open(os.fspath(_file_of(info)), mode="r"))
+                restored.append(DiskArray.open(_saved_file(info), mode="r"))
             return restored
 
         async def metadata(self, infos):
             metadata = []
             for info in infos:
                 await info.await_path_creation()
-                x = DiskArray.open(os.fspath(_file_of(info)), mode="r")
+                x = DiskArray.open(_saved_file(info), mode="r")
                 metadata.append(
                     ArrayMetadata(
                         name=info.name,
@@ -236,7 +238,7 @@ async def _save_all(values: list, infos: list) -> None:
 async def _saved_by_jask(infos) -> list[bool]:
     for info in infos:
         await info.await_path_creation()
-    return [_file_of(info).exists() for info in infos]
+    return [_is_saved_by_jask(info) for info in infos]
 
 
 def _interleave(mine: list[bool], ours, theirs) -> list:
@@ -245,7 +247,37 @@ def _interleave(mine: list[bool], ours, theirs) -> list:
 
 
 def _file_of(info):
+    # The leaf's name, with separators replaced, is one plain file name inside the folder.
     return info.parent_dir / ORBAX_FOLDER / (info.name.replace(os.sep, "_") + ".npy")
+
+
+def _saved_file(info) -> str:
+    """The file DiskArrayHandler saved for `info`, once it is known to be a regular file
+    inside the checkpoint: the handler never writes a link, and a FIFO would block the open."""
+    file = os.fspath(_file_of(info))
+    folder = os.path.dirname(file)
+    for entry, is_kind, kind in ((folder, stat.S_ISDIR, "folder"), (file, stat.S_ISREG, "file")):
+        try:
+            mode = os.lstat(entry).st_mode
+        except FileNotFoundError:
+            raise FileNotFoundError(
+                f"orbax: the jask leaf {info.name!r} of the checkpoint at {info.parent_dir} has "
+                f"no file {file}"
+            ) from None
+        if not is_kind(mode):
+            raise ValueError(
+                f"orbax: {entry} in the checkpoint at {info.parent_dir} is {file_kind(mode)}; "
+                f"the jask handler writes only a plain {kind} there, so the checkpoint has "
+                f"been tampered with"
+            )
+    if os.path.dirname(os.path.realpath(file)) != os.path.realpath(folder):
+        raise ValueError(f"orbax: {file} resolves outside the checkpoint at {info.parent_dir}")
+    return file
+
+
+def _is_saved_by_jask(info) -> bool:
+    # lexists: a link or FIFO there is refused by _saved_file, not mistaken for orbax's own leaf.
+    return os.path.lexists(_file_of(info))
 
 
 # -- registering when a library is imported ------------------------------------------------
