@@ -9,7 +9,6 @@ A seeded fuzzer mutates valid .npy files and raw-open arguments; each case runs 
 
 import io
 import json
-import os
 import random
 import subprocess
 import sys
@@ -64,9 +63,7 @@ def test_full_of_a_size_that_wraps_64_bits_is_refused_before_writing(scratch_roo
 def test_non_integer_shapes_are_type_errors_naming_the_value(shape):
     with pytest.raises(TypeError, match="jask.full") as e:
         jask.full(shape, 0.0)
-    assert repr(shape if not isinstance(shape, tuple) else shape) in str(e.value) or "shape" in str(
-        e.value
-    )
+    assert repr(shape) in str(e.value)
     with pytest.raises(TypeError):  # as numpy.empty refuses them
         np.empty(shape)
 
@@ -144,7 +141,11 @@ def test_headers_longer_than_numpys_limit_are_refused_naming_it(tmp_path):
     # The dict text is exactly 10000 bytes: NumPy and Jask both read it.
     at_limit.write_bytes(npy_with_dict(header_dict(), data, version=2, pad_to=10012))
     np.testing.assert_array_equal(np.asarray(jask.DiskArray.open(at_limit)), np.load(at_limit))
-    for name, version, pad in [("over.npy", 2, 10013), ("v1.npy", 1, 65536), ("big.npy", 2, 1 << 24)]:
+    for name, version, pad in [
+        ("over.npy", 2, 10013),
+        ("v1.npy", 1, 65536),
+        ("big.npy", 2, 1 << 24),
+    ]:
         path = tmp_path / name
         path.write_bytes(npy_with_dict(header_dict(), data, version=version, pad_to=pad))
         with pytest.raises(ValueError, match="large"):
@@ -209,7 +210,7 @@ def test_budgets_out_of_range_are_value_errors_naming_value_and_range(small_budg
 def test_budget_range_ends_are_accepted(small_budget):
     small_budget(2**60)
     assert jask.memory_budget() == 2**60
-    small_budget("1EiB" if False else np.int64(1024))
+    small_budget(np.int64(1024))
     assert jask.memory_budget() == 1024
     small_budget("1.5KB")
     assert jask.memory_budget() == 1536
@@ -314,11 +315,13 @@ FUZZ_WORKER = textwrap.dedent(
         def read():
             x = open_it()
             code, shp, _, offset, *_ = _engine.info(x.handle)
-            in_bounds = offset + np.dtype(x.dtype).itemsize * int(np.prod(shp)) <= size
-            return np.asarray(x), in_bounds
+            nbytes = np.dtype(x.dtype).itemsize * int(np.prod(shp, dtype=object))
+            in_bounds = offset + nbytes <= size
+            # Reading an array whose data lies past the file is not tried: it is the failure.
+            return (np.asarray(x) if in_bounds else None), in_bounds
         got = outcome(read)
         same = None
-        if got[0] == "ok" and expect[0] == "ok":
+        if got[0] == "ok" and expect[0] == "ok" and got[1][1]:
             a, e = got[1][0], expect[1]
             same = bool(a.shape == e.shape and a.dtype == e.dtype and
                         np.array_equal(a, e, equal_nan=a.dtype.kind == "f"))
@@ -374,7 +377,9 @@ def check_results(cases, results):
         else:
             assert r["jask"] in ALLOWED_REFUSALS, f"unexpected exception: {where}"
             assert case["path"] in r["message"], f"the error does not name the file: {where}"
-            assert not (r["numpy_supported"] and case.get("valid")), f"a valid file refused: {where}"
+            assert not (r["numpy_supported"] and case.get("valid")), (
+                f"a valid file refused: {where}"
+            )
     return accepted
 
 
@@ -415,7 +420,17 @@ HOSTILE_SHAPES = [
     "(0x10,)",
     "(1_000,)",
 ]
-HOSTILE_DESCRS = ["'<i8'", "'>f4'", "'|u1'", "'<f4 '", "'<c8'", "[('a', '<f4')]", "'O'", "3", "'\\x3cf4'"]
+HOSTILE_DESCRS = [
+    "'<i8'",
+    "'>f4'",
+    "'|u1'",
+    "'<f4 '",
+    "'<c8'",
+    "[('a', '<f4')]",
+    "'O'",
+    "3",
+    "'\\x3cf4'",
+]
 
 
 def mutate(data, rng):
@@ -423,8 +438,19 @@ def mutate(data, rng):
     header_len = 10 + int.from_bytes(data[8:10], "little")
     body = data[header_len:]
     kind = rng.choice(
-        ["flip", "truncate", "insert", "delete", "shape", "length", "non_ascii", "long", "version",
-         "descr", "keys"]
+        [
+            "flip",
+            "truncate",
+            "insert",
+            "delete",
+            "shape",
+            "length",
+            "non_ascii",
+            "long",
+            "version",
+            "descr",
+            "keys",
+        ]
     )
     if kind == "flip":
         at = rng.randrange(min(len(data), header_len + 8))
@@ -457,7 +483,9 @@ def mutate(data, rng):
     if kind == "non_ascii":
         at = rng.randrange(len(dict_text))
         junk = rng.choice(["é", "\xff", "\x80", "\u00a0"])
-        return f"non-ASCII {junk!r} at {at}", npy_with_dict(dict_text[:at] + junk + dict_text[at:], body)
+        return f"non-ASCII {junk!r} at {at}", npy_with_dict(
+            dict_text[:at] + junk + dict_text[at:], body
+        )
     if kind == "long":
         pad = rng.choice([9990, 10012, 10013, 65536, 200000])
         return f"header padded to {pad}", npy_with_dict(dict_text, body, version=2, pad_to=pad)
@@ -484,17 +512,26 @@ def test_seeded_header_fuzz_opens_what_numpy_opens_and_refuses_the_rest(tmp_path
     rng = random.Random(12)
     cases = []
     for i, (dtype, shape) in enumerate(BASES):
-        data = npy_bytes(np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape).astype(dtype))
+        data = npy_bytes(
+            np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape).astype(dtype)
+        )
         path = tmp_path / f"base{i}.npy"
         path.write_bytes(data)
-        cases.append({"kind": "npy", "name": f"base {np.dtype(dtype)}{shape}", "path": str(path),
-                      "valid": True})
+        cases.append(
+            {
+                "kind": "npy",
+                "name": f"base {np.dtype(dtype)}{shape}",
+                "path": str(path),
+                "valid": True,
+            }
+        )
         for j in range(75):
             name, mutated = mutate(data, rng)
             path = tmp_path / f"m{i}_{j}.npy"
             path.write_bytes(mutated)
-            cases.append({"kind": "npy", "name": f"{np.dtype(dtype)}{shape}: {name}",
-                          "path": str(path)})
+            cases.append(
+                {"kind": "npy", "name": f"{np.dtype(dtype)}{shape}: {name}", "path": str(path)}
+            )
     results = []
     for start in range(0, len(cases), 200):
         results += run_batch(cases[start : start + 200], tmp_path)
@@ -504,9 +541,29 @@ def test_seeded_header_fuzz_opens_what_numpy_opens_and_refuses_the_rest(tmp_path
     assert accepted < len(cases) // 2
 
 
-HOSTILE_INTS = ["0", "1", "3", "-1", "2**31", "2**32", "2**62", "2**63 - 1", "2**63", "2**64 - 8",
-                "2**64", "10**30"]
-HOSTILE_VALUES = HOSTILE_INTS + ["1.5", "2.0", "True", "'3'", "None", "np.int64(2)", "np.uint64(2**63)"]
+HOSTILE_INTS = [
+    "0",
+    "1",
+    "3",
+    "-1",
+    "2**31",
+    "2**32",
+    "2**62",
+    "2**63 - 1",
+    "2**63",
+    "2**64 - 8",
+    "2**64",
+    "10**30",
+]
+HOSTILE_VALUES = HOSTILE_INTS + [
+    "1.5",
+    "2.0",
+    "True",
+    "'3'",
+    "None",
+    "np.int64(2)",
+    "np.uint64(2**63)",
+]
 
 
 def test_seeded_raw_open_fuzz(tmp_path):
@@ -514,17 +571,43 @@ def test_seeded_raw_open_fuzz(tmp_path):
     path = tmp_path / "data.bin"
     path.write_bytes(np.arange(256, dtype=np.float32).tobytes())
     cases = []
-    for i in range(150):
+    for _ in range(150):
         ndim = rng.choice([0, 1, 1, 2, 3])
-        dims = [rng.choice(HOSTILE_VALUES if rng.random() < 0.4 else ["0", "1", "2", "4", "16"])
-                for _ in range(ndim)]
-        shape = "(" + "".join(d + ", " for d in dims) + ")" if rng.random() < 0.9 else rng.choice(
-            HOSTILE_VALUES)
-        offset = rng.choice(HOSTILE_VALUES if rng.random() < 0.5 else ["0", "4", "8", "1020", "1024"])
-        dtype = rng.choice(["'float32'", "'float64'", "'int32'", "'bool'", "'float16'", "'int64'",
-                            "'garbage'", "1.5", "np.float32"])
-        cases.append({"kind": "raw", "name": f"shape={shape} dtype={dtype} offset={offset}",
-                      "path": str(path), "shape": shape, "dtype": dtype, "offset": offset})
+        dims = [
+            rng.choice(HOSTILE_VALUES if rng.random() < 0.4 else ["0", "1", "2", "4", "16"])
+            for _ in range(ndim)
+        ]
+        shape = (
+            "(" + "".join(d + ", " for d in dims) + ")"
+            if rng.random() < 0.9
+            else rng.choice(HOSTILE_VALUES)
+        )
+        offset = rng.choice(
+            HOSTILE_VALUES if rng.random() < 0.5 else ["0", "4", "8", "1020", "1024"]
+        )
+        dtype = rng.choice(
+            [
+                "'float32'",
+                "'float64'",
+                "'int32'",
+                "'bool'",
+                "'float16'",
+                "'int64'",
+                "'garbage'",
+                "1.5",
+                "np.float32",
+            ]
+        )
+        cases.append(
+            {
+                "kind": "raw",
+                "name": f"shape={shape} dtype={dtype} offset={offset}",
+                "path": str(path),
+                "shape": shape,
+                "dtype": dtype,
+                "offset": offset,
+            }
+        )
     results = run_batch(cases, tmp_path)
     accepted = 0
     for case, r in zip(cases, results, strict=True):

@@ -6,9 +6,9 @@ import jax
 import jax.numpy as jnp
 
 from .._dtypes import storage_dtype
-from .._shapes import as_shape, check_nbytes
 from .._jax.diskarray import DiskArray
 from .._jax.op import apply
+from .._shapes import as_shape, check_nbytes
 from ..ops import Fill
 
 

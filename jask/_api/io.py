@@ -8,11 +8,11 @@ import jax
 import numpy as np
 
 from .. import _engine, _runtime
-from .._shapes import as_int, as_shape, check_nbytes
 from .._dtypes import dtype_code, dtype_from_code, storage_dtype
 from .._jax import compat
 from .._jax.diskarray import DiskArray, DiskArrayTy
 from .._jax.op import apply, describe
+from .._shapes import as_int, as_shape, check_nbytes
 from ..ops import FromInMemory, ToInMemory
 from .operands import check_disk
 

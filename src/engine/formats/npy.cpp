@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <string_view>
@@ -112,10 +113,13 @@ class LiteralReader {
     size_t start = pos_;
     while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
     if (start == pos_) fail("expected a non-negative integer in shape");
-    // Python 3 refuses "07"; more than 18 digits may not fit int64.
+    // Python 3 refuses "07".
     if (s_[start] == '0' && pos_ - start > 1) fail("leading zero in a shape dimension");
-    if (pos_ - start > 18) fail("shape dimension too large");
-    const int64_t d = std::stoll(s_.substr(start, pos_ - start));
+    int64_t d = 0;
+    const auto [end, ec] = std::from_chars(s_.data() + start, s_.data() + pos_, d);
+    if (ec != std::errc() || end != s_.data() + pos_) {
+      fail("shape dimension " + s_.substr(start, pos_ - start) + " does not fit int64");
+    }
     skip_space();
     if (python2_longs_ && pos_ < s_.size() && s_[pos_] == 'L') ++pos_;
     return d;
