@@ -22,6 +22,8 @@ import jask
 
 # Every case of a batch runs in one subprocess; a hang fails the test, never the suite.
 BATCH_TIMEOUT_S = 120
+# Cases per subprocess: starting one (importing JAX) costs more than a few hundred cases.
+BATCH = 350
 WRAPS = (2048, 2**51 + 1)  # float32 bytes: 2**64 + 8192, which used to wrap to 8192
 
 
@@ -355,8 +357,9 @@ def run_batch(cases, folder):
             timeout=BATCH_TIMEOUT_S,
         )
     except subprocess.TimeoutExpired as e:
-        done = (e.stdout or b"").decode().count("\n") if isinstance(e.stdout, bytes) else 0
-        pytest.fail(f"a fuzz case hung: {cases[done]['name']}")
+        printed = e.stdout or ""
+        done = (printed.decode() if isinstance(printed, bytes) else printed).count("\n")
+        pytest.fail(f"a fuzz case hung: {cases[min(done, len(cases) - 1)]['name']}")
     results = [json.loads(line) for line in out.stdout.splitlines()]
     if out.returncode != 0 or len(results) != len(cases):
         culprit = cases[len(results)] if len(results) < len(cases) else None
@@ -533,8 +536,8 @@ def test_seeded_header_fuzz_opens_what_numpy_opens_and_refuses_the_rest(tmp_path
                 {"kind": "npy", "name": f"{np.dtype(dtype)}{shape}: {name}", "path": str(path)}
             )
     results = []
-    for start in range(0, len(cases), 200):
-        results += run_batch(cases[start : start + 200], tmp_path)
+    for start in range(0, len(cases), BATCH):
+        results += run_batch(cases[start : start + BATCH], tmp_path)
     accepted = check_results(cases, results)
     # Every supported base opens; most mutations are refused.
     assert accepted >= len(BASES) - 1
