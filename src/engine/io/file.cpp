@@ -78,11 +78,15 @@ void refuse_non_regular(const struct stat& st, const std::string& path) {
   throw IoError(path + " is " + kind + ", not a regular file; Jask opens regular files only");
 }
 
-void clear_nonblocking(int fd, const std::string& path) {
+// Files are opened O_NONBLOCK (so a FIFO cannot block the open), then made blocking.
+bool clear_nonblocking(int fd) {
   const int flags = ::fcntl(fd, F_GETFL);
-  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
-    throw IoError(errno_message("fcntl", path, errno));
-  }
+  return flags >= 0 && ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0;
+}
+
+bool same_inode(int fd, const struct stat& st) {
+  struct stat other;
+  return ::fstat(fd, &other) == 0 && other.st_dev == st.st_dev && other.st_ino == st.st_ino;
 }
 
 // EPERM means the process exists but belongs to another user.
@@ -173,7 +177,7 @@ File::File(const std::string& path, OpenMode mode) : path_(path) {
   try {
     if (::fstat(fd_, &st) != 0) throw IoError(errno_message("fstat", path, errno));
     refuse_non_regular(st, path);
-    clear_nonblocking(fd_, path);
+    if (!clear_nonblocking(fd_)) throw IoError(errno_message("fcntl", path, errno));
   } catch (...) {
     ::close(fd_);
     throw;
@@ -188,12 +192,8 @@ File::File(const std::string& path, OpenMode mode) : path_(path) {
   // buffered descriptor only.
   int dflags = (writable_ ? O_RDWR : O_RDONLY) | O_DIRECT | O_CLOEXEC | O_NONBLOCK;
   direct_fd_ = ::open(path.c_str(), dflags);
-  struct stat direct_st;
-  const bool same_file =
-      direct_fd_ >= 0 && ::fstat(direct_fd_, &direct_st) == 0 && direct_st.st_dev == st.st_dev &&
-      direct_st.st_ino == st.st_ino &&
-      ::fcntl(direct_fd_, F_SETFL, ::fcntl(direct_fd_, F_GETFL) & ~O_NONBLOCK) == 0;
-  if (direct_fd_ >= 0 && !same_file) {
+  // Kept only if it is the file fd_ has open (the path may have changed).
+  if (direct_fd_ >= 0 && !(same_inode(direct_fd_, st) && clear_nonblocking(direct_fd_))) {
     ::close(direct_fd_);
     direct_fd_ = -1;
   }

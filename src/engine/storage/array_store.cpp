@@ -115,9 +115,9 @@ ArrayRef StoredArray::viewed(const ArrayRef& base, int64_t first,
   ArrayInfo info{base->info().dtype, shape};
   check_sizes(info, base->path());
   if (first < 0 || first > base->info().numel() || info.numel() > base->info().numel() - first) {
-    throw ValueError("cannot view elements [" + std::to_string(first) + ", " +
-                     std::to_string(first + info.numel()) + ") of " + base->info().describe() +
-                     " as " + info.describe());
+    throw ValueError("cannot view " + std::to_string(info.numel()) + " elements from element " +
+                     std::to_string(first) + " of " + base->info().describe() + " as " +
+                     info.describe());
   }
   const Layout layout = base->layout_.from_element(first, itemsize(info.dtype));
   return ArrayRef(new StoredArray(base->file_, base->path_, info, layout, base->writable_));
