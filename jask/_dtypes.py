@@ -21,7 +21,7 @@ def storage_dtype(dtype) -> np.dtype:
     """The numpy dtype for `dtype`, if Jask can store it; TypeError otherwise."""
     try:
         dt = np.dtype(dtype)
-    except TypeError:
+    except (TypeError, ValueError, SyntaxError):  # what np.dtype raises for garbage
         dt = None
     if dt not in _CODES:
         raise TypeError(f"dtype {dtype!r} is not supported; Jask stores {', '.join(SUPPORTED)}")

@@ -7,6 +7,7 @@ jask writes nothing to disk.
 from __future__ import annotations
 
 import atexit
+import fractions
 import os
 import re
 import threading
@@ -33,18 +34,32 @@ _UNITS = {
 _scratch_request: tuple[str, bool] = (DEFAULT_SCRATCH_DIR, False)
 
 
+# The engine's bounds on the budget (base/memory_budget.hpp).
+MIN_BUDGET = 1024
+MAX_BUDGET = 2**60
+
+
 def parse_size(size: int | str) -> int:
-    """Bytes in `size`: an int, or a string like "64KB", "512MB", "1GB" (binary units)."""
-    if isinstance(size, (int, np.integer)) and not isinstance(size, bool):
-        return int(size)
-    if isinstance(size, str):
+    """Bytes in `size`: an int, or a string like "64KB", "512MB", "1GB" (binary units),
+    between MIN_BUDGET and MAX_BUDGET."""
+    nbytes = None
+    if isinstance(size, (int, np.integer)) and not isinstance(size, (bool, np.bool_)):
+        nbytes = int(size)
+    elif isinstance(size, str):
         match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", size)
         if match and match.group(2).upper() in _UNITS:
-            return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
-    raise ValueError(
-        f"memory budget must be an int of bytes or a string like '64KB', '512MB', "
-        f"'1GB'; got {size!r}"
-    )
+            nbytes = int(fractions.Fraction(match.group(1)) * _UNITS[match.group(2).upper()])
+    if nbytes is None:
+        raise ValueError(
+            f"memory budget must be an int of bytes or a string like '64KB', '512MB', "
+            f"'1GB'; got {size!r}"
+        )
+    if not MIN_BUDGET <= nbytes <= MAX_BUDGET:
+        raise ValueError(
+            f"memory budget must be between {MIN_BUDGET} bytes and {MAX_BUDGET} bytes (2**60); "
+            f"got {size!r} ({nbytes} bytes)"
+        )
+    return nbytes
 
 
 def set_memory_budget(
@@ -54,7 +69,7 @@ def set_memory_budget(
 
     Args:
       budget: bytes for blocks being computed, prefetched and written behind
-        (at least 4096): an int, or a string such as "64KB", "512MB", "1GB".
+        (1024 bytes to 2**60): an int, or a string such as "64KB", "512MB", "1GB".
       scratch_dir: folder for op outputs and gradients; default
         ``.jask_scratch`` in the current directory. Each process uses a
         folder of its own inside it, removed at exit.

@@ -162,7 +162,7 @@ def test_budget_values(small_budget):
     for bad in ("12 parsecs", "", -5, 3.5, None):
         with pytest.raises((ValueError, TypeError)):
             jask.set_memory_budget(bad)
-    with pytest.raises(ValueError, match="at least 1024"):
+    with pytest.raises(ValueError, match="between 1024 bytes and"):
         jask.set_memory_budget(100)
 
 

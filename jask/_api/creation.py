@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import numbers
-
 import jax
 import jax.numpy as jnp
 
 from .._dtypes import storage_dtype
 from .._jax.diskarray import DiskArray
 from .._jax.op import apply
+from .._shapes import as_shape, check_nbytes
 from ..ops import Fill
 
 
@@ -21,9 +20,8 @@ def full(shape, fill_value, dtype="float32") -> DiskArray:
     12.0
     """
     dt = storage_dtype(dtype)
-    shape = (shape,) if isinstance(shape, numbers.Integral) else tuple(int(d) for d in shape)
-    if any(d < 0 for d in shape):
-        raise ValueError(f"jask.full: negative dimension in shape {shape}")
+    shape = as_shape(shape, "jask.full")
+    check_nbytes(shape, dt, "jask.full")
     value = jnp.asarray(fill_value, dtype=jax.dtypes.canonicalize_dtype(dt))
     return apply(Fill, value, shape=shape, dtype=dt)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
 import os
 
 import jax
@@ -13,6 +12,7 @@ from .._dtypes import dtype_code, dtype_from_code, storage_dtype
 from .._jax import compat
 from .._jax.diskarray import DiskArray, DiskArrayTy
 from .._jax.op import apply, describe
+from .._shapes import as_int, as_shape, check_nbytes
 from ..ops import FromInMemory, ToInMemory
 from .operands import check_disk
 
@@ -53,16 +53,23 @@ def open_array(path, *, shape=None, dtype=None, offset=0, mode="r") -> DiskArray
     writable = mode == "r+"
     if (shape is None) != (dtype is None):
         raise ValueError(
-            f"opening a raw file needs both shape= and dtype= (got shape={shape!r}, "
+            f"{path}: opening a raw file needs both shape= and dtype= (got shape={shape!r}, "
             f"dtype={dtype!r}); a .npy file needs neither"
         )
     if shape is None:
         h = _engine.open(path, "npy", writable)
     else:
-        shape = (shape,) if isinstance(shape, numbers.Integral) else tuple(int(d) for d in shape)
+        what = f"jask.DiskArray.open({path!r})"
+        shape = as_shape(shape, what)
+        offset = as_int(offset, f"{what}: offset")
         if offset < 0:
-            raise ValueError(f"offset must be non-negative, got {offset}")
-        h = _engine.open(path, "raw", writable, dtype_code(dtype), list(shape), int(offset))
+            raise ValueError(f"{what}: offset must be non-negative, got {offset}")
+        try:
+            dt = storage_dtype(dtype)
+        except TypeError as e:
+            raise TypeError(f"{what}: {e}") from None
+        check_nbytes(shape, dt, what, offset)
+        h = _engine.open(path, "raw", writable, dtype_code(dt), list(shape), offset)
     code, shp, *_ = _engine.info(h)
     return DiskArray(DiskArrayTy(tuple(shp), dtype_from_code(code)), h)
 

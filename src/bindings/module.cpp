@@ -7,6 +7,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstring>
 #include <initializer_list>
 #include <utility>
 
@@ -103,20 +104,32 @@ nb::dict named(std::initializer_list<std::pair<const char*, T>> items) {
   return d;
 }
 
+// Messages name paths and header text, which need not be UTF-8: undecodable
+// bytes are shown escaped (a bare PyErr_SetString would raise
+// UnicodeDecodeError instead of the error).
+void set_error(PyObject* type, const char* what) {
+  PyObject* message = PyUnicode_DecodeUTF8(what, std::strlen(what), "backslashreplace");
+  if (message == nullptr) return;  // MemoryError is set
+  PyErr_SetObject(type, message);
+  Py_DECREF(message);
+}
+
 void translate_errors() {
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
     } catch (const NotFoundError& e) {
-      PyErr_SetString(PyExc_FileNotFoundError, e.what());
+      set_error(PyExc_FileNotFoundError, e.what());
     } catch (const ReadOnlyError& e) {
-      PyErr_SetString(PyExc_PermissionError, e.what());
+      set_error(PyExc_PermissionError, e.what());
     } catch (const ValueError& e) {
-      PyErr_SetString(PyExc_ValueError, e.what());
+      set_error(PyExc_ValueError, e.what());
     } catch (const TypeError& e) {
-      PyErr_SetString(PyExc_TypeError, e.what());
+      set_error(PyExc_TypeError, e.what());
+    } catch (const DirectoryError& e) {
+      set_error(PyExc_IsADirectoryError, e.what());
     } catch (const IoError& e) {
-      PyErr_SetString(PyExc_OSError, e.what());
+      set_error(PyExc_OSError, e.what());
     }
   });
 }

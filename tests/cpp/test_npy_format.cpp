@@ -32,11 +32,11 @@ std::string v1_header(const std::string& dict) {
   return out;
 }
 
-// A version 2.0 header: the length field is four bytes.
-std::string v2_header(const std::string& dict) {
+// A version 2.0 (or 3.0) header: the length field is four bytes.
+std::string v2_header(const std::string& dict, char major = '\x02') {
   size_t len = dict.size() + 1;
   std::string out = "\x93NUMPY";
-  out += '\x02';
+  out += major;
   out += '\x00';
   for (int i = 0; i < 4; ++i) out += static_cast<char>((len >> (8 * i)) & 0xff);
   return out + dict + '\n';
@@ -182,6 +182,77 @@ TEST(NpyHeader, RejectsUnknownFormatVersionWithValueError) {
   std::string header = make_npy_header(DType::f32, {2});
   header[6] = '\x07';
   expect_error_mentioning<ValueError>([&] { parse_npy_header(header, "v.npy"); }, {"version 7"});
+}
+
+TEST(NpyHeader, RejectsANonZeroMinorVersionAsNumpyDoes) {
+  std::string header = make_npy_header(DType::f32, {2});
+  header[7] = '\x01';
+  expect_error_mentioning<ValueError>([&] { parse_npy_header(header, "v.npy"); },
+                                      {"v.npy", "version 1.1"});
+}
+
+const std::string kDict = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }";
+
+TEST(NpyHeader, RefusesAHeaderLongerThanNumpysLimitFromItsLengthField) {
+  // The length field alone decides: the 4 GiB header it announces is never read.
+  std::string huge = v2_header(kDict);
+  for (int i = 0; i < 4; ++i) huge[8 + i] = '\xff';
+  expect_error_mentioning<ValueError>([&] { npy_header_length(huge.substr(0, 12), "h.npy"); },
+                                      {"h.npy", "4294967295", "10000", "max_header_size"});
+  // Exactly the limit is accepted, one byte over is not.
+  std::string at_limit = v2_header(kDict + std::string(kMaxNpyHeaderText - kDict.size() - 1, ' '));
+  EXPECT_EQ(npy_header_length(at_limit.substr(0, 12), "h.npy"), 12 + kMaxNpyHeaderText);
+  EXPECT_EQ(parse_npy_header(at_limit, "h.npy").shape, (std::vector<int64_t>{2}));
+  std::string over = v2_header(kDict + std::string(kMaxNpyHeaderText - kDict.size(), ' '));
+  EXPECT_THROW(npy_header_length(over.substr(0, 12), "h.npy"), ValueError);
+}
+
+TEST(NpyHeader, NonAsciiBytesAreAValueErrorWithAPrintableMessage) {
+  for (std::string bad : {"\xe9", "\xff\xfe", "\xc3\xa9"}) {
+    std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), " + bad + "}";
+    try {
+      parse_npy_header(v1_header(dict), "/d/u.npy");
+      ADD_FAILURE() << "accepted a non-ASCII header";
+    } catch (const ValueError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("/d/u.npy"), std::string::npos) << what;
+      EXPECT_NE(what.find("non-ASCII"), std::string::npos) << what;
+      // The message itself is ASCII: Python decodes it without a UnicodeDecodeError.
+      for (char c : what) EXPECT_LT(static_cast<unsigned char>(c), 0x80) << what;
+    }
+  }
+}
+
+TEST(NpyHeader, RefusesTextPythonWouldReadDifferentlyOrNotAtAll) {
+  const std::vector<std::string> dicts = {
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (2)}",        // an int, not a tuple
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (2,)} junk",  // text after the dict
+      "{'descr': '<f4', 'shape': (2,)}",                               // no fortran_order
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (02,)}",      // a leading zero
+      "{'descr': '<f4',\v'fortran_order': False, 'shape': (2,)}",      // \v is not white space
+      std::string("{'descr': '<f4', 'fortran_order': False, 'shape': (2,)\0}", 55),  // NUL
+  };
+  for (const auto& dict : dicts) {
+    EXPECT_THROW(parse_npy_header(v1_header(dict), "m.npy"), ValueError) << dict;
+  }
+  // Python 2 longs: numpy reads "2L" in versions 1.0 and 2.0 only.
+  const std::string longs = "{'descr': '<f4', 'fortran_order': False, 'shape': (2L, 3L), }";
+  EXPECT_EQ(parse_npy_header(v1_header(longs), "l.npy").shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_THROW(parse_npy_header(v2_header(longs, '\x03'), "l.npy"), ValueError);
+  EXPECT_EQ(parse_npy_header(v2_header(kDict, '\x03'), "l.npy").shape, (std::vector<int64_t>{2}));
+}
+
+TEST(NpyHeader, ParsesHugeShapesButCheckSizesRefusesThemBeforeAnyUse) {
+  // The parser reads any int64 dimensions; the byte count is checked when
+  // the file is opened (check_sizes, with the header's size as the offset).
+  const std::string dict =
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }";
+  NpyHeader h = parse_npy_header(v1_header(dict), "h.npy");
+  expect_error_mentioning<ValueError>(
+      [&] {
+        check_sizes(ArrayInfo{h.dtype, h.shape}, "h.npy", h.data_offset);
+      },
+      {"h.npy", "(4294967296, 4294967296)", "float32"});
 }
 
 }  // namespace

@@ -34,9 +34,12 @@ TEST(Planner, BudgetBelowTheMinimumIsRejected) {
   EXPECT_THROW(set_memory_budget(kMinBudget - 1), ValueError);
   EXPECT_THROW(set_memory_budget(0), ValueError);
   EXPECT_THROW(set_memory_budget(-4096), ValueError);
+  EXPECT_THROW(set_memory_budget(kMaxBudget + 1), ValueError);
   EXPECT_EQ(memory_budget(), 1 << 20) << "a rejected budget must not change the current one";
   set_memory_budget(kMinBudget);
   EXPECT_EQ(memory_budget(), kMinBudget);
+  set_memory_budget(kMaxBudget);
+  EXPECT_EQ(memory_budget(), kMaxBudget);
 }
 
 TEST(Planner, StreamBlockFitsTheBudget) {

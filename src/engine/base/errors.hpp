@@ -27,6 +27,11 @@ struct IoError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// -> IsADirectoryError: a directory where a file was expected.
+struct DirectoryError : IoError {
+  using IoError::IoError;
+};
+
 // "open(/x/y.npy): No such file or directory" style message from errno.
 std::string errno_message(const std::string& what, const std::string& path, int err);
 

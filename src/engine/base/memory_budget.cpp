@@ -22,9 +22,9 @@ std::deque<int64_t> g_slots{0};  // slot 0: no program (eager calls)
 }  // namespace
 
 void set_memory_budget(int64_t bytes) {
-  if (bytes < kMinBudget) {
-    throw ValueError("memory budget must be at least " + std::to_string(kMinBudget) +
-                     " bytes, got " + std::to_string(bytes));
+  if (bytes < kMinBudget || bytes > kMaxBudget) {
+    throw ValueError("memory budget must be between " + std::to_string(kMinBudget) + " and " +
+                     std::to_string(kMaxBudget) + " bytes (2**60), got " + std::to_string(bytes));
   }
   g_budget = bytes;
 }

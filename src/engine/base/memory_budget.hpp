@@ -6,6 +6,9 @@
 namespace jask {
 
 inline constexpr int64_t kMinBudget = 1024;
+// 1 EiB: beyond any machine's memory, and low enough that sums and small
+// multiples of budget-sized blocks cannot overflow int64.
+inline constexpr int64_t kMaxBudget = int64_t{1} << 60;
 
 void set_memory_budget(int64_t bytes);
 // The budget as the user set it.

@@ -12,6 +12,10 @@
 namespace jask {
 
 inline constexpr uint64_t kDataAlignment = 4096;
+// The longest header dict (the text after the length field) a .npy file may
+// have: numpy.load's default max_header_size (_MAX_HEADER_SIZE), so Jask
+// opens the headers NumPy opens and never reads a huge one whole.
+inline constexpr uint64_t kMaxNpyHeaderText = 10000;
 
 struct NpyHeader {
   DType dtype;

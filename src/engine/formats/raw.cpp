@@ -18,15 +18,17 @@ class RawFormat final : public Format {
       throw ValueError(path + ": opening a raw file needs both shape= and dtype=");
     }
     const ArrayInfo& info = *options.info;
-    for (int64_t d : info.shape) {
-      if (d < 0) throw ValueError(path + ": negative dimension in shape");
-    }
     const uint64_t size = file.size();
-    if (size < options.offset + info.nbytes()) {
+    if (options.offset > size) {
+      throw ValueError(path + ": offset " + std::to_string(options.offset) +
+                       " is past the end of the file (" + std::to_string(size) + " bytes)");
+    }
+    const uint64_t nbytes = check_sizes(info, path, options.offset);
+    if (size - options.offset < nbytes) {
       throw ValueError(path + " is too short: " + info.describe() + " at offset " +
                        std::to_string(options.offset) + " needs " +
-                       std::to_string(options.offset + info.nbytes()) +
-                       " bytes, but the file has " + std::to_string(size));
+                       std::to_string(options.offset + nbytes) + " bytes, but the file has " +
+                       std::to_string(size));
     }
     return ArrayHeader{info, Layout::contiguous(options.offset)};
   }

@@ -66,6 +66,30 @@ std::optional<pid_t> owner_pid(std::string_view tail) {
   return static_cast<pid_t>(pid);
 }
 
+// Jask reads and writes regular files only: a FIFO would block, a device
+// is not an array.
+void refuse_non_regular(const struct stat& st, const std::string& path) {
+  if (S_ISREG(st.st_mode)) return;
+  if (S_ISDIR(st.st_mode)) throw DirectoryError(path + " is a directory, not a file");
+  const char* kind = S_ISFIFO(st.st_mode)   ? "a FIFO"
+                     : S_ISCHR(st.st_mode)  ? "a character device"
+                     : S_ISBLK(st.st_mode)  ? "a block device"
+                     : S_ISSOCK(st.st_mode) ? "a socket"
+                                            : "a special file";
+  throw IoError(path + " is " + kind + ", not a regular file; Jask opens regular files only");
+}
+
+// Files are opened O_NONBLOCK (so a FIFO cannot block the open), then made blocking.
+bool clear_nonblocking(int fd) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  return flags >= 0 && ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0;
+}
+
+bool same_inode(int fd, const struct stat& st) {
+  struct stat other;
+  return ::fstat(fd, &other) == 0 && other.st_dev == st.st_dev && other.st_ino == st.st_ino;
+}
+
 // EPERM means the process exists but belongs to another user.
 bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
 
@@ -151,13 +175,27 @@ void AlignedBuffer::Unmap::operator()(std::byte* p) const {
 }
 
 File::File(const std::string& path, OpenMode mode) : path_(path) {
-  int flags = open_flags(mode) | O_CLOEXEC;
+  // A FIFO or device is refused before it is opened (opening one may block
+  // or act on the device); O_NONBLOCK and the fstat after the open cover a
+  // path swapped for one in between.
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) refuse_non_regular(st, path);
+  int flags = open_flags(mode) | O_CLOEXEC | O_NONBLOCK;
   mode_t perms = mode == OpenMode::kCreateExclusive ? 0600 : 0644;
   fd_ = ::open(path.c_str(), flags, perms);
   if (fd_ < 0) {
     int err = errno;
     if (err == ENOENT) throw NotFoundError("No such file: " + path);
+    if (err == EISDIR) throw DirectoryError(path + " is a directory, not a file");
     throw IoError(errno_message("open", path, err));
+  }
+  try {
+    if (::fstat(fd_, &st) != 0) throw IoError(errno_message("fstat", path, errno));
+    refuse_non_regular(st, path);
+    if (!clear_nonblocking(fd_)) throw IoError(errno_message("fcntl", path, errno));
+  } catch (...) {
+    ::close(fd_);
+    throw;
   }
   writable_ = mode != OpenMode::kReadOnly;
   // Pages Jask reads through the cache are used once: NOREUSE keeps them on
@@ -167,8 +205,13 @@ File::File(const std::string& path, OpenMode mode) : path_(path) {
   ::posix_fadvise(fd_, 0, 0, POSIX_FADV_NOREUSE);
   // Files that refuse O_DIRECT (tmpfs, some network file systems) keep the
   // buffered descriptor only.
-  int dflags = (writable_ ? O_RDWR : O_RDONLY) | O_DIRECT | O_CLOEXEC;
+  int dflags = (writable_ ? O_RDWR : O_RDONLY) | O_DIRECT | O_CLOEXEC | O_NONBLOCK;
   direct_fd_ = ::open(path.c_str(), dflags);
+  // Kept only if it is the file fd_ has open (the path may have changed).
+  if (direct_fd_ >= 0 && !(same_inode(direct_fd_, st) && clear_nonblocking(direct_fd_))) {
+    ::close(direct_fd_);
+    direct_fd_ = -1;
+  }
 }
 
 File::~File() {

@@ -14,12 +14,6 @@
 namespace jask {
 namespace {
 
-void check_shape(const std::vector<int64_t>& shape, const std::string& what) {
-  for (int64_t d : shape) {
-    if (d < 0) throw ValueError(what + ": negative dimension in shape");
-  }
-}
-
 // Copies bytes [begin, end) from one file to the same offsets in another, in
 // chunks within the memory budget (a raw file's prefix may be large).
 void copy_range(const File& from, const File& to, uint64_t begin, uint64_t end,
@@ -56,8 +50,8 @@ void release_to_pool(const File& last) {
 }  // namespace
 
 ArrayRef StoredArray::create_file(const std::string& path, const ArrayInfo& info) {
-  check_shape(info.shape, path);
   const Layout layout = npy_format().new_layout(info);
+  check_sizes(info, path, layout.data_offset());
   std::shared_ptr<SharedFile> shared = FileTable::instance().open(path, OpenMode::kCreateTruncate);
   write_new_file(*shared->current(), info, layout);
   return ArrayRef(new StoredArray(std::move(shared), path, info, layout, true));
@@ -68,8 +62,8 @@ ArrayRef StoredArray::create_file(const std::string& path, const ArrayInfo& info
 ArrayRef StoredArray::create_scratch(const ArrayInfo& info, const std::string& tag,
                                      ScratchContents contents) {
   const std::string path = Scratch::instance().new_file_path(tag);
-  check_shape(info.shape, path);
   const Layout layout = npy_format().new_layout(info);
+  check_sizes(info, path, layout.data_offset());
   const uint64_t bytes = layout.data_bytes(info).second;
   const bool recycled =
       contents == ScratchContents::kOverwritten && ScratchPool::instance().take(bytes, path);
@@ -107,8 +101,8 @@ ArrayRef StoredArray::open(const std::string& path, std::string_view format_name
 }
 
 ArrayRef StoredArray::reshaped(const ArrayRef& base, const std::vector<int64_t>& shape) {
-  check_shape(shape, base->path());
   ArrayInfo info{base->info().dtype, shape};
+  check_sizes(info, base->path());
   if (info.numel() != base->info().numel()) {
     throw ValueError("cannot reshape " + base->info().describe() + " to " + info.describe() +
                      ": the sizes differ");
@@ -118,12 +112,12 @@ ArrayRef StoredArray::reshaped(const ArrayRef& base, const std::vector<int64_t>&
 
 ArrayRef StoredArray::viewed(const ArrayRef& base, int64_t first,
                              const std::vector<int64_t>& shape) {
-  check_shape(shape, base->path());
   ArrayInfo info{base->info().dtype, shape};
-  if (first < 0 || first + info.numel() > base->info().numel()) {
-    throw ValueError("cannot view elements [" + std::to_string(first) + ", " +
-                     std::to_string(first + info.numel()) + ") of " + base->info().describe() +
-                     " as " + info.describe());
+  check_sizes(info, base->path());
+  if (first < 0 || first > base->info().numel() || info.numel() > base->info().numel() - first) {
+    throw ValueError("cannot view " + std::to_string(info.numel()) + " elements from element " +
+                     std::to_string(first) + " of " + base->info().describe() + " as " +
+                     info.describe());
   }
   const Layout layout = base->layout_.from_element(first, itemsize(info.dtype));
   return ArrayRef(new StoredArray(base->file_, base->path_, info, layout, base->writable_));
