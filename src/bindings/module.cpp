@@ -7,6 +7,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <cerrno>
 #include <initializer_list>
 #include <utility>
 
@@ -115,6 +116,8 @@ void translate_errors() {
       PyErr_SetString(PyExc_ValueError, e.what());
     } catch (const TypeError& e) {
       PyErr_SetString(PyExc_TypeError, e.what());
+    } catch (const LockedError& e) {
+      PyErr_SetObject(PyExc_BlockingIOError, nb::make_tuple(EAGAIN, e.what()).ptr());
     } catch (const IoError& e) {
       PyErr_SetString(PyExc_OSError, e.what());
     }
@@ -274,6 +277,7 @@ NB_MODULE(_engine, m) {
     return d;
   });
   m.def("copy_into", &copy_into, "dst"_a, "src"_a, Unlocked());
+  m.def("copy_all_into", &copy_all_into, "dsts"_a, "srcs"_a, "names"_a, Unlocked());
   m.def("save", &save_array, "handle"_a, "path"_a, Unlocked());
   m.def(
       "write_from",

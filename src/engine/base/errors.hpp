@@ -27,6 +27,11 @@ struct IoError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// -> BlockingIOError: another process has the file open for writing.
+struct LockedError : IoError {
+  using IoError::IoError;
+};
+
 // "open(/x/y.npy): No such file or directory" style message from errno.
 std::string errno_message(const std::string& what, const std::string& path, int err);
 

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "base/errors.hpp"
+#include "storage/array_store.hpp"
 
 namespace jask {
 
@@ -65,7 +66,10 @@ void expect_operands(const KernelCall& call, size_t handles, size_t scalars, siz
 }
 
 KernelResult run_kernel(ResultKind kind, const KernelCall& call) {
-  return KernelRegistry::instance().find(kind, call.kernel).run(call);
+  const KernelEntry& entry = KernelRegistry::instance().find(kind, call.kernel);
+  // One version of each operand for the whole call (see ReadPins).
+  ReadPins pins(files_of_handles(call.operands.handles));
+  return entry.run(call);
 }
 
 }  // namespace jask
