@@ -147,16 +147,16 @@ def update_tree_(targets, new_values):
     names = [f"targets{jax.tree_util.keystr(path)}" for path, _ in keyed]
     for name, (_, target), new in zip(names, keyed, news):
         for role, leaf in (("targets", target), ("new_values", new)):
+            if compat.is_tracer(leaf) or compat.is_tracer(getattr(leaf, "_handle", None)):
+                raise TypeError(
+                    "update_tree_() writes files and cannot run inside jax.jit or jax.grad; "
+                    "call it on the concrete result, outside the transformed function"
+                )
             if not isinstance(leaf, DiskArray):
                 where = name.replace("targets", role, 1)
                 raise TypeError(
                     f"update_tree_: {where} is a {type(leaf).__name__}, not a DiskArray; "
                     "every leaf of both trees must be a DiskArray"
-                )
-            if compat.is_tracer(leaf._handle):
-                raise TypeError(
-                    "update_tree_() writes files and cannot run inside jax.jit or jax.grad; "
-                    "call it on the concrete result, outside the transformed function"
                 )
         if new.shape != target.shape or new.dtype != target.dtype:
             raise ValueError(

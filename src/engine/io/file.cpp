@@ -45,7 +45,8 @@ int open_flags(OpenMode mode) {
     case OpenMode::kReadOnly: return O_RDONLY;
     case OpenMode::kReadWrite: return O_RDWR;
     case OpenMode::kCreateExclusive: return O_RDWR | O_CREAT | O_EXCL;
-    case OpenMode::kCreateTruncate: return O_RDWR | O_CREAT;
+    case OpenMode::kCreateTruncate: return O_RDWR | O_CREAT | O_TRUNC;
+    case OpenMode::kCreate: return O_RDWR | O_CREAT;
   }
   return O_RDONLY;
 }

@@ -94,10 +94,10 @@ class AlignedBuffer {
   size_t size_ = 0;
 };
 
-// kCreateTruncate creates the file if missing but does not truncate it: the
-// caller truncates (resize(0)) once it holds the file's write lock, so a file
-// another process is writing is never cut short.
-enum class OpenMode { kReadOnly, kReadWrite, kCreateExclusive, kCreateTruncate };
+// kCreate: created if missing, its bytes kept (FileTable truncates a file
+// only once it holds its write lock, so a file another process writes is
+// never cut short).
+enum class OpenMode { kReadOnly, kReadWrite, kCreateExclusive, kCreateTruncate, kCreate };
 
 // Which file an open descriptor reaches: two paths (a symlink, a hard link,
 // "a/../b") name one file exactly when these are equal.
@@ -108,7 +108,7 @@ struct FileIdentity {
 
 class File {
  public:
-  // kCreateExclusive makes a private (0600) file; kCreateTruncate makes a
+  // kCreateExclusive makes a private (0600) file; kCreateTruncate and kCreate make a
   // user-visible file (0644 less umask).
   File(const std::string& path, OpenMode mode);
   ~File();

@@ -97,7 +97,8 @@ class FileTable {
   // The entry of the file at `path`, opening it with `mode` when no array
   // has it open. A writable open of a file open read-only reopens it
   // writable for the entry (each array still says whether it may write).
-  // kCreateTruncate of a file an array has open is a ValueError.
+  // kCreateTruncate of a file an array has open is a ValueError; of a file
+  // another process writes, a LockedError (before anything is truncated).
   std::shared_ptr<SharedFile> open(const std::string& path, OpenMode mode);
   // Entries with a live array (for tests).
   size_t size() const;
