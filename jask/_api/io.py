@@ -80,7 +80,12 @@ def update_(target, new) -> DiskArray:
     raw file's prefix and suffix) copied once, and an fdatasync of the new
     file plus an fsync of its folder (the flush is most of the extra time;
     scratch arrays skip it, as they never outlive the process). Hard links to
-    the old file keep the old values.
+    the old file keep the old values. Readers in other threads see all old or
+    all new values: each engine call (an eager op, one call of a jitted
+    program, np.asarray) reads one version of each array, and the rename
+    waits for the calls reading the file to end. Between two calls of one
+    jitted program an update may land; use update_tree_ to change several
+    arrays as one step.
     """
     if compat.is_tracer(getattr(target, "_handle", None)):
         raise TypeError(

@@ -415,7 +415,6 @@ TEST(Update, OfAnArrayOpenedReadOnlyBesideAWritableOneThrowsAndItSeesTheOthersUp
   file.expect_holds(file.values_at(TwoArrayFile::kA), b_values);
 }
 
-
 // Many small reads of one array inside one pinned call: a multi-block read.
 TEST(Update, ACallPinsItsOperandsSoEveryBlockItReadsComesFromOneVersion) {
   ScratchDir scratch;
@@ -526,16 +525,22 @@ TEST(UpdateTree, OfOneFileTwiceOrOfAReadOnlyArrayThrowsNamingTheLeavesAndChanges
   ScratchDir scratch;
   TempDir dir;
   const int32_t a = open_npy_with(dir.file("a.npy"), test_values(kNumel, 1));
-  const int32_t view = Registry::instance().add(
-      StoredArray::reshaped(Registry::instance().get(a), {23, 37}));
+  const int32_t view =
+      Registry::instance().add(StoredArray::reshaped(Registry::instance().get(a), {23, 37}));
   const int32_t ro = open_npy_with(dir.file("ro.npy"), test_values(kNumel, 2), false);
   const int32_t x = fill_array(kInfo, 7);
-  const int32_t xt = Registry::instance().add(
-      StoredArray::reshaped(Registry::instance().get(x), {23, 37}));
-  expect_error_mentioning<ValueError>([&] { copy_all_into({a, view}, {x, xt}, {"w", "v"}); },
-                                      "w and v are arrays of one file");
-  expect_error_mentioning<ReadOnlyError>([&] { copy_all_into({a, ro}, {x, x}, {"w", "r"}); },
-                                         "r (" + dir.file("ro.npy"));
+  const int32_t xt =
+      Registry::instance().add(StoredArray::reshaped(Registry::instance().get(x), {23, 37}));
+  expect_error_mentioning<ValueError>(
+      [&] {
+        copy_all_into({a, view}, {x, xt}, {"w", "v"});
+      },
+      "w and v are arrays of one file");
+  expect_error_mentioning<ReadOnlyError>(
+      [&] {
+        copy_all_into({a, ro}, {x, x}, {"w", "r"});
+      },
+      "r (" + dir.file("ro.npy"));
   EXPECT_EQ(array_values(a), test_values(kNumel, 1));
   EXPECT_EQ(transaction_files_in(dir.path()), std::set<std::string>{});
 }

@@ -4,8 +4,8 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
-#include <sys/sysmacros.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,11 +19,11 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <mutex>
 #include <new>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -402,8 +402,7 @@ std::string lock_holder(FileIdentity id) {
   std::ifstream locks("/proc/locks");
   char want[64];
   std::snprintf(want, sizeof want, "%02x:%02x:%llu", ::major(static_cast<dev_t>(id.device)),
-                ::minor(static_cast<dev_t>(id.device)),
-                static_cast<unsigned long long>(id.inode));
+                ::minor(static_cast<dev_t>(id.device)), static_cast<unsigned long long>(id.inode));
   for (std::string line; std::getline(locks, line);) {
     std::istringstream fields(line);
     std::string number, kind, advisory, access, pid, where;
@@ -431,10 +430,10 @@ ReplacementFile::ReplacementFile(const std::string& target, uint64_t size,
   if (ec) throw IoError("cannot replace " + target + ": " + ec.message());
   struct stat st;
   if (::stat(resolved_.c_str(), &st) != 0) throw IoError(errno_message("stat", resolved_, errno));
-  temp_path_ = resolved_ + (temp_suffix.empty() ? std::string(kReplacementTag) +
-                                                      std::to_string(::getpid()) + "-" +
-                                                      random_hex()
-                                                : temp_suffix);
+  temp_path_ = resolved_ +
+               (temp_suffix.empty()
+                    ? std::string(kReplacementTag) + std::to_string(::getpid()) + "-" + random_hex()
+                    : temp_suffix);
   try {
     // Created private (0600), so nobody opens it before its bits are set.
     file_ = std::make_shared<File>(temp_path_, OpenMode::kCreateExclusive);

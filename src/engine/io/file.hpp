@@ -163,11 +163,10 @@ class File {
 std::string lock_holder(FileIdentity id);
 
 // The next contents of `target`, built beside it: a new file
-// <target>.jask-tmp-<pid>-<random> (or <target><temp_suffix>) in the same directory (rename(2) is atomic
-// only within one file system) with the target's permission bits. commit()
-// renames it over the target, so a crash at any moment leaves at the target
-// path either the old file, whole, or the new one; after sync(), a power
-// loss too. Removed on destruction unless committed. The new file is
+// <target>.jask-tmp-<pid>-<random> (or <target><temp_suffix>) in the same directory (rename(2) is
+// atomic only within one file system) with the target's permission bits. commit() renames it over
+// the target, so a crash at any moment leaves at the target path either the old file, whole, or the
+// new one; after sync(), a power loss too. Removed on destruction unless committed. The new file is
 // flock()ed before it is renamed, so the file at the target path is always
 // locked by its writer (see FileTable::open).
 class ReplacementFile {

@@ -558,18 +558,19 @@ void copy_all_into(const std::vector<int32_t>& dsts, const std::vector<int32_t>&
     ArrayRef d = reg().get(dsts[i]), s = reg().get(srcs[i]);
     check_same_layout("update_tree_", {d, s});
     targets.push_back(d->shared_file().get());
-    updates.push_back(ArrayUpdate{d, names[i], [d, s, &targets](const StoredArray& staged) {
-      // A target's file is held by this update: no other update of it runs.
-      const bool held = std::find(targets.begin(), targets.end(), s->shared_file().get()) !=
-                        targets.end();
-      ReadPins pins(held ? files_of({}) : files_of({s}));
-      const ArrayInfo& info = d->info();
-      stream_elements(
-          "update_tree_", describe_call("update_tree_", {d, s}), info.numel(), {s}, &staged,
-          [&](int64_t, const std::vector<const void*>& in, void* out, int64_t, int64_t count) {
-            std::memcpy(out, in[0], static_cast<size_t>(count) * itemsize(info.dtype));
-          });
-    }});
+    updates.push_back(ArrayUpdate{
+        d, names[i], [d, s, &targets](const StoredArray& staged) {
+          // A target's file is held by this update: no other update of it runs.
+          const bool held =
+              std::find(targets.begin(), targets.end(), s->shared_file().get()) != targets.end();
+          ReadPins pins(held ? files_of({}) : files_of({s}));
+          const ArrayInfo& info = d->info();
+          stream_elements(
+              "update_tree_", describe_call("update_tree_", {d, s}), info.numel(), {s}, &staged,
+              [&](int64_t, const std::vector<const void*>& in, void* out, int64_t, int64_t count) {
+                std::memcpy(out, in[0], static_cast<size_t>(count) * itemsize(info.dtype));
+              });
+        }});
   }
   replace_all(updates);
 }

@@ -125,8 +125,8 @@ std::shared_ptr<SharedFile> FileTable::open(const std::string& path, OpenMode mo
   std::lock_guard<std::mutex> lock(mu_);
   if (mode == OpenMode::kCreateTruncate) refuse_truncating_an_open_file(path);
   for (int attempt = 0;; ++attempt) {
-    auto file = std::make_shared<File>(
-        path, mode == OpenMode::kCreateTruncate ? OpenMode::kCreate : mode);
+    auto file =
+        std::make_shared<File>(path, mode == OpenMode::kCreateTruncate ? OpenMode::kCreate : mode);
     const FileIdentity id = file->identity();
     for (auto it = entries_.begin(); it != entries_.end();)
       it = it->second.expired() ? entries_.erase(it) : std::next(it);

@@ -82,13 +82,23 @@ std::string read_all(int fd, const std::string& path) {
   }
 }
 
-// A new private file holding `contents`, flushed to disk.
-Fd write_new_file(const std::string& path, std::string_view contents) {
+// A new private file holding `contents`, flushed to disk; flock()ed first
+// when `lock` (a pointer file: its lock says its writer lives).
+Fd write_new_file(const std::string& path, std::string_view contents, bool lock = false) {
   Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (fd.fd < 0) throw IoError(errno_message("open", path, errno));
+  if (lock) ::flock(fd.fd, LOCK_EX);
   write_all(fd.fd, contents, path);
   if (::fdatasync(fd.fd) != 0) throw IoError(errno_message("fdatasync", path, errno));
   return fd;
+}
+
+// The writer of a pointer file <target>.jask-txn-<pid>-<hex>.ptr is alive.
+bool writer_alive(const std::string& pointer) {
+  const size_t at = pointer.rfind(kTxnTag);
+  if (at == std::string::npos) return false;
+  const pid_t pid = static_cast<pid_t>(std::atol(pointer.c_str() + at + kTxnTag.size()));
+  return pid > 0 && (::kill(pid, 0) == 0 || errno != ESRCH);
 }
 
 std::string folder_of(const std::string& path) { return fs::path(path).parent_path().string(); }
@@ -146,9 +156,8 @@ void roll_forward(const std::string& journal) {
       const int err = errno;
       throw IoError("cannot finish the update of " + target + ": jask.update_tree_ committed it (" +
                     journal + ") but its process died before renaming " + temp + " over it (" +
-                    std::strerror(err) +
-                    "). Open one of its arrays as a user who may write to " + folder_of(target) +
-                    " to finish it");
+                    std::strerror(err) + "). Open one of its arrays as a user who may write to " +
+                    folder_of(target) + " to finish it");
     }
     folders.insert(folder_of(target));
   }
@@ -171,6 +180,12 @@ void recover_pointer(const std::string& pointer) {
   }
   if (!exists(pointer)) return;  // its writer finished
   const std::string journal = read_all(fd.fd, pointer);
+  if (journal.empty()) {
+    // Created, not yet written (its writer waits for this lock), or its
+    // writer died then: the step was not committed.
+    if (!writer_alive(pointer)) ::unlink(pointer.c_str());
+    return;
+  }
   if (exists(journal)) return roll_forward(journal);
   // Never committed: the new file goes (the target kept its old values).
   const std::string temp = pointer.substr(0, pointer.size() - kPointerSuffix.size());
@@ -207,8 +222,8 @@ void recover_transactions(const std::string& target) {
        it.increment(ec)) {
     std::string name = it->path().filename().string();
     if (name.rfind(prefix, 0) == 0 && name.size() > kPointerSuffix.size() &&
-        name.compare(name.size() - kPointerSuffix.size(), kPointerSuffix.size(),
-                     kPointerSuffix) == 0)
+        name.compare(name.size() - kPointerSuffix.size(), kPointerSuffix.size(), kPointerSuffix) ==
+            0)
       pointers.push_back(it->path().string());
   }
   for (const std::string& p : pointers) recover_pointer(p);
@@ -259,8 +274,7 @@ void replace_all(const std::vector<ArrayUpdate>& updates) {
     for (const std::string& r : resolved) {
       const std::string p = r + suffix + std::string(kPointerSuffix);
       pointers.paths.push_back(p);
-      pointers.fds.push_back(write_new_file(p, journal));
-      ::flock(pointers.fds.back().fd, LOCK_EX);
+      pointers.fds.push_back(write_new_file(p, journal, /*lock=*/true));
     }
   }
 
