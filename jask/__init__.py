@@ -7,6 +7,7 @@ from ._api.creation import zeros as zeros
 from ._api.creation import zeros_like as zeros_like
 from ._api.indexing import rows as rows
 from ._api.io import materialize as materialize
+from ._api.io import update_tree_ as update_tree_
 from ._api.numpy import abs as abs
 from ._api.numpy import add as add
 from ._api.numpy import astype as astype
@@ -140,6 +141,7 @@ __all__ = [
     "take",
     "tanh",
     "transpose",
+    "update_tree_",
     "var",
     "vdot",
     "where",

@@ -1,4 +1,4 @@
-"""Moving arrays between memory and files: from_numpy, open, update_, materialize."""
+"""Moving arrays between memory and files: from_numpy, open, update_, update_tree_, materialize."""
 
 from __future__ import annotations
 
@@ -87,7 +87,12 @@ def update_(target, new) -> DiskArray:
     raw file's prefix and suffix) copied once, and an fdatasync of the new
     file plus an fsync of its folder (the flush is most of the extra time;
     scratch arrays skip it, as they never outlive the process). Hard links to
-    the old file keep the old values.
+    the old file keep the old values. Readers in other threads see all old or
+    all new values: each engine call (an eager op, one call of a jitted
+    program, np.asarray) reads one version of each array, and the rename
+    waits for the calls reading the file to end. Between two calls of one
+    jitted program an update may land; use update_tree_ to change several
+    arrays as one step.
     """
     if compat.is_tracer(getattr(target, "_handle", None)):
         raise TypeError(
@@ -109,3 +114,68 @@ def update_(target, new) -> DiskArray:
     if new.handle != target.handle:
         _engine.copy_into(target.handle, new.handle)
     return target
+
+
+def update_tree_(targets, new_values):
+    """Replaces the values of every DiskArray in `targets` with `new_values`' as one step.
+
+    A crash cannot tear it: after a process is killed at any moment, every
+    array holds its old values or every array holds its new ones, as seen by
+    the next open of any of their files (which finishes or undoes the step a
+    dead process left; finishing it renames files in their folders, so an
+    open by a user who may not write there raises an OSError saying so).
+    Readers in other threads see each array all old or all new. Each leaf's
+    values go to a new file beside it, as for `update_`; then one small
+    commit record (``<first file>.jask-txn-<id>.journal``) is flushed, the new
+    files are renamed over the old ones and the record is removed. Cost over
+    `update_` of each leaf: a pointer file beside each file, the commit
+    record and its flush, one fsync per folder. Scratch leaves take part
+    without flushing (they die with the process).
+
+    Args:
+      targets: a pytree of writable DiskArrays (opened with mode="r+", or
+        scratch arrays); no file may appear twice (two views of one file).
+      new_values: a pytree of DiskArrays of the same structure, each leaf of
+        its target's shape and dtype.
+
+    Returns:
+      `targets`.
+
+    >>> import numpy as np, jask, tempfile, os
+    >>> d = tempfile.mkdtemp(); paths = [os.path.join(d, f"{n}.npy") for n in "wb"]
+    >>> for p in paths: np.save(p, np.zeros(2, np.float32))
+    >>> params = {n: jask.DiskArray.open(p, mode="r+") for n, p in zip("wb", paths)}
+    >>> _ = jask.update_tree_(params, jax.tree_util.tree_map(lambda a: a + 1.0, params))
+    >>> np.asarray(params["w"]).tolist(), np.asarray(params["b"]).tolist()
+    ([1.0, 1.0], [1.0, 1.0])
+    """
+    keyed, structure = jax.tree_util.tree_flatten_with_path(targets)
+    news, new_structure = jax.tree_util.tree_flatten(new_values)
+    if new_structure != structure:
+        raise ValueError(
+            f"update_tree_: new_values must have the structure of targets: {structure} "
+            f"vs {new_structure}"
+        )
+    names = [f"targets{jax.tree_util.keystr(path)}" for path, _ in keyed]
+    for name, (_, target), new in zip(names, keyed, news):
+        for role, leaf in (("targets", target), ("new_values", new)):
+            if compat.is_tracer(leaf) or compat.is_tracer(getattr(leaf, "_handle", None)):
+                raise TypeError(
+                    "update_tree_() writes files and cannot run inside jax.jit or jax.grad; "
+                    "call it on the concrete result, outside the transformed function"
+                )
+            if not isinstance(leaf, DiskArray):
+                where = name.replace("targets", role, 1)
+                raise TypeError(
+                    f"update_tree_: {where} is a {type(leaf).__name__}, not a DiskArray; "
+                    "every leaf of both trees must be a DiskArray"
+                )
+        if new.shape != target.shape or new.dtype != target.dtype:
+            raise ValueError(
+                f"update_tree_: the new value {describe(new)} of {name} does not match the "
+                f"array {describe(target)}; shape and dtype must be equal"
+            )
+    _runtime.ensure_scratch()
+    pairs = [(t.handle, n.handle, name) for name, (_, t), n in zip(names, keyed, news)]
+    _engine.copy_all_into([p[0] for p in pairs], [p[1] for p in pairs], [p[2] for p in pairs])
+    return targets

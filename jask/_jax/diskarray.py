@@ -182,7 +182,10 @@ class DiskArray(jax.Array, metaclass=_DiskArrayMeta):
           path: the file. A .npy file is read from its header.
           shape, dtype, offset: for a raw file (like numpy.memmap): the array's
             shape, dtype, and the byte offset of its first element.
-          mode: "r" (read-only, default) or "r+" (writable by `update_`).
+          mode: "r" (read-only, default) or "r+" (writable by `update_`). One
+            process writes a file at a time: an "r+" open of a file another
+            process has open "r+" raises BlockingIOError naming it (readers
+            take no lock); the lock goes with the process's last array of it.
 
         >>> import numpy as np, jask, tempfile, os
         >>> p = os.path.join(tempfile.mkdtemp(), "x.npy"); np.save(p, np.eye(2, dtype=np.float32))

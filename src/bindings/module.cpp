@@ -7,6 +7,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <cerrno>
 #include <cstring>
 #include <initializer_list>
 #include <utility>
@@ -128,6 +129,8 @@ void translate_errors() {
       set_error(PyExc_TypeError, e.what());
     } catch (const DirectoryError& e) {
       set_error(PyExc_IsADirectoryError, e.what());
+    } catch (const LockedError& e) {
+      PyErr_SetObject(PyExc_BlockingIOError, nb::make_tuple(EAGAIN, e.what()).ptr());
     } catch (const IoError& e) {
       set_error(PyExc_OSError, e.what());
     }
@@ -301,6 +304,14 @@ NB_MODULE(_engine, m) {
         copy_into(dst, src);
       },
       "dst"_a, "src"_a, Unlocked());
+  m.def(
+      "copy_all_into",
+      [](const std::vector<int32_t>& dsts, const std::vector<int32_t>& srcs,
+         const std::vector<std::string>& names) {
+        BudgetTurn turn;
+        copy_all_into(dsts, srcs, names);
+      },
+      "dsts"_a, "srcs"_a, "names"_a, Unlocked());
   m.def(
       "save",
       [](int32_t h, const std::string& path) {

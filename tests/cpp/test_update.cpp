@@ -3,6 +3,7 @@
 // holding the old file see, the bytes around the data, permissions, failure
 // paths and the removal of replacement files left by dead processes.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +21,8 @@
 #include "base/errors.hpp"
 #include "io/file.hpp"
 #include "kernels/ops.hpp"
+#include "storage/file_table.hpp"
+#include "storage/transaction.hpp"
 #include "test_util.hpp"
 
 namespace jask {
@@ -410,6 +413,192 @@ TEST(Update, OfAnArrayOpenedReadOnlyBesideAWritableOneThrowsAndItSeesTheOthersUp
   copy_into(b, make_array(DType::f32, kInfo.shape, b_values));
   EXPECT_EQ(array_values(a), file.values_at(TwoArrayFile::kA));
   file.expect_holds(file.values_at(TwoArrayFile::kA), b_values);
+}
+
+// Many small reads of one array inside one pinned call: a multi-block read.
+TEST(Update, ACallPinsItsOperandsSoEveryBlockItReadsComesFromOneVersion) {
+  ScratchDir scratch;
+  TempDir dir;
+  int32_t dst = open_npy_with(dir.file("a.npy"), std::vector<double>(kNumel, 0.0));
+  ArrayRef arr = Registry::instance().get(dst);
+  const int kUpdates = 20;
+  std::atomic<bool> done{false};
+  std::atomic<int> reads{0}, torn{0};
+  std::thread reader([&] {
+    std::vector<float> values(kNumel);
+    while (!done) {
+      ReadPins pins(files_of({arr}));
+      for (int64_t first = 0; first < kNumel; first += 64)
+        arr->read_elems(values.data() + first, first, std::min<int64_t>(64, kNumel - first));
+      for (float v : values) torn += v != values[0];
+      ++reads;
+    }
+  });
+  for (int k = 1; k <= kUpdates; ++k) copy_into(dst, fill_array(kInfo, k));
+  done = true;
+  reader.join();
+  EXPECT_EQ(torn, 0);
+  EXPECT_GT(reads, 0);
+  EXPECT_EQ(array_values(dst), std::vector<double>(kNumel, kUpdates));
+}
+
+// A pipe's byte, for ordering two processes.
+void signal_pipe(int fd) { ASSERT_EQ(::write(fd, "x", 1), 1); }
+void await_pipe(int fd) {
+  char c;
+  ASSERT_EQ(::read(fd, &c, 1), 1);
+}
+
+TEST(Update, AWritableOpenOfAFileAnotherProcessWritesIsALockedErrorNamingItAndThePid) {
+  ScratchDir scratch;
+  TempDir dir;
+  const std::string path = dir.file("a.npy");
+  StoredArray::create_file(path, kInfo);
+  int opened[2], release[2];
+  ASSERT_EQ(::pipe(opened), 0);
+  ASSERT_EQ(::pipe(release), 0);
+  pid_t child = ::fork();
+  if (child == 0) {
+    ArrayRef held = test::open_npy(path, /*writable=*/true);
+    signal_pipe(opened[1]);
+    await_pipe(release[0]);
+    ::_exit(0);
+  }
+  await_pipe(opened[0]);
+  expect_error_mentioning<LockedError>([&] { test::open_npy(path, true); }, path);
+  expect_error_mentioning<LockedError>([&] { test::open_npy(path, true); },
+                                       "process " + std::to_string(child));
+  EXPECT_EQ(array_values(*test::open_npy(path, false)), std::vector<double>(kNumel, 0.0));
+  signal_pipe(release[1]);
+  ::waitpid(child, nullptr, 0);
+  int32_t mine = Registry::instance().add(test::open_npy(path, true));
+  copy_into(mine, fill_array(kInfo, 3));
+  EXPECT_EQ(array_values(mine), std::vector<double>(kNumel, 3));
+}
+
+TEST(Update, TheWriterLocksTheNewFileBeforeItsRenameAndFreesTheLockWithItsLastArray) {
+  ScratchDir scratch;
+  TempDir dir;
+  const std::string path = dir.file("a.npy");
+  int32_t dst = open_npy_with(path, std::vector<double>(kNumel, 0.0));
+  ArrayRef view = StoredArray::reshaped(Registry::instance().get(dst), {23, 37});
+  copy_into(dst, fill_array(kInfo, 1));
+  EXPECT_FALSE(File(path, OpenMode::kReadOnly).try_lock_exclusive()) << "the new file is locked";
+  // Another open in this process shares the entry and its lock.
+  int32_t again = Registry::instance().add(test::open_npy(path, true));
+  EXPECT_EQ(array_values(again), std::vector<double>(kNumel, 1));
+  Registry::instance().release_floating(dst);
+  Registry::instance().release_floating(again);
+  EXPECT_FALSE(File(path, OpenMode::kReadOnly).try_lock_exclusive()) << "a view is left";
+  view.reset();
+  EXPECT_TRUE(File(path, OpenMode::kReadOnly).try_lock_exclusive());
+}
+
+std::set<std::string> transaction_files_in(const std::string& dir) {
+  std::set<std::string> found;
+  for (const auto& name : names_in(dir)) {
+    if (name.find(".jask-txn-") != std::string::npos) found.insert(name);
+  }
+  return found;
+}
+
+TEST(UpdateTree, ReplacesEveryArrayInSeveralFoldersAndLeavesNoTransactionFiles) {
+  ScratchDir scratch;
+  BudgetGuard budget(4096);
+  TempDir dir;
+  fs::create_directory(dir.file("sub"));
+  const int32_t a = open_npy_with(dir.file("a.npy"), test_values(kNumel, 1));
+  const int32_t b = open_npy_with(dir.file("sub/b.npy"), test_values(kNumel, 2));
+  const int32_t s = make_array(DType::f32, kInfo.shape, test_values(kNumel, 3));
+  copy_all_into({a, b, s}, {fill_array(kInfo, 4), fill_array(kInfo, 5), fill_array(kInfo, 6)},
+                {"a", "b", "s"});
+  EXPECT_EQ(array_values(a), std::vector<double>(kNumel, 4));
+  EXPECT_EQ(array_values(b), std::vector<double>(kNumel, 5));
+  EXPECT_EQ(array_values(s), std::vector<double>(kNumel, 6));
+  EXPECT_EQ(array_values(*test::open_npy(dir.file("sub/b.npy"), false)),
+            std::vector<double>(kNumel, 5));
+  EXPECT_EQ(transaction_files_in(dir.path()), std::set<std::string>{});
+  EXPECT_EQ(transaction_files_in(dir.file("sub")), std::set<std::string>{});
+}
+
+TEST(UpdateTree, OfOneFileTwiceOrOfAReadOnlyArrayThrowsNamingTheLeavesAndChangesNothing) {
+  ScratchDir scratch;
+  TempDir dir;
+  const int32_t a = open_npy_with(dir.file("a.npy"), test_values(kNumel, 1));
+  const int32_t view =
+      Registry::instance().add(StoredArray::reshaped(Registry::instance().get(a), {23, 37}));
+  const int32_t ro = open_npy_with(dir.file("ro.npy"), test_values(kNumel, 2), false);
+  const int32_t x = fill_array(kInfo, 7);
+  const int32_t xt =
+      Registry::instance().add(StoredArray::reshaped(Registry::instance().get(x), {23, 37}));
+  expect_error_mentioning<ValueError>(
+      [&] {
+        copy_all_into({a, view}, {x, xt}, {"w", "v"});
+      },
+      "w and v are arrays of one file");
+  expect_error_mentioning<ReadOnlyError>(
+      [&] {
+        copy_all_into({a, ro}, {x, x}, {"w", "r"});
+      },
+      "r (" + dir.file("ro.npy"));
+  EXPECT_EQ(array_values(a), test_values(kNumel, 1));
+  EXPECT_EQ(transaction_files_in(dir.path()), std::set<std::string>{});
+}
+
+// A child killed at `point` of an update_tree_ of a.npy and sub/b.npy to 4 and 5.
+void update_tree_killed_at(const TempDir& dir, const char* point) {
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::setenv("JASK_TEST_CRASH_AT", point, 1);
+    const int32_t a = Registry::instance().add(test::open_npy(dir.file("a.npy"), true));
+    const int32_t b = Registry::instance().add(test::open_npy(dir.file("sub/b.npy"), true));
+    copy_all_into({a, b}, {fill_array(kInfo, 4), fill_array(kInfo, 5)}, {"a", "b"});
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+}
+
+TEST(UpdateTree, ACrashAfterTheCommitIsRolledForwardByTheNextOpenOfAnyFile) {
+  for (const char* point : {"update_tree_committed", "update_tree_renamed_one"}) {
+    ScratchDir scratch;
+    TempDir dir;
+    fs::create_directory(dir.file("sub"));
+    open_npy_with(dir.file("a.npy"), test_values(kNumel, 1));
+    open_npy_with(dir.file("sub/b.npy"), test_values(kNumel, 2));
+    Registry::instance().clear();
+    update_tree_killed_at(dir, point);
+    EXPECT_NE(transaction_files_in(dir.file("sub")), std::set<std::string>{}) << point;
+    // A read-only open of the second file finishes the step for both.
+    EXPECT_EQ(array_values(*test::open_npy(dir.file("sub/b.npy"), false)),
+              std::vector<double>(kNumel, 5))
+        << point;
+    EXPECT_EQ(array_values(*test::open_npy(dir.file("a.npy"), false)),
+              std::vector<double>(kNumel, 4))
+        << point;
+    EXPECT_EQ(transaction_files_in(dir.path()), std::set<std::string>{}) << point;
+    EXPECT_EQ(transaction_files_in(dir.file("sub")), std::set<std::string>{}) << point;
+  }
+}
+
+TEST(UpdateTree, AnUncommittedStepOfADeadProcessIsUndoneAtTheNextOpen) {
+  ScratchDir scratch;
+  TempDir dir;
+  const std::string path = dir.file("a.npy");
+  open_npy_with(path, test_values(kNumel, 1));
+  Registry::instance().clear();
+  const std::string txn = path + ".jask-txn-" + std::to_string(dead_pid()) + "-0badf00d";
+  test::write_file_bytes(txn, std::vector<char>(100, 'x'));
+  const std::string journal = txn + ".journal";  // never written: not committed
+  test::write_file_bytes(txn + ".ptr", std::vector<char>(journal.begin(), journal.end()));
+  // A live writer's pointer (locked) is left alone.
+  const std::string live = path + ".jask-txn-live";
+  test::write_file_bytes(live + ".ptr", std::vector<char>(journal.begin(), journal.end()));
+  File holder(live + ".ptr", OpenMode::kReadOnly);
+  ASSERT_TRUE(holder.try_lock_exclusive());
+  EXPECT_EQ(array_values(*test::open_npy(path, false)), test_values(kNumel, 1));
+  EXPECT_EQ(transaction_files_in(dir.path()), std::set<std::string>{"a.npy.jask-txn-live.ptr"});
 }
 
 }  // namespace

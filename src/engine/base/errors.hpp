@@ -32,6 +32,11 @@ struct DirectoryError : IoError {
   using IoError::IoError;
 };
 
+// -> BlockingIOError: another process has the file open for writing.
+struct LockedError : IoError {
+  using IoError::IoError;
+};
+
 // "open(/x/y.npy): No such file or directory" style message from errno.
 std::string errno_message(const std::string& what, const std::string& path, int err);
 

@@ -4,6 +4,7 @@
 
 #include "base/errors.hpp"
 #include "base/memory_budget.hpp"
+#include "storage/array_store.hpp"
 
 namespace jask {
 
@@ -67,7 +68,10 @@ void expect_operands(const KernelCall& call, size_t handles, size_t scalars, siz
 
 KernelResult run_kernel(ResultKind kind, const KernelCall& call) {
   const KernelEntry& entry = KernelRegistry::instance().find(kind, call.kernel);
+  // The turn first: a call holding pins never waits for one (an update_ waits for pins).
   BudgetTurn turn(program_bytes(call.program));
+  // One version of each operand for the whole call (see ReadPins).
+  ReadPins pins(files_of_handles(call.operands.handles));
   return entry.run(call);
 }
 

@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,10 +19,12 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <new>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -43,6 +47,7 @@ int open_flags(OpenMode mode) {
     case OpenMode::kReadWrite: return O_RDWR;
     case OpenMode::kCreateExclusive: return O_RDWR | O_CREAT | O_EXCL;
     case OpenMode::kCreateTruncate: return O_RDWR | O_CREAT | O_TRUNC;
+    case OpenMode::kCreate: return O_RDWR | O_CREAT;
   }
   return O_RDONLY;
 }
@@ -440,6 +445,33 @@ void File::set_permissions(unsigned mode) const {
     throw IoError(errno_message("fchmod", path_, errno));
 }
 
+bool File::try_lock_exclusive() const {
+  while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    if (errno == EWOULDBLOCK) return false;
+    if (errno == ENOLCK || errno == EOPNOTSUPP || errno == ENOSYS) return true;
+    throw IoError(errno_message("flock", path_, errno));
+  }
+  return true;
+}
+
+// Lines of /proc/locks read "1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234 0 EOF".
+std::string lock_holder(FileIdentity id) {
+  std::ifstream locks("/proc/locks");
+  char want[64];
+  std::snprintf(want, sizeof want, "%02x:%02x:%llu", ::major(static_cast<dev_t>(id.device)),
+                ::minor(static_cast<dev_t>(id.device)), static_cast<unsigned long long>(id.inode));
+  for (std::string line; std::getline(locks, line);) {
+    std::istringstream fields(line);
+    std::string number, kind, advisory, access, pid, where;
+    fields >> number >> kind;
+    if (kind == "->") fields >> kind;  // a waiter
+    fields >> advisory >> access >> pid >> where;
+    if (kind == "FLOCK" && where == want && pid != "-1") return " (held by process " + pid + ")";
+  }
+  return "";
+}
+
 void File::rename_over(const std::string& target, const std::string& shown_as) {
   if (::rename(path_.c_str(), target.c_str()) != 0) {
     int err = errno;
@@ -448,14 +480,18 @@ void File::rename_over(const std::string& target, const std::string& shown_as) {
   path_ = shown_as;
 }
 
-ReplacementFile::ReplacementFile(const std::string& target, uint64_t size) : target_(target) {
+ReplacementFile::ReplacementFile(const std::string& target, uint64_t size,
+                                 const std::string& temp_suffix)
+    : target_(target) {
   std::error_code ec;
   resolved_ = fs::canonical(target, ec).string();
   if (ec) throw IoError("cannot replace " + target + ": " + ec.message());
   struct stat st;
   if (::stat(resolved_.c_str(), &st) != 0) throw IoError(errno_message("stat", resolved_, errno));
-  temp_path_ =
-      resolved_ + std::string(kReplacementTag) + std::to_string(::getpid()) + "-" + random_hex();
+  temp_path_ = resolved_ +
+               (temp_suffix.empty()
+                    ? std::string(kReplacementTag) + std::to_string(::getpid()) + "-" + random_hex()
+                    : temp_suffix);
   try {
     // Created private (0600), so nobody opens it before its bits are set.
     file_ = std::make_shared<File>(temp_path_, OpenMode::kCreateExclusive);
@@ -468,6 +504,7 @@ ReplacementFile::ReplacementFile(const std::string& target, uint64_t size) : tar
   try {
     file_->set_permissions(st.st_mode & 07777);
     file_->resize(size);
+    file_->try_lock_exclusive();  // a new file: nobody else holds it
   } catch (...) {
     ::unlink(temp_path_.c_str());
     throw;
@@ -485,7 +522,10 @@ std::shared_ptr<File> ReplacementFile::commit() {
 }
 
 void ReplacementFile::sync_directory() const {
-  std::string dir = fs::path(resolved_).parent_path().string();
+  jask::sync_directory(fs::path(resolved_).parent_path().string());
+}
+
+void sync_directory(const std::string& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) throw IoError(errno_message("open", dir, errno));
   int rc = ::fsync(fd);

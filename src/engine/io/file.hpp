@@ -100,7 +100,10 @@ class AlignedBuffer {
   size_t size_ = 0;
 };
 
-enum class OpenMode { kReadOnly, kReadWrite, kCreateExclusive, kCreateTruncate };
+// kCreate: created if missing, its bytes kept (FileTable truncates a file
+// only once it holds its write lock, so a file another process writes is
+// never cut short).
+enum class OpenMode { kReadOnly, kReadWrite, kCreateExclusive, kCreateTruncate, kCreate };
 
 // Which file an open descriptor reaches: two paths (a symlink, a hard link,
 // "a/../b") name one file exactly when these are equal.
@@ -111,7 +114,7 @@ struct FileIdentity {
 
 class File {
  public:
-  // kCreateExclusive makes a private (0600) file; kCreateTruncate makes a
+  // kCreateExclusive makes a private (0600) file; kCreateTruncate and kCreate make a
   // user-visible file (0644 less umask).
   File(const std::string& path, OpenMode mode);
   ~File();
@@ -133,6 +136,10 @@ class File {
   // gave, which may be a symlink to `target`). Only while no other thread
   // uses this File: path() changes.
   void rename_over(const std::string& target, const std::string& shown_as);
+  // flock(LOCK_EX | LOCK_NB) on the open file: false if another open file
+  // description (another process's open) holds it. Released when this File
+  // closes. File systems without flock() report true (nothing to hold).
+  bool try_lock_exclusive() const;
   bool writable() const { return writable_; }
   bool has_direct() const { return direct_fd_ >= 0 && !direct_failed_.load(); }
   const std::string& path() const { return path_; }
@@ -157,22 +164,30 @@ class File {
   mutable std::atomic<bool> direct_failed_{false};
 };
 
+// " (held by process <pid>)" for the process holding a flock() on the file
+// `id`, from /proc/locks; "" when not known.
+std::string lock_holder(FileIdentity id);
+
 // The next contents of `target`, built beside it: a new file
-// <target>.jask-tmp-<pid>-<random> in the same directory (rename(2) is atomic
-// only within one file system) with the target's permission bits. commit()
-// renames it over the target, so a crash at any moment leaves at the target
-// path either the old file, whole, or the new one; after sync(), a power
-// loss too. Removed on destruction unless committed.
+// <target>.jask-tmp-<pid>-<random> (or <target><temp_suffix>) in the same directory (rename(2) is
+// atomic only within one file system) with the target's permission bits. commit() renames it over
+// the target, so a crash at any moment leaves at the target path either the old file, whole, or the
+// new one; after sync(), a power loss too. Removed on destruction unless committed. The new file is
+// flock()ed before it is renamed, so the file at the target path is always
+// locked by its writer (see FileTable::open).
 class ReplacementFile {
  public:
   // A symlink `target` keeps the link; the file it points to is replaced.
   // The new file starts as `size` bytes of zeros (sparse).
-  ReplacementFile(const std::string& target, uint64_t size);
+  ReplacementFile(const std::string& target, uint64_t size, const std::string& temp_suffix = "");
   ~ReplacementFile();
   ReplacementFile(const ReplacementFile&) = delete;
   ReplacementFile& operator=(const ReplacementFile&) = delete;
 
   const std::shared_ptr<File>& file() const { return file_; }
+  const std::string& temp_path() const { return temp_path_; }
+  // The target with symlinks followed: the name rename() replaces.
+  const std::string& resolved() const { return resolved_; }
   // fdatasync of the new file: its contents survive a power loss once renamed.
   void sync() const { file_->sync(); }
   // Renames the file over the target. Returns the file, now reached through
@@ -183,6 +198,9 @@ class ReplacementFile {
   // file first: after the rename, the old one is gone from the path even if
   // this throws.
   void sync_directory() const;
+  // Leaves the new file on disk if this object goes uncommitted (a
+  // transaction's commit record names it: recovery renames it in).
+  void keep_on_disk() { committed_ = true; }
 
  private:
   std::string target_;    // as given, for messages
@@ -191,6 +209,9 @@ class ReplacementFile {
   std::shared_ptr<File> file_;
   bool committed_ = false;
 };
+
+// fsync of a directory (makes renames and new names in it survive a power loss).
+void sync_directory(const std::string& dir);
 
 // Removes replacement files of `target` (<target>.jask-tmp-<pid>-*) whose
 // process no longer exists, as a SIGKILL during update_ leaves them. Files of

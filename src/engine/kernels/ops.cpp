@@ -17,6 +17,7 @@
 #include "program/broadcast.hpp"
 #include "program/program.hpp"
 #include "storage/hyperslab.hpp"
+#include "storage/transaction.hpp"
 
 namespace jask {
 namespace {
@@ -551,6 +552,8 @@ void copy_into(int32_t dst, int32_t src) {
   // Into a new file renamed over dst's, not over dst's bytes in place: a
   // crash part-way must not leave some blocks new and some old.
   d->replace_data([&](const StoredArray& staged) {
+    // Not d's own file: no other update of it runs while this one holds it.
+    ReadPins pins(s->shared_file() == d->shared_file() ? files_of({}) : files_of({s}));
     stream_elements(
         "update_", describe_call("update_", {d, s}), info.numel(), {s}, &staged,
         [&](int64_t, const std::vector<const void*>& in, void* out, int64_t, int64_t count) {
@@ -559,10 +562,38 @@ void copy_into(int32_t dst, int32_t src) {
   });
 }
 
+void copy_all_into(const std::vector<int32_t>& dsts, const std::vector<int32_t>& srcs,
+                   const std::vector<std::string>& names) {
+  if (dsts.size() != srcs.size() || dsts.size() != names.size())
+    throw ValueError("update_tree_: as many targets, new values and names are needed");
+  std::vector<ArrayUpdate> updates;
+  std::vector<const SharedFile*> targets;
+  for (size_t i = 0; i < dsts.size(); ++i) {
+    ArrayRef d = reg().get(dsts[i]), s = reg().get(srcs[i]);
+    check_same_layout("update_tree_", {d, s});
+    targets.push_back(d->shared_file().get());
+    updates.push_back(ArrayUpdate{
+        d, names[i], [d, s, &targets](const StoredArray& staged) {
+          // A target's file is held by this update: no other update of it runs.
+          const bool held =
+              std::find(targets.begin(), targets.end(), s->shared_file().get()) != targets.end();
+          ReadPins pins(held ? files_of({}) : files_of({s}));
+          const ArrayInfo& info = d->info();
+          stream_elements(
+              "update_tree_", describe_call("update_tree_", {d, s}), info.numel(), {s}, &staged,
+              [&](int64_t, const std::vector<const void*>& in, void* out, int64_t, int64_t count) {
+                std::memcpy(out, in[0], static_cast<size_t>(count) * itemsize(info.dtype));
+              });
+        }});
+  }
+  replace_all(updates);
+}
+
 void save_array(int32_t handle, const std::string& path) {
   ArrayRef src = reg().get(handle);
   auto dst = StoredArray::create_file(path, src->info());
   const ArrayInfo& info = src->info();
+  ReadPins pins(files_of({src}));
   stream_elements(
       "save", info.describe(), info.numel(), {src}, dst.get(),
       [&](int64_t, const std::vector<const void*>& in, void* out, int64_t, int64_t count) {
@@ -595,6 +626,7 @@ void read_to_memory(int32_t handle, void* dst, uint64_t nbytes) {
     throw ValueError("buffer of " + std::to_string(nbytes) + " bytes does not match " +
                      info.describe());
   }
+  ReadPins pins(files_of({arr}));
   const size_t isz = itemsize(info.dtype);
   auto* base = static_cast<unsigned char*>(dst);
   stream_elements(

@@ -45,6 +45,10 @@ int32_t transpose_array(int32_t handle, const std::vector<int64_t>& perm);
 // Copies src's contents into dst (same shape and dtype; dst writable), all
 // at once as far as a crash can tell: see StoredArray::replace_data.
 void copy_into(int32_t dst, int32_t src);
+// update_tree_: dsts[i] takes srcs[i]'s values, all as one step a crash
+// cannot tear (storage/transaction.hpp); names[i] names the pair in messages.
+void copy_all_into(const std::vector<int32_t>& dsts, const std::vector<int32_t>& srcs,
+                   const std::vector<std::string>& names);
 // New .npy file at `path` with the array's contents.
 void save_array(int32_t handle, const std::string& path);
 // Whole-array transfers between a caller's buffer and the file, streamed in

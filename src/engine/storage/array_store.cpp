@@ -10,6 +10,7 @@
 #include "storage/io_config.hpp"
 #include "storage/scratch.hpp"
 #include "storage/scratch_pool.hpp"
+#include "storage/transaction.hpp"
 
 namespace jask {
 namespace {
@@ -77,6 +78,8 @@ ArrayRef StoredArray::create_scratch(const ArrayInfo& info, const std::string& t
 
 ArrayRef StoredArray::open(const std::string& path, std::string_view format_name,
                            const OpenOptions& options) {
+  // A dead process's update_tree_ is finished (or undone) before any read.
+  recover_transactions(path);
   if (options.writable) remove_stale_replacements(path);
   std::shared_ptr<SharedFile> shared = FileTable::instance().open(
       path, options.writable ? OpenMode::kReadWrite : OpenMode::kReadOnly);
@@ -149,29 +152,51 @@ void StoredArray::replace_data(const DataWriter& write_data) {
     throw ReadOnlyError("cannot replace the contents of " + path_ + ": it was opened read-only");
   }
   std::lock_guard<std::mutex> one_at_a_time(file_->replacing);
-  std::shared_ptr<const File> old = file_->current();
-  if (!old->writable()) {
-    throw ReadOnlyError("cannot replace the contents of " + path_ + ": it was opened read-only");
-  }
   // A scratch folder belongs to this process: no dead process left files there.
-  if (!file_->scratch()) remove_stale_replacements(file_->path());
-  const IoPolicy io = io_policy();
-  const uint64_t size = old->size();
-  ReplacementFile next(file_->path(), size);
-  // Everything but this array's data, as it is now: the header and the
-  // other arrays of the file, with their latest updates.
-  const auto [begin, end] = layout_.data_bytes(info_);
-  copy_range(*old, *next.file(), 0, begin, io);
-  copy_range(*old, *next.file(), end, size, io);
-  StoredArray staged(SharedFile::unlisted(next.file(), /*scratch=*/false), path_, info_, layout_,
-                     true);
-  write_data(staged);
+  if (!file_->scratch()) {
+    remove_stale_replacements(file_->path());
+    recover_transactions(file_->path());
+  }
+  std::unique_ptr<ReplacementFile> next = stage_data(write_data);
   // A scratch file never outlives its process (its folder is reclaimed after
   // a crash), so flushing it to disk would buy nothing.
   const bool durable = !file_->scratch();
-  if (durable) next.sync();
-  file_->commit_replacement(next);
-  if (durable) next.sync_directory();
+  if (durable) next->sync();
+  file_->commit_replacement(*next);
+  if (durable) next->sync_directory();
+}
+
+std::unique_ptr<ReplacementFile> StoredArray::stage_data(const DataWriter& write_data,
+                                                         const std::string& temp_suffix) const {
+  std::shared_ptr<const File> old = file_->current();
+  if (!writable_ || !old->writable()) {
+    throw ReadOnlyError("cannot replace the contents of " + path_ + ": it was opened read-only");
+  }
+  const IoPolicy io = io_policy();
+  const uint64_t size = old->size();
+  auto next = std::make_unique<ReplacementFile>(file_->path(), size, temp_suffix);
+  // Everything but this array's data, as it is now: the header and the
+  // other arrays of the file, with their latest updates.
+  const auto [begin, end] = layout_.data_bytes(info_);
+  copy_range(*old, *next->file(), 0, begin, io);
+  copy_range(*old, *next->file(), end, size, io);
+  StoredArray staged(SharedFile::unlisted(next->file(), /*scratch=*/false), path_, info_, layout_,
+                     true);
+  write_data(staged);
+  return next;
+}
+
+std::vector<std::shared_ptr<SharedFile>> files_of(const std::vector<ArrayRef>& arrays) {
+  std::vector<std::shared_ptr<SharedFile>> files;
+  for (const ArrayRef& a : arrays)
+    if (a) files.push_back(a->shared_file());
+  return files;
+}
+
+std::vector<std::shared_ptr<SharedFile>> files_of_handles(const std::vector<int32_t>& handles) {
+  std::vector<ArrayRef> arrays;
+  for (int32_t h : handles) arrays.push_back(Registry::instance().find(h));
+  return files_of(arrays);
 }
 
 Registry& Registry::instance() {
@@ -194,6 +219,12 @@ ArrayRef Registry::get(int32_t handle) const {
                      " (the array was freed, or the handle came from another process)");
   }
   return it->second.array;
+}
+
+ArrayRef Registry::find(int32_t handle) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(handle);
+  return it == entries_.end() ? nullptr : it->second.array;
 }
 
 void Registry::acquire(int32_t handle) {

@@ -85,6 +85,14 @@ class StoredArray {
   // (both skipped for scratch files).
   using DataWriter = std::function<void(const StoredArray& staged)>;
   void replace_data(const DataWriter& write_data);
+  // replace_data's first half, for callers that commit several arrays as one
+  // step (storage/transaction.hpp): the new file, built but neither flushed
+  // nor renamed; `temp_suffix` names it (see ReplacementFile). Only while
+  // holding shared_file()->replacing.
+  std::unique_ptr<ReplacementFile> stage_data(const DataWriter& write_data,
+                                              const std::string& temp_suffix = "") const;
+  // The entry of the file, shared by every array and view of it.
+  const std::shared_ptr<SharedFile>& shared_file() const { return file_; }
 
  private:
   StoredArray(std::shared_ptr<SharedFile> file, std::string path, ArrayInfo info, Layout layout,
@@ -103,6 +111,11 @@ class StoredArray {
 
 using ArrayRef = std::shared_ptr<StoredArray>;
 
+// The files of `arrays` (registry handles), pinned for one engine call (see
+// ReadPins); unknown handles are skipped (the call itself reports them).
+std::vector<std::shared_ptr<SharedFile>> files_of(const std::vector<ArrayRef>& arrays);
+std::vector<std::shared_ptr<SharedFile>> files_of_handles(const std::vector<int32_t>& handles);
+
 // Handles are created "floating" (no owner). Python takes ownership with
 // acquire(); compiled programs free intermediates with release_floating().
 class Registry {
@@ -110,6 +123,8 @@ class Registry {
   static Registry& instance();
   int32_t add(ArrayRef array);
   ArrayRef get(int32_t handle) const;
+  // Null for an unknown handle.
+  ArrayRef find(int32_t handle) const;
   void acquire(int32_t handle);
   void release(int32_t handle);
   void release_floating(int32_t handle);

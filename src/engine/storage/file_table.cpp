@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <iterator>
 #include <utility>
 
@@ -40,8 +41,55 @@ void SharedFile::install(std::shared_ptr<File> file) {
 }
 
 void SharedFile::commit_replacement(ReplacementFile& next) {
+  {
+    std::unique_lock<std::mutex> gate(gate_mu_);
+    installing_ = true;
+    gate_cv_.wait(gate, [&] { return readers_ == 0; });
+  }
+  struct Reopen {
+    SharedFile& shared;
+    ~Reopen() {
+      std::lock_guard<std::mutex> gate(shared.gate_mu_);
+      shared.installing_ = false;
+      shared.gate_cv_.notify_all();
+    }
+  } reopen{*this};
   if (table_ == nullptr) return install(next.commit());
   table_->commit(*this, next);
+}
+
+void SharedFile::begin_read() {
+  std::unique_lock<std::mutex> gate(gate_mu_);
+  gate_cv_.wait(gate, [&] { return !installing_; });
+  ++readers_;
+}
+
+void SharedFile::end_read() {
+  std::lock_guard<std::mutex> gate(gate_mu_);
+  if (--readers_ == 0) gate_cv_.notify_all();
+}
+
+namespace {
+thread_local std::vector<const SharedFile*> pinned_here;
+}  // namespace
+
+ReadPins::ReadPins(std::vector<std::shared_ptr<SharedFile>> files) {
+  std::sort(files.begin(), files.end());
+  files.erase(std::unique(files.begin(), files.end()), files.end());
+  for (std::shared_ptr<SharedFile>& f : files) {
+    if (!f || std::find(pinned_here.begin(), pinned_here.end(), f.get()) != pinned_here.end())
+      continue;
+    f->begin_read();
+    pinned_here.push_back(f.get());
+    held_.push_back(std::move(f));
+  }
+}
+
+ReadPins::~ReadPins() {
+  for (const std::shared_ptr<SharedFile>& f : held_) {
+    pinned_here.erase(std::find(pinned_here.begin(), pinned_here.end(), f.get()));
+    f->end_read();
+  }
 }
 
 FileTable& FileTable::instance() {
@@ -49,25 +97,58 @@ FileTable& FileTable::instance() {
   return table;
 }
 
+namespace {
+
+// Takes the write lock of a writable open of `path` (one process writes a
+// file at a time, so no update is lost). False if the file was replaced at
+// the path between the open and the lock (an update_ elsewhere renamed a new
+// file over it): the caller opens the path again.
+bool lock_for_writing(const File& file, const std::string& path) {
+  const FileIdentity id = file.identity();
+  if (!file.try_lock_exclusive()) {
+    throw LockedError("cannot open " + path +
+                      " for writing: another process has it open for writing" + lock_holder(id) +
+                      ". One process writes a file at a time (so no update is lost): open it "
+                      "with mode=\"r\" to read it, or once that process has freed its arrays of "
+                      "the file or exited");
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return false;
+  return FileIdentity{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)} == id;
+}
+
+}  // namespace
+
 std::shared_ptr<SharedFile> FileTable::open(const std::string& path, OpenMode mode) {
   // The file is opened under the table's lock: opened before it, a commit() of the same path in
   // between would leave this open on the replaced inode, and it would become a second entry.
   std::lock_guard<std::mutex> lock(mu_);
   if (mode == OpenMode::kCreateTruncate) refuse_truncating_an_open_file(path);
-  auto file = std::make_shared<File>(path, mode);
-  const FileIdentity id = file->identity();
-  for (auto it = entries_.begin(); it != entries_.end();)
-    it = it->second.expired() ? entries_.erase(it) : std::next(it);
-  auto it = entries_.find(id);
-  // lock() is null when the last array went since the sweep.
-  if (std::shared_ptr<SharedFile> shared = it == entries_.end() ? nullptr : it->second.lock()) {
-    if (file->writable() && !shared->current()->writable()) shared->install(std::move(file));
+  for (int attempt = 0;; ++attempt) {
+    auto file =
+        std::make_shared<File>(path, mode == OpenMode::kCreateTruncate ? OpenMode::kCreate : mode);
+    const FileIdentity id = file->identity();
+    for (auto it = entries_.begin(); it != entries_.end();)
+      it = it->second.expired() ? entries_.erase(it) : std::next(it);
+    auto it = entries_.find(id);
+    // lock() is null when the last array went since the sweep.
+    std::shared_ptr<SharedFile> shared = it == entries_.end() ? nullptr : it->second.lock();
+    // This process's own open of the file holds the lock already.
+    const bool needs_lock = file->writable() && !(shared && shared->current()->writable());
+    if (needs_lock && !lock_for_writing(*file, path)) {
+      if (attempt < 100) continue;
+      throw IoError("cannot open " + path + " for writing: it is being replaced continually");
+    }
+    if (shared) {
+      if (needs_lock) shared->install(std::move(file));
+      return shared;
+    }
+    if (mode == OpenMode::kCreateTruncate) file->resize(0);
+    shared.reset(new SharedFile(std::move(file), false, nullptr, this));
+    shared->identity_ = id;
+    entries_[id] = shared;
     return shared;
   }
-  std::shared_ptr<SharedFile> shared(new SharedFile(std::move(file), false, nullptr, this));
-  shared->identity_ = id;
-  entries_[id] = shared;
-  return shared;
 }
 
 // Under the table's lock, so an open of the path after the rename finds

@@ -4,11 +4,13 @@
 // update_ of one array replaces the file for all of them, so it keeps the
 // others' current bytes and re-points every one of them at the new file.
 #pragma once
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "io/file.hpp"
 
@@ -37,7 +39,9 @@ class SharedFile {
 
   // Renames `next` over path() and installs it for every array of the file;
   // the table then finds the file under its new identity. Only while
-  // holding `replacing`.
+  // holding `replacing`, and no ReadPins of this file on this thread: it
+  // waits for the calls that pinned the file to end, and holds back new ones
+  // until the new file is in.
   void commit_replacement(ReplacementFile& next);
 
   // Held for a whole update_ of any array of the file: renames and installs
@@ -47,7 +51,10 @@ class SharedFile {
  private:
   friend class FileTable;
   SharedFile(std::shared_ptr<File> file, bool scratch, OnClose on_close, FileTable* table);
+  friend class ReadPins;
   void install(std::shared_ptr<File> file);
+  void begin_read();
+  void end_read();
 
   const std::string path_;
   const bool scratch_;
@@ -56,6 +63,29 @@ class SharedFile {
   FileIdentity identity_;   // guarded by the table's lock
   mutable std::mutex mu_;
   std::shared_ptr<File> file_;
+  // Calls that pinned the file, and whether an install waits for them to end.
+  std::mutex gate_mu_;
+  std::condition_variable gate_cv_;
+  int readers_ = 0;
+  bool installing_ = false;
+};
+
+// The files an engine call reads, held at one version for the whole call:
+// an update_ of one of them renames its new file in only after the call
+// ends, and calls starting meanwhile wait for the (brief) install. So every
+// block a call reads of an array comes from one version of it, whichever
+// thread reads it. Files are pinned in address order (no two calls wait on
+// each other); a file this thread has pinned already (a call inside a call)
+// is not pinned twice.
+class ReadPins {
+ public:
+  explicit ReadPins(std::vector<std::shared_ptr<SharedFile>> files);
+  ~ReadPins();
+  ReadPins(const ReadPins&) = delete;
+  ReadPins& operator=(const ReadPins&) = delete;
+
+ private:
+  std::vector<std::shared_ptr<SharedFile>> held_;
 };
 
 // The process's open files, keyed by FileIdentity (device + inode), so two
@@ -67,7 +97,8 @@ class FileTable {
   // The entry of the file at `path`, opening it with `mode` when no array
   // has it open. A writable open of a file open read-only reopens it
   // writable for the entry (each array still says whether it may write).
-  // kCreateTruncate of a file an array has open is a ValueError.
+  // kCreateTruncate of a file an array has open is a ValueError; of a file
+  // another process writes, a LockedError (before anything is truncated).
   std::shared_ptr<SharedFile> open(const std::string& path, OpenMode mode);
   // Entries with a live array (for tests).
   size_t size() const;
