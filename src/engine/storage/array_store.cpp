@@ -1,5 +1,7 @@
 #include "storage/array_store.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -73,9 +75,17 @@ ArrayRef StoredArray::create_scratch(const ArrayInfo& info, const std::string& t
   const uint64_t bytes = layout.data_bytes(info).second;
   const bool recycled =
       contents == ScratchContents::kOverwritten && ScratchPool::instance().take(bytes, path);
-  auto file =
-      std::make_shared<File>(path, recycled ? OpenMode::kReadWrite : OpenMode::kCreateExclusive);
-  write_new_file(*file, info, layout);
+  std::shared_ptr<File> file;
+  try {
+    file =
+        std::make_shared<File>(path, recycled ? OpenMode::kReadWrite : OpenMode::kCreateExclusive);
+    write_new_file(*file, info, layout);
+  } catch (...) {
+    // A full disk fails the header's write: the file goes with the error. The
+    // path is this process's own (a fresh name, or a pooled file renamed to it).
+    if (file != nullptr || recycled) ::unlink(path.c_str());
+    throw;
+  }
   ScratchPool::instance().created(bytes);
   auto shared = SharedFile::unlisted(std::move(file), /*scratch=*/true, release_to_pool);
   return ArrayRef(new StoredArray(std::move(shared), path, info, layout, true));
