@@ -129,6 +129,30 @@ TEST(Scratch, ReleasingAFloatingHandleDeletesItsScratchFile) {
   EXPECT_FALSE(exists(p));
 }
 
+TEST(Scratch, AFailedRunFreesItsFloatingArraysOnly) {
+  TempDir root;
+  scratch().configure(root.path(), false);
+  Registry& reg = Registry::instance();
+  auto made_in = [&](int64_t run) {
+    int32_t h = reg.add(StoredArray::create_scratch(small_info(), "t"));
+    reg.made_in_run(h, run);
+    return h;
+  };
+  const int32_t owned = made_in(41), floating = made_in(41), other_run = made_in(42);
+  reg.acquire(owned);  // a program output Python took
+  const std::string floating_path = reg.get(floating)->path();
+  reg.fail_run(41);
+  EXPECT_THROW(reg.get(floating), ValueError);
+  EXPECT_FALSE(exists(floating_path));
+  EXPECT_NO_THROW(reg.get(owned));
+  EXPECT_NO_THROW(reg.get(other_run));
+  // A call of the failed run that finishes after the failure: its array goes at once.
+  const int32_t late = made_in(41);
+  EXPECT_THROW(reg.get(late), ValueError);
+  reg.release(owned);
+  reg.release_floating(other_run);
+}
+
 TEST(Scratch, FileCreatedAtAUserPathIsKept) {
   TempDir root;
   std::string p = root.file("kept.npy");

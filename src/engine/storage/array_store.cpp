@@ -217,6 +217,7 @@ void Registry::acquire(int32_t handle) {
   auto it = entries_.find(handle);
   if (it == entries_.end()) throw ValueError("unknown array handle " + std::to_string(handle));
   ++it->second.owners;
+  it->second.run = kNoRun;  // Python's now, whatever becomes of its program
 }
 
 void Registry::release(int32_t handle) {
@@ -239,6 +240,36 @@ void Registry::release_floating(int32_t handle) {
     if (it == entries_.end() || it->second.owners > 0) return;
     doomed = std::move(it->second.array);
     entries_.erase(it);
+  }
+}
+
+void Registry::made_in_run(int32_t handle, int64_t run) {
+  ArrayRef doomed;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(handle);
+  if (it == entries_.end()) return;
+  if (std::find(failed_runs_.begin(), failed_runs_.end(), run) == failed_runs_.end()) {
+    it->second.run = run;
+  } else if (it->second.owners == 0) {
+    doomed = std::move(it->second.array);
+    entries_.erase(it);
+  }
+}
+
+void Registry::fail_run(int64_t run) {
+  std::vector<ArrayRef> doomed;  // destroyed outside the lock (declared before it)
+  std::lock_guard<std::mutex> lock(mu_);
+  if (std::find(failed_runs_.begin(), failed_runs_.end(), run) == failed_runs_.end()) {
+    failed_runs_.push_back(run);
+    if (failed_runs_.size() > kFailedRunsKept) failed_runs_.pop_front();
+  }
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (it->second.run == run && it->second.owners == 0) {
+      doomed.push_back(std::move(it->second.array));
+      it = entries_.erase(it);
+    } else {
+      ++it;
+    }
   }
 }
 
