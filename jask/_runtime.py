@@ -218,7 +218,17 @@ def _clean_up_on_signals() -> None:
             signal.signal(signum, _remove_scratch_and_die)
 
 
+_IMPORTED_BY = os.getpid()
+
+
+def _shut_down() -> None:
+    """At exit: frees every array and removes this process's scratch folder. A child forked
+    after import exits without it: the arrays and folder it inherited are its parent's."""
+    if os.getpid() == _IMPORTED_BY:
+        _engine.shutdown()
+
+
 _load_blas()
 _register_ffi_targets()
-atexit.register(_engine.shutdown)
+atexit.register(_shut_down)
 _clean_up_on_signals()
