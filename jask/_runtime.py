@@ -1,7 +1,8 @@
 """The engine as a process-wide service: budget, scratch space, BLAS, FFI targets.
 
 Scratch is configured lazily, on the first array Jask creates, so importing
-jask writes nothing to disk.
+jask writes nothing to disk. This process's scratch folder goes at exit and on
+SIGINT, SIGTERM and SIGHUP (where the user has not handled them).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import atexit
 import fractions
 import os
 import re
+import signal
 import threading
 
 import jax
@@ -71,18 +73,27 @@ def set_memory_budget(
       budget: bytes for blocks being computed, prefetched and written behind
         (1024 bytes to 2**60): an int, or a string such as "64KB", "512MB", "1GB".
       scratch_dir: folder for op outputs and gradients; default
-        ``.jask_scratch`` in the current directory. Each process uses a
-        folder of its own inside it, removed at exit.
+        ``.jask_scratch`` in the current directory (``""`` is a ValueError).
+        Each process uses a folder of its own inside it (0700, marked as
+        Jask's), removed at exit; folders that are not Jask's are never removed.
       allow_tmpfs: accept a RAM-backed file system (tmpfs, ramfs) for scratch.
 
     >>> import jask
     >>> jask.set_memory_budget("64MB")
     """
     global _scratch_request
-    _engine.set_memory_budget(parse_size(budget))
+    nbytes = parse_size(budget)
     root = os.fspath(scratch_dir) if scratch_dir is not None else DEFAULT_SCRATCH_DIR
+    if not isinstance(root, str):
+        raise TypeError(f"scratch_dir must be a str or os.PathLike of str, got {scratch_dir!r}")
+    if root == "":
+        raise ValueError(
+            'scratch_dir must name a folder; got "" (it is not taken to mean the current '
+            'folder: scratch files would land among the user\'s). Pass "." to mean that.'
+        )
     if not isinstance(allow_tmpfs, bool):
         raise TypeError(f"allow_tmpfs must be a bool, got {allow_tmpfs!r}")
+    _engine.set_memory_budget(nbytes)
     _scratch_request = (root, allow_tmpfs)
     if scratch_dir is not None or _engine.scratch_configured():
         _engine.configure_scratch(os.path.abspath(root), allow_tmpfs)
@@ -244,6 +255,38 @@ def _register_ffi_targets() -> None:
         jax.ffi.register_ffi_target(name, capsule, platform="cpu")
 
 
+def _remove_scratch_and_die(signum, frame) -> None:
+    """SIGTERM and SIGHUP: this process's scratch folder goes, then the signal kills the process
+    as it would have (the exit status says so). A forked child leaves its parent's folder."""
+    folder = os.path.basename(_engine.scratch_process_dir())
+    if folder.startswith(f"proc-{os.getpid()}-"):
+        _engine.remove_scratch()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def _clean_up_on_signals() -> None:
+    """Installs the handler for the signals whose default kills the process without running
+    atexit; a signal the user handles or ignores (nohup) is left alone. SIGINT raises
+    KeyboardInterrupt, so exit cleans up after it already."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # only the main thread may set handlers; exit still cleans up
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) is signal.SIG_DFL:
+            signal.signal(signum, _remove_scratch_and_die)
+
+
+_IMPORTED_BY = os.getpid()
+
+
+def _shut_down() -> None:
+    """At exit: frees every array and removes this process's scratch folder. A child forked
+    after import exits without it: the arrays and folder it inherited are its parent's."""
+    if os.getpid() == _IMPORTED_BY:
+        _engine.shutdown()
+
+
 _load_blas()
 _register_ffi_targets()
-atexit.register(_engine.shutdown)
+atexit.register(_shut_down)
+_clean_up_on_signals()

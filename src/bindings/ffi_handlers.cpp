@@ -159,29 +159,39 @@ void store_values(const std::string& kernel, ffi::AnyBuffer& buf,
   }
 }
 
-// Runs `body` and turns engine exceptions into FFI errors.
+// Runs `body` and turns engine exceptions into FFI errors. A failed call
+// fails its program: the run's floating arrays go (Registry::fail_run).
 template <class Body>
-ffi::Error guarded(Body body) {
+ffi::Error guarded(ffi::RunId run, Body body) {
   try {
     body();
     return ffi::Error::Success();
   } catch (const std::exception& e) {
+    Registry::instance().fail_run(run.run_id);
     return to_ffi_error(e);
   }
 }
 
-ffi::Error array_op(ffi::RemainingArgs args, ffi::ResultBufferR0<ffi::DataType::S32> out,
-                    ffi::Dictionary attrs) {
-  return guarded([&] {
-    out->typed_data()[0] = run_kernel(ResultKind::kArray, stage_call(args, attrs)).handles.at(0);
+// The handles a call of `run` made, noted for Registry::fail_run.
+const std::vector<int32_t>& made_in(ffi::RunId run, const std::vector<int32_t>& handles) {
+  for (int32_t h : handles) Registry::instance().made_in_run(h, run.run_id);
+  return handles;
+}
+
+ffi::Error array_op(ffi::RunId run, ffi::RemainingArgs args,
+                    ffi::ResultBufferR0<ffi::DataType::S32> out, ffi::Dictionary attrs) {
+  return guarded(run, [&] {
+    out->typed_data()[0] =
+        made_in(run, run_kernel(ResultKind::kArray, stage_call(args, attrs)).handles).at(0);
   });
 }
 
-ffi::Error arrays_op(ffi::RemainingArgs args, ffi::ResultBufferR1<ffi::DataType::S32> out,
-                     ffi::Dictionary attrs) {
-  return guarded([&] {
+ffi::Error arrays_op(ffi::RunId run, ffi::RemainingArgs args,
+                     ffi::ResultBufferR1<ffi::DataType::S32> out, ffi::Dictionary attrs) {
+  return guarded(run, [&] {
     const KernelCall call = stage_call(args, attrs);
     KernelResult r = run_kernel(ResultKind::kArrays, call);
+    made_in(run, r.handles);
     if (r.handles.size() != static_cast<size_t>(out->element_count())) {
       release_all(r.handles);
       throw ValueError(call.kernel + ": " + std::to_string(r.handles.size()) + " results for " +
@@ -191,16 +201,16 @@ ffi::Error arrays_op(ffi::RemainingArgs args, ffi::ResultBufferR1<ffi::DataType:
   });
 }
 
-ffi::Error scalar_op(ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> out,
+ffi::Error scalar_op(ffi::RunId run, ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> out,
                      ffi::Dictionary attrs) {
-  return guarded([&] {
+  return guarded(run, [&] {
     store_scalar(*out, run_kernel(ResultKind::kScalar, stage_call(args, attrs)).values.at(0));
   });
 }
 
-ffi::Error in_memory_op(ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> out,
+ffi::Error in_memory_op(ffi::RunId run, ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> out,
                         ffi::Dictionary attrs) {
-  return guarded([&] {
+  return guarded(run, [&] {
     KernelCall call = stage_call(args, attrs);
     call.out = MemoryResult{out->untyped_data(), out->size_bytes()};
     run_kernel(ResultKind::kInMemory, call);
@@ -208,11 +218,13 @@ ffi::Error in_memory_op(ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> out
 }
 
 // A row group: its new arrays' handles, and the values of its sums.
-ffi::Error group_op(ffi::RemainingArgs args, ffi::ResultBufferR1<ffi::DataType::S32> handles_out,
+ffi::Error group_op(ffi::RunId run, ffi::RemainingArgs args,
+                    ffi::ResultBufferR1<ffi::DataType::S32> handles_out,
                     ffi::Result<ffi::AnyBuffer> values_out, ffi::Dictionary attrs) {
-  return guarded([&] {
+  return guarded(run, [&] {
     const KernelCall call = stage_call(args, attrs);
     KernelResult r = run_kernel(ResultKind::kGroup, call);
+    made_in(run, r.handles);
     try {
       store_values(call.kernel, *values_out, r.values);
       store_handles(call.kernel, r.handles, handles_out);
@@ -239,26 +251,35 @@ ffi::Error release(ffi::RemainingArgs args, ffi::ResultBufferR0<ffi::DataType::S
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaskArrayOp, array_op,
                               ffi::Ffi::Bind()
+                                  .Ctx<ffi::RunId>()
                                   .RemainingArgs()
                                   .Ret<ffi::BufferR0<ffi::DataType::S32>>()
                                   .Attrs<ffi::Dictionary>());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaskArraysOp, arrays_op,
                               ffi::Ffi::Bind()
+                                  .Ctx<ffi::RunId>()
                                   .RemainingArgs()
                                   .Ret<ffi::BufferR1<ffi::DataType::S32>>()
                                   .Attrs<ffi::Dictionary>());
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(
-    JaskScalarOp, scalar_op,
-    ffi::Ffi::Bind().RemainingArgs().Ret<ffi::AnyBuffer>().Attrs<ffi::Dictionary>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaskScalarOp, scalar_op,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::RunId>()
+                                  .RemainingArgs()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Attrs<ffi::Dictionary>());
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(
-    JaskInMemoryOp, in_memory_op,
-    ffi::Ffi::Bind().RemainingArgs().Ret<ffi::AnyBuffer>().Attrs<ffi::Dictionary>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaskInMemoryOp, in_memory_op,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::RunId>()
+                                  .RemainingArgs()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Attrs<ffi::Dictionary>());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaskGroupOp, group_op,
                               ffi::Ffi::Bind()
+                                  .Ctx<ffi::RunId>()
                                   .RemainingArgs()
                                   .Ret<ffi::BufferR1<ffi::DataType::S32>>()
                                   .Ret<ffi::AnyBuffer>()

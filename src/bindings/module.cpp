@@ -183,6 +183,9 @@ NB_MODULE(_engine, m) {
         Scratch::instance().shutdown();
       },
       Unlocked());
+  // On SIGTERM/SIGHUP: the folder goes, the arrays stay (the process ends next).
+  m.def(
+      "remove_scratch", [] { Scratch::instance().shutdown(); }, Unlocked());
   m.def("is_ram_backed", &is_ram_backed, "path"_a);
   m.def("load_blas", &load_blas, "path"_a, "num_threads"_a);
   m.def("blas_loaded", &blas_loaded);

@@ -9,6 +9,7 @@
 
 #include <set>
 #include <string>
+#include <vector>
 
 #include "base/errors.hpp"
 #include "storage/array_store.hpp"
@@ -26,12 +27,19 @@ Scratch& scratch() { return Scratch::instance(); }
 
 ArrayInfo small_info() { return ArrayInfo{DType::f32, {3, 5}}; }
 
-// The folder layout a process leaves behind: proc-<id>/.lock plus a file.
-std::string make_process_folder(const TempDir& root, const std::string& name) {
+// A folder like one a process leaves behind: <name>/.lock plus a file, and,
+// when `marked`, the marker Jask writes into the folders it makes.
+std::string make_process_folder(const TempDir& root, const std::string& name, bool marked = true) {
   std::string dir = root.file(name);
   test::fs::create_directory(dir);
   test::write_file_bytes(dir + "/.lock", {});
   test::write_file_bytes(dir + "/left-over.npy", {'x'});
+  if (marked) {
+    const std::string id = name.substr(name.find('-') + 1);
+    const std::string text = scratch_marker_text(id);
+    test::write_file_bytes(dir + "/" + kScratchMarkerName,
+                           std::vector<char>(text.begin(), text.end()));
+  }
   return dir;
 }
 
@@ -44,6 +52,7 @@ TEST(Scratch, ConfigureCreatesALockedPerProcessFolderUnderTheRoot) {
   EXPECT_EQ(dir.filename().string().rfind("proc-" + std::to_string(::getpid()) + "-", 0), 0u)
       << dir;
   EXPECT_TRUE(exists(dir / ".lock"));
+  EXPECT_TRUE(exists(dir / kScratchMarkerName));
   struct stat st;
   ASSERT_EQ(::stat(dir.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
@@ -118,6 +127,30 @@ TEST(Scratch, ReleasingAFloatingHandleDeletesItsScratchFile) {
   EXPECT_TRUE(exists(p));
   Registry::instance().release_floating(h);
   EXPECT_FALSE(exists(p));
+}
+
+TEST(Scratch, AFailedRunFreesItsFloatingArraysOnly) {
+  TempDir root;
+  scratch().configure(root.path(), false);
+  Registry& reg = Registry::instance();
+  auto made_in = [&](int64_t run) {
+    int32_t h = reg.add(StoredArray::create_scratch(small_info(), "t"));
+    reg.made_in_run(h, run);
+    return h;
+  };
+  const int32_t owned = made_in(41), floating = made_in(41), other_run = made_in(42);
+  reg.acquire(owned);  // a program output Python took
+  const std::string floating_path = reg.get(floating)->path();
+  reg.fail_run(41);
+  EXPECT_THROW(reg.get(floating), ValueError);
+  EXPECT_FALSE(exists(floating_path));
+  EXPECT_NO_THROW(reg.get(owned));
+  EXPECT_NO_THROW(reg.get(other_run));
+  // A call of the failed run that finishes after the failure: its array goes at once.
+  const int32_t late = made_in(41);
+  EXPECT_THROW(reg.get(late), ValueError);
+  reg.release(owned);
+  reg.release_floating(other_run);
 }
 
 TEST(Scratch, FileCreatedAtAUserPathIsKept) {
@@ -215,6 +248,77 @@ TEST(Scratch, ConfigureKeepsTheFoldersOfEarlierRootsOfThisProcess) {
   scratch().configure(root.path(), false);
   EXPECT_TRUE(exists(first));
   EXPECT_EQ(scratch().reclaimed_folders(), 0);
+}
+
+TEST(Scratch, ConfigureLeavesUnmarkedFoldersNamedLikeJasksAlone) {
+  TempDir root;
+  // A user's own folders, named like Jask's, locked or not, live or dead pid.
+  std::string with_lock = make_process_folder(root, "proc-results", false);
+  std::string dead_staging = make_process_folder(root, ".staging-999999-userdata", false);
+  std::string wrong_marker = make_process_folder(root, "proc-999999-aaaaaaaa", false);
+  const std::string text = scratch_marker_text("999999-bbbbbbbb");  // another folder's marker
+  test::write_file_bytes(wrong_marker + "/" + kScratchMarkerName,
+                         std::vector<char>(text.begin(), text.end()));
+  scratch().configure(root.path(), false);
+  for (const std::string& dir : {with_lock, dead_staging, wrong_marker}) {
+    EXPECT_TRUE(exists(dir + "/left-over.npy")) << dir;
+  }
+  EXPECT_EQ(scratch().reclaimed_folders(), 0);
+}
+
+TEST(Scratch, ConfigureNeverFollowsASymlinkNamedLikeAFolderOfJasks) {
+  TempDir root, elsewhere;
+  // The target looks exactly like an abandoned folder of Jask's.
+  std::string target = make_process_folder(elsewhere, "proc-999999-cccccccc");
+  test::fs::create_directory_symlink(target, root.file("proc-999999-cccccccc"));
+  scratch().configure(root.path(), false);
+  EXPECT_TRUE(exists(target + "/left-over.npy"));
+  EXPECT_TRUE(test::fs::is_symlink(root.file("proc-999999-cccccccc")));
+  EXPECT_EQ(scratch().reclaimed_folders(), 0);
+}
+
+TEST(Scratch, ReclaimingRemovesASymlinkInsideAFolderButNotItsTarget) {
+  TempDir root, elsewhere;
+  std::string dead = make_process_folder(root, "proc-999999-dddddddd");
+  std::string precious = elsewhere.file("precious");
+  test::fs::create_directory(precious);
+  test::write_file_bytes(precious + "/data", {'y'});
+  test::fs::create_directory_symlink(precious, dead + "/link");
+  scratch().configure(root.path(), false);
+  EXPECT_FALSE(exists(dead));
+  EXPECT_TRUE(exists(precious + "/data"));
+  EXPECT_EQ(scratch().reclaimed_folders(), 1);
+}
+
+TEST(Scratch, ConfigureReclaimsAMarkedStagingFolderOfADeadProcess) {
+  TempDir root;
+  std::string dead = make_process_folder(root, ".staging-999999-eeeeeeee");
+  scratch().configure(root.path(), false);
+  EXPECT_FALSE(exists(dead));
+  EXPECT_EQ(scratch().reclaimed_folders(), 1);
+}
+
+TEST(Scratch, AnEmptyRootIsAValueError) {
+  EXPECT_THROW(scratch().configure("", false), ValueError);
+}
+
+TEST(Scratch, ANewRootIsPrivateWhateverTheUmask) {
+  TempDir base;
+  const mode_t saved = ::umask(0);
+  const std::string root = base.file("a/b");
+  try {
+    scratch().configure(root, false);
+  } catch (...) {
+    ::umask(saved);
+    throw;
+  }
+  ::umask(saved);
+  for (const std::string& dir : {base.file("a"), root, scratch().process_dir()}) {
+    struct stat st;
+    ASSERT_EQ(::stat(dir.c_str(), &st), 0) << dir;
+    EXPECT_EQ(st.st_mode & 07777, 0700u) << dir;
+  }
+  scratch().shutdown();
 }
 
 bool shm_is_tmpfs() { return test::fs::is_directory("/dev/shm") && is_ram_backed("/dev/shm"); }

@@ -1,5 +1,7 @@
 #include "storage/array_store.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -68,9 +70,17 @@ ArrayRef StoredArray::create_scratch(const ArrayInfo& info, const std::string& t
   const uint64_t bytes = layout.data_bytes(info).second;
   const bool recycled =
       contents == ScratchContents::kOverwritten && ScratchPool::instance().take(bytes, path);
-  auto file =
-      std::make_shared<File>(path, recycled ? OpenMode::kReadWrite : OpenMode::kCreateExclusive);
-  write_new_file(*file, info, layout);
+  std::shared_ptr<File> file;
+  try {
+    file =
+        std::make_shared<File>(path, recycled ? OpenMode::kReadWrite : OpenMode::kCreateExclusive);
+    write_new_file(*file, info, layout);
+  } catch (...) {
+    // A full disk fails the header's write: the file goes with the error. The
+    // path is this process's own (a fresh name, or a pooled file renamed to it).
+    if (file != nullptr || recycled) ::unlink(path.c_str());
+    throw;
+  }
   ScratchPool::instance().created(bytes);
   auto shared = SharedFile::unlisted(std::move(file), /*scratch=*/true, release_to_pool);
   return ArrayRef(new StoredArray(std::move(shared), path, info, layout, true));
@@ -232,6 +242,7 @@ void Registry::acquire(int32_t handle) {
   auto it = entries_.find(handle);
   if (it == entries_.end()) throw ValueError("unknown array handle " + std::to_string(handle));
   ++it->second.owners;
+  it->second.run = kNoRun;  // Python's now, whatever becomes of its program
 }
 
 void Registry::release(int32_t handle) {
@@ -254,6 +265,36 @@ void Registry::release_floating(int32_t handle) {
     if (it == entries_.end() || it->second.owners > 0) return;
     doomed = std::move(it->second.array);
     entries_.erase(it);
+  }
+}
+
+void Registry::made_in_run(int32_t handle, int64_t run) {
+  ArrayRef doomed;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(handle);
+  if (it == entries_.end()) return;
+  if (std::find(failed_runs_.begin(), failed_runs_.end(), run) == failed_runs_.end()) {
+    it->second.run = run;
+  } else if (it->second.owners == 0) {
+    doomed = std::move(it->second.array);
+    entries_.erase(it);
+  }
+}
+
+void Registry::fail_run(int64_t run) {
+  std::vector<ArrayRef> doomed;  // destroyed outside the lock (declared before it)
+  std::lock_guard<std::mutex> lock(mu_);
+  if (std::find(failed_runs_.begin(), failed_runs_.end(), run) == failed_runs_.end()) {
+    failed_runs_.push_back(run);
+    if (failed_runs_.size() > kFailedRunsKept) failed_runs_.pop_front();
+  }
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (it->second.run == run && it->second.owners == 0) {
+      doomed.push_back(std::move(it->second.array));
+      it = entries_.erase(it);
+    } else {
+      ++it;
+    }
   }
 }
 

@@ -2,6 +2,7 @@
 // for an array inside jitted programs; the registry maps it to the file.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -128,16 +129,26 @@ class Registry {
   void acquire(int32_t handle);
   void release(int32_t handle);
   void release_floating(int32_t handle);
+  // A compiled program's call made `handle` in `run` (XLA's id of one
+  // execution of a program). When a call of the run fails (a full disk), the
+  // program's Release calls after it never run: fail_run frees the run's
+  // floating handles, those made so far and any made after.
+  void made_in_run(int32_t handle, int64_t run);
+  void fail_run(int64_t run);
   size_t size() const;
   void clear();
 
  private:
+  static constexpr int64_t kNoRun = -1;
+  static constexpr size_t kFailedRunsKept = 16;
   struct Entry {
     ArrayRef array;
     int owners = 0;
+    int64_t run = kNoRun;
   };
   mutable std::mutex mu_;
   std::unordered_map<int32_t, Entry> entries_;
+  std::deque<int64_t> failed_runs_;  // the latest few
   int32_t next_ = 1;
 };
 
