@@ -25,6 +25,19 @@ def budget(request):
     jask.set_memory_budget(DEFAULT_BUDGET)
 
 
+# The same for gradients of every order: their jitted programs hold in-memory values (cotangents,
+# residuals) beside the ops' blocks, and the budget bounds both (tests/test_memory_bound.py):
+# of 4KB, what is left for blocks is too little for fused ops of 7 or more operands.
+GRADIENT_BUDGETS = {"1GB": "1GB", "64KB": "64KB", "8KB": "8KB"}
+
+
+@pytest.fixture(params=list(GRADIENT_BUDGETS), ids=lambda b: f"budget={b}")
+def gradient_budget(request):
+    jask.set_memory_budget(GRADIENT_BUDGETS[request.param])
+    yield GRADIENT_BUDGETS[request.param]
+    jask.set_memory_budget(DEFAULT_BUDGET)
+
+
 @pytest.fixture
 def small_budget():
     """Sets a tiny budget for one test."""

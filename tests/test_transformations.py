@@ -284,7 +284,7 @@ def test_values_eager_and_jit(case, budget, rng):
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_gradients_every_order(case, budget, rng):
+def test_gradients_every_order(case, gradient_budget, rng):
     dense, disk = make_inputs(case, rng)
     loss, ref_loss = losses(case, rng)
     argnums = tuple(range(len(disk)))
