@@ -25,7 +25,9 @@ from conftest import assert_trees_match
 
 LR = 1e-2
 STEPS = 3
-BUDGET = "4KB"  # the (64, 37) inputs are 9.5KB: every op runs over several blocks
+# The (64, 37) inputs are 9.5KB: every op runs over several blocks. (At 4KB, what jitted
+# programs hold in memory leaves too little of the budget for fused ops of many operands.)
+BUDGET = "8KB"
 RTOL = 1e-4
 
 

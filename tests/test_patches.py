@@ -20,6 +20,7 @@ EXPECTED = {
     "vjp_in_memory_cotangents": "jax",
     "flax_msgpack_budget": "flax",
     "remat_outputs": "jax",
+    "compiled_memory": "jax",
 }
 
 

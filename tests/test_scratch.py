@@ -17,10 +17,11 @@ from jask import _engine
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run_python(code, cwd, check=True):
+def run_python(code, cwd, *args, check=True):
+    """Runs `code` (dedented) in a new Python with Jask importable, `args` as its argv."""
     env = dict(os.environ, PYTHONPATH=REPO)
     return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
+        [sys.executable, "-c", textwrap.dedent(code), *map(str, args)],
         cwd=cwd,
         env=env,
         capture_output=True,

@@ -9,24 +9,13 @@ import sys
 import textwrap
 
 import pytest
+from test_scratch import run_python
 
 import jask
 from jask import _engine
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, PYTHONPATH=REPO)
-
-
-def run_python(code, cwd, *args, check=True):
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code), *map(str, args)],
-        cwd=cwd,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        check=check,
-        timeout=120,
-    )
 
 
 def make_user_folder(path, with_lock):
