@@ -77,7 +77,7 @@ class TempDir {
 // Sets the memory budget for one test and restores the previous one after.
 class BudgetGuard {
  public:
-  explicit BudgetGuard(int64_t bytes) : saved_(memory_budget()) { set_memory_budget(bytes); }
+  explicit BudgetGuard(int64_t bytes) : saved_(total_memory_budget()) { set_memory_budget(bytes); }
   ~BudgetGuard() { set_memory_budget(saved_); }
   BudgetGuard(const BudgetGuard&) = delete;
   BudgetGuard& operator=(const BudgetGuard&) = delete;
