@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -130,22 +131,18 @@ TEST(Update, ReadersOfTheOldFileKeepItAndTheArrayAndItsViewsSeeTheNewOne) {
   EXPECT_EQ(array_values(*view), new_values);
 }
 
-TEST(Update, ConcurrentReadersSeeEachReadWhollyOldOrWhollyNew) {
-  ScratchDir scratch;
-  BudgetGuard budget(4096);
-  TempDir dir;
-  int32_t dst = open_npy_with(dir.file("a.npy"), std::vector<double>(kNumel, 0.0));
-  ArrayRef arr = Registry::instance().get(dst);
+// Updates the array `dst` (all zeros) to all 1, 2, ..., 20 while a thread
+// reads it whole with `read` as fast as it can: no read may mix two versions.
+void expect_whole_reads_during_updates(int32_t dst,
+                                       const std::function<void(std::vector<float>&)>& read) {
   const int kUpdates = 20;
   std::atomic<bool> done{false};
   std::atomic<int> reads{0}, torn{0};
   std::thread reader([&] {
-    std::vector<float> block(kNumel);
+    std::vector<float> values(kNumel);
     while (!done) {
-      arr->read_elems(block.data(), 0, kNumel);
-      for (float v : block) {
-        if (v != block[0]) ++torn;
-      }
+      read(values);
+      for (float v : values) torn += v != values[0];
       ++reads;
     }
   });
@@ -155,6 +152,16 @@ TEST(Update, ConcurrentReadersSeeEachReadWhollyOldOrWhollyNew) {
   EXPECT_EQ(torn, 0);
   EXPECT_GT(reads, 0);
   EXPECT_EQ(array_values(dst), std::vector<double>(kNumel, kUpdates));
+}
+
+TEST(Update, ConcurrentReadersSeeEachReadWhollyOldOrWhollyNew) {
+  ScratchDir scratch;
+  BudgetGuard budget(4096);
+  TempDir dir;
+  int32_t dst = open_npy_with(dir.file("a.npy"), std::vector<double>(kNumel, 0.0));
+  ArrayRef arr = Registry::instance().get(dst);
+  expect_whole_reads_during_updates(
+      dst, [&](std::vector<float>& values) { arr->read_elems(values.data(), 0, kNumel); });
 }
 
 TEST(Update, OfAReadOnlyArrayThrowsNamingThePathAndChangesNothing) {
@@ -421,25 +428,11 @@ TEST(Update, ACallPinsItsOperandsSoEveryBlockItReadsComesFromOneVersion) {
   TempDir dir;
   int32_t dst = open_npy_with(dir.file("a.npy"), std::vector<double>(kNumel, 0.0));
   ArrayRef arr = Registry::instance().get(dst);
-  const int kUpdates = 20;
-  std::atomic<bool> done{false};
-  std::atomic<int> reads{0}, torn{0};
-  std::thread reader([&] {
-    std::vector<float> values(kNumel);
-    while (!done) {
-      ReadPins pins(files_of({arr}));
-      for (int64_t first = 0; first < kNumel; first += 64)
-        arr->read_elems(values.data() + first, first, std::min<int64_t>(64, kNumel - first));
-      for (float v : values) torn += v != values[0];
-      ++reads;
-    }
+  expect_whole_reads_during_updates(dst, [&](std::vector<float>& values) {
+    ReadPins pins(files_of({arr}));
+    for (int64_t first = 0; first < kNumel; first += 64)
+      arr->read_elems(values.data() + first, first, std::min<int64_t>(64, kNumel - first));
   });
-  for (int k = 1; k <= kUpdates; ++k) copy_into(dst, fill_array(kInfo, k));
-  done = true;
-  reader.join();
-  EXPECT_EQ(torn, 0);
-  EXPECT_GT(reads, 0);
-  EXPECT_EQ(array_values(dst), std::vector<double>(kNumel, kUpdates));
 }
 
 // A pipe's byte, for ordering two processes.
