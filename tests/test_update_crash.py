@@ -39,36 +39,50 @@ def replacement_files(path):
     return sorted(path.parent.glob(path.name + ".jask-tmp-*"))
 
 
-def kill_during_updates(folder, delay):
-    """Starts a child updating folder/a.npy in a loop; SIGKILLs it `delay` s after its first update.
-
-    Timing from the first update on leaves out the child's start (importing JAX, first trace),
-    which is slow and varies with the machine's load.
-    """
-    folder.mkdir()
-    path = folder / "a.npy"
-    np.save(path, np.zeros(ELEMENTS, np.float32))
-    env = dict(
+def child_env(**extra):
+    """The environment of a child process that imports this checkout's Jask."""
+    return dict(
         os.environ,
         JAX_PLATFORMS="cpu",
         PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        **extra,
     )
+
+
+def kill_after_first_line(argv, delay, env=None) -> list[int]:
+    """Runs `argv`, a child that prints 1, 2, ... (one a line) as it goes, and SIGKILLs it
+    `delay` s after its first line; returns the numbers it printed.
+
+    Timing from the first line on leaves out the child's start (importing JAX, first trace),
+    which is slow and varies with the machine's load.
+    """
     child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(path), str(folder / "scratch")],
+        argv,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env=env if env is not None else child_env(),
     )
     first = child.stdout.readline()
     if first != "1\n":
         child.kill()
-        raise AssertionError(f"child did not start updating: {first!r} {child.communicate()[1]}")
+        raise AssertionError(f"child did not start: {first!r} {child.communicate()[1]}")
     time.sleep(delay)
     child.kill()
     out, err = child.communicate(timeout=60)
     assert child.returncode == -9, (child.returncode, err)  # killed, not failed
-    finished = [1] + [int(line) for line in out.split()]
+    return [1] + [int(line) for line in out.split()]
+
+
+def kill_during_updates(folder, delay):
+    """Starts a child updating folder/a.npy in a loop; SIGKILLs it `delay` s after its first
+    update."""
+    folder.mkdir()
+    path = folder / "a.npy"
+    np.save(path, np.zeros(ELEMENTS, np.float32))
+    finished = kill_after_first_line(
+        [sys.executable, "-c", CHILD, str(path), str(folder / "scratch")], delay
+    )
     data = np.load(path)
     return dict(
         path=path,

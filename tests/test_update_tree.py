@@ -2,12 +2,10 @@
 clear errors, and after a SIGKILL at any moment every leaf at the old step or every leaf at the
 new one."""
 
-import os
 import random
 import shutil
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from test_update_crash import child_env, kill_after_first_line
 
 import jask
 
@@ -80,15 +79,6 @@ def test_update_tree_errors_name_the_leaf_and_change_nothing(tmp_path):
     assert transaction_files(tmp_path) == []
 
 
-def child_env(**extra):
-    return dict(
-        os.environ,
-        JAX_PLATFORMS="cpu",
-        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-        **extra,
-    )
-
-
 FILES = ("w.npy", "sub/m.npy", "sub/deeper/v.npy")
 SHAPE = (128, 64)
 
@@ -134,22 +124,10 @@ def steps_on_disk(folder):
 
 def kill_during_steps(folder, delay):
     start_state(folder)
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(folder), str(folder / "scratch"), *FILES],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=child_env(),
+    printed = kill_after_first_line(
+        [sys.executable, "-c", CHILD, str(folder), str(folder / "scratch"), *FILES], delay
     )
-    first = child.stdout.readline()
-    if first != "1\n":
-        child.kill()
-        raise AssertionError(f"child did not start: {first!r} {child.communicate()[1]}")
-    time.sleep(delay)
-    child.kill()
-    out, err = child.communicate(timeout=60)
-    assert child.returncode == -9, (child.returncode, err)
-    about_to_commit = ([1] + [int(line) for line in out.split()])[-1]
+    about_to_commit = printed[-1]
     leftovers = transaction_files(*{(folder / name).parent for name in FILES})
     return about_to_commit, leftovers
 
