@@ -21,7 +21,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_zero_materialization import _run_capped, _write_uniform, capped_cgroup, disk_folder
+from test_zero_materialization import (
+    RSS_ANON,
+    _run_capped,
+    _write_uniform,
+    capped_cgroup,
+    disk_folder,
+)
 
 import jask
 
@@ -207,15 +213,13 @@ CAPPED_BUDGET = 48 * MiB
 RUNTIME_CONSTANT = 64 * MiB
 FEATURES, HIDDEN = 256, 128
 
-MLP_CHILD = r"""
+MLP_CHILD = (
+    r"""
 import json, sys
 import jax, jax.numpy as jnp, numpy as np, optax, jask
-
-def rss_anon():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) * 1024
+"""
+    + RSS_ANON
+    + r"""
 
 data, scratch, budget, run = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "run"
 jask.set_memory_budget(budget, scratch_dir=scratch)
@@ -244,6 +248,7 @@ if run:
 else:
     print(json.dumps({"baseline": baseline}))
 """
+)
 
 
 def _numpy_mlp_step(folder, chunk=1 << 17):

@@ -145,14 +145,21 @@ REFERENCE_ROWS = 1 << 18  # rows per chunk of the NumPy reference
 # Runs in the capped child: the seed pipeline on the files in argv[1], grads
 # saved next to them; prints JSON. A thread samples the anonymous memory
 # (RssAnon) so the parent can see what Jask itself held.
-CHILD = r"""
-import json, sys, threading, time
-
+# The capped children's measure of what they hold: anonymous memory (RssAnon), in bytes.
+RSS_ANON = r"""
 def rss_anon():
     with open("/proc/self/status") as f:
         for line in f:
             if line.startswith("RssAnon:"):
                 return int(line.split()[1]) * 1024
+"""
+
+CHILD = (
+    r"""
+import json, sys, threading, time
+"""
+    + RSS_ANON
+    + r"""
 
 peak = [0]
 def sample():
@@ -182,6 +189,7 @@ for name, grad in zip("abc", grads):
 print(json.dumps({"loss": loss, "anon_before": before, "anon_peak": max(peak[0], after),
                   "anon_after": after, "seconds": seconds}))
 """
+)
 
 # Allocates (and touches) twice the cap: the kernel must kill it.
 GREEDY_CHILD = "import sys, numpy as np; np.ones(2 * int(sys.argv[1]), np.uint8); print('survived')"
