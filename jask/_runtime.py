@@ -36,9 +36,9 @@ _UNITS = {
 _scratch_request: tuple[str, bool] = (DEFAULT_SCRATCH_DIR, False)
 
 
-# The engine's bounds on the budget (base/memory_budget.hpp).
-MIN_BUDGET = 1024
-MAX_BUDGET = 2**60
+# The engine's bounds on the budget (base/memory_budget.hpp), checked here too: a Python int
+# beyond int64 would not reach the engine's check.
+MIN_BUDGET, MAX_BUDGET = _engine.MIN_BUDGET, _engine.MAX_BUDGET
 
 
 def parse_size(size: int | str) -> int:
@@ -153,16 +153,12 @@ def new_program_slot() -> int:
     return _engine.new_program_slot()
 
 
-def note_program_memory(name: str, slots, nbytes: int) -> None:
-    """XLA compiled the program `name`, whose engine calls name `slots`: while it runs, XLA
-    holds `nbytes` in memory (temporaries and in-memory results), which its engine calls leave
-    out of the blocks they plan (up to half the budget)."""
+def note_program_memory(slots, nbytes: int) -> None:
+    """XLA compiled a program whose engine calls name `slots`: while it runs, XLA holds `nbytes`
+    in memory (temporaries and in-memory results), which its engine calls leave out of the
+    blocks they plan (up to half the budget)."""
     for slot in slots:
         _engine.note_program_bytes(slot, int(nbytes))
-    _compiled_programs[name] = max(int(nbytes), _compiled_programs.get(name, 0))
-
-
-_compiled_programs: dict[str, int] = {}
 
 
 def memory_stats() -> dict[str, int]:
@@ -179,7 +175,7 @@ def memory_stats() -> dict[str, int]:
     """
     return {
         "budget": _engine.memory_budget(),
-        "largest_program": max(_compiled_programs.values(), default=0),
+        "largest_program": _engine.largest_program_bytes(),
         "blocks_now": _engine.buffer_bytes(),
         "blocks_peak": _engine.peak_buffer_bytes(),
     }

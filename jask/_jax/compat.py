@@ -154,9 +154,9 @@ class Hooks:
     new_program_slot: Callable[[], int]
     """A new slot for the memory a jitted program holds (the engine's program slots)."""
     program_compiled: Callable
-    """(name, slots, bytes) -> called when XLA has compiled a program that calls Jask's
-    engine: the program slots its calls name, and the bytes XLA holds in memory while it runs
-    (temporaries and in-memory results)."""
+    """(slots, bytes) -> called when XLA has compiled a program that calls Jask's engine: the
+    program slots its calls name, and the bytes XLA holds in memory while it runs (temporaries
+    and in-memory results)."""
 
 
 @dataclass(frozen=True)
@@ -787,9 +787,7 @@ def _report_compiled_memory(hooks: Hooks) -> None:
         slots = {int(n) for n in _PROGRAM_SLOT_ATTRIBUTE.findall(_module_text(computation))}
         if slots:
             stats = executable.get_compiled_memory_stats()
-            hooks.program_compiled(
-                name, slots, stats.temp_size_in_bytes + stats.output_size_in_bytes
-            )
+            hooks.program_compiled(slots, stats.temp_size_in_bytes + stats.output_size_in_bytes)
         return executable
 
     cached_compilation._jask_original = original

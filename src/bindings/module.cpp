@@ -164,6 +164,9 @@ NB_MODULE(_engine, m) {
   m.def("new_program_slot", &new_program_slot);
   m.def("note_program_bytes", &note_program_bytes, "slot"_a, "nbytes"_a);
   m.def("program_bytes", &program_bytes, "slot"_a);
+  m.def("largest_program_bytes", &largest_program_bytes);
+  m.attr("MIN_BUDGET") = kMinBudget;
+  m.attr("MAX_BUDGET") = kMaxBudget;
   m.def("buffer_bytes", &buffer_bytes);
   m.def("peak_buffer_bytes", &peak_buffer_bytes);
   m.def("reset_peak_buffer_bytes", &reset_peak_buffer_bytes);

@@ -53,6 +53,11 @@ int64_t program_bytes(int32_t slot) {
   return g_slots[static_cast<size_t>(slot)];
 }
 
+int64_t largest_program_bytes() {
+  std::lock_guard<std::mutex> lock(g_slots_mu);
+  return *std::max_element(g_slots.begin(), g_slots.end());
+}
+
 BudgetTurn::BudgetTurn(int64_t program_bytes) {
   g_turn.lock();
   saved_ = g_held;

@@ -30,6 +30,8 @@ int64_t budget_for_blocks(int64_t needed);
 int32_t new_program_slot();
 void note_program_bytes(int32_t slot, int64_t bytes);
 int64_t program_bytes(int32_t slot);
+// The largest figure of any slot: of every program compiled so far.
+int64_t largest_program_bytes();
 
 // The budget bounds everything Jask holds at once, not each call: engine calls
 // (a kernel, an update_, a read into memory) take turns, one at a time per
