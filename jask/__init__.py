@@ -73,6 +73,9 @@ from ._runtime import set_io_mode as set_io_mode
 from ._runtime import set_memory_budget as set_memory_budget
 from ._runtime import set_scratch_recycling as set_scratch_recycling
 from ._setup import install as _install
+from .formats.safetensors import open_safetensors as open_safetensors
+from .formats.safetensors import safetensors_metadata as safetensors_metadata
+from .formats.safetensors import save_safetensors as save_safetensors
 
 __all__ = [
     "DiskArray",
@@ -115,6 +118,7 @@ __all__ = [
     "negative",
     "not_equal",
     "ones_like",
+    "open_safetensors",
     "outer",
     "power",
     "prod",
@@ -123,6 +127,8 @@ __all__ = [
     "reshape",
     "rows",
     "rsqrt",
+    "safetensors_metadata",
+    "save_safetensors",
     "save_tree",
     "scratch_dir",
     "set_io_mode",

@@ -171,7 +171,11 @@ threading.Thread(target=sample, daemon=True).start()
 import jax, jask
 data, scratch, budget = sys.argv[1], sys.argv[2], int(sys.argv[3])
 jask.set_memory_budget(budget, scratch_dir=scratch)
-a, b, c, t = (jask.DiskArray.open(f"{data}/{name}.npy") for name in "abct")
+if len(sys.argv) > 4:  # the same inputs, as the tensors of one safetensors file
+    tensors = jask.open_safetensors(sys.argv[4])
+    a, b, c, t = (tensors[name] for name in "abct")
+else:
+    a, b, c, t = (jask.DiskArray.open(f"{data}/{name}.npy") for name in "abct")
 
 def mse_loss(a, b, c, t):
     return jask.sum(jask.square(jask.sub(jask.dot(jask.dot(a, b), c), t)))
@@ -184,10 +188,15 @@ loss, grads = compiled(a, b, c, t)
 loss = float(loss)
 seconds = time.perf_counter() - start
 after = rss_anon()
+prefix = "st_" if len(sys.argv) > 4 else ""
 for name, grad in zip("abc", grads):
-    grad.save(f"{data}/grad_{name}.npy")
+    if prefix and name == "a":  # its sum of squares only: another 640 MB file would be slow
+        grad_a_sq = float(jask.sum(jask.square(grad)))
+    else:
+        grad.save(f"{data}/{prefix}grad_{name}.npy")
 print(json.dumps({"loss": loss, "anon_before": before, "anon_peak": max(peak[0], after),
-                  "anon_after": after, "seconds": seconds}))
+                  "anon_after": after, "seconds": seconds,
+                  "grad_a_sq": grad_a_sq if prefix else None}))
 """
 )
 
@@ -337,3 +346,47 @@ def test_capped_run_holds_no_more_than_the_budget(capped_run):
         f"anonymous memory grew by {growth / MiB:.0f} MiB during the run (budget "
         f"{BUDGET / MiB:.0f} MiB) and {retained / MiB:.0f} MiB stayed after it"
     )
+
+
+def test_capped_run_on_a_safetensors_file_matches_the_npy_run(capped_run):
+    """The seed pipeline again, its inputs the tensors of one safetensors file four times the cap."""
+    folder = capped_run["folder"]
+    path = folder / "seed.safetensors"
+    inputs = {name: jask.DiskArray.open(folder / f"{name}.npy") for name in "abct"}
+    jask.save_safetensors(path, inputs)  # streamed by the engine
+    del inputs
+    assert path.stat().st_size >= 4 * CAP
+    try:
+        with capped_cgroup() as cgroup:
+            child = _run_capped(
+                cgroup,
+                [
+                    sys.executable,
+                    "-c",
+                    CHILD,
+                    str(folder),
+                    str(folder / "scratch"),
+                    str(BUDGET),
+                    str(path),
+                ],
+            )
+            oom_kills = cgroup.oom_kills()
+    finally:
+        path.unlink()
+    assert child.returncode == 0, (
+        f"exit {child.returncode}, OOM kills {oom_kills}\n{child.stderr[-4000:]}"
+    )
+    report = json.loads(child.stdout.splitlines()[-1])
+    assert oom_kills == 0 and report["anon_peak"] < CAP
+    # The .npy run's loss and gradients are checked against NumPy (test_capped_run_matches_numpy).
+    np.testing.assert_allclose(report["loss"], capped_run["loss"], rtol=1e-6)
+    for name in "bc":
+        got, want = (np.load(folder / f"{p}grad_{name}.npy") for p in ("st_", ""))
+        assert got.dtype == want.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
+    grad_a = np.load(folder / "grad_a.npy", mmap_mode="r")
+    grad_a_sq = sum(
+        float(np.sum(np.square(grad_a[i : i + REFERENCE_ROWS], dtype=np.float64)))
+        for i in range(0, len(grad_a), REFERENCE_ROWS)
+    )
+    np.testing.assert_allclose(report["grad_a_sq"], grad_a_sq, rtol=1e-5)

@@ -326,6 +326,13 @@ NB_MODULE(_engine, m) {
       },
       "handle"_a, "path"_a, Unlocked());
   m.def(
+      "save_into",
+      [](int32_t h, const std::string& path, uint64_t offset) {
+        BudgetTurn turn;
+        save_into(h, path, offset);
+      },
+      "handle"_a, "path"_a, "offset"_a, Unlocked());
+  m.def(
       "write_from",
       [](int32_t h, ReadOnlyBytes src) {
         BudgetTurn turn;

@@ -602,6 +602,21 @@ void save_array(int32_t handle, const std::string& path) {
   dst->file()->sync();
 }
 
+void save_into(int32_t handle, const std::string& path, uint64_t offset) {
+  ArrayRef src = reg().get(handle);
+  const ArrayInfo& info = src->info();
+  // The destination is a raw view of the file's bytes at `offset`; the caller
+  // made the file (a safetensors file being written) and renames it into place.
+  auto dst = StoredArray::open(path, "raw", OpenOptions{true, info, offset});
+  ReadPins pins(files_of({src}));
+  stream_elements(
+      "save_into", info.describe(), info.numel(), {src}, dst.get(),
+      [&](int64_t, const std::vector<const void*>& in, void* out, int64_t, int64_t count) {
+        std::memcpy(out, in[0], static_cast<size_t>(count) * itemsize(info.dtype));
+      });
+  dst->file()->sync();
+}
+
 void write_from_memory(int32_t handle, const void* src, uint64_t nbytes) {
   ArrayRef arr = reg().get(handle);
   const ArrayInfo& info = arr->info();

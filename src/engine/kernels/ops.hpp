@@ -51,6 +51,9 @@ void copy_all_into(const std::vector<int32_t>& dsts, const std::vector<int32_t>&
                    const std::vector<std::string>& names);
 // New .npy file at `path` with the array's contents.
 void save_array(int32_t handle, const std::string& path);
+// The array's contents into the existing file at `path`, from byte `offset`
+// on, in place (streamed in blocks), then flushed.
+void save_into(int32_t handle, const std::string& path, uint64_t offset);
 // Whole-array transfers between a caller's buffer and the file, streamed in
 // budget-sized blocks.
 void write_from_memory(int32_t handle, const void* src, uint64_t nbytes);

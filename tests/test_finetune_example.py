@@ -1,0 +1,52 @@
+"""examples/finetune_safetensors.py fine-tunes a sharded safetensors checkpoint larger than the budget."""
+
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+from safetensors import safe_open
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_finetune_lowers_the_loss_and_saves_what_it_trained(tmp_path):
+    final = tmp_path / "final.npz"
+    out = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(REPO, "examples", "finetune_safetensors.py"),
+            *("--inputs", "12", "--hidden", "48", "--outputs", "3", "--layers", "4"),
+            *("--steps", "20", "--batch-size", "64", "--learning-rate", "1e-2"),
+            *("--budget", "16KB", "--shard-size", "8KB"),
+            *("--dir", str(tmp_path), "--dump-final", str(final)),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONPATH=REPO),
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "forward pass matches" in out.stdout and "loss fell from" in out.stdout
+    losses = [float(v) for v in re.findall(r"^step \d+: loss = (\S+)$", out.stdout, re.M)]
+    assert len(losses) == 20 and losses[-1] < 0.5 * losses[0]
+    header = next(line for line in out.stdout.splitlines() if line.startswith("checkpoint:"))
+    nbytes = int(re.search(r"([\d,]+) bytes in (\d+) shards", header).group(1).replace(",", ""))
+    assert nbytes > 16 * 1024  # the weights are larger than the budget
+    assert int(re.search(r"in (\d+) shards", header).group(1)) > 1
+
+    trained = np.load(final)
+    tuned = tmp_path / "finetuned"
+    read = {}
+    for shard in sorted(tuned.glob("*.safetensors")):
+        with safe_open(str(shard), "np") as f:
+            read |= {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118
+    assert len(list(tuned.glob("*.safetensors"))) > 1
+    assert sorted(read) == sorted(trained.files) and len(read) == 8
+    for name in trained.files:
+        assert read[name].dtype == trained[name].dtype == np.float32
+        np.testing.assert_array_equal(read[name], trained[name], err_msg=name)
+    with safe_open(str(sorted(tuned.glob("*.safetensors"))[0]), "np") as f:
+        assert f.metadata() == {"format": "np"}
