@@ -171,16 +171,18 @@ threading.Thread(target=sample, daemon=True).start()
 import jax, jask
 data, scratch, budget = sys.argv[1], sys.argv[2], int(sys.argv[3])
 jask.set_memory_budget(budget, scratch_dir=scratch)
-if len(sys.argv) > 4:  # the same inputs, as the tensors of one safetensors file
+if len(sys.argv) > 4:  # the same inputs as the tensors of one safetensors file; grads of b, c
     tensors = jask.open_safetensors(sys.argv[4])
     a, b, c, t = (tensors[name] for name in "abct")
+    argnums, prefix = (1, 2), "st_"
 else:
     a, b, c, t = (jask.DiskArray.open(f"{data}/{name}.npy") for name in "abct")
+    argnums, prefix = (0, 1, 2), ""
 
 def mse_loss(a, b, c, t):
     return jask.sum(jask.square(jask.sub(jask.dot(jask.dot(a, b), c), t)))
 
-compiled = jax.jit(jax.value_and_grad(mse_loss, argnums=(0, 1, 2))).lower(a, b, c, t).compile()
+compiled = jax.jit(jax.value_and_grad(mse_loss, argnums=argnums)).lower(a, b, c, t).compile()
 before = rss_anon()
 peak[0] = before
 start = time.perf_counter()
@@ -188,15 +190,10 @@ loss, grads = compiled(a, b, c, t)
 loss = float(loss)
 seconds = time.perf_counter() - start
 after = rss_anon()
-prefix = "st_" if len(sys.argv) > 4 else ""
-for name, grad in zip("abc", grads):
-    if prefix and name == "a":  # its sum of squares only: another 640 MB file would be slow
-        grad_a_sq = float(jask.sum(jask.square(grad)))
-    else:
-        grad.save(f"{data}/{prefix}grad_{name}.npy")
+for name, grad in zip(("abc"[i] for i in argnums), grads):
+    grad.save(f"{data}/{prefix}grad_{name}.npy")
 print(json.dumps({"loss": loss, "anon_before": before, "anon_peak": max(peak[0], after),
-                  "anon_after": after, "seconds": seconds,
-                  "grad_a_sq": grad_a_sq if prefix else None}))
+                  "anon_after": after, "seconds": seconds}))
 """
 )
 
@@ -349,7 +346,8 @@ def test_capped_run_holds_no_more_than_the_budget(capped_run):
 
 
 def test_capped_run_on_a_safetensors_file_matches_the_npy_run(capped_run):
-    """The seed pipeline again, its inputs the tensors of one safetensors file four times the cap."""
+    """The seed pipeline's loss and the gradients of b and c (not a's: another 640 MB to write),
+    its inputs the tensors of one safetensors file four times the cap."""
     folder = capped_run["folder"]
     path = folder / "seed.safetensors"
     inputs = {name: jask.DiskArray.open(folder / f"{name}.npy") for name in "abct"}
@@ -384,9 +382,3 @@ def test_capped_run_on_a_safetensors_file_matches_the_npy_run(capped_run):
         got, want = (np.load(folder / f"{p}grad_{name}.npy") for p in ("st_", ""))
         assert got.dtype == want.dtype == np.float32
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
-    grad_a = np.load(folder / "grad_a.npy", mmap_mode="r")
-    grad_a_sq = sum(
-        float(np.sum(np.square(grad_a[i : i + REFERENCE_ROWS], dtype=np.float64)))
-        for i in range(0, len(grad_a), REFERENCE_ROWS)
-    )
-    np.testing.assert_allclose(report["grad_a_sq"], grad_a_sq, rtol=1e-5)
