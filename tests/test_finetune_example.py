@@ -42,7 +42,7 @@ def test_finetune_lowers_the_loss_and_saves_what_it_trained(tmp_path):
     read = {}
     for shard in sorted(tuned.glob("*.safetensors")):
         with safe_open(str(shard), "np") as f:
-            read |= {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118
+            read |= {name: f.get_tensor(name) for name in f.keys()}
     assert len(list(tuned.glob("*.safetensors"))) > 1
     assert sorted(read) == sorted(trained.files) and len(read) == 8
     for name in trained.files:

@@ -48,7 +48,7 @@ def _assert_same(got: dict, want: dict):
 
 def _safe_open_all(path) -> dict:
     with safe_open(str(path), "np") as f:
-        return {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118 (not a dict)
+        return {name: f.get_tensor(name) for name in f.keys()}
 
 
 def _header(path) -> tuple[int, dict]:
@@ -261,6 +261,31 @@ def test_every_header_lie_is_a_value_error_naming_the_file_and_tensor(tmp_path, 
     with pytest.raises(ValueError, match=message) as error:
         jask.open_safetensors(path)
     assert str(path) in str(error.value) and "'b'" in str(error.value)
+
+
+def test_random_header_damage_opens_consistently_or_raises_naming_the_file(tmp_path, rng):
+    """Single-character damage anywhere in a real header: a ValueError or TypeError naming the file,
+    or (where the damage is still a valid header) arrays that read their claimed shapes."""
+    path = tmp_path / "m.safetensors"
+    safetensors.numpy.save_file(_sample(rng), str(path))
+    original = path.read_bytes()
+    n = int.from_bytes(original[:8], "little")
+    alphabet = b'0123456789[]{},:"-. aFIBx'
+    outcomes = set()
+    for _ in range(60):
+        damaged = bytearray(original)
+        damaged[8 + rng.integers(n)] = alphabet[rng.integers(len(alphabet))]
+        path.write_bytes(bytes(damaged))
+        try:
+            arrays = jask.open_safetensors(path)
+        except (ValueError, TypeError) as error:
+            assert str(path) in str(error)
+            outcomes.add(type(error).__name__)
+        else:
+            for array in arrays.values():
+                assert np.asarray(array).shape == array.shape
+            outcomes.add("opened")
+    assert "ValueError" in outcomes  # the loop did damage the header
 
 
 def test_a_truncated_file_names_the_tensor_that_does_not_fit(tmp_path, rng):
