@@ -330,6 +330,7 @@ def test_unsupported_dtypes_are_type_errors_naming_file_tensor_and_dtype(tmp_pat
 def test_save_writes_what_safe_open_reads_from_disk_and_memory_leaves(tmp_path, rng, small_budget):
     small_budget("8KB")
     sample = _sample(rng)
+    big = rng.standard_normal((301, 29)).astype(np.float32)
     tree = {
         "layers": [
             {"w": jask.DiskArray.from_numpy(sample["w32"]), "b": jnp.asarray(sample["w16"])},
@@ -337,6 +338,7 @@ def test_save_writes_what_safe_open_reads_from_disk_and_memory_leaves(tmp_path, 
         ],
         "head": {"w": sample["w64"], "idx": jask.DiskArray.from_numpy(sample["idx"])},
         "empty": sample["empty"],
+        "big": jask.DiskArray.from_numpy(big),  # many blocks, at an offset not 4096-aligned
     }
     want = {
         "layers.0.w": sample["w32"],
@@ -346,11 +348,12 @@ def test_save_writes_what_safe_open_reads_from_disk_and_memory_leaves(tmp_path, 
         "head.w": sample["w64"],
         "head.idx": sample["idx"],
         "empty": sample["empty"],
+        "big": big,
     }
     path = tmp_path / "out.safetensors"
     jask.save_safetensors(path, tree, metadata={"format": "pt"})
     n, header = _header(path)
-    assert (8 + n) % 4096 == 0
+    assert (8 + n) % 4096 == 0 and header["big"]["data_offsets"][0] % 4096 != 0
     _assert_same(_safe_open_all(path), want)
     with safe_open(str(path), "np") as f:
         assert f.metadata() == {"format": "pt"}
@@ -383,6 +386,8 @@ def test_save_sharded_by_max_shard_size(tmp_path, rng):
     read = {}
     for shard in shards:
         read |= _safe_open_all(folder / shard)
+        with safe_open(str(folder / shard), "np") as f:
+            assert f.metadata() == {"format": "pt"}
         assert set(k for k, v in index["weight_map"].items() if v == shard) == set(
             _safe_open_all(folder / shard)
         )
