@@ -402,6 +402,25 @@ def test_save_sharded_by_max_shard_size(tmp_path, rng):
     _assert_same(jask.open_safetensors(folder), {"only": want["l0.w"]})
 
 
+def test_a_failed_save_leaves_the_old_file_and_no_temporary_one(tmp_path, rng, monkeypatch):
+    path = tmp_path / "m.safetensors"
+    jask.save_safetensors(path, {"x": np.ones(3, np.float32)})
+    before = path.read_bytes()
+
+    def fail(*args):
+        raise OSError("no space left (injected)")
+
+    monkeypatch.setattr(_engine, "save_into", fail)
+    tree = {"x": np.zeros(3, np.float32), "y": jask.DiskArray.from_numpy(np.zeros(5, np.float32))}
+    with pytest.raises(OSError, match="injected"):
+        jask.save_safetensors(path, tree)
+    with pytest.raises(OSError, match="injected"):
+        jask.save_safetensors(tmp_path / "ckpt", tree, max_shard_size=12)
+    assert path.read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) == ["ckpt", "m.safetensors"]
+    assert os.listdir(tmp_path / "ckpt") == []
+
+
 def test_save_refuses_what_it_cannot_write(tmp_path):
     foreign = tmp_path / "notes.txt"
     foreign.write_text("not a tensor file")
