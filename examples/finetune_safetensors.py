@@ -77,7 +77,7 @@ def main(argv=None):
     parser.add_argument("--layers", type=int, default=4, help="dense layers, each with a bias")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--batch-size", type=int, default=256)
-    parser.add_argument("--learning-rate", type=float, default=3e-3)
+    parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--budget", default="4MB")
     parser.add_argument("--shard-size", default="2MB", help="max_shard_size of both checkpoints")
     parser.add_argument(
