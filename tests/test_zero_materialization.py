@@ -172,6 +172,9 @@ import jax, jask
 data, scratch, budget = sys.argv[1], sys.argv[2], int(sys.argv[3])
 jask.set_memory_budget(budget, scratch_dir=scratch)
 if len(sys.argv) > 4:  # the same inputs as the tensors of one safetensors file; grads of b, c
+    npy = {name: jask.DiskArray.open(f"{data}/{name}.npy") for name in "abct"}
+    jask.save_safetensors(sys.argv[4], npy)  # streamed by the engine, under the cap
+    del npy
     tensors = jask.open_safetensors(sys.argv[4])
     a, b, c, t = (tensors[name] for name in "abct")
     argnums, prefix = (1, 2), "st_"
@@ -347,13 +350,10 @@ def test_capped_run_holds_no_more_than_the_budget(capped_run):
 
 def test_capped_run_on_a_safetensors_file_matches_the_npy_run(capped_run):
     """The seed pipeline's loss and the gradients of b and c (not a's: another 640 MB to write),
-    its inputs the tensors of one safetensors file four times the cap."""
+    its inputs the tensors of one safetensors file four times the cap, which the capped child
+    writes from the .npy inputs (save_safetensors streams DiskArrays) and opens."""
     folder = capped_run["folder"]
     path = folder / "seed.safetensors"
-    inputs = {name: jask.DiskArray.open(folder / f"{name}.npy") for name in "abct"}
-    jask.save_safetensors(path, inputs)  # streamed by the engine
-    del inputs
-    assert path.stat().st_size >= 4 * CAP
     try:
         with capped_cgroup() as cgroup:
             child = _run_capped(
@@ -368,14 +368,16 @@ def test_capped_run_on_a_safetensors_file_matches_the_npy_run(capped_run):
                     str(path),
                 ],
             )
-            oom_kills = cgroup.oom_kills()
+            peak, oom_kills = cgroup.peak_bytes(), cgroup.oom_kills()
+        assert child.returncode == 0, (
+            f"exit {child.returncode}, OOM kills {oom_kills}\n{child.stderr[-4000:]}"
+        )
+        assert path.stat().st_size >= 4 * CAP
     finally:
-        path.unlink()
-    assert child.returncode == 0, (
-        f"exit {child.returncode}, OOM kills {oom_kills}\n{child.stderr[-4000:]}"
-    )
+        path.unlink(missing_ok=True)
     report = json.loads(child.stdout.splitlines()[-1])
     assert oom_kills == 0 and report["anon_peak"] < CAP
+    assert peak is None or peak <= CAP
     # The .npy run's loss and gradients are checked against NumPy (test_capped_run_matches_numpy).
     np.testing.assert_allclose(report["loss"], capped_run["loss"], rtol=1e-6)
     for name in "bc":
