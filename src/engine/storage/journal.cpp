@@ -359,8 +359,10 @@ JournalWriter::JournalWriter(const std::string& target, const File& file, uint64
   }
 }
 
+// Before the commit point the file is untouched, and the update fails as a
+// whole: its journal goes, under whichever name it has.
 JournalWriter::~JournalWriter() {
-  if (!committed_) ::unlink(part_.c_str());
+  if (!committed_) ::unlink((renamed_ ? path_ : part_).c_str());
 }
 
 void JournalWriter::wrote(const void* data, size_t n, uint64_t at) {
@@ -399,8 +401,9 @@ void JournalWriter::commit() {
   crash_if("in_place_journal_written");
   journal_->sync();
   journal_->rename_over(path_, path_);
-  committed_ = true;
+  renamed_ = true;
   sync_directory(folder_);
+  committed_ = true;
   crash_if("in_place_journal_flushed");
 }
 

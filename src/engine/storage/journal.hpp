@@ -74,8 +74,9 @@ struct JournalHeader {
 std::string journal_path(const std::string& target);
 
 // The writer's side of one update (the protocol above). Destroyed before
-// commit(), it removes its .part; after commit() and before finish(), it
-// leaves the journal for recovery to replay (an error while writing in place).
+// commit() has returned, it removes its journal (the file is untouched);
+// after, and before finish(), it leaves the journal for recovery to replay
+// (an error while writing in place).
 class JournalWriter {
  public:
   // For the bytes [offset, offset + length) of `target`, whose open is `file`.
@@ -107,7 +108,7 @@ class JournalWriter {
   std::string folder_;
   JournalHeader header_;
   std::shared_ptr<File> journal_;
-  bool committed_ = false;
+  bool renamed_ = false, committed_ = false;
   struct Piece {
     uint64_t at, n;
     uint32_t crc;
