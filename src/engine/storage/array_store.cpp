@@ -214,12 +214,12 @@ void StoredArray::update_in_place(const DataWriter& write_data) {
   journal.commit();
   try {
     file_->with_readers_held([&] { journal.write_in_place(*file); });
+    journal.finish(*file);
   } catch (const IoError& e) {
     throw IoError("update_ of " + path_ + " failed while writing its new values in place (" +
                   e.what() + "); they are kept in " + journal.path() +
                   ", which the next open or update_ of the file writes in");
   }
-  journal.finish();
 }
 
 std::unique_ptr<ReplacementFile> StoredArray::stage_data(const DataWriter& write_data,

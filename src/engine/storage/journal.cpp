@@ -155,8 +155,8 @@ bool lock(int fd, bool wait, const std::string& path) {
 // `path` still names the file `fd` has open (it was not unlinked or
 // replaced since it was opened).
 bool still_at(const std::string& path, int fd) {
-  struct stat open_st {
-  }, path_st{};
+  struct stat open_st {};
+  struct stat path_st {};
   return ::fstat(fd, &open_st) == 0 && ::stat(path.c_str(), &path_st) == 0 &&
          open_st.st_dev == path_st.st_dev && open_st.st_ino == path_st.st_ino;
 }
@@ -227,8 +227,8 @@ bool names_file(const JournalHeader& h, const struct stat& file, const struct st
 // file, else removed (the file was never touched).
 void replay_or_discard(int locked, const std::string& journal, const std::string& target) {
   File jf(journal, OpenMode::kReadOnly);
-  struct stat journal_st {
-  }, target_st{};
+  struct stat journal_st {};
+  struct stat target_st {};
   if (::fstat(locked, &journal_st) != 0) throw IoError(errno_message("fstat", journal, errno));
   if (::stat(target.c_str(), &target_st) != 0) throw IoError(errno_message("stat", target, errno));
   std::optional<JournalHeader> h;
@@ -409,11 +409,11 @@ void JournalWriter::commit() {
 
 void JournalWriter::write_in_place(const File& target) const {
   copy_payload(*journal_, target, header_, /*writer=*/true);
-  target.sync();
-  crash_if("in_place_written");
 }
 
-void JournalWriter::finish() {
+void JournalWriter::finish(const File& target) {
+  target.sync();
+  crash_if("in_place_written");
   if (::unlink(path_.c_str()) != 0 && errno != ENOENT)
     throw IoError(errno_message("unlink", path_, errno));
   sync_directory(folder_);

@@ -94,10 +94,10 @@ class JournalWriter {
   // Step 1's end: header, flush, rename, folder flush.
   void commit();
   // Step 2: the payload over the extent of `target` (the update's open of
-  // the file, writable), then its fdatasync.
+  // the file, writable).
   void write_in_place(const File& target) const;
-  // Step 3.
-  void finish();
+  // Step 2's fdatasync of `target` (readers need not wait for it), then step 3.
+  void finish(const File& target);
   const std::string& path() const { return path_; }
 
  private:
