@@ -33,10 +33,10 @@ test-cpp:
 	ctest --test-dir $(CPP_BUILD) --output-on-failure
 
 # The engine's GoogleTests under AddressSanitizer + UndefinedBehaviorSanitizer (all of
-# them), then under ThreadSanitizer (the threaded parts: pipeline, file I/O, slabs, update_,
-# the budget's turns).
+# them), then under ThreadSanitizer (the threaded parts: pipeline, file I/O, slabs, update_ and
+# its journal, the budget's turns).
 SANITIZE_BUILD := -DJASK_BUILD_PYTHON=OFF -DJASK_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O1
-TSAN_TESTS := Pipeline*:FileIo*:Hyperslab*:Update*:MemoryBudget*
+TSAN_TESTS := Pipeline*:FileIo*:Hyperslab*:Update*:MemoryBudget*:Journal*
 test-sanitize:
 	./scripts/ensure-gtest.sh
 	cmake -S . -B build/asan $(SANITIZE_BUILD) -DJASK_SANITIZE=address,undefined >/dev/null

@@ -25,6 +25,7 @@
 #include "storage/array_store.hpp"
 #include "storage/chunked.hpp"
 #include "storage/io_config.hpp"
+#include "storage/journal.hpp"
 #include "storage/scratch.hpp"
 #include "storage/scratch_pool.hpp"
 
@@ -230,6 +231,10 @@ NB_MODULE(_engine, m) {
   m.def("load_blas", &load_blas, "path"_a, "num_threads"_a);
   m.def("blas_loaded", &blas_loaded);
   m.def("set_direct_io", &set_direct_io_enabled, "enabled"_a);
+  // update_ writes in place (journaled) when a file holds more than this many
+  // bytes besides the array (storage/journal.hpp).
+  m.def("set_in_place_update_threshold", &set_in_place_update_threshold, "nbytes"_a);
+  m.def("in_place_update_threshold", &in_place_update_threshold);
   m.def(
       "set_read_mode",
       [](const std::string& mode) {

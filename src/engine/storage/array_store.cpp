@@ -11,6 +11,7 @@
 #include "formats/registry.hpp"
 #include "storage/chunked.hpp"
 #include "storage/io_config.hpp"
+#include "storage/journal.hpp"
 #include "storage/scratch.hpp"
 #include "storage/scratch_pool.hpp"
 #include "storage/transaction.hpp"
@@ -91,6 +92,8 @@ ArrayRef StoredArray::open(const std::string& path, std::string_view format_name
                            const OpenOptions& options) {
   // A dead process's update_tree_ is finished (or undone) before any read.
   recover_transactions(path);
+  // ... and a dead process's update_ in place replayed or discarded.
+  recover_journal(path);
   if (options.writable) remove_stale_replacements(path);
   std::shared_ptr<SharedFile> shared = FileTable::instance().open(
       path, options.writable ? OpenMode::kReadWrite : OpenMode::kReadOnly);
@@ -172,6 +175,7 @@ void StoredArray::write_elems(const void* src, int64_t first, int64_t count) con
   layout_.for_each_extent(first, count, itemsize(info_.dtype),
                           [&](uint64_t offset, size_t bytes, size_t at) {
                             file->write_at(in + at, bytes, offset, io);
+                            if (on_write_) on_write_(in + at, bytes, offset);
                           });
 }
 
@@ -184,7 +188,9 @@ void StoredArray::replace_data(const DataWriter& write_data) {
   if (!file_->scratch()) {
     remove_stale_replacements(file_->path());
     recover_transactions(file_->path());
+    recover_journal(file_->path());
   }
+  if (updates_in_place()) return update_in_place(write_data);
   std::unique_ptr<ReplacementFile> next = stage_data(write_data);
   // A scratch file never outlives its process (its folder is reclaimed after
   // a crash), so flushing it to disk would buy nothing.
@@ -192,6 +198,46 @@ void StoredArray::replace_data(const DataWriter& write_data) {
   if (durable) next->sync();
   file_->commit_replacement(*next);
   if (durable) next->sync_directory();
+}
+
+bool StoredArray::updates_in_place() const {
+  if (file_->scratch()) return false;
+  const auto [begin, end] = layout_.data_bytes(info_);
+  if (end == begin) return false;
+  // The journal holds one extent: the data must be one run of bytes.
+  int runs = 0;
+  bool whole = false;
+  layout_.for_each_extent(0, info_.numel(), itemsize(info_.dtype),
+                          [&](uint64_t offset, size_t bytes, size_t) {
+                            ++runs;
+                            whole = offset == begin && bytes == end - begin;
+                          });
+  if (runs != 1 || !whole) return false;
+  return file_->current()->size() - (end - begin) > in_place_update_threshold();
+}
+
+void StoredArray::update_in_place(const DataWriter& write_data) {
+  std::shared_ptr<const File> file = file_->current();
+  if (!file->writable()) {
+    throw ReadOnlyError("cannot replace the contents of " + path_ + ": it was opened read-only");
+  }
+  const auto [begin, end] = layout_.data_bytes(info_);
+  JournalWriter journal(file_->path(), *file, begin, end - begin);
+  StoredArray staged(SharedFile::unlisted(journal.file(), /*scratch=*/false), path_, info_,
+                     Layout::contiguous(journal.payload_offset()), true);
+  staged.on_write_ = [&journal](const void* data, size_t n, uint64_t at) {
+    journal.wrote(data, n, at);
+  };
+  write_data(staged);
+  journal.commit();
+  try {
+    file_->with_readers_held([&] { journal.write_in_place(*file); });
+    journal.finish(*file);
+  } catch (const IoError& e) {
+    throw IoError("update_ of " + path_ + " failed while writing its new values in place (" +
+                  e.what() + "); they are kept in " + journal.path() +
+                  ", which the next open or update_ of the file writes in");
+  }
 }
 
 std::unique_ptr<ReplacementFile> StoredArray::stage_data(const DataWriter& write_data,

@@ -82,18 +82,26 @@ class StoredArray {
   void read_elems(void* dst, int64_t first, int64_t count) const;
   void write_elems(const void* src, int64_t first, int64_t count) const;
 
-  // Replaces the array's contents as one step that a crash cannot tear: a
-  // new file is built beside the old one (see ReplacementFile), holding the
-  // old file's bytes outside the array's data (a .npy header, a raw file's
-  // prefix and suffix, the other arrays of the file as they are now) and the
-  // data `write_data` writes into `staged`, an array of the same layout over
-  // the new file. It is then renamed over the path and installed for every
-  // array and view of the file. Readers in flight finish the read they
-  // started on the old file. Updates of arrays of one file run one at a time.
-  // Cost: disk space for a second copy of the file until the rename, the
-  // bytes outside the data read and written once more (the whole file less
-  // this array), an fdatasync of the new file and an fsync of its directory
-  // (both skipped for scratch files).
+  // Replaces the array's contents as one step that a crash cannot tear, with
+  // the data `write_data` writes into `staged`, an array of the same shape
+  // over a file of its own. Updates of arrays of one file run one at a time.
+  // Two ways, chosen by what else the file holds:
+  // - Up to in_place_update_threshold() bytes outside the array's data (a
+  //   .npy, a raw file of one array; every scratch file): a new file is built
+  //   beside the old one (see ReplacementFile), holding the old file's bytes
+  //   outside the data (a header, a raw prefix and suffix, the other arrays
+  //   as they are now) and the staged data. It is renamed over the path and
+  //   installed for every array and view of the file; readers in flight
+  //   finish the read they started on the old file. Cost: disk space for a
+  //   second copy of the file until the rename, the bytes outside the data
+  //   read and written once more, an fdatasync of the new file and an fsync
+  //   of its directory (both skipped for scratch files).
+  // - More (a container file of many arrays): staged into a journal beside
+  //   the file, then written in place over the array's bytes while this
+  //   process's readers of the file are held back (storage/journal.hpp).
+  //   Cost: the array's bytes written twice, two fdatasyncs and two folder
+  //   fsyncs, whatever the file's size. Other processes reading the file see
+  //   the new bytes arrive (no pins across processes).
   using DataWriter = std::function<void(const StoredArray& staged)>;
   void replace_data(const DataWriter& write_data);
   // replace_data's first half, for callers that commit several arrays as one
@@ -106,6 +114,10 @@ class StoredArray {
   const std::shared_ptr<SharedFile>& shared_file() const { return file_; }
 
  private:
+  // Whether replace_data() writes in place (above).
+  bool updates_in_place() const;
+  void update_in_place(const DataWriter& write_data);
+
   StoredArray(std::shared_ptr<SharedFile> file, std::string path, ArrayInfo info, Layout layout,
               bool writable)
       : file_(std::move(file)),
@@ -121,6 +133,9 @@ class StoredArray {
   // Chunked arrays: the source, and where element 0 lies in its C order (a view).
   std::shared_ptr<const ChunkedSource> chunked_;
   int64_t chunk_base_ = 0;
+  // A staged array's writes, reported (data, bytes, file offset) after each
+  // is made: the journal checksums them while they are in memory.
+  std::function<void(const void*, size_t, uint64_t)> on_write_;
 };
 
 using ArrayRef = std::shared_ptr<StoredArray>;

@@ -40,7 +40,7 @@ void SharedFile::install(std::shared_ptr<File> file) {
   old = std::exchange(file_, std::move(file));
 }
 
-void SharedFile::commit_replacement(ReplacementFile& next) {
+void SharedFile::with_readers_held(const std::function<void()>& write) {
   {
     std::unique_lock<std::mutex> gate(gate_mu_);
     installing_ = true;
@@ -54,8 +54,16 @@ void SharedFile::commit_replacement(ReplacementFile& next) {
       shared.gate_cv_.notify_all();
     }
   } reopen{*this};
-  if (table_ == nullptr) return install(next.commit());
-  table_->commit(*this, next);
+  write();
+}
+
+void SharedFile::commit_replacement(ReplacementFile& next) {
+  with_readers_held([&] {
+    if (table_ == nullptr)
+      install(next.commit());
+    else
+      table_->commit(*this, next);
+  });
 }
 
 void SharedFile::begin_read() {

@@ -43,6 +43,12 @@ class SharedFile {
   // waits for the calls that pinned the file to end, and holds back new ones
   // until the new file is in.
   void commit_replacement(ReplacementFile& next);
+  // Runs `write` while no engine call of this process reads the file (an
+  // in-place update's write over an array's bytes, storage/journal.hpp): it
+  // waits for the calls that pinned the file to end, and holds back new ones
+  // until `write` returns. Only while holding `replacing`, and no ReadPins of
+  // this file on this thread.
+  void with_readers_held(const std::function<void()>& write);
 
   // Held for a whole update_ of any array of the file: renames and installs
   // happen one at a time, each building on the last one's bytes.
@@ -63,7 +69,8 @@ class SharedFile {
   FileIdentity identity_;   // guarded by the table's lock
   mutable std::mutex mu_;
   std::shared_ptr<File> file_;
-  // Calls that pinned the file, and whether an install waits for them to end.
+  // Calls that pinned the file, and whether an install (or an in-place
+  // write) waits for them to end.
   std::mutex gate_mu_;
   std::condition_variable gate_cv_;
   int readers_ = 0;

@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "base/errors.hpp"
+#include "storage/journal.hpp"
 
 namespace fs = std::filesystem;
 
@@ -257,6 +258,7 @@ void replace_all(const std::vector<ArrayUpdate>& updates) {
     const std::string& path = updates[i].target->shared_file()->path();
     remove_stale_replacements(path);
     recover_transactions(path);
+    recover_journal(path);  // its copy must start from the file's latest bytes
     durable.push_back(i);
   }
   // One durable file needs no record: its rename is the commit.

@@ -1,0 +1,126 @@
+// update_ of one array in place, through a redo journal beside its file
+// (<file>.jask-journal), for files that hold much besides the array (a
+// safetensors shard, a raw container): the cost is the array's bytes written
+// twice and two flushes, whatever the file's size, where the rename of
+// StoredArray::replace_data copies the whole file. A crash at any moment
+// leaves the array all old or all new and every other byte of the file as it
+// was.
+//
+// Protocol, one update at a time per file (SharedFile::replacing in the
+// process, the file's write lock across processes):
+//  1. <file>.jask-journal.part is created and flock()ed; the new bytes of the
+//     array's extent are streamed into its payload area, checksummed
+//     (CRC32C) as they stream; the header (the file's device, inode and
+//     size, the extent, the payload's and its own checksum) is written and
+//     the journal fdatasync'ed, renamed to <file>.jask-journal and the folder
+//     fsync'ed: the commit point. The lock moves with the inode, so a journal
+//     at its final name is locked for as long as its writer lives.
+//  2. The payload is written over the extent, the file fdatasync'ed.
+//  3. The journal is unlinked, the folder fsync'ed.
+// Recovery (recover_journal) runs at every open and update of the file. A
+// .part no live writer holds is removed: the file was never touched. A
+// journal no live writer holds is replayed (steps 2 and 3 again: writing the
+// same bytes twice is harmless) when its checksums hold and it names the
+// file; otherwise it is removed, for the file was never touched. A live
+// writer's journal is waited for (flock), then looked at again.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "io/file.hpp"
+
+namespace jask {
+
+// update_ writes in place (through a journal) when the bytes of the file
+// outside the array exceed this, and renames a new copy of the file over it
+// otherwise (a .npy, a raw file of one array). Default 1 MiB.
+uint64_t in_place_update_threshold();
+void set_in_place_update_threshold(uint64_t bytes);
+
+// CRC32C (Castagnoli), continued from `crc` (0 to start): crc32c(crc32c(0,
+// a), b) is the checksum of a followed by b. Hardware instructions where the
+// CPU has them.
+uint32_t crc32c(uint32_t crc, const void* data, size_t n);
+// The checksum of a followed by b, from a's, b's and b's length.
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b);
+
+// The journal's first kHeaderBytes bytes. The payload starts at
+// payload_offset, congruent to `offset` mod 4096 (so both of its copies go
+// direct), and holds `length` bytes.
+struct JournalHeader {
+  static constexpr size_t kHeaderBytes = kIoAlignment;
+  FileIdentity file;
+  uint64_t file_size = 0;
+  uint64_t offset = 0, length = 0;  // the extent of the file it replaces
+  uint64_t payload_offset = 0;
+  uint32_t payload_crc = 0;
+
+  // kHeaderBytes bytes, ending the fields with their own checksum.
+  std::string encode() const;
+  // The header in `bytes`, or nothing if they are not a whole, intact one.
+  static std::optional<JournalHeader> decode(std::string_view bytes);
+  static uint64_t payload_offset_for(uint64_t offset) {
+    return kHeaderBytes + offset % kIoAlignment;
+  }
+};
+
+// <target, symlinks followed>.jask-journal.
+std::string journal_path(const std::string& target);
+
+// The writer's side of one update (the protocol above). Destroyed before
+// commit() has returned, it removes its journal (the file is untouched);
+// after, and before finish(), it leaves the journal for recovery to replay
+// (an error while writing in place).
+class JournalWriter {
+ public:
+  // For the bytes [offset, offset + length) of `target`, whose open is `file`.
+  JournalWriter(const std::string& target, const File& file, uint64_t offset, uint64_t length);
+  ~JournalWriter();
+  JournalWriter(const JournalWriter&) = delete;
+  JournalWriter& operator=(const JournalWriter&) = delete;
+
+  // The journal, to stream the payload into at payload_offset() on.
+  const std::shared_ptr<File>& file() const { return journal_; }
+  uint64_t payload_offset() const { return header_.payload_offset; }
+  // `n` bytes at `data` were written at journal offset `at` (thread-safe):
+  // their checksum is taken now, while they are in memory.
+  void wrote(const void* data, size_t n, uint64_t at);
+  // Step 1's end: header, flush, rename, folder flush.
+  void commit();
+  // Step 2: the payload over the extent of `target` (the update's open of
+  // the file, writable).
+  void write_in_place(const File& target) const;
+  // Step 2's fdatasync of `target` (readers need not wait for it), then step 3.
+  void finish(const File& target);
+  const std::string& path() const { return path_; }
+
+ private:
+  uint32_t payload_crc() const;
+
+  std::string path_;  // the journal's final name
+  std::string part_;
+  std::string folder_;
+  JournalHeader header_;
+  std::shared_ptr<File> journal_;
+  bool renamed_ = false, committed_ = false;
+  struct Piece {
+    uint64_t at, n;
+    uint32_t crc;
+  };
+  mutable std::mutex mu_;
+  std::vector<Piece> pieces_;
+};
+
+// Finishes or discards a journal a dead process left beside `target` (see
+// above). A replay writes the file: where this process may not, a
+// ReadOnlyError names the journal and says that a writable open must replay
+// it.
+void recover_journal(const std::string& target);
+
+}  // namespace jask
