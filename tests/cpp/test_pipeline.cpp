@@ -204,21 +204,22 @@ TEST(Pipeline, PreviousTaskIsWrittenWhileTheNextOneComputes) {
 }
 
 TEST(Pipeline, StageSecondsAddUpEachStageAndTheOverlappedSpan) {
-  // 4 tasks, each stage sleeping 20 ms: every stage is busy ~80 ms, and
-  // overlap makes the span well under their 240 ms sum.
+  // 4 tasks, each stage sleeping at least 20 ms: every stage is busy at least
+  // 80 ms, and runs inside the span. Only lower bounds and the order of the
+  // figures are checked: an upper bound on a time fails on a loaded machine
+  // (that the stages overlap is shown by synchronisation in the two tests
+  // above).
   Watchdog watchdog(30s);
   const StageSeconds before = pipeline_stage_seconds();
   auto sleep = [](int64_t) { std::this_thread::sleep_for(20ms); };
   run_pipeline(4, PipelineStages{sleep, sleep, sleep});
   const StageSeconds after = pipeline_stage_seconds();
+  const double span = after.span - before.span;
   for (double busy :
        {after.read - before.read, after.compute - before.compute, after.write - before.write}) {
     EXPECT_GE(busy, 0.079);
-    EXPECT_LT(busy, 0.5);
+    EXPECT_LE(busy, span + 1e-3) << "a stage's busy time lies inside the span";
   }
-  const double span = after.span - before.span;
-  EXPECT_GE(span, 0.079);
-  EXPECT_LT(span, 0.2) << "stages did not overlap";
 }
 
 // Runs a pipeline of `n` tasks whose `failing` stage throws IoError at task
