@@ -73,6 +73,8 @@ from ._runtime import set_io_mode as set_io_mode
 from ._runtime import set_memory_budget as set_memory_budget
 from ._runtime import set_scratch_recycling as set_scratch_recycling
 from ._setup import install as _install
+from .formats.zarr import open_zarr as open_zarr
+from .formats.zarr import to_zarr as to_zarr
 
 __all__ = [
     "DiskArray",
@@ -115,6 +117,7 @@ __all__ = [
     "negative",
     "not_equal",
     "ones_like",
+    "open_zarr",
     "outer",
     "power",
     "prod",
@@ -140,6 +143,7 @@ __all__ = [
     "sum",
     "take",
     "tanh",
+    "to_zarr",
     "transpose",
     "update_tree_",
     "var",

@@ -1,0 +1,1 @@
+"""Readers and writers of the file formats users already have (each format one module)."""
