@@ -194,6 +194,29 @@ def test_sharded_spec_has_a_row_per_inner_chunk(tmp_path):
     np.testing.assert_array_equal(chunk.reshape(2, 3), _zarr_values(path)[:2, :3])
 
 
+@pytest.mark.parametrize(
+    "value, dtype, want",
+    [
+        ("NaN", np.float32, np.nan),
+        ("-Infinity", np.float64, -np.inf),
+        ("0x3f800000", np.float32, 1.0),
+        ("0x7fc00000", np.float32, np.nan),
+        ("0x3c00", np.float16, 1.0),
+        ("0xbff0000000000000", np.float64, -1.0),
+        (None, np.float32, 0.0),
+        (True, np.bool_, True),
+        (-7, np.int32, -7),
+    ],
+)
+def test_fill_values(tmp_path, value, dtype, want):
+    name = {np.float32: "float32", np.float64: "float64", np.float16: "float16"}.get(dtype)
+    path = _write(tmp_path / "a.zarr", np.zeros(5, dtype), written=(slice(0, 0),), chunks=(2,))
+    _edit_json(path / "zarr.json", fill_value=value, **({"data_type": name} if name else {}))
+    got = np.asarray(jask.open_zarr(path / "zarr.json"))
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, np.full(5, want, dtype))
+
+
 # -- ops on an opened zarr at a budget forcing many blocks ----------------------------------------
 
 

@@ -53,7 +53,7 @@ def open_zarr(path, *, name: str | None = None):
     their index), within the memory budget; a chunk that is not stored reads as the fill value.
 
     Args:
-      path: the array's folder (holding `.zarray` or `zarr.json`), or a group's.
+      path: the array's folder (holding `.zarray` or `zarr.json`, or that file), or a group's.
       name: for a group, the one array to open ("/"-joined, as in the dict).
 
     Returns:
@@ -69,6 +69,8 @@ def open_zarr(path, *, name: str | None = None):
     from ._chunked import open_chunked
 
     root = Path(os.fspath(path))
+    if root.name in ("zarr.json", ".zarray", ".zgroup") and root.is_file():
+        root = root.parent
     kind, _ = _node(root)
     if kind == "array":
         if name is not None:
