@@ -100,7 +100,16 @@ CASES = {
         dict(chunks=(3, 3), fill_value=float("nan")),
         NAN_ROWS,
     ),
-    "v3-bytes": ((10, 7), "float32", dict(chunks=(4, 3), compressors=None), None),
+    "v3-bytes-dot-separator": (
+        (10, 7),
+        "float32",
+        dict(
+            chunks=(4, 3),
+            compressors=None,
+            chunk_key_encoding={"name": "default", "separator": "."},
+        ),
+        None,
+    ),
     "v3-zstd": ((7, 5, 4), "float64", dict(chunks=(3, 2, 4), compressors=ZstdCodec()), None),
     "v3-gzip": ((13,), "int32", dict(chunks=(5,), compressors=GzipCodec()), None),
     "v3-blosc": (
@@ -124,6 +133,12 @@ CASES = {
             serializer=BytesCodec(endian="big"),
             compressors=None,
         ),
+        None,
+    ),
+    "v3-v2-keys-dot-separator": (
+        (10, 7),
+        "int32",
+        dict(chunks=(4, 3), chunk_key_encoding={"name": "v2", "separator": "."}),
         None,
     ),
     "v3-sharded-end": ((19, 7), "float32", dict(chunks=(2, 3), shards=(8, 6)), None),
@@ -291,6 +306,9 @@ def test_to_zarr_overwrite_replaces_a_zarr_array(tmp_path):
     assert not (path / ".zarray").exists()
     np.testing.assert_array_equal(_zarr_values(path), new)
     assert sorted(os.listdir(tmp_path)) == ["a.zarr"]
+    with pytest.raises(ValueError, match="is read from the zarr array"):
+        jask.open_zarr(path).to_zarr(path, overwrite=True)
+    np.testing.assert_array_equal(_zarr_values(path), new)
 
 
 # -- groups ----------------------------------------------------------------------------------------

@@ -581,6 +581,11 @@ def to_zarr(x, path, chunks=None, *, zarr_format=3, codec="zstd", level=None, ov
     chunk_shape = _chunk_shape(x, chunks, path)
     level = _LEVELS.get(codec) if level is None else int(level)
     _check_replaceable(path, overwrite)
+    if path.exists() and path.resolve() in Path(x.path).resolve().parents:
+        raise ValueError(
+            f"jask.to_zarr: {x.path} is read from the zarr array {path} being replaced; write "
+            f"the new array to another path"
+        )
     encode, meta = _encoding(x, chunk_shape, zarr_format, codec, level)
     tmp = path.parent / f".{path.name}.jask-tmp-{secrets.token_hex(4)}"
     tmp.mkdir()
