@@ -448,7 +448,7 @@ def _shard_chunks(m, folder, keys, shape, shard_shape, inner_shape, index: _Shar
         present = offsets[..., 0] != -1
         rows = np.zeros(per_shard + (3,), np.int64)
         rows[..., 0] = np.where(present, len(files), -1)
-        rows[..., 1:] = offsets
+        rows[..., 1:] = np.where(present[..., None], offsets, 0)
         files.append(str(path))
         start = [s * p for s, p in zip(shard, per_shard)]
         stop = [min(b + p, g) for b, p, g in zip(start, per_shard, grid)]
