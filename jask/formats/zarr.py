@@ -188,7 +188,7 @@ def _unsupported_dtype(m: _Meta, dtype, numpy_name: str | None = None) -> TypeEr
 
 # -- zarr v2 ------------------------------------------------------------------------------------
 
-_V2_COMPRESSORS = {"zstd": "zstd", "blosc": "blosc", "gzip": "gzip", "zlib": "zlib"}
+_V2_COMPRESSORS = ("zstd", "blosc", "gzip", "zlib")  # numcodecs ids; the engine's codec names
 
 
 def _v2_spec(folder: Path, meta: dict, name: str | None) -> ChunkedSpec:
@@ -205,13 +205,15 @@ def _v2_spec(folder: Path, meta: dict, name: str | None) -> ChunkedSpec:
     codecs = []
     compressor = m.field("compressor", None)
     if compressor is not None:
-        cid = compressor.get("id") if isinstance(compressor, dict) else compressor
+        if not isinstance(compressor, dict):
+            raise ValueError(f"{m.where}: compressor must be an object or null, got {compressor!r}")
+        cid = compressor.get("id")
         if cid not in _V2_COMPRESSORS:
             raise NotImplementedError(
                 f"{m.where}: zarr v2 compressor {cid!r} is not supported (Jask reads "
                 f"{', '.join(_V2_COMPRESSORS)} or none)"
             )
-        codecs.append((_V2_COMPRESSORS[cid], 0))
+        codecs.append((cid, 0))
     if big_endian:
         codecs.append(("byteswap", dtype.itemsize))
     order = m.field("order", "C")
@@ -231,7 +233,7 @@ def _v2_spec(folder: Path, meta: dict, name: str | None) -> ChunkedSpec:
 def _v2_dtype(m: _Meta, text) -> tuple[np.dtype, bool]:
     try:
         raw = np.dtype(text) if isinstance(text, str) else None
-    except TypeError:
+    except (TypeError, ValueError, SyntaxError):  # what np.dtype raises for garbage
         raw = None
     if raw is None:
         raise _unsupported_dtype(m, text)
@@ -252,7 +254,7 @@ _V3_DTYPES = {
     "float64": np.dtype(np.float64),
     "bfloat16": np.dtype(jnp.bfloat16),
 }
-_V3_BYTES_CODECS = {"zstd": "zstd", "gzip": "gzip", "blosc": "blosc", "crc32c": "crc32c"}
+_V3_BYTES_CODECS = ("zstd", "gzip", "blosc", "crc32c")  # the engine's codec names too
 
 
 def _v3_spec(folder: Path, meta: dict, name: str | None) -> ChunkedSpec:
@@ -266,7 +268,6 @@ def _v3_spec(folder: Path, meta: dict, name: str | None) -> ChunkedSpec:
     if not isinstance(grid, dict) or grid.get("name") != "regular":
         raise NotImplementedError(f"{m.where}: chunk_grid {grid!r} is not supported (only regular)")
     m_grid = _Meta(m.path, name, grid.get("configuration") or {})
-    m_grid.where = m.where
     outer_shape = m_grid.shape("chunk_shape", positive=True)
     _grid_shapes(m, shape, outer_shape, "chunk_grid chunk_shape")
     if m.field("storage_transformers", []):
@@ -332,7 +333,7 @@ def _v3_codecs(m: _Meta, codecs, dtype: np.dtype, ndim: int):
                 f"{m.where}: zarr v3 codec {codec['name']!r} is not supported (Jask reads "
                 f"bytes, transpose, {', '.join(_V3_BYTES_CODECS)}, sharding_indexed)"
             )
-        decode.append((_V3_BYTES_CODECS[codec["name"]], 0))
+        decode.append((codec["name"], 0))
     endian = config.get("endian", "little" if dtype.itemsize == 1 else None)
     if endian not in ("little", "big"):
         raise ValueError(
