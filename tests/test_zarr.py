@@ -325,6 +325,25 @@ def test_to_zarr_overwrite_replaces_a_zarr_array(tmp_path):
     np.testing.assert_array_equal(_zarr_values(path), new)
 
 
+def test_a_failed_to_zarr_leaves_the_old_array(tmp_path, monkeypatch):
+    path = tmp_path / "a.zarr"
+    old = _data((10,), np.float32)
+    _write(path, old, chunks=(3,))
+    x = jask.DiskArray.from_numpy(_data((10,), np.float32, seed=1))
+
+    def write_half_then_fail(x, *, chunk_shape, codecs, paths):
+        Path(paths[0]).write_bytes(b"partial")
+        raise OSError("disk full")
+
+    monkeypatch.setattr("jask.formats._chunked.write_chunked", write_half_then_fail)
+    with pytest.raises(OSError, match="disk full"):
+        x.to_zarr(path, chunks=(4,), overwrite=True)
+    with pytest.raises(OSError, match="disk full"):
+        x.to_zarr(tmp_path / "new.zarr")
+    np.testing.assert_array_equal(_zarr_values(path), old)
+    assert sorted(os.listdir(tmp_path)) == ["a.zarr"]  # the temporary folders are gone
+
+
 # -- groups ----------------------------------------------------------------------------------------
 
 
