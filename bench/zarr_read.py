@@ -1,5 +1,7 @@
 """Read rate of a Zarr (zstd) array: jask.open_zarr against zarr-python and against the disk.
 
+Then the write rate of `to_zarr` against zarr-python writing the same array from memory.
+
 Writes a float32 array with zarr-python (zstd, 4 MiB chunks), then times, each from a cold page
 cache where the process may drop it (root): the raw chunk files read from disk; zstd decoding
 of every chunk on one core (numcodecs, from the page cache); zarr-python reading the whole array
@@ -112,6 +114,24 @@ def main() -> None:
             "jask: jnp.sum(jask.open_zarr(p)) (budget 256MB)",
             decoded,
             lambda: float(jnp.sum(jask.open_zarr(path))),
+            cold=True,
+        )
+        x, data = jask.open_zarr(path), np.asarray(zarr.open_array(str(path))[...])
+        timed(
+            "jask: x.to_zarr(q) (zstd 3, fdatasync)",
+            decoded,
+            lambda: x.to_zarr(folder / "y.zarr", chunks=(CHUNK_ROWS, COLS)),
+            cold=True,
+        )
+        timed(
+            "zarr-python: writing it from NumPy (zstd 3)",
+            decoded,
+            lambda: zarr.create_array(
+                store=str(folder / "z.zarr"),
+                data=data,
+                chunks=(CHUNK_ROWS, COLS),
+                compressors=ZstdCodec(level=3),
+            ),
             cold=True,
         )
     finally:

@@ -293,6 +293,22 @@ def test_to_zarr_dtypes_and_default_chunks(tmp_path, dtype):
     np.testing.assert_array_equal(np.asarray(z[...]), data)
 
 
+def test_to_zarr_of_bfloat16_and_0d(tmp_path):
+    # bfloat16: zarr v3's "bfloat16" data type (zarr-extensions; zarr-python 3.1 cannot read it).
+    data = _data((9, 4), np.float32).astype(jnp.bfloat16)
+    jask.to_zarr(data, tmp_path / "bf.zarr", chunks=(4, 4))
+    back = jask.open_zarr(tmp_path / "bf.zarr")
+    assert back.dtype == jnp.bfloat16
+    np.testing.assert_array_equal(np.asarray(back), data)
+    with pytest.raises(TypeError, match="zarr v2 has no bfloat16"):
+        jask.to_zarr(data, tmp_path / "bf2.zarr", zarr_format=2)
+    for zarr_format in (2, 3):
+        path = tmp_path / f"scalar{zarr_format}.zarr"
+        jask.to_zarr(np.float32(2.5), path, zarr_format=zarr_format)
+        assert _zarr_values(path).shape == () and float(_zarr_values(path)) == 2.5
+        _assert_same(jask.open_zarr(path), path)
+
+
 def test_to_zarr_refuses_to_replace_what_is_not_a_zarr_array(tmp_path):
     x = jask.DiskArray.from_numpy(np.arange(6, dtype=np.float32))
     other = tmp_path / "notes"
