@@ -351,7 +351,7 @@ def test_a_failed_to_zarr_leaves_the_old_array(tmp_path, monkeypatch):
         Path(paths[0]).write_bytes(b"partial")
         raise OSError("disk full")
 
-    monkeypatch.setattr("jask.formats._chunked.write_chunked", write_half_then_fail)
+    monkeypatch.setattr("jask.formats.zarr.write_chunked", write_half_then_fail)
     with pytest.raises(OSError, match="disk full"):
         x.to_zarr(path, chunks=(4,), overwrite=True)
     with pytest.raises(OSError, match="disk full"):

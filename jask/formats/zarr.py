@@ -23,6 +23,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._dtypes import SUPPORTED, storage_dtype
+from .._jax import compat
+from .._jax.diskarray import DiskArray
+from .._runtime import memory_budget
+from ._chunked import crc32c, open_chunked, write_chunked
 
 MiB = 1 << 20
 _EMPTY = (1 << 64) - 1  # a v3 shard index's (offset, nbytes) of a chunk that is not stored
@@ -66,8 +70,6 @@ def open_zarr(path, *, name: str | None = None):
     >>> np.asarray(jask.open_zarr(p)).tolist()
     [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
     """
-    from ._chunked import open_chunked
-
     root = Path(os.fspath(path))
     if root.name in ("zarr.json", ".zarray", ".zgroup") and root.is_file():
         root = root.parent
@@ -460,8 +462,6 @@ def _shard_chunks(m, folder, keys, shape, shard_shape, inner_shape, index: _Shar
 
 def _read_shard_index(m: _Meta, path: Path, per_shard, index: _ShardIndex) -> np.ndarray:
     """A shard's (offset, nbytes) per inner chunk, int64; (-1, -1) where not stored."""
-    from ._chunked import crc32c
-
     n = math.prod(per_shard)
     size = 16 * n + (4 if index.crc32c else 0)
     with open(path, "rb") as f:
@@ -556,10 +556,6 @@ def to_zarr(x, path, chunks=None, *, zarr_format=3, codec="zstd", level=None, ov
     >>> jask.open_zarr(p).shape
     (3, 2)
     """
-    from .._jax import compat
-    from .._jax.diskarray import DiskArray
-    from ._chunked import write_chunked
-
     if compat.is_tracer(x) or (isinstance(x, DiskArray) and not x._owned):
         raise TypeError("jask.to_zarr: cannot write a traced array; write the concrete result")
     if not isinstance(x, DiskArray):
@@ -608,8 +604,6 @@ def to_zarr(x, path, chunks=None, *, zarr_format=3, codec="zstd", level=None, ov
 
 
 def _chunk_shape(x, chunks, path: Path) -> tuple[int, ...]:
-    from .._runtime import memory_budget
-
     if chunks is not None:
         chunks = tuple(chunks)
         if len(chunks) != x.ndim or not all(
