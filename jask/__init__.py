@@ -76,6 +76,8 @@ from ._setup import install as _install
 from .formats.safetensors import open_safetensors as open_safetensors
 from .formats.safetensors import safetensors_metadata as safetensors_metadata
 from .formats.safetensors import save_safetensors as save_safetensors
+from .formats.zarr import open_zarr as open_zarr
+from .formats.zarr import to_zarr as to_zarr
 
 __all__ = [
     "DiskArray",
@@ -119,6 +121,7 @@ __all__ = [
     "not_equal",
     "ones_like",
     "open_safetensors",
+    "open_zarr",
     "outer",
     "power",
     "prod",
@@ -146,6 +149,7 @@ __all__ = [
     "sum",
     "take",
     "tanh",
+    "to_zarr",
     "transpose",
     "update_tree_",
     "var",

@@ -29,6 +29,7 @@ from ._jax.diskarray import (
     install_methods,
     is_disk_array,
 )
+from .formats import zarr
 from .ops import OPS, _batching
 
 _installed = False
@@ -84,4 +85,5 @@ def _operators() -> dict:
         open=io.open_array,
         update_=io.update_,
         getitem=indexing.getitem,
+        to_zarr=zarr.to_zarr,
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import re
 import shutil
 import signal
@@ -168,19 +169,22 @@ def sample():
         time.sleep(0.01)
 threading.Thread(target=sample, daemon=True).start()
 
-import jax, jask
+import jax, jask, numpy as np
 data, scratch, budget = sys.argv[1], sys.argv[2], int(sys.argv[3])
+inputs = sys.argv[4] if len(sys.argv) > 4 else "npy"
 jask.set_memory_budget(budget, scratch_dir=scratch)
-if len(sys.argv) > 4:  # the same inputs as the tensors of one safetensors file; grads of b, c
+argnums, prefix = (0, 1, 2), ""
+if inputs.endswith(".safetensors"):  # the same inputs as the tensors of one safetensors file
     npy = {name: jask.DiskArray.open(f"{data}/{name}.npy") for name in "abct"}
-    jask.save_safetensors(sys.argv[4], npy)  # streamed by the engine, under the cap
+    jask.save_safetensors(inputs, npy)  # streamed by the engine, under the cap
     del npy
-    tensors = jask.open_safetensors(sys.argv[4])
+    tensors = jask.open_safetensors(inputs)
     a, b, c, t = (tensors[name] for name in "abct")
-    argnums, prefix = (1, 2), "st_"
+    argnums, prefix = (1, 2), "st_"  # grads of b, c (a's would be another 640 MB to write)
+elif inputs == "zarr":
+    a, b, c, t = (jask.open_zarr(f"{data}/{name}.zarr") for name in "abct")
 else:
     a, b, c, t = (jask.DiskArray.open(f"{data}/{name}.npy") for name in "abct")
-    argnums, prefix = (0, 1, 2), ""
 
 def mse_loss(a, b, c, t):
     return jask.sum(jask.square(jask.sub(jask.dot(jask.dot(a, b), c), t)))
@@ -193,10 +197,15 @@ loss, grads = compiled(a, b, c, t)
 loss = float(loss)
 seconds = time.perf_counter() - start
 after = rss_anon()
+report = {"loss": loss, "anon_before": before, "anon_peak": max(peak[0], after),
+          "anon_after": after, "seconds": seconds}
 for name, grad in zip(("abc"[i] for i in argnums), grads):
-    grad.save(f"{data}/{prefix}grad_{name}.npy")
-print(json.dumps({"loss": loss, "anon_before": before, "anon_peak": max(peak[0], after),
-                  "anon_after": after, "seconds": seconds}))
+    if name == "a" and inputs == "zarr":  # its column sums and sums of squares, not a copy
+        report["grad_a_sums"] = np.asarray(jask.sum(grad, axis=0)).tolist()
+        report["grad_a_squares"] = np.asarray(jask.sum(jask.square(grad), axis=0)).tolist()
+    else:
+        grad.save(f"{data}/{prefix}grad_{name}.npy")
+print(json.dumps(report))
 """
 )
 
@@ -384,3 +393,75 @@ def test_capped_run_on_a_safetensors_file_matches_the_npy_run(capped_run):
         got, want = (np.load(folder / f"{p}grad_{name}.npy") for p in ("st_", ""))
         assert got.dtype == want.dtype == np.float32
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
+
+
+# The seed pipeline on zarr (zstd) inputs: each is one chunk of random rows repeated down to ROWS
+# rows, so the inputs are as large as the .npy ones when decoded (four times the cap) while
+# writing them and computing NumPy's reference take one chunk's time.
+ZARR_CHUNK_ROWS = 1 << 16  # chunks of 4 MiB (a) and 1 MiB (t)
+
+
+def _periodic_zarr(path: Path, block: np.ndarray, rows: int) -> None:
+    """A zarr v3 (zstd) array of `rows` rows repeating `block`: to_zarr writes its first chunk,
+    every other chunk file is a hard link to that one."""
+    jask.DiskArray.from_numpy(block).to_zarr(path, chunks=block.shape, codec="zstd", level=1)
+    meta = json.loads((path / "zarr.json").read_text())
+    meta["shape"][0] = rows
+    (path / "zarr.json").write_text(json.dumps(meta))
+    first = path / "c" / "0" / "0"
+    for i in range(1, -(-rows // len(block))):
+        (path / "c" / str(i)).mkdir()
+        os.link(first, path / "c" / str(i) / "0")
+
+
+@pytest.fixture(scope="module")
+def capped_zarr_run(disk_folder):
+    """The seed pipeline run in a child capped at CAP on zarr inputs; its report and the blocks."""
+    data = disk_folder / "zarr"
+    data.mkdir()
+    rng = np.random.default_rng(2)
+    blocks = {
+        "a": rng.random((ZARR_CHUNK_ROWS, 16), dtype=np.float32) * 2 - 1,
+        "t": rng.random((ZARR_CHUNK_ROWS, 4), dtype=np.float32) * 2 - 1,
+        "b": (rng.standard_normal((16, 16)) / 4).astype(np.float32),
+        "c": (rng.standard_normal((16, 4)) / 4).astype(np.float32),
+    }
+    for name, block in blocks.items():
+        _periodic_zarr(data / f"{name}.zarr", block, ROWS if name in "at" else len(block))
+    with capped_cgroup() as cgroup:
+        child = _run_capped(
+            cgroup,
+            [sys.executable, "-c", CHILD, str(data), str(data / "scratch"), str(BUDGET), "zarr"],
+        )
+        oom_kills = cgroup.oom_kills()
+    assert child.returncode == 0, (
+        f"the capped child on zarr inputs exited with {child.returncode} (OOM kills: "
+        f"{oom_kills})\n{child.stderr[-4000:]}"
+    )
+    report = json.loads(child.stdout.splitlines()[-1])
+    report.update(folder=data, oom_kills=oom_kills, blocks=blocks)
+    return report
+
+
+def test_capped_run_on_zarr_inputs_matches_numpy(capped_zarr_run):
+    assert capped_zarr_run["oom_kills"] == 0
+    assert capped_zarr_run["anon_peak"] < CAP
+    a, t, b, c = (capped_zarr_run["blocks"][n].astype(np.float64) for n in "atbc")
+    # ROWS rows = `repeats` whole blocks, then the first `rest` rows of one more.
+    repeats, rest = divmod(ROWS, ZARR_CHUNK_ROWS)
+    bc = b @ c
+    r = a @ bc - t
+    loss = repeats * np.sum(r * r) + np.sum(r[:rest] ** 2)
+    a_t_r = repeats * (a.T @ r) + a[:rest].T @ r[:rest]
+    np.testing.assert_allclose(capped_zarr_run["loss"], loss, rtol=1e-4)
+    for name, want in (("b", 2 * a_t_r @ c.T), ("c", 2 * b.T @ a_t_r)):
+        got = np.load(capped_zarr_run["folder"] / f"grad_{name}.npy")
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    # dL/da = 2 r (b c)^T, row by row: its column sums and sums of squares, block by block.
+    grad_block = r @ (2 * bc.T)
+    # float32 sums of ROWS terms: an error floor of about 1e-5 of the sum of their magnitudes
+    # (one chunk read wrong moves the sums of squares by 1/150, far beyond it).
+    for key, f in (("grad_a_sums", lambda g: g), ("grad_a_squares", np.square)):
+        want = repeats * f(grad_block).sum(axis=0) + f(grad_block[:rest]).sum(axis=0)
+        floor = 1e-5 * (repeats + 1) * np.abs(f(grad_block)).sum(axis=0)
+        np.testing.assert_allclose(capped_zarr_run[key], want, rtol=1e-4, atol=floor.max())

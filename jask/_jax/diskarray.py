@@ -269,6 +269,13 @@ class DiskArray(jax.Array, metaclass=_DiskArrayMeta):
         """Writes a copy of this array to a new .npy file at `path`."""
         _engine.save(self.handle, os.fspath(path))
 
+    def to_zarr(
+        self, path, chunks=None, *, zarr_format=3, codec="zstd", level=None, overwrite=False
+    ) -> None:
+        """Writes this array to a new Zarr array at `path`, chunk by chunk (see jask.to_zarr)."""
+        options = dict(zarr_format=zarr_format, codec=codec, level=level, overwrite=overwrite)
+        _op("to_zarr")(self, path, chunks, **options)
+
     def update_(self, new) -> DiskArray:
         """Overwrites this array's file with `new`'s values and returns this array.
 

@@ -1,0 +1,757 @@
+"""Zarr v2 and v3 arrays: opened in place and read chunk by chunk; written chunk by chunk.
+
+Only the metadata is handled here (json): it becomes a chunk table (which file, offset and size
+holds each chunk of the grid, a v3 shard's index included) and a codec pipeline, and the engine's
+chunked reader and writer (`jask/formats/_chunked.py`) decode and encode the chunks themselves.
+zarr-python is not needed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import json
+import math
+import os
+import re
+import secrets
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+
+from .._dtypes import SUPPORTED, storage_dtype
+from .._jax import compat
+from .._jax.diskarray import DiskArray
+from .._runtime import memory_budget
+from ._chunked import crc32c, open_chunked, write_chunked
+
+MiB = 1 << 20
+_EMPTY = (1 << 64) - 1  # a v3 shard index's (offset, nbytes) of a chunk that is not stored
+
+
+@dataclass(frozen=True)
+class ChunkedSpec:
+    """What `open_chunked` needs to read one array (see jask/formats/_chunked.py)."""
+
+    path: str  # the metadata file, named in every error
+    name: str | None  # the array's name inside a group
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    chunk_shape: tuple[int, ...]
+    codecs: list[tuple[str, int]]  # the decoding pipeline
+    files: list[str]
+    chunks: np.ndarray  # (n_chunks, 3) int64: file index, offset, nbytes
+    fill_value: float | int | bool
+
+
+# -- opening ------------------------------------------------------------------------------------
+
+
+def open_zarr(path, *, name: str | None = None):
+    """Opens a Zarr array (v2 or v3) in place, read-only; a group gives a dict of its arrays.
+
+    The chunks are decoded as they are read (zstd, gzip, zlib, blosc, crc32c; v3 shards through
+    their index), within the memory budget; a chunk that is not stored reads as the fill value.
+
+    Args:
+      path: the array's folder (holding `.zarray` or `zarr.json`, or that file), or a group's.
+      name: for a group, the one array to open ("/"-joined, as in the dict).
+
+    Returns:
+      A read-only DiskArray, or for a group a dict name → DiskArray of every array in it,
+      nested groups included (names "/"-joined).
+
+    >>> import numpy as np, jask, tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "x.zarr")
+    >>> jask.DiskArray.from_numpy(np.arange(6, dtype=np.float32)).to_zarr(p, chunks=(4,))
+    >>> np.asarray(jask.open_zarr(p)).tolist()
+    [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    """
+    root = Path(os.fspath(path))
+    if root.name in ("zarr.json", ".zarray", ".zgroup") and root.is_file():
+        root = root.parent
+    kind, _ = _node(root)
+    if kind == "array":
+        if name is not None:
+            raise ValueError(
+                f"{root}: is a zarr array, not a group; name={name!r} picks an array of a group"
+            )
+        return open_chunked(**vars(read_spec(root)))
+    names = group_arrays(root)
+    if name is not None:
+        if name not in names:
+            raise KeyError(f"{root}: the zarr group has no array {name!r}; it has {sorted(names)}")
+        return open_chunked(**vars(read_spec(root / name, name=name)))
+    return {n: open_chunked(**vars(read_spec(root / n, name=n))) for n in sorted(names)}
+
+
+def group_arrays(root: Path) -> list[str]:
+    """The "/"-joined names of the arrays in the zarr group at `root`, nested groups included."""
+    found = []
+    for entry in sorted(os.scandir(root), key=lambda e: e.name):
+        if not entry.is_dir() or entry.name.startswith("."):
+            continue
+        kind, _ = _node(Path(entry.path), missing_ok=True)
+        if kind == "array":
+            found.append(entry.name)
+        elif kind == "group":
+            found += [f"{entry.name}/{n}" for n in group_arrays(Path(entry.path))]
+    return found
+
+
+def _node(folder: Path, missing_ok: bool = False) -> tuple[str | None, int]:
+    """("array" | "group", zarr format) of the node at `folder`."""
+    if (folder / "zarr.json").is_file():
+        meta = _load_json(folder / "zarr.json")
+        kind = meta.get("node_type")
+        if meta.get("zarr_format") != 3 or kind not in ("array", "group"):
+            raise ValueError(
+                f"{folder / 'zarr.json'}: not zarr v3 metadata (zarr_format "
+                f"{meta.get('zarr_format')!r}, node_type {kind!r})"
+            )
+        return kind, 3
+    if (folder / ".zarray").is_file():
+        return "array", 2
+    if (folder / ".zgroup").is_file():
+        return "group", 2
+    if missing_ok:
+        return None, 0
+    if not folder.exists():
+        raise FileNotFoundError(f"{folder}: no such zarr array or group")
+    raise ValueError(f"{folder}: not a zarr array or group (no zarr.json, .zarray or .zgroup)")
+
+
+def _load_json(path: Path) -> dict:
+    try:
+        meta = json.loads(path.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: invalid zarr metadata, not JSON ({e})") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path}: invalid zarr metadata, not a JSON object")
+    return meta
+
+
+def read_spec(folder: Path, name: str | None = None) -> ChunkedSpec:
+    """The chunk table and codec pipeline of the zarr array at `folder`."""
+    folder = Path(folder)
+    kind, version = _node(folder)
+    if kind != "array":
+        raise ValueError(f"{folder}: is a zarr group, not an array")
+    if version == 3:
+        return _v3_spec(folder, _load_json(folder / "zarr.json"), name)
+    return _v2_spec(folder, _load_json(folder / ".zarray"), name)
+
+
+class _Meta:
+    """Reads fields of one metadata file, naming it (and the array) in every error."""
+
+    def __init__(self, path: Path, name: str | None, meta: dict):
+        self.path, self.name, self.meta = path, name, meta
+        self.where = f"{path}" + (f" (array {name!r})" if name else "")
+
+    def field(self, key, default=KeyError):
+        if key not in self.meta:
+            if default is KeyError:
+                raise ValueError(f"{self.where}: invalid zarr metadata, no {key!r}")
+            return default
+        return self.meta[key]
+
+    def shape(self, key: str, positive: bool) -> tuple[int, ...]:
+        value = self.field(key)
+        ok = isinstance(value, list) and all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= (1 if positive else 0)
+            for n in value
+        )
+        if not ok:
+            least = "positive" if positive else "non-negative"
+            raise ValueError(f"{self.where}: {key} must be a list of {least} ints, got {value!r}")
+        return tuple(value)
+
+
+def _grid_shapes(m: _Meta, shape, chunk_shape, what="chunks") -> None:
+    if len(chunk_shape) != len(shape):
+        raise ValueError(
+            f"{m.where}: {what} {list(chunk_shape)} do not match the array's shape {list(shape)} "
+            f"({len(chunk_shape)} axes, not {len(shape)})"
+        )
+
+
+def _unsupported_dtype(m: _Meta, dtype, numpy_name: str | None = None) -> TypeError:
+    also = f" ({numpy_name})" if numpy_name and numpy_name != dtype else ""
+    hint = "; open the group's other arrays with name=" if m.name else ""
+    return TypeError(
+        f"{m.where}: zarr dtype {dtype!r}{also} is not supported; Jask stores "
+        f"{', '.join(SUPPORTED)}{hint}"
+    )
+
+
+# -- zarr v2 ------------------------------------------------------------------------------------
+
+_V2_COMPRESSORS = ("zstd", "blosc", "gzip", "zlib")  # numcodecs ids; the engine's codec names
+
+
+def _v2_spec(folder: Path, meta: dict, name: str | None) -> ChunkedSpec:
+    m = _Meta(folder / ".zarray", name, meta)
+    if m.field("zarr_format") != 2:
+        raise ValueError(f"{m.where}: zarr_format is {meta['zarr_format']!r}, not 2")
+    shape, chunk_shape = m.shape("shape", positive=False), m.shape("chunks", positive=True)
+    _grid_shapes(m, shape, chunk_shape)
+    dtype, big_endian = _v2_dtype(m, m.field("dtype"))
+    filters = m.field("filters", None)
+    if filters:
+        ids = [f.get("id") if isinstance(f, dict) else f for f in filters]
+        raise NotImplementedError(f"{m.where}: zarr v2 filters are not supported (has {ids})")
+    codecs = []
+    compressor = m.field("compressor", None)
+    if compressor is not None:
+        if not isinstance(compressor, dict):
+            raise ValueError(f"{m.where}: compressor must be an object or null, got {compressor!r}")
+        cid = compressor.get("id")
+        if cid not in _V2_COMPRESSORS:
+            raise NotImplementedError(
+                f"{m.where}: zarr v2 compressor {cid!r} is not supported (Jask reads "
+                f"{', '.join(_V2_COMPRESSORS)} or none)"
+            )
+        codecs.append((cid, 0))
+    if big_endian:
+        codecs.append(("byteswap", dtype.itemsize))
+    order = m.field("order", "C")
+    if order not in ("C", "F"):
+        raise ValueError(f"{m.where}: order must be 'C' or 'F', got {order!r}")
+    if order == "F" and len(shape) > 1:
+        codecs.append(("order_f", 0))
+    separator = m.field("dimension_separator", ".")
+    if separator not in (".", "/"):
+        raise ValueError(f"{m.where}: dimension_separator must be '.' or '/', got {separator!r}")
+    fill = _fill_value(m, m.field("fill_value", None), dtype)
+    keys = _chunk_keys(shape, chunk_shape, prefix=None, separator=separator)
+    files, chunks = _whole_file_chunks(folder, keys)
+    return ChunkedSpec(str(m.path), name, dtype, shape, chunk_shape, codecs, files, chunks, fill)
+
+
+def _v2_dtype(m: _Meta, text) -> tuple[np.dtype, bool]:
+    try:
+        raw = np.dtype(text) if isinstance(text, str) else None
+    except (TypeError, ValueError, SyntaxError):  # what np.dtype raises for garbage
+        raw = None
+    if raw is None:
+        raise _unsupported_dtype(m, text)
+    try:
+        dtype = storage_dtype(raw.newbyteorder("="))
+    except TypeError:
+        raise _unsupported_dtype(m, text, raw.name) from None
+    return dtype, raw.byteorder == ">" and dtype.itemsize > 1
+
+
+# -- zarr v3 ------------------------------------------------------------------------------------
+
+_V3_DTYPES = {
+    "bool": np.dtype(np.bool_),
+    "int32": np.dtype(np.int32),
+    "float16": np.dtype(np.float16),
+    "float32": np.dtype(np.float32),
+    "float64": np.dtype(np.float64),
+    "bfloat16": np.dtype(jnp.bfloat16),
+}
+_V3_BYTES_CODECS = ("zstd", "gzip", "blosc", "crc32c")  # the engine's codec names too
+
+
+def _v3_spec(folder: Path, meta: dict, name: str | None) -> ChunkedSpec:
+    m = _Meta(folder / "zarr.json", name, meta)
+    shape = m.shape("shape", positive=False)
+    data_type = m.field("data_type")
+    if not isinstance(data_type, str) or data_type not in _V3_DTYPES:
+        raise _unsupported_dtype(m, data_type)
+    dtype = _V3_DTYPES[data_type]
+    grid = m.field("chunk_grid")
+    if not isinstance(grid, dict) or grid.get("name") != "regular":
+        raise NotImplementedError(f"{m.where}: chunk_grid {grid!r} is not supported (only regular)")
+    m_grid = _Meta(m.path, name, grid.get("configuration") or {})
+    outer_shape = m_grid.shape("chunk_shape", positive=True)
+    _grid_shapes(m, shape, outer_shape, "chunk_grid chunk_shape")
+    if m.field("storage_transformers", []):
+        raise NotImplementedError(f"{m.where}: storage_transformers are not supported")
+    prefix, separator = _v3_key_encoding(m)
+    fill = _fill_value(m, m.field("fill_value"), dtype)
+    codecs, sharding = _v3_codecs(m, m.field("codecs"), dtype, len(shape))
+    keys = _chunk_keys(shape, outer_shape, prefix, separator)
+    if sharding is None:
+        files, chunks = _whole_file_chunks(folder, keys)
+        return ChunkedSpec(
+            str(m.path), name, dtype, shape, outer_shape, codecs, files, chunks, fill
+        )
+    inner_shape, codecs, index = sharding
+    _grid_shapes(m, shape, inner_shape, "sharding_indexed chunk_shape")
+    if any(s % c for s, c in zip(outer_shape, inner_shape)):
+        raise ValueError(
+            f"{m.where}: the shard shape {list(outer_shape)} is not a multiple of the inner "
+            f"chunk shape {list(inner_shape)}"
+        )
+    files, chunks = _shard_chunks(m, folder, keys, shape, outer_shape, inner_shape, index)
+    return ChunkedSpec(str(m.path), name, dtype, shape, inner_shape, codecs, files, chunks, fill)
+
+
+def _v3_key_encoding(m: _Meta) -> tuple[str | None, str]:
+    encoding = m.field("chunk_key_encoding", {"name": "default"})
+    kind = encoding.get("name") if isinstance(encoding, dict) else None
+    if kind not in ("default", "v2"):
+        raise NotImplementedError(f"{m.where}: chunk_key_encoding {encoding!r} is not supported")
+    separator = (encoding.get("configuration") or {}).get(
+        "separator", "/" if kind == "default" else "."
+    )
+    if separator not in (".", "/"):
+        raise ValueError(f"{m.where}: chunk key separator must be '.' or '/', got {separator!r}")
+    return ("c" if kind == "default" else None), separator
+
+
+def _v3_codecs(m: _Meta, codecs, dtype: np.dtype, ndim: int):
+    """The decoding pipeline of a v3 codec list, and for a sharded array the inner chunk shape,
+    the inner decoding pipeline and the index's codecs: (codecs, None) or ([], (...))."""
+    if not isinstance(codecs, list) or not all(isinstance(c, dict) for c in codecs):
+        raise ValueError(f"{m.where}: codecs must be a list of objects, got {codecs!r}")
+    names = [c.get("name") for c in codecs]
+    serializers = [i for i, n in enumerate(names) if n in ("bytes", "sharding_indexed")]
+    if len(serializers) != 1:
+        raise NotImplementedError(
+            f"{m.where}: codecs {names} need exactly one of bytes or sharding_indexed"
+        )
+    at = serializers[0]
+    before, serializer, after = codecs[:at], codecs[at], codecs[at + 1 :]
+    config = serializer.get("configuration") or {}
+    if serializer["name"] == "sharding_indexed":
+        if before or after:
+            raise NotImplementedError(
+                f"{m.where}: codecs {names}: only sharding_indexed alone is supported around a "
+                f"shard (no codec before or after it)"
+            )
+        return [], _sharding(m, config, dtype, ndim)
+    decode = []
+    for codec in reversed(after):
+        if codec["name"] not in _V3_BYTES_CODECS:
+            raise NotImplementedError(
+                f"{m.where}: zarr v3 codec {codec['name']!r} is not supported (Jask reads "
+                f"bytes, transpose, {', '.join(_V3_BYTES_CODECS)}, sharding_indexed)"
+            )
+        decode.append((codec["name"], 0))
+    endian = config.get("endian", "little" if dtype.itemsize == 1 else None)
+    if endian not in ("little", "big"):
+        raise ValueError(
+            f"{m.where}: the bytes codec's endian must be little or big, got {endian!r}"
+        )
+    if endian == "big" and dtype.itemsize > 1:
+        decode.append(("byteswap", dtype.itemsize))
+    for codec in reversed(before):
+        decode += _transpose(m, codec, ndim)
+    return decode, None
+
+
+def _transpose(m: _Meta, codec: dict, ndim: int) -> list[tuple[str, int]]:
+    if codec["name"] != "transpose":
+        raise NotImplementedError(
+            f"{m.where}: zarr v3 codec {codec['name']!r} before bytes is not supported (only "
+            f"transpose)"
+        )
+    order = (codec.get("configuration") or {}).get("order")
+    if order == list(range(ndim)):
+        return []
+    if order == list(range(ndim))[::-1]:
+        return [("order_f", 0)]
+    raise NotImplementedError(
+        f"{m.where}: transpose order {order!r} is not supported (only the identity and "
+        f"{list(range(ndim))[::-1]}, Fortran order)"
+    )
+
+
+@dataclass(frozen=True)
+class _ShardIndex:
+    at_end: bool
+    big_endian: bool
+    crc32c: bool
+
+
+def _sharding(m: _Meta, config: dict, dtype: np.dtype, ndim: int):
+    inner = _Meta(m.path, None, config)
+    inner.where = f"{m.where} (sharding_indexed)"
+    inner_shape = inner.shape("chunk_shape", positive=True)
+    inner_codecs, nested = _v3_codecs(inner, inner.field("codecs"), dtype, ndim)
+    if nested is not None:
+        raise NotImplementedError(f"{inner.where}: nested sharding is not supported")
+    index_codecs = inner.field("index_codecs")
+    names = [c.get("name") if isinstance(c, dict) else c for c in index_codecs or []]
+    if names not in (["bytes"], ["bytes", "crc32c"]):
+        raise NotImplementedError(
+            f"{inner.where}: index_codecs {names} are not supported (bytes, optionally crc32c)"
+        )
+    endian = (index_codecs[0].get("configuration") or {}).get("endian", "little")
+    location = inner.field("index_location", "end")
+    if location not in ("start", "end"):
+        raise ValueError(f"{inner.where}: index_location must be start or end, got {location!r}")
+    index = _ShardIndex(location == "end", endian == "big", len(names) == 2)
+    return inner_shape, inner_codecs, index
+
+
+# -- the chunk table ----------------------------------------------------------------------------
+
+
+def _chunk_keys(shape, chunk_shape, prefix: str | None, separator: str) -> list[str]:
+    """Every chunk's key (its path under the array's folder), in C order of the grid."""
+    grid = [math.ceil(n / c) for n, c in zip(shape, chunk_shape)]
+    parts = [] if prefix is None else [prefix]
+    if not grid:
+        return [prefix if prefix is not None else "0"]
+    return [
+        separator.join(parts + [str(i) for i in index])
+        for index in itertools.product(*(range(g) for g in grid))
+    ]
+
+
+def _stored_keys(folder: Path) -> set[str]:
+    """The relative paths ("/"-separated) of every file under `folder`: one walk, not a stat per
+    chunk."""
+    found = set()
+    for root, _, names in os.walk(folder):
+        rel = os.path.relpath(root, folder)
+        base = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+        found.update(base + n for n in names)
+    return found
+
+
+def _whole_file_chunks(folder: Path, keys: list[str]) -> tuple[list[str], np.ndarray]:
+    """One chunk per file (the whole file); a missing file is a chunk not stored."""
+    stored = _stored_keys(folder)
+    files = []
+    chunks = np.zeros((len(keys), 3), np.int64)
+    chunks[:, 2] = -1
+    for i, key in enumerate(keys):
+        if key in stored:
+            chunks[i, 0] = len(files)
+            files.append(str(folder / key))
+        else:
+            chunks[i, 0] = -1
+    return files, chunks
+
+
+def _shard_chunks(m, folder, keys, shape, shard_shape, inner_shape, index: _ShardIndex):
+    """The chunk table over the inner chunk grid, from the index of every stored shard."""
+    per_shard = tuple(s // c for s, c in zip(shard_shape, inner_shape))
+    grid = tuple(math.ceil(n / c) for n, c in zip(shape, inner_shape))
+    table = np.zeros(grid + (3,), np.int64)
+    table[..., 0] = -1
+    stored = _stored_keys(folder)
+    files = []
+    shard_grid = [range(math.ceil(n / s)) for n, s in zip(shape, shard_shape)]
+    for key, shard in zip(keys, itertools.product(*shard_grid)):
+        if key not in stored:
+            continue
+        path = folder / key
+        offsets = _read_shard_index(m, path, per_shard, index)
+        present = offsets[..., 0] != -1
+        rows = np.zeros(per_shard + (3,), np.int64)
+        rows[..., 0] = np.where(present, len(files), -1)
+        rows[..., 1:] = np.where(present[..., None], offsets, 0)
+        files.append(str(path))
+        start = [s * p for s, p in zip(shard, per_shard)]
+        stop = [min(b + p, g) for b, p, g in zip(start, per_shard, grid)]
+        inside = tuple(slice(0, e - b) for b, e in zip(start, stop))
+        table[tuple(slice(b, e) for b, e in zip(start, stop))] = rows[inside]
+    return files, table.reshape(-1, 3)
+
+
+def _read_shard_index(m: _Meta, path: Path, per_shard, index: _ShardIndex) -> np.ndarray:
+    """A shard's (offset, nbytes) per inner chunk, int64; (-1, -1) where not stored."""
+    n = math.prod(per_shard)
+    size = 16 * n + (4 if index.crc32c else 0)
+    with open(path, "rb") as f:
+        file_size = os.fstat(f.fileno()).st_size
+        if file_size < size:
+            raise ValueError(
+                f"{m.where}: shard {path} is truncated: {file_size} bytes, less than its index "
+                f"of {n} chunks ({size} bytes)"
+            )
+        f.seek(file_size - size if index.at_end else 0)
+        raw = f.read(size)
+    if index.crc32c:
+        want = int.from_bytes(raw[-4:], "little")
+        got = crc32c(raw[:-4])
+        if got != want:
+            raise ValueError(
+                f"{m.where}: shard {path}: the index's crc32c is {got:#010x}, its stored "
+                f"checksum {want:#010x} (corrupt shard)"
+            )
+    pairs = np.frombuffer(raw, ">u8" if index.big_endian else "<u8", count=2 * n).reshape(n, 2)
+    offset, nbytes = pairs[:, 0], pairs[:, 1]
+    empty = (offset == _EMPTY) & (nbytes == _EMPTY)
+    # Each below 2**63, so their sum does not wrap around.
+    past_end = (offset >= 1 << 63) | (nbytes >= 1 << 63) | (offset + nbytes > file_size)
+    bad = np.flatnonzero(~empty & past_end)
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(
+            f"{m.where}: shard {path}: the index places inner chunk {i} at offset "
+            f"{int(offset[i])}, {int(nbytes[i])} bytes, past the end of the {file_size}-byte file"
+        )
+    out = pairs.astype(np.int64)
+    out[empty] = -1
+    return out.reshape(per_shard + (2,))
+
+
+# -- fill values --------------------------------------------------------------------------------
+
+_SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def _fill_value(m: _Meta, value, dtype: np.dtype):
+    """A Python scalar of `dtype` for a zarr fill_value (null: 0, as zarr-python reads it)."""
+    if value is None:
+        return False if dtype == np.bool_ else 0
+    if dtype == np.bool_:
+        if isinstance(value, bool):
+            return value
+    elif dtype == np.int32:
+        if isinstance(value, int) and not isinstance(value, bool):
+            if np.iinfo(np.int32).min <= value <= np.iinfo(np.int32).max:
+                return value
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    elif value in _SPECIAL_FLOATS:
+        return _SPECIAL_FLOATS[value]
+    elif isinstance(value, str) and re.fullmatch(r"0x[0-9a-fA-F]+", value):
+        bits = int(value, 16)
+        if bits < 1 << (8 * dtype.itemsize):
+            uint = {2: np.uint16, 4: np.uint32, 8: np.uint64}[dtype.itemsize]
+            return float(np.array([bits], uint).view(dtype)[0])
+    raise ValueError(f"{m.where}: invalid fill_value {value!r} for dtype {dtype.name}")
+
+
+# -- writing ------------------------------------------------------------------------------------
+
+_LEVELS = {"zstd": 3, "gzip": 5, "blosc": 5}
+_BLOSC_LZ4, _BLOSC_SHUFFLE = 1, 1  # write_chunked's blosc cname code, c-blosc's byte shuffle
+_V2_DTYPES = {"float32": "<f4", "float64": "<f8", "float16": "<f2", "int32": "<i4", "bool": "|b1"}
+
+
+def to_zarr(x, path, chunks=None, *, zarr_format=3, codec="zstd", level=None, overwrite=False):
+    """Writes `x` to a new Zarr array at `path`, chunk by chunk within the memory budget.
+
+    Args:
+      x: a DiskArray (anything else is written to a scratch DiskArray first).
+      path: the array's folder; it must not exist unless `overwrite` (and then it must be a
+        zarr array, which is replaced as a whole, never a folder holding anything else).
+      chunks: the chunk shape; by default full along every axis but the first, about 8 MiB
+        (less under a small memory budget).
+      zarr_format: 3 (`zarr.json`, bytes + codec) or 2 (`.zarray` with a numcodecs compressor).
+      codec: "zstd", "gzip", "blosc" (lz4 with byte shuffle) or None.
+      level: the codec's compression level (default zstd 3, gzip 5, blosc 5).
+      overwrite: replace an existing zarr array at `path`.
+
+    The array is written into a new folder beside `path` and renamed into place at the end, so
+    a crash leaves either the old array or the new one at `path`, never a mix.
+
+    >>> import numpy as np, jask, tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "x.zarr")
+    >>> jask.to_zarr(np.ones((3, 2), np.float32), p, zarr_format=2, codec="blosc")
+    >>> jask.open_zarr(p).shape
+    (3, 2)
+    """
+    if compat.is_tracer(x) or (isinstance(x, DiskArray) and not x._owned):
+        raise TypeError("jask.to_zarr: cannot write a traced array; write the concrete result")
+    if not isinstance(x, DiskArray):
+        x = DiskArray.from_numpy(np.asarray(x))
+    path = Path(os.fspath(path))
+    if zarr_format not in (2, 3):
+        raise ValueError(
+            f"jask.to_zarr({str(path)!r}): zarr_format must be 2 or 3, got {zarr_format!r}"
+        )
+    if codec not in (*_LEVELS, None):
+        raise ValueError(
+            f"jask.to_zarr({str(path)!r}): codec must be 'zstd', 'gzip', 'blosc' or "
+            f"None, got {codec!r}"
+        )
+    if zarr_format == 2 and x.dtype.name not in _V2_DTYPES:
+        raise TypeError(
+            f"jask.to_zarr({str(path)!r}): zarr v2 has no {x.dtype.name} dtype; "
+            f"write zarr_format=3 or x.astype(jnp.float32)"
+        )
+    chunk_shape = _chunk_shape(x, chunks, path)
+    level = _LEVELS.get(codec) if level is None else int(level)
+    _check_replaceable(path, overwrite)
+    if path.exists() and path.resolve() in Path(x.path).resolve().parents:
+        raise ValueError(
+            f"jask.to_zarr: {x.path} is read from the zarr array {path} being replaced; write "
+            f"the new array to another path"
+        )
+    encode, meta = _encoding(x, chunk_shape, zarr_format, codec, level)
+    tmp = path.parent / f".{path.name}.jask-tmp-{secrets.token_hex(4)}"
+    tmp.mkdir()
+    try:
+        prefix, separator = ("c", "/") if zarr_format == 3 else (None, ".")
+        keys = _chunk_keys(x.shape, chunk_shape, prefix, separator)
+        folders = {(tmp / k).parent for k in keys}
+        for folder in sorted(folders):
+            folder.mkdir(parents=True, exist_ok=True)
+        write_chunked(x, chunk_shape=chunk_shape, codecs=encode, paths=[str(tmp / k) for k in keys])
+        for file, text in meta.items():
+            _write_durably(tmp / file, text)
+        for folder in sorted(folders | {tmp}, key=lambda p: -len(p.parts)):
+            _fsync_dir(folder)
+        _move_into_place(tmp, path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+
+
+def _chunk_shape(x, chunks, path: Path) -> tuple[int, ...]:
+    if chunks is not None:
+        chunks = tuple(chunks)
+        if len(chunks) != x.ndim or not all(
+            isinstance(c, (int, np.integer)) and not isinstance(c, bool) and c > 0 for c in chunks
+        ):
+            raise ValueError(
+                f"jask.to_zarr({str(path)!r}): chunks must be {x.ndim} positive "
+                f"ints for an array of shape {x.shape}, got {chunks!r}"
+            )
+        return tuple(int(c) for c in chunks)
+    # A chunk is decoded whole into memory when read: keep it a small part of the budget.
+    target = max(x.dtype.itemsize, min(8 * MiB, memory_budget() // 16))
+    out = [max(1, n) for n in x.shape]
+    inner = x.dtype.itemsize
+    for axis in reversed(range(x.ndim)):
+        if inner * out[axis] > target:
+            out[axis] = max(1, target // inner)
+            out[:axis] = [1] * axis
+            break
+        inner *= out[axis]
+    return tuple(out)
+
+
+def _encoding(x, chunk_shape, zarr_format, codec, level):
+    """The encoding pipeline for write_chunked and the metadata files (name → text)."""
+    encode = []
+    if codec == "zstd":
+        encode.append(("zstd", level))
+    elif codec == "gzip":
+        encode.append(("gzip", level))
+    elif codec == "blosc":
+        encode.append(("blosc", level | _BLOSC_SHUFFLE << 8 | _BLOSC_LZ4 << 16))
+    fill = False if x.dtype == np.bool_ else (0 if x.dtype == np.int32 else 0.0)
+    if zarr_format == 2:
+        compressor = {
+            None: None,
+            "zstd": {"id": "zstd", "level": level, "checksum": False},
+            "gzip": {"id": "gzip", "level": level},
+            "blosc": {"id": "blosc", "cname": "lz4", "clevel": level, "shuffle": 1, "blocksize": 0},
+        }[codec]
+        zarray = {
+            "zarr_format": 2,
+            "shape": list(x.shape),
+            "chunks": list(chunk_shape),
+            "dtype": _V2_DTYPES[x.dtype.name],
+            "compressor": compressor,
+            "fill_value": fill,
+            "order": "C",
+            "filters": None,
+            "dimension_separator": ".",
+        }
+        return encode, {".zarray": _dump(zarray), ".zattrs": "{}"}
+    configuration = {
+        None: None,
+        "zstd": {"level": level, "checksum": False},
+        "gzip": {"level": level},
+        "blosc": {
+            "cname": "lz4",
+            "clevel": level,
+            "shuffle": "shuffle",
+            "typesize": x.dtype.itemsize,
+            "blocksize": 0,
+        },
+    }[codec]
+    codecs = [{"name": "bytes", "configuration": {"endian": "little"}}]
+    if codec is not None:
+        codecs.append({"name": codec, "configuration": configuration})
+    zarr_json = {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": list(x.shape),
+        "data_type": x.dtype.name,
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(chunk_shape)}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": fill,
+        "codecs": codecs,
+        "attributes": {},
+    }
+    return encode, {"zarr.json": _dump(zarr_json)}
+
+
+def _dump(meta: dict) -> str:
+    return json.dumps(meta, indent=2) + "\n"
+
+
+_ARRAY_FILES = re.compile(r"(\.zarray|\.zattrs|zarr\.json|(c[./])?\d+([./]\d+)*|c)")
+
+
+def _check_replaceable(path: Path, overwrite: bool) -> None:
+    """Raises unless `path` is free, or `overwrite` and it holds one zarr array and nothing else."""
+    if not path.parent.is_dir():
+        raise FileNotFoundError(
+            f"jask.to_zarr: {path.parent} (the folder of {path}) does not exist"
+        )
+    if not (path.exists() or path.is_symlink()):
+        return
+    if not overwrite:
+        raise FileExistsError(
+            f"jask.to_zarr: {path} exists; pass overwrite=True to replace a zarr array"
+        )
+    kind, _ = (None, 0) if not path.is_dir() or path.is_symlink() else _node(path, True)
+    if kind != "array":
+        raise FileExistsError(
+            f"jask.to_zarr: {path} exists and is not a zarr array: not replacing it"
+        )
+    for rel in sorted(_stored_keys(path)):
+        if not _ARRAY_FILES.fullmatch(rel):
+            raise FileExistsError(
+                f"jask.to_zarr: {path} holds {rel!r}, which is not part of a zarr array: not "
+                f"replacing it"
+            )
+
+
+def _write_durably(path: Path, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fdatasync(f.fileno())
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _move_into_place(tmp: Path, path: Path) -> None:
+    """Renames the finished array at `tmp` to `path`; an existing array there is swapped out in
+    one step (renameat2 RENAME_EXCHANGE) where the system offers it, then deleted."""
+    if not path.exists():
+        os.rename(tmp, path)
+    elif not _exchange(tmp, path):
+        old = path.parent / f".{path.name}.jask-old-{secrets.token_hex(4)}"
+        os.rename(path, old)
+        os.rename(tmp, path)
+        tmp = old
+    _fsync_dir(path.parent)
+    if tmp.exists():
+        shutil.rmtree(tmp)  # the replaced array
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swaps two paths (Linux renameat2); False where that is not available."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
