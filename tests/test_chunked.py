@@ -217,20 +217,27 @@ def test_budget_bounds_the_cache_and_each_chunk_is_decoded_once(tmp_path, small_
     assert jask._engine.chunks_decoded(x.handle) - after_reads == len(chunks)
 
 
-def test_too_small_a_budget_names_the_array_and_a_budget_that_works(tmp_path, small_budget):
-    arr = np.ones((64, 64), np.float32)
-    files, chunks = _store(tmp_path, arr, (64, 64), numcodecs.Zstd().encode)
+@pytest.mark.parametrize(
+    "shape, chunk_shape, budget",
+    [((64, 64), (64, 64), 16 * KiB), ((37, 29), (2, 3), 4 * KiB)],  # big chunks; tiny ones
+    ids=["large-chunks", "tiny-chunks"],
+)
+def test_too_small_a_budget_names_the_array_and_a_budget_that_works(
+    tmp_path, small_budget, shape, chunk_shape, budget
+):
+    arr = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    files, chunks = _store(tmp_path, arr, chunk_shape, numcodecs.Zstd().encode)
     x = open_chunked(
         tmp_path / "meta",
         dtype="float32",
         shape=arr.shape,
-        chunk_shape=(64, 64),
+        chunk_shape=chunk_shape,
         codecs=[("zstd", 0)],
         files=files,
         chunks=chunks,
         name="big",
     )
-    small_budget(16 * KiB)
+    small_budget(budget)
     with pytest.raises(MemoryError, match=r"meta \(big\).*set_memory_budget\((\d+)\)") as e:
         np.asarray(x)
     works = int(str(e.value).rsplit("set_memory_budget(", 1)[1].split(")")[0])

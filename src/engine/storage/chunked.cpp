@@ -428,7 +428,7 @@ void ChunkedSource::read(void* dst, int64_t first, int64_t count) const {
     cache_ = std::make_unique<Cache>();
     if (stream_mode_) {
       const size_t piece = static_cast<size_t>(
-          std::clamp<int64_t>(memory_budget() / 8 / kPage * kPage, kPage, kStreamPiece));
+          std::clamp<int64_t>(memory_budget() / 8 / 4096 * 4096, 4096, kStreamPiece));
       cache_->memory = AlignedBuffer(2 * piece);
       cache_->stored = {cache_->memory.data(), piece};
       cache_->discard = {cache_->memory.data() + piece, piece};
@@ -458,7 +458,8 @@ int64_t ChunkedSource::begin_call() const {
   stream_mode_ = streamable_ && (dec > avail / 4 || least > avail / 2);
   int64_t need = 0;
   if (stream_mode_) {
-    const int64_t piece = std::clamp<int64_t>(avail / 8 / kPage * kPage, kPage, kStreamPiece);
+    const int64_t page = static_cast<int64_t>(kPage);
+    const int64_t piece = std::clamp<int64_t>(avail / 8 / page * page, page, kStreamPiece);
     need = 2 * piece;
   } else if (!raw_) {
     const int64_t band = grid_.empty() ? 1 : product(grid_, 1);
@@ -471,7 +472,8 @@ int64_t ChunkedSource::begin_call() const {
     };
     need = bytes();
     if (need > avail / 2 && slots_ > 1) {  // page rounding tipped it over: fewer slots
-      slots_ = std::max<int64_t>(1, (avail / 2 / kPage * kPage - stored) / dec);
+      const int64_t page = static_cast<int64_t>(kPage);  // signed: the room may be negative
+      slots_ = std::max<int64_t>(1, (avail / 2 / page * page - stored) / dec);
       need = bytes();
     }
   }
