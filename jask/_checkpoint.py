@@ -55,6 +55,7 @@ import numpy as np
 from . import _checkpoint_index as checked
 from ._api.creation import zeros
 from ._checkpoint_index import FORMAT, INDEX, MAX_DEPTH, MAX_INT, VERSION
+from ._durable import fsync_folder
 from ._jax import compat
 from ._jax.diskarray import DiskArray
 
@@ -249,9 +250,9 @@ def _write_folder(folder: str, leaves: list, index: dict) -> None:
         _write_leaf(os.path.join(folder, record["file"]), record["kind"], leaf)
     # The leaves' directory entries must be on disk before the index that
     # declares the folder complete.
-    _fsync_folder(folder)
+    fsync_folder(folder)
     _write_index(folder, index)
-    _fsync_folder(folder)
+    fsync_folder(folder)
 
 
 def _write_leaf(file: str, kind: str, leaf) -> None:
@@ -289,7 +290,7 @@ def _swap_into_place(folder: str, path: str) -> None:
             os.rename(old, path)
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    _fsync_folder(os.path.dirname(path))
+    fsync_folder(os.path.dirname(path))
     if old is not None:
         shutil.rmtree(old)
 
@@ -332,14 +333,6 @@ def _latest_generation(path: str) -> int:
 
 def _new_sibling_name(path: str, kind: str) -> str:
     return f"{path}.{kind}-{os.getpid()}-{secrets.token_hex(4)}"
-
-
-def _fsync_folder(folder: str) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _process_alive(pid: int) -> bool:

@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import _engine, _runtime
 from .._api.io import open_array
+from .._durable import fsync_folder
 from .._jax import compat
 from .._jax.diskarray import DiskArray
 
@@ -390,7 +391,7 @@ def save_safetensors(path, tree, *, max_shard_size=None, metadata=None) -> None:
             )
         _refuse_foreign(path, _is_safetensors_file)
         _commit([_write_temp(path, leaves, metadata)])
-        _sync_folder(os.path.dirname(path) or ".")
+        fsync_folder(os.path.dirname(path) or ".")
         return
     shards = _split(leaves, parse_size(max_shard_size))
     _save_sharded(path, shards, metadata)
@@ -518,7 +519,7 @@ def _save_sharded(folder: str, shards: list[list[_Leaf]], metadata: dict[str, st
             os.unlink(temp)
         raise
     _commit(staged)  # the index last: until it lands, the old index names the old shards
-    _sync_folder(folder)
+    fsync_folder(folder)
     for stale in sorted(old_shards - set(names)):
         if _SHARD_NAME.fullmatch(stale) and _is_safetensors_file(os.path.join(folder, stale)):
             os.unlink(os.path.join(folder, stale))
@@ -581,14 +582,6 @@ def _temp_name(path: str) -> str:
 def _commit(staged: list[tuple[str, str]]) -> None:
     for temp, path in staged:
         os.replace(temp, path)
-
-
-def _sync_folder(folder: str) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _refuse_foreign(path: str, is_ours) -> None:

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._dtypes import SUPPORTED, storage_dtype
+from .._durable import fsync_folder
 from .._jax import compat
 from .._jax.diskarray import DiskArray
 from .._runtime import memory_budget
@@ -596,7 +597,7 @@ def to_zarr(x, path, chunks=None, *, zarr_format=3, codec="zstd", level=None, ov
         for file, text in meta.items():
             _write_durably(tmp / file, text)
         for folder in sorted(folders | {tmp}, key=lambda p: -len(p.parts)):
-            _fsync_dir(folder)
+            fsync_folder(folder)
         _move_into_place(tmp, path)
     finally:
         if tmp.exists():
@@ -724,14 +725,6 @@ def _write_durably(path: Path, text: str) -> None:
         os.fdatasync(f.fileno())
 
 
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _move_into_place(tmp: Path, path: Path) -> None:
     """Renames the finished array at `tmp` to `path`; an existing array there is swapped out in
     one step (renameat2 RENAME_EXCHANGE) where the system offers it, then deleted."""
@@ -742,7 +735,7 @@ def _move_into_place(tmp: Path, path: Path) -> None:
         os.rename(path, old)
         os.rename(tmp, path)
         tmp = old
-    _fsync_dir(path.parent)
+    fsync_folder(path.parent)
     if tmp.exists():
         shutil.rmtree(tmp)  # the replaced array
 
