@@ -1,0 +1,1 @@
+"""The file formats other tools write, opened in place as DiskArrays."""
