@@ -194,6 +194,20 @@ def test_filters_and_dtypes_jask_does_not_decode_are_refused(tmp_path, rng):
         jask.open_hdf5(path, "lzf", mode="w")
 
 
+def test_truncated_and_foreign_files_are_value_errors(tmp_path, rng):
+    path = tmp_path / "t.h5"
+    write(path, "x", data(rng, (1000,), "f4"))
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) - 1000])
+    with pytest.raises(ValueError, match=r"t\.h5: not a readable HDF5 file.*truncated"):
+        jask.open_hdf5(path, "x")
+    path.write_bytes(b"no HDF5 here")
+    with pytest.raises(ValueError, match=r"t\.h5: not a readable HDF5 file"):
+        jask.open_hdf5(path, "x")
+    with pytest.raises(FileNotFoundError):
+        jask.open_hdf5(tmp_path / "missing.h5", "x")
+
+
 def test_without_h5py_the_import_error_says_how_to_install_it(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "h5py", None)
     with pytest.raises(ImportError, match="pip install h5py"):

@@ -67,7 +67,8 @@ def open_hdf5(path, dataset: str, *, mode: str = "r") -> DiskArray:
       KeyError: no object of that name; TypeError: a group, or a dtype Jask does not store.
       NotImplementedError: a filter other than deflate, shuffle and fletcher32, a
         virtual dataset, external storage, or chunks stored with a filter skipped.
-      ValueError: mode="r+" on a dataset that cannot be written in place; offsets past the file.
+      ValueError: mode="r+" on a dataset that cannot be written in place; a truncated or
+        corrupt file, or offsets past its end.
 
     >>> import numpy as np, jask, tempfile, os, h5py
     >>> p = os.path.join(tempfile.mkdtemp(), "d.h5")
@@ -82,7 +83,13 @@ def open_hdf5(path, dataset: str, *, mode: str = "r") -> DiskArray:
     if mode not in ("r", "r+"):
         raise ValueError(f"mode must be 'r' or 'r+', got {mode!r}")
     path = os.fspath(path)
-    with h5py.File(path, "r") as f:
+    try:
+        file = h5py.File(path, "r")
+    except (FileNotFoundError, PermissionError, BlockingIOError):
+        raise
+    except OSError as e:  # libhdf5's "truncated file", "file signature not found", ...
+        raise ValueError(f"{path}: not a readable HDF5 file ({e})") from None
+    with file as f:
         obj = f.get(dataset)
         if obj is None:
             raise KeyError(f"{path}: no dataset named {dataset!r}")
@@ -126,7 +133,6 @@ def _plan(h5py, path: str, name: str, ds, mode: str, file_size: int):
         chunk_shape = _swap_chunk_shape(shape, dtype.itemsize)
         chunks = _contiguous_chunks(shape, chunk_shape, dtype.itemsize, offset)
         codecs = [("byteswap", dtype.itemsize)]
-        fill = 0
     else:
         chunk_shape = tuple(ds.chunks)
         codecs = _decoders(plist, where, dtype.itemsize)
