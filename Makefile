@@ -12,6 +12,7 @@ $(BIN)/python:
 
 # Build requirements go into the venv so rebuilds are incremental (build/ is kept).
 install: $(BIN)/python
+	./scripts/ensure-codecs.sh
 	$(BIN)/pip install -q "scikit-build-core>=0.10" "nanobind>=2.4" "jaxlib==0.10.2"
 	$(BIN)/pip install -q --no-build-isolation -e ".[test]"
 

@@ -331,6 +331,12 @@ class DiskArray(jax.Array, metaclass=_DiskArrayMeta):
         if not self._owned:
             raise TypeError("a traced DiskArray cannot be pickled; pickle the concrete result")
         _, _, path, offset, writable, scratch = _engine.info(self.handle)
+        if _engine.is_chunked(self.handle):
+            raise pickle.PicklingError(
+                f"cannot pickle a chunked DiskArray ({self._ty.str_short()}, {path!r}): its "
+                f"elements live in encoded chunks, not at a byte offset; pickle the path and "
+                f"open it again, or write it with x.save(path) and pickle jask.DiskArray.open(path)"
+            )
         if scratch:
             raise pickle.PicklingError(
                 f"cannot pickle a scratch DiskArray ({self._ty.str_short()}, {path!r}): its file "

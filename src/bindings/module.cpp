@@ -2,6 +2,7 @@
 // I/O releases the GIL. Engine exceptions become the matching Python ones.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
@@ -22,6 +23,7 @@
 #include "plan/planner.hpp"
 #include "program/program.hpp"
 #include "storage/array_store.hpp"
+#include "storage/chunked.hpp"
 #include "storage/io_config.hpp"
 #include "storage/scratch.hpp"
 #include "storage/scratch_pool.hpp"
@@ -127,6 +129,10 @@ void translate_errors() {
       set_error(PyExc_ValueError, e.what());
     } catch (const TypeError& e) {
       set_error(PyExc_TypeError, e.what());
+    } catch (const NotImplementedError& e) {
+      set_error(PyExc_NotImplementedError, e.what());
+    } catch (const MemoryError& e) {
+      set_error(PyExc_MemoryError, e.what());
     } catch (const DirectoryError& e) {
       set_error(PyExc_IsADirectoryError, e.what());
     } catch (const LockedError& e) {
@@ -148,6 +154,37 @@ nb::tuple array_info(int32_t handle) {
 int32_t register_array(ArrayRef a) { return Registry::instance().add(std::move(a)); }
 
 DType checked_dtype(int code) { return dtype_from_int(code); }
+
+using ChunkRows = nb::ndarray<const int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using CodecList = std::vector<std::pair<std::string, int64_t>>;
+
+std::vector<CodecStep> codec_steps(const CodecList& codecs, const std::string& what) {
+  std::vector<CodecStep> steps;
+  for (const auto& [name, param] : codecs) steps.push_back(codec_step(name, param, what));
+  return steps;
+}
+
+// The chunked array of jask/formats/_chunked.py (its checks ran there).
+int32_t open_chunked(const std::string& path, const std::string& name, int dtype,
+                     std::vector<int64_t> shape, std::vector<int64_t> chunk_shape,
+                     const CodecList& codecs, std::vector<std::string> files, ChunkRows chunks,
+                     const nb::bytes& fill) {
+  ChunkTable t;
+  t.path = path;
+  t.name = name;
+  t.info = ArrayInfo{checked_dtype(dtype), std::move(shape)};
+  t.chunk_shape = std::move(chunk_shape);
+  t.codecs = codec_steps(codecs, name.empty() ? path : path + " (" + name + ")");
+  t.files = std::move(files);
+  if (chunks.shape(1) != 3) throw ValueError(path + ": the chunk table must have 3 columns");
+  const int64_t* rows = chunks.data();
+  for (size_t i = 0; i < chunks.shape(0); ++i)
+    t.chunks.push_back(ChunkLocation{rows[3 * i], rows[3 * i + 1], rows[3 * i + 2]});
+  const auto* f = static_cast<const std::byte*>(static_cast<const void*>(fill.c_str()));
+  t.fill.assign(f, f + fill.size());
+  nb::gil_scoped_release unlocked;
+  return register_array(StoredArray::open_chunked(std::move(t)));
+}
 
 }  // namespace
 }  // namespace jask
@@ -251,6 +288,31 @@ NB_MODULE(_engine, m) {
       },
       "dtype"_a, "shape"_a, Unlocked());
   m.def("info", &array_info, "handle"_a);
+  m.def("open_chunked", &open_chunked, "path"_a, "name"_a, "dtype"_a, "shape"_a, "chunk_shape"_a,
+        "codecs"_a, "files"_a, "chunks"_a, "fill"_a);
+  m.def(
+      "write_chunked",
+      [](int32_t h, const std::vector<int64_t>& chunk_shape, const CodecList& codecs,
+         const std::vector<std::optional<std::string>>& paths) {
+        ArrayRef a = Registry::instance().get(h);
+        std::vector<CodecStep> steps = codec_steps(codecs, a->path());
+        nb::gil_scoped_release unlocked;
+        return write_chunked(a, chunk_shape, steps, paths);
+      },
+      "handle"_a, "chunk_shape"_a, "codecs"_a, "paths"_a);
+  m.def(
+      "crc32c",
+      [](const nb::bytes& data, uint32_t value) {
+        return crc32c(data.c_str(), data.size(), value);
+      },
+      "data"_a, "value"_a = 0);
+  m.def(
+      "is_chunked", [](int32_t h) { return Registry::instance().get(h)->chunked() != nullptr; },
+      "handle"_a);
+  m.def("chunks_decoded", [](int32_t h) {
+    ArrayRef a = Registry::instance().get(h);
+    return a->chunked() ? a->chunked()->chunks_decoded() : int64_t{0};
+  });
   m.def(
       "acquire", [](int32_t h) { Registry::instance().acquire(h); }, "handle"_a);
   m.def(

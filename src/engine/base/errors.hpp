@@ -27,6 +27,15 @@ struct IoError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// -> NotImplementedError: a feature this build or this version lacks (a codec).
+struct NotImplementedError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// -> MemoryError: the memory budget cannot hold the smallest unit of work.
+struct MemoryError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // -> IsADirectoryError: a directory where a file was expected.
 struct DirectoryError : IoError {
   using IoError::IoError;

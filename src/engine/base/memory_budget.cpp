@@ -15,6 +15,8 @@ std::atomic<int64_t> g_budget{256LL << 20};
 std::recursive_mutex g_turn;
 // The program bytes of the call holding the turn (set and read under it).
 std::atomic<int64_t> g_held{0};
+// Bytes reserved for chunk caches by the call holding the turn.
+std::atomic<int64_t> g_reserved{0};
 
 std::mutex g_slots_mu;
 std::deque<int64_t> g_slots{0};  // slot 0: no program (eager calls)
@@ -31,8 +33,13 @@ void set_memory_budget(int64_t bytes) {
 
 int64_t total_memory_budget() { return g_budget; }
 int64_t program_reserve() { return std::min<int64_t>(g_held, g_budget / 2); }
-int64_t memory_budget() { return g_budget - program_reserve(); }
-int64_t budget_for_blocks(int64_t needed) { return needed + std::min<int64_t>(g_held, needed); }
+int64_t memory_budget() { return g_budget - program_reserve() - g_reserved; }
+void reserve_budget(int64_t bytes) { g_reserved += bytes; }
+void unreserve_budget(int64_t bytes) { g_reserved -= bytes; }
+int64_t reserved_budget() { return g_reserved; }
+int64_t budget_for_blocks(int64_t needed) {
+  return needed + std::min<int64_t>(g_held, needed) + g_reserved;
+}
 
 int32_t new_program_slot() {
   std::lock_guard<std::mutex> lock(g_slots_mu);

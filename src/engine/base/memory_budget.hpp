@@ -14,8 +14,14 @@ void set_memory_budget(int64_t bytes);
 // The budget as the user set it.
 int64_t total_memory_budget();
 // What the running engine call may hold: the budget less what XLA holds in
-// memory for the program making the call (program_reserve()).
+// memory for the program making the call (program_reserve()) and the bytes
+// reserved for chunk caches (reserve_budget()).
 int64_t memory_budget();
+// Bytes held back from memory_budget() for the running call: the decoded-chunk
+// caches of its chunked operands (storage/chunked.hpp). Under the BudgetTurn.
+void reserve_budget(int64_t bytes);
+void unreserve_budget(int64_t bytes);
+int64_t reserved_budget();
 // The bytes of the budget held back for the running call's program: its
 // in-memory bytes, up to half the budget (blocks always get the other half).
 int64_t program_reserve();

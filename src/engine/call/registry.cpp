@@ -5,6 +5,7 @@
 #include "base/errors.hpp"
 #include "base/memory_budget.hpp"
 #include "storage/array_store.hpp"
+#include "storage/chunked.hpp"
 
 namespace jask {
 
@@ -72,6 +73,8 @@ KernelResult run_kernel(ResultKind kind, const KernelCall& call) {
   BudgetTurn turn(program_bytes(call.program));
   // One version of each operand for the whole call (see ReadPins).
   ReadPins pins(files_of_handles(call.operands.handles));
+  // Chunked operands hold their decoded-chunk caches out of the blocks' budget.
+  ChunkReservation chunk_caches(call.operands.handles);
   return entry.run(call);
 }
 

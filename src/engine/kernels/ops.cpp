@@ -16,6 +16,7 @@
 #include "plan/planner.hpp"
 #include "program/broadcast.hpp"
 #include "program/program.hpp"
+#include "storage/chunked.hpp"
 #include "storage/hyperslab.hpp"
 #include "storage/transaction.hpp"
 
@@ -554,6 +555,7 @@ void copy_into(int32_t dst, int32_t src) {
   d->replace_data([&](const StoredArray& staged) {
     // Not d's own file: no other update of it runs while this one holds it.
     ReadPins pins(s->shared_file() == d->shared_file() ? files_of({}) : files_of({s}));
+    ChunkReservation chunk_caches({s});
     stream_elements(
         "update_", describe_call("update_", {d, s}), info.numel(), {s}, &staged,
         [&](int64_t, const std::vector<const void*>& in, void* out, int64_t, int64_t count) {
@@ -578,6 +580,7 @@ void copy_all_into(const std::vector<int32_t>& dsts, const std::vector<int32_t>&
           const bool held =
               std::find(targets.begin(), targets.end(), s->shared_file().get()) != targets.end();
           ReadPins pins(held ? files_of({}) : files_of({s}));
+          ChunkReservation chunk_caches({s});
           const ArrayInfo& info = d->info();
           stream_elements(
               "update_tree_", describe_call("update_tree_", {d, s}), info.numel(), {s}, &staged,
@@ -594,6 +597,7 @@ void save_array(int32_t handle, const std::string& path) {
   auto dst = StoredArray::create_file(path, src->info());
   const ArrayInfo& info = src->info();
   ReadPins pins(files_of({src}));
+  ChunkReservation chunk_caches({src});
   stream_elements(
       "save", info.describe(), info.numel(), {src}, dst.get(),
       [&](int64_t, const std::vector<const void*>& in, void* out, int64_t, int64_t count) {
@@ -627,6 +631,7 @@ void read_to_memory(int32_t handle, void* dst, uint64_t nbytes) {
                      info.describe());
   }
   ReadPins pins(files_of({arr}));
+  ChunkReservation chunk_caches({arr});
   const size_t isz = itemsize(info.dtype);
   auto* base = static_cast<unsigned char*>(dst);
   stream_elements(

@@ -9,6 +9,7 @@
 #include "base/memory_budget.hpp"
 #include "formats/npy.hpp"
 #include "formats/registry.hpp"
+#include "storage/chunked.hpp"
 #include "storage/io_config.hpp"
 #include "storage/scratch.hpp"
 #include "storage/scratch_pool.hpp"
@@ -113,6 +114,16 @@ ArrayRef StoredArray::open(const std::string& path, std::string_view format_name
                                   options.writable));
 }
 
+ArrayRef StoredArray::open_chunked(ChunkTable table) {
+  auto source = std::make_shared<const ChunkedSource>(std::move(table));
+  const ChunkTable& t = source->table();
+  check_sizes(t.info, t.path);
+  std::shared_ptr<SharedFile> shared = FileTable::instance().open(t.path, OpenMode::kReadOnly);
+  ArrayRef a(new StoredArray(std::move(shared), t.path, t.info, Layout::contiguous(0), false));
+  a->chunked_ = std::move(source);
+  return a;
+}
+
 ArrayRef StoredArray::reshaped(const ArrayRef& base, const std::vector<int64_t>& shape) {
   ArrayInfo info{base->info().dtype, shape};
   check_sizes(info, base->path());
@@ -120,7 +131,10 @@ ArrayRef StoredArray::reshaped(const ArrayRef& base, const std::vector<int64_t>&
     throw ValueError("cannot reshape " + base->info().describe() + " to " + info.describe() +
                      ": the sizes differ");
   }
-  return ArrayRef(new StoredArray(base->file_, base->path_, info, base->layout_, base->writable_));
+  ArrayRef a(new StoredArray(base->file_, base->path_, info, base->layout_, base->writable_));
+  a->chunked_ = base->chunked_;
+  a->chunk_base_ = base->chunk_base_;
+  return a;
 }
 
 ArrayRef StoredArray::viewed(const ArrayRef& base, int64_t first,
@@ -133,10 +147,14 @@ ArrayRef StoredArray::viewed(const ArrayRef& base, int64_t first,
                      info.describe());
   }
   const Layout layout = base->layout_.from_element(first, itemsize(info.dtype));
-  return ArrayRef(new StoredArray(base->file_, base->path_, info, layout, base->writable_));
+  ArrayRef a(new StoredArray(base->file_, base->path_, info, layout, base->writable_));
+  a->chunked_ = base->chunked_;
+  a->chunk_base_ = base->chunk_base_ + first;
+  return a;
 }
 
 void StoredArray::read_elems(void* dst, int64_t first, int64_t count) const {
+  if (chunked_ != nullptr) return chunked_->read(dst, chunk_base_ + first, count);
   std::shared_ptr<const File> file = file_->current();
   const IoPolicy io = io_policy();
   auto* out = static_cast<std::byte*>(dst);

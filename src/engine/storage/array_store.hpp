@@ -19,6 +19,9 @@
 
 namespace jask {
 
+class ChunkedSource;
+struct ChunkTable;
+
 // What the op creating a scratch array will put in it. kZeros: it relies on
 // bytes it does not write reading as zero (a new file). kOverwritten: it
 // writes every data byte before the array is read, so the file of a freed
@@ -40,6 +43,10 @@ class StoredArray {
   // share its open (storage/file_table.hpp).
   static std::shared_ptr<StoredArray> open(const std::string& path, std::string_view format,
                                            const OpenOptions& options);
+  // A read-only array whose elements live in encoded chunks (Zarr, HDF5
+  // chunked, .npz deflated; see storage/chunked.hpp). table.path is opened
+  // read-only through the file table like any array's file.
+  static std::shared_ptr<StoredArray> open_chunked(ChunkTable table);
   // The same file seen with another shape of equal size (no copy).
   static std::shared_ptr<StoredArray> reshaped(const std::shared_ptr<StoredArray>& base,
                                                const std::vector<int64_t>& shape);
@@ -67,6 +74,9 @@ class StoredArray {
   // The file now behind the array. replace_data() may install another; this
   // one stays readable (its inode alive) while the pointer is held.
   std::shared_ptr<const File> file() const { return file_->current(); }
+
+  // The chunks behind the array, or null (a contiguous file).
+  const std::shared_ptr<const ChunkedSource>& chunked() const { return chunked_; }
 
   // Element ranges in C order.
   void read_elems(void* dst, int64_t first, int64_t count) const;
@@ -108,6 +118,9 @@ class StoredArray {
   ArrayInfo info_;
   Layout layout_;
   bool writable_;
+  // Chunked arrays: the source, and where element 0 lies in its C order (a view).
+  std::shared_ptr<const ChunkedSource> chunked_;
+  int64_t chunk_base_ = 0;
 };
 
 using ArrayRef = std::shared_ptr<StoredArray>;

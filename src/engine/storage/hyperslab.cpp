@@ -35,7 +35,9 @@ void read_slab(const StoredArray& array, const std::vector<int64_t>& shape, cons
   for_each_run(shape, slab, [&](int64_t file_pos, int64_t tile_pos, int64_t len) {
     runs.push_back(Run{file_pos, tile_pos, len});
   });
-  const bool short_runs = !runs.empty() && runs.front().len * isz < kShortRunBytes;
+  // Reads of a chunked array run one at a time (one decode cache): one reader.
+  const bool short_runs =
+      !runs.empty() && runs.front().len * isz < kShortRunBytes && array.chunked() == nullptr;
   const size_t readers =
       short_runs ? std::clamp<size_t>(runs.size() / kMinRunsPerReader, 1, kRunReaders) : 1;
   auto read_share = [&](size_t reader) {
