@@ -210,7 +210,7 @@ def _decoders(plist, where: str, itemsize: int) -> list[tuple[str, int]]:
 
 
 def _chunk_table(ds, where: str, shape: tuple, chunk_shape: tuple) -> np.ndarray:
-    """(file_index, offset, nbytes) of every chunk of the grid in C order; -1: not stored."""
+    """(file_index, offset, nbytes) of every chunk of the grid in C order; (-1, 0, 0): not stored."""
     grid = tuple(-(-s // c) for s, c in zip(shape, chunk_shape))
     starts, offsets, sizes, masks = [], [], [], []
 
@@ -225,7 +225,8 @@ def _chunk_table(ds, where: str, shape: tuple, chunk_shape: tuple) -> np.ndarray
     else:
         for i in range(ds.id.get_num_chunks()):
             visit(ds.id.get_chunk_info(i))
-    table = np.full((math.prod(grid), 3), -1, dtype=np.int64)
+    table = np.zeros((math.prod(grid), 3), dtype=np.int64)
+    table[:, 0] = -1
     if not starts:
         return table
     bad = [i for i, m in enumerate(masks) if m != 0]
