@@ -23,8 +23,6 @@ from .._jax.diskarray import DiskArray
 # HDF5 filter ids (H5Zpublic.h) -> the engine's decoding step.
 _DEFLATE, _SHUFFLE, _FLETCHER32 = 1, 2, 3
 _FILTER_NAMES = {4: "szip", 5: "nbit", 6: "scaleoffset", 32000: "lzf", 32001: "blosc"}
-# A big-endian contiguous dataset is read as chunks of about this many bytes.
-_SWAP_CHUNK_BYTES = 4 << 20
 
 
 def open_hdf5(path, dataset: str, *, mode: str = "r") -> DiskArray:
@@ -34,10 +32,11 @@ def open_hdf5(path, dataset: str, *, mode: str = "r") -> DiskArray:
 
     - contiguous, unfiltered, little-endian: in place, at the speed of a raw
       file; mode="r+" allowed (see below).
-    - chunked and/or filtered (gzip, shuffle, fletcher32), or big-endian:
-      read-only, streamed chunk by chunk within the memory budget; every read
-      of the array reads and decodes its chunks again (gzip at about one
-      core's zlib speed per reader thread). Chunks never written read as the
+    - contiguous big-endian: read-only, in place, byte-swapped as it is read.
+    - chunked and/or filtered (gzip, shuffle, fletcher32): read-only,
+      streamed chunk by chunk within the memory budget; every read
+      of the array reads and decodes its chunks again (gzip at one core's
+      zlib speed: the engine decodes on one thread). Chunks never written read as the
       fill value. The open reads the chunk index through h5py (a Python call
       per stored chunk).
     - contiguous but never written (no storage allocated): a new array of the
@@ -130,8 +129,9 @@ def _plan(h5py, path: str, name: str, ds, mode: str, file_size: int):
         _check_extent(where, offset, math.prod(shape) * dtype.itemsize, file_size)
         if not big_endian:
             return lambda: open_array(path, shape=shape, dtype=dtype, offset=offset, mode=mode)
-        chunk_shape = _swap_chunk_shape(shape, dtype.itemsize)
-        chunks = _contiguous_chunks(shape, chunk_shape, dtype.itemsize, offset)
+        # One chunk, the whole dataset: the engine reads byte-swap-only chunks in runs, in place.
+        chunk_shape = shape
+        chunks = np.array([[0, offset, math.prod(shape) * dtype.itemsize]], dtype=np.int64)
         codecs = [("byteswap", dtype.itemsize)]
     else:
         chunk_shape = tuple(ds.chunks)
@@ -241,25 +241,4 @@ def _chunk_table(ds, where: str, shape: tuple, chunk_shape: tuple) -> np.ndarray
     table[index, 0] = 0
     table[index, 1] = np.asarray(offsets, dtype=np.int64)[inside]
     table[index, 2] = np.asarray(sizes, dtype=np.int64)[inside]
-    return table
-
-
-def _swap_chunk_shape(shape: tuple, itemsize: int) -> tuple:
-    """Chunks tiling a C-order array exactly, of about _SWAP_CHUNK_BYTES: (1, .., 1, c, rest)."""
-    for axis in range(len(shape)):
-        row = math.prod(shape[axis + 1 :]) * itemsize
-        if row <= _SWAP_CHUNK_BYTES or axis == len(shape) - 1:
-            most = max(1, _SWAP_CHUNK_BYTES // row)
-            c = next(d for d in range(min(most, shape[axis]), 0, -1) if shape[axis] % d == 0)
-            return (1,) * axis + (c,) + tuple(shape[axis + 1 :])
-    return ()  # 0-d: one chunk
-
-
-def _contiguous_chunks(shape: tuple, chunk_shape: tuple, itemsize: int, offset: int):
-    """The chunk table of a contiguous array cut into chunk_shape (which tiles it exactly)."""
-    n = math.prod(-(-s // c) for s, c in zip(shape, chunk_shape))
-    nbytes = math.prod(chunk_shape) * itemsize
-    table = np.zeros((n, 3), dtype=np.int64)
-    table[:, 1] = offset + nbytes * np.arange(n, dtype=np.int64)
-    table[:, 2] = nbytes
     return table

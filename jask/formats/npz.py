@@ -48,10 +48,11 @@ class _Member:
     """Where a member's array lives, and how it is stored."""
 
     shape: tuple[int, ...]
-    dtype: np.dtype
+    dtype: np.dtype  # little-endian
+    big_endian: bool  # the stored elements are
     deflated: bool
     data_offset: int  # stored: the first element; deflated: the first compressed byte
-    compressed_size: int  # deflated: the compressed bytes
+    stored_size: int  # stored: the data bytes; deflated: the compressed bytes
     header_len: int  # the .npy header's length (skipped after inflating)
 
 
@@ -64,8 +65,8 @@ def open_npz(path, *, mode: str = "r", members: Iterable[str] | None = None) -> 
     the array inflates the member from its start, within the memory budget,
     at about the speed of one core's zlib (each pass over the array pays it
     again; `jask.DiskArray.from_numpy` or an op's output makes a copy that does
-    not). Member dtypes must be ones Jask stores, little-endian, in C order
-    (1-D members always are).
+    not). Big-endian members are read-only, byte-swapped as they are read.
+    Member dtypes must be ones Jask stores, in C order (1-D members always are).
 
     Args:
       path: the .npz file.
@@ -149,7 +150,7 @@ def _layout(f, file_size: int, path: str, info: zipfile.ZipInfo) -> _Member:
     else:
         f.seek(start)
         prefix = f.read(min(info.compress_size, _MAX_NPY_PREFIX))
-    shape, dtype, header_len = _parse_npy_prefix(prefix, where)
+    shape, dtype, header_len, big_endian = _parse_npy_prefix(prefix, where)
     nbytes = math.prod(shape) * dtype.itemsize
     if info.file_size != header_len + nbytes:
         raise ValueError(
@@ -158,8 +159,8 @@ def _layout(f, file_size: int, path: str, info: zipfile.ZipInfo) -> _Member:
             "bytes after its header"
         )
     if deflated:
-        return _Member(shape, dtype, True, start, info.compress_size, header_len)
-    return _Member(shape, dtype, False, start + header_len, info.compress_size, header_len)
+        return _Member(shape, dtype, big_endian, True, start, info.compress_size, header_len)
+    return _Member(shape, dtype, big_endian, False, start + header_len, nbytes, header_len)
 
 
 def _data_start(f, file_size: int, where: str, header_offset: int) -> int:
@@ -195,8 +196,9 @@ def _inflate_prefix(f, start: int, compressed_size: int, where: str) -> bytes:
     return out
 
 
-def _parse_npy_prefix(prefix: bytes, where: str) -> tuple[tuple[int, ...], np.dtype, int]:
-    """Shape, dtype and header length from the first bytes of a .npy file, checked for Jask."""
+def _parse_npy_prefix(prefix: bytes, where: str) -> tuple[tuple[int, ...], np.dtype, int, bool]:
+    """Shape, dtype (little-endian), header length and whether the data are big-endian, from
+    the first bytes of a .npy file, checked for Jask."""
     fp = io.BytesIO(prefix)
     try:
         version = npy_format.read_magic(fp)
@@ -214,13 +216,9 @@ def _parse_npy_prefix(prefix: bytes, where: str) -> tuple[tuple[int, ...], np.dt
             f"{where} holds Python objects (dtype {dtype}, saved with pickle); Jask opens "
             f"arrays of {', '.join(SUPPORTED)}"
         )
-    if dtype.byteorder == ">":
-        raise TypeError(
-            f"{where} is big-endian ({dtype.str}, shape {shape}); Jask stores little-endian "
-            "data: save it with a.astype(a.dtype.newbyteorder('<'))"
-        )
+    big_endian = dtype.byteorder == ">" and dtype.itemsize > 1
     try:
-        dtype = storage_dtype(dtype)
+        dtype = storage_dtype(dtype.newbyteorder("<") if big_endian else dtype)
     except TypeError:
         raise TypeError(
             f"{where} has dtype {dtype} (shape {shape}); Jask stores {', '.join(SUPPORTED)}: "
@@ -231,23 +229,28 @@ def _parse_npy_prefix(prefix: bytes, where: str) -> tuple[tuple[int, ...], np.dt
             f"{where} is stored in Fortran order (shape {shape}, {dtype}); Jask opens C-order "
             "arrays: save it with np.ascontiguousarray(a)"
         )
-    return tuple(shape), dtype, fp.tell()
+    return tuple(shape), dtype, fp.tell(), big_endian
 
 
 def _open_member(path: str, info: zipfile.ZipInfo, m: _Member) -> DiskArray:
     if math.prod(m.shape) == 0:
         return zeros(m.shape, m.dtype)  # no elements: nothing to read
-    if not m.deflated:
+    if not m.deflated and not m.big_endian:
         return open_array(path, shape=m.shape, dtype=m.dtype, offset=m.data_offset, mode="r")
     from ._chunked import open_chunked
 
+    # One chunk, the whole member: the engine inflates one deflate stream as it reads (never
+    # the whole member in memory), and reads byte-swap-only chunks in runs, in place.
+    codecs = [("deflate", 0), ("skip", m.header_len)] if m.deflated else []
+    if m.big_endian:
+        codecs.append(("byteswap", m.dtype.itemsize))
     return open_chunked(
         path,
         dtype=m.dtype,
         shape=m.shape,
         chunk_shape=m.shape,
-        codecs=[("deflate", 0), ("skip", m.header_len)],
+        codecs=codecs,
         files=[path],
-        chunks=np.array([[0, m.data_offset, m.compressed_size]], dtype=np.int64),
+        chunks=np.array([[0, m.data_offset, m.stored_size]], dtype=np.int64),
         name=info.filename,
     )
