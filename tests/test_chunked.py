@@ -361,3 +361,51 @@ def test_write_chunked_round_trip(tmp_path, small_budget):
 def test_crc32c_known_value():
     assert crc32c(b"123456789") == 0xE3069283
     assert crc32c(b"6789", crc32c(b"12345")) == 0xE3069283
+
+
+def test_hdf5_chunks_with_shuffle_deflate_and_fletcher32(tmp_path, small_budget):
+    h5py = pytest.importorskip("h5py")
+    arr = np.random.default_rng(6).standard_normal((29, 23)).astype(np.float32)
+    path = tmp_path / "d.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset(
+            "d", data=arr, chunks=(8, 10), shuffle=True, compression="gzip", fletcher32=True
+        )
+    with h5py.File(path, "r") as f:
+        ds = f["d"]
+        infos = [ds.id.get_chunk_info(i) for i in range(ds.id.get_num_chunks())]
+        by_corner = {tuple(i.chunk_offset): i for i in infos}
+    grid = _chunk_grid(arr.shape, (8, 10))
+    rows = []
+    for idx in np.ndindex(*grid):
+        info = by_corner[tuple(int(k) * c for k, c in zip(idx, (8, 10)))]
+        rows.append((0, info.byte_offset, info.size))
+    chunks = np.array(rows, np.int64)
+    codecs = [("fletcher32", 0), ("zlib", 0), ("shuffle", 4)]
+    small_budget(16 * KiB)
+    x = open_chunked(
+        path,
+        dtype="float32",
+        shape=arr.shape,
+        chunk_shape=(8, 10),
+        codecs=codecs,
+        files=[str(path)],
+        chunks=chunks,
+        name="d",
+    )
+    np.testing.assert_array_equal(np.asarray(x), arr)
+    raw = bytearray(path.read_bytes())
+    raw[chunks[2, 1] + chunks[2, 2] - 5] ^= 0xFF  # the compressed bytes' last, before the sum
+    (tmp_path / "bad.h5").write_bytes(bytes(raw))
+    bad = open_chunked(
+        tmp_path / "bad.h5",
+        dtype="float32",
+        shape=arr.shape,
+        chunk_shape=(8, 10),
+        codecs=codecs,
+        files=[str(tmp_path / "bad.h5")],
+        chunks=chunks,
+        name="d",
+    )
+    with pytest.raises(ValueError, match=r"bad.h5 \(d\), chunk \(0, 2\).*Fletcher-32"):
+        np.asarray(bad)

@@ -225,5 +225,43 @@ TEST(Chunked, TooSmallABudgetIsAMemoryError) {
   EXPECT_EQ(reserved_budget(), 0);
 }
 
+TEST(Chunked, DeflatedMemberStreamsForwardAndRestartsBehind) {
+  ScratchDir scratch;
+  TempDir dir;
+  // A member of 64 Ki float32 (256 KiB) behind a 16-byte header, raw deflate.
+  std::vector<float> values(1 << 16);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 1000) - 7.f;
+  std::vector<std::byte> member(16, std::byte{0x42});
+  const std::vector<std::byte> data = as_bytes(values);
+  member.insert(member.end(), data.begin(), data.end());
+  const std::vector<std::byte> stored = encode({{CodecKind::kDeflate, 6}}, member, {}, 4);
+  std::vector<char> bytes(stored.size());
+  std::memcpy(bytes.data(), stored.data(), stored.size());
+  test::write_file_bytes(dir.file("m"), bytes);
+  ChunkTable t;
+  t.path = dir.file("m");
+  t.name = "a.npy";
+  t.info = ArrayInfo{DType::f32, {1 << 14, 4}};
+  t.chunk_shape = t.info.shape;
+  t.codecs = {{CodecKind::kDeflate, 0}, {CodecKind::kSkip, 16}};
+  t.files = {dir.file("m")};
+  t.chunks = {{0, 0, -1}};
+  t.fill.resize(4);
+  ArrayRef a = StoredArray::open_chunked(t);
+  test::BudgetGuard budget(64 << 10);  // the member is 4x the budget: streamed
+  reset_peak_buffer_bytes();
+  const int64_t base = buffer_bytes();
+  ChunkReservation reservation({a});
+  EXPECT_LE(reserved_budget(), 32 << 10);
+  std::vector<float> got(5000);
+  for (int64_t first : {int64_t{0}, int64_t{5000}, int64_t{30001}, int64_t{12}, int64_t{60000}}) {
+    const int64_t count = std::min<int64_t>(5000, (1 << 16) - first);
+    a->read_elems(got.data(), first, count);
+    for (int64_t i = 0; i < count; ++i)
+      ASSERT_EQ(got[static_cast<size_t>(i)], values[static_cast<size_t>(first + i)]) << first;
+  }
+  EXPECT_LE(peak_buffer_bytes() - base, 32 << 10);  // never the whole member
+}
+
 }  // namespace
 }  // namespace jask

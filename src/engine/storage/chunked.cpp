@@ -242,18 +242,25 @@ int64_t ChunkedSource::stored_size(int64_t id) const {
 
 // Reads `bytes` stored bytes of chunk `id` from byte `at` of it into `dst`;
 // bytes < 0: all of them (returns the count through `bytes`'s result).
-void ChunkedSource::read_stored(int64_t id, std::byte* dst, int64_t at, int64_t bytes) const {
+uint64_t ChunkedSource::stored_offset(int64_t id, int64_t at, int64_t bytes) const {
   const ChunkLocation& c = table_.chunks[static_cast<size_t>(id)];
-  const File& f = file(c.file);
+  file(c.file);
   const uint64_t size = file_sizes_[static_cast<size_t>(c.file)];
   const int64_t stored = c.nbytes >= 0 ? c.nbytes : static_cast<int64_t>(size) - c.offset;
   if (stored < 0 || static_cast<uint64_t>(c.offset + stored) > size || at + bytes > stored) {
     throw ValueError(chunk_what(id) + ": the chunk at offset " + std::to_string(c.offset) + " (" +
                      std::to_string(c.nbytes) + " bytes) of " +
                      table_.files[static_cast<size_t>(c.file)] + " runs past its end (" +
-                     std::to_string(size) + " bytes)");
+                     std::to_string(size) + " bytes) or holds fewer than the " +
+                     std::to_string(at + bytes) + " bytes read");
   }
-  f.read_at(dst, static_cast<size_t>(bytes), static_cast<uint64_t>(c.offset + at), io_policy());
+  return static_cast<uint64_t>(c.offset + at);
+}
+
+void ChunkedSource::read_stored(int64_t id, std::byte* dst, int64_t at, int64_t bytes) const {
+  const uint64_t offset = stored_offset(id, at, bytes);
+  file(table_.chunks[static_cast<size_t>(id)].file)
+      .read_at(dst, static_cast<size_t>(bytes), offset, io_policy());
 }
 
 const std::byte* ChunkedSource::decoded_chunk(int64_t id) const {
@@ -313,38 +320,41 @@ const std::byte* ChunkedSource::decoded_chunk(int64_t id) const {
 }
 
 void ChunkedSource::read_cached(void* dst, int64_t first, int64_t count) const {
-  const size_t isz = itemsize(table_.info.dtype);
+  const int64_t isz = static_cast<int64_t>(itemsize(table_.info.dtype));
   auto* out = static_cast<std::byte*>(dst);
-  // Raw chunks: runs that continue each other in one chunk are one read.
+  // Raw chunks: runs that continue each other in the file (within a chunk,
+  // or across chunks stored one after another) are one read.
   struct Pending {
-    int64_t id = -1, within = 0, run = 0, at = 0;
+    int64_t file = -1, bytes = 0, at = 0;
+    uint64_t offset = 0;
   } raw;
   auto read_raw = [&] {
-    if (raw.run == 0) return;
-    std::byte* to = out + raw.at * static_cast<int64_t>(isz);
-    read_stored(raw.id, to, raw.within * static_cast<int64_t>(isz),
-                raw.run * static_cast<int64_t>(isz));
+    if (raw.bytes == 0) return;
+    std::byte* to = out + raw.at;
+    file(raw.file).read_at(to, static_cast<size_t>(raw.bytes), raw.offset, io_policy());
     for (const CodecStep& s : table_.codecs)
-      decode_step(s, {to, static_cast<size_t>(raw.run) * isz}, nullptr, 0, table_.chunk_shape, isz,
-                  chunk_what(raw.id));
-    raw.run = 0;
+      decode_step(s, {to, static_cast<size_t>(raw.bytes)}, nullptr, 0, table_.chunk_shape,
+                  static_cast<size_t>(isz), describe());
+    raw.bytes = 0;
   };
   for_each_chunk_run(table_.info.shape, table_.chunk_shape, grid_, first, count,
                      [&](int64_t id, int64_t within, int64_t run, int64_t at) {
-                       std::byte* to = out + at * static_cast<int64_t>(isz);
-                       if (table_.chunks[static_cast<size_t>(id)].file < 0) {
+                       std::byte* to = out + at * isz;
+                       const ChunkLocation& c = table_.chunks[static_cast<size_t>(id)];
+                       if (c.file < 0) {
                          fill_elements(to, run, table_.fill);
                        } else if (raw_) {
-                         if (raw.run > 0 && raw.id == id && raw.within + raw.run == within &&
-                             raw.at + raw.run == at) {
-                           raw.run += run;
+                         const uint64_t offset = stored_offset(id, within * isz, run * isz);
+                         if (raw.bytes > 0 && raw.file == c.file &&
+                             raw.offset + raw.bytes == offset && raw.at + raw.bytes == at * isz) {
+                           raw.bytes += run * isz;
                            return;
                          }
                          read_raw();
-                         raw = Pending{id, within, run, at};
+                         raw = Pending{c.file, run * isz, at * isz, offset};
                        } else {
-                         std::memcpy(to, decoded_chunk(id) + within * static_cast<int64_t>(isz),
-                                     static_cast<size_t>(run) * isz);
+                         std::memcpy(to, decoded_chunk(id) + within * isz,
+                                     static_cast<size_t>(run * isz));
                        }
                      });
   read_raw();

@@ -74,6 +74,9 @@ class ChunkedSource {
   const File& file(int64_t index) const;
   int64_t stored_size(int64_t id) const;  // nbytes, or the rest of its file
   const std::byte* decoded_chunk(int64_t id) const;
+  // The file offset of stored bytes [at, at + bytes) of chunk `id`, checked
+  // against the file's size; and their read.
+  uint64_t stored_offset(int64_t id, int64_t at, int64_t bytes) const;
   void read_stored(int64_t id, std::byte* dst, int64_t at, int64_t bytes) const;
   void read_cached(void* dst, int64_t first, int64_t count) const;
   void read_streaming(void* dst, int64_t first, int64_t count) const;

@@ -90,6 +90,31 @@ uint32_t load_le32(const std::byte* p) {
   return v;  // little-endian hosts only (x86-64, aarch64 as Jask runs them)
 }
 
+// HDF5's Fletcher-32 (H5_checksum_fletcher32): sums of big-endian 16-bit words.
+uint32_t fletcher32(const std::byte* p, size_t n) {
+  const auto* data = reinterpret_cast<const unsigned char*>(p);
+  uint32_t sum1 = 0, sum2 = 0;
+  for (size_t words = n / 2; words > 0;) {
+    size_t block = std::min<size_t>(words, 360);
+    words -= block;
+    for (; block > 0; --block, data += 2) {
+      sum1 += static_cast<uint32_t>(data[0]) << 8 | data[1];
+      sum2 += sum1;
+    }
+    sum1 = (sum1 & 0xffff) + (sum1 >> 16);
+    sum2 = (sum2 & 0xffff) + (sum2 >> 16);
+  }
+  if (n % 2) {
+    sum1 += static_cast<uint32_t>(*data) << 8;
+    sum2 += sum1;
+    sum1 = (sum1 & 0xffff) + (sum1 >> 16);
+    sum2 = (sum2 & 0xffff) + (sum2 >> 16);
+  }
+  sum1 = (sum1 & 0xffff) + (sum1 >> 16);
+  sum2 = (sum2 & 0xffff) + (sum2 >> 16);
+  return sum2 << 16 | sum1;
+}
+
 // ---- Byte shuffle (HDF5's filter): byte j of element i at j * n + i.
 
 void shuffle(const std::byte* in, std::byte* out, size_t size, size_t isz) {
@@ -296,9 +321,18 @@ ChunkBytes decode_step(const CodecStep& step, ChunkBytes in, std::byte* out, siz
       }
       return {in.data, in.size - 4};
     }
-    case CodecKind::kFletcher32:
+    case CodecKind::kFletcher32: {
       if (in.size < 4) corrupt(what, "shorter than its 4-byte Fletcher-32 checksum");
+      const uint32_t stored = load_le32(in.data + in.size - 4);
+      const uint32_t actual = fletcher32(in.data, in.size - 4);
+      // HDF5 before 1.6.3 wrote the checksum with its bytes swapped: accepted too.
+      const uint32_t swapped = (actual & 0xFF00FF00u) >> 8 | (actual & 0x00FF00FFu) << 8;
+      if (stored != actual && stored != swapped) {
+        corrupt(what, "Fletcher-32 mismatch (stored " + std::to_string(stored) + ", computed " +
+                          std::to_string(actual) + ")");
+      }
       return {in.data, in.size - 4};
+    }
     case CodecKind::kByteswap:
       byteswap(in.data, in.size, static_cast<size_t>(step.param), what);
       return in;
