@@ -81,6 +81,21 @@ def test_chunked_and_filtered_datasets_are_streamed(tmp_path, rng, filters, shap
     assert_matches_h5py(path, "x", jask.open_hdf5(path, "x"))
 
 
+def test_a_corrupt_chunk_is_a_value_error_naming_the_dataset(tmp_path, rng):
+    path = tmp_path / "f.h5"
+    write(path, "x", data(rng, (40,), "f4"), chunks=(10,), fletcher32=True)
+    with h5py.File(path, "r") as f:
+        at = f["x"].id.get_chunk_info(2).byte_offset
+    with open(path, "r+b") as f:  # flip one byte of the third chunk
+        f.seek(at + 5)
+        byte = f.read(1)[0]
+        f.seek(at + 5)
+        f.write(bytes([byte ^ 0xFF]))
+    x = jask.open_hdf5(path, "x")
+    with pytest.raises(ValueError, match=r"f\.h5 \(x\)"):
+        np.asarray(x)
+
+
 @pytest.mark.parametrize("chunks", [None, (4, 3)], ids=["contiguous", "chunked"])
 @pytest.mark.parametrize("dtype", [">f4", ">i4", ">f8"])
 def test_big_endian_datasets_are_byte_swapped(tmp_path, rng, chunks, dtype):

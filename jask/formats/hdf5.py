@@ -19,6 +19,7 @@ from .._api.creation import full
 from .._api.io import from_numpy, open_array
 from .._dtypes import SUPPORTED, storage_dtype
 from .._jax.diskarray import DiskArray
+from ._chunked import open_chunked
 
 # HDF5 filter ids (H5Zpublic.h) -> the engine's decoding step.
 _DEFLATE, _SHUFFLE, _FLETCHER32 = 1, 2, 3
@@ -141,8 +142,6 @@ def _plan(h5py, path: str, name: str, ds, mode: str, file_size: int):
         chunks = _chunk_table(ds, where, shape, chunk_shape)
 
     def open_streamed():
-        from ._chunked import open_chunked
-
         return open_chunked(
             path,
             dtype=dtype,

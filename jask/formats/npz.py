@@ -27,6 +27,7 @@ from .._api.creation import zeros
 from .._api.io import open_array
 from .._dtypes import SUPPORTED, storage_dtype
 from .._jax.diskarray import DiskArray
+from ._chunked import open_chunked
 
 # signature, version, flags, method, time, date, crc32, sizes, name and extra lengths.
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
@@ -237,8 +238,6 @@ def _open_member(path: str, info: zipfile.ZipInfo, m: _Member) -> DiskArray:
         return zeros(m.shape, m.dtype)  # no elements: nothing to read
     if not m.deflated and not m.big_endian:
         return open_array(path, shape=m.shape, dtype=m.dtype, offset=m.data_offset, mode="r")
-    from ._chunked import open_chunked
-
     # One chunk, the whole member: the engine inflates one deflate stream as it reads (never
     # the whole member in memory), and reads byte-swap-only chunks in runs, in place.
     codecs = [("deflate", 0), ("skip", m.header_len)] if m.deflated else []
