@@ -2,6 +2,7 @@
 
 import sys
 
+import h5py
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,8 +11,6 @@ import pytest
 import jask
 
 from conftest import assert_close
-
-h5py = pytest.importorskip("h5py")
 
 
 def data(rng, shape, dtype):
