@@ -264,7 +264,6 @@ def test_deflated_npz_member_streams_within_the_budget(tmp_path, small_budget):
     assert got.dtype == np.int32
     np.testing.assert_array_equal(got, arr)
     np.testing.assert_array_equal(rows, arr[700:705])
-    assert int(jnp.sum(x[::2] % 7)) == int((arr[::2] % 7).sum())
 
 
 def test_corrupt_chunk_names_path_name_and_chunk(tmp_path):
@@ -311,7 +310,7 @@ def test_write_chunked_round_trip(tmp_path, small_budget):
     grid = _chunk_grid(arr.shape, (8, 16))
     paths = [str(tmp_path / f"{i}.{j}") for i, j in np.ndindex(*grid)]
     paths[2] = None
-    small_budget(16 * KiB)  # a band (8 x 53 float32) fits; chunks cut from it
+    small_budget(32 * KiB)  # a band (8 x 53 float32) fits; two workers cut and encode it
     blosc = 5 | 1 << 8 | 4 << 16  # zstd inside blosc, byte shuffle
     sizes = write_chunked(
         x, chunk_shape=(8, 16), codecs=[("blosc", blosc), ("crc32c", 0)], paths=paths

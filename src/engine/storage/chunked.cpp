@@ -5,6 +5,7 @@
 #include <span>
 #include <unordered_map>
 
+#include "base/concurrency.hpp"
 #include "base/errors.hpp"
 #include "base/memory_budget.hpp"
 #include "storage/array_store.hpp"
@@ -588,49 +589,68 @@ std::vector<int64_t> write_chunked(const std::shared_ptr<StoredArray>& source,
         std::to_string(total_memory_budget() - avail + work + static_cast<int64_t>(chunk_bytes)) +
         ") works");
   }
-  AlignedBuffer a(cap), b(cap);
+  // Two workers cut, encode and write the chunks read (the encoders are the
+  // slow part of to_zarr) when the budget holds a second workspace; as many
+  // bands are read at once as the rest of the budget holds.
+  const size_t workers = by_band && band_bytes + 2 * work <= avail ? 2 : 1;
+  const int64_t bands = nd == 0 ? 1 : grid[0];
+  const int64_t group =
+      by_band ? std::clamp<int64_t>((avail - static_cast<int64_t>(workers) * work) / band_bytes, 1,
+                                    bands)
+              : 1;
+  std::vector<AlignedBuffer> in_bufs, out_bufs;
+  for (size_t w = 0; w < workers; ++w) {
+    in_bufs.emplace_back(cap);
+    out_bufs.emplace_back(cap);
+  }
   AlignedBuffer staged(
-      static_cast<size_t>(by_band ? band_bytes : static_cast<int64_t>(chunk_bytes)));
+      static_cast<size_t>(by_band ? group * band_bytes : static_cast<int64_t>(chunk_bytes)));
   std::vector<int64_t> sizes(static_cast<size_t>(n_chunks), 0);
   const int64_t per_band = nd == 0 ? 1 : product(grid, 1);
   const IoPolicy io = io_policy();
-  for (int64_t band = 0; band < (nd == 0 ? 1 : grid[0]); ++band) {
-    std::vector<int64_t> band_shape = shape;
-    if (nd > 0) band_shape[0] = std::min(rows_per_band, shape[0] - band * rows_per_band);
-    if (by_band)
-      source->read_elems(staged.data(), band * rows_per_band * row_numel, product(band_shape));
-    for (int64_t k = 0; k < per_band; ++k) {
-      const int64_t id = band * per_band + k;
-      const auto& path = paths[static_cast<size_t>(id)];
-      if (!path) continue;
-      const std::vector<int64_t> idx = unravel(id, grid);
-      std::vector<int64_t> start(nd), extent(nd);
-      for (size_t d = 0; d < nd; ++d) {
-        start[d] = idx[d] * chunk_shape[d];
-        extent[d] = std::min(chunk_shape[d], shape[d] - start[d]);
-      }
-      std::memset(a.data(), 0, chunk_bytes);
-      if (by_band) {
-        std::vector<int64_t> local = start;
-        if (nd > 0) local[0] = 0;
-        copy_block(staged.data(), band_shape, local, a.data(), chunk_shape, extent, isz);
-      } else {
-        read_slab(*source, shape, Slab{start, extent}, staged.data());
-        copy_block(staged.data(), extent, std::vector<int64_t>(nd, 0), a.data(), chunk_shape,
-                   extent, isz);
-      }
-      std::byte* cur = a.data();
-      std::byte* other = b.data();
-      size_t n = chunk_bytes;
-      for (const CodecStep& s : codecs) {
-        n = encode_step(s, cur, n, other, cap, chunk_shape, isz, what);
-        std::swap(cur, other);
-      }
-      File out(*path, OpenMode::kCreateTruncate);
-      out.write_at(cur, n, 0, io);
-      out.sync();
-      sizes[static_cast<size_t>(id)] = static_cast<int64_t>(n);
+  // Chunk `id` from the staged rows [row0, ...) of shape `staged_shape`.
+  auto write_chunk = [&](int64_t id, const std::vector<int64_t>& staged_shape, int64_t row0,
+                         std::byte* a, std::byte* b) {
+    const auto& path = paths[static_cast<size_t>(id)];
+    if (!path) return;
+    const std::vector<int64_t> idx = unravel(id, grid);
+    std::vector<int64_t> start(nd), extent(nd);
+    for (size_t d = 0; d < nd; ++d) {
+      start[d] = idx[d] * chunk_shape[d];
+      extent[d] = std::min(chunk_shape[d], shape[d] - start[d]);
     }
+    std::memset(a, 0, chunk_bytes);
+    if (by_band) {
+      std::vector<int64_t> local = start;
+      if (nd > 0) local[0] -= row0;
+      copy_block(staged.data(), staged_shape, local, a, chunk_shape, extent, isz);
+    } else {
+      read_slab(*source, shape, Slab{start, extent}, staged.data());
+      copy_block(staged.data(), extent, std::vector<int64_t>(nd, 0), a, chunk_shape, extent, isz);
+    }
+    std::byte* cur = a;
+    std::byte* other = b;
+    size_t n = chunk_bytes;
+    for (const CodecStep& s : codecs) {
+      n = encode_step(s, cur, n, other, cap, chunk_shape, isz, what);
+      std::swap(cur, other);
+    }
+    File out(*path, OpenMode::kCreateTruncate);
+    out.write_at(cur, n, 0, io);
+    out.sync();
+    sizes[static_cast<size_t>(id)] = static_cast<int64_t>(n);
+  };
+  for (int64_t band = 0; band < bands; band += group) {
+    const int64_t n_bands = std::min(group, bands - band);
+    const int64_t row0 = band * rows_per_band;
+    std::vector<int64_t> staged_shape = shape;
+    if (nd > 0) staged_shape[0] = std::min(n_bands * rows_per_band, shape[0] - row0);
+    if (by_band) source->read_elems(staged.data(), row0 * row_numel, product(staged_shape));
+    const int64_t n_ids = n_bands * per_band;
+    run_concurrently(workers, [&](size_t w) {
+      for (int64_t k = static_cast<int64_t>(w); k < n_ids; k += static_cast<int64_t>(workers))
+        write_chunk(band * per_band + k, staged_shape, row0, in_bufs[w].data(), out_bufs[w].data());
+    });
   }
   return sizes;
 }

@@ -7,8 +7,11 @@
 // chunked array first reserves the bytes its cache and decode workspace will
 // hold (ChunkReservation, next to ReadPins): memory_budget() excludes them,
 // so the planner plans blocks in what is left, and the cache goes at the
-// call's end. The cache holds one band (the chunks that share a first-axis
-// chunk index) when a quarter of the budget holds it, else fewer chunks.
+// call's end. The cache (LRU) holds two bands (a band: the chunks that share
+// a first-axis chunk index) when a quarter of the budget holds them, else
+// fewer chunks: a sequential stream then decodes each chunk once; smaller
+// caches, and reads that jump about, decode chunks again. A one-chunk
+// deflate member too large for the cache is inflated as a stream instead.
 #pragma once
 #include <cstdint>
 #include <memory>
