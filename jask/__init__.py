@@ -73,6 +73,8 @@ from ._runtime import set_io_mode as set_io_mode
 from ._runtime import set_memory_budget as set_memory_budget
 from ._runtime import set_scratch_recycling as set_scratch_recycling
 from ._setup import install as _install
+from .formats.hdf5 import open_hdf5 as open_hdf5
+from .formats.npz import open_npz as open_npz
 from .formats.safetensors import open_safetensors as open_safetensors
 from .formats.safetensors import safetensors_metadata as safetensors_metadata
 from .formats.safetensors import save_safetensors as save_safetensors
@@ -120,6 +122,8 @@ __all__ = [
     "negative",
     "not_equal",
     "ones_like",
+    "open_hdf5",
+    "open_npz",
     "open_safetensors",
     "open_zarr",
     "outer",
