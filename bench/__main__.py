@@ -1,9 +1,10 @@
 """Benchmarks Jask against chunked NumPy, Dask and in-memory JAX on the same files and budget.
 
-    python -m bench                       # inputs of 2 GiB each, 256 MiB budget, 2 rounds (under 15 minutes)
+    python -m bench                       # inputs of 2 GiB each, 256 MiB budget, 2 rounds (under 20 minutes)
     python -m bench --quick               # 256 MiB inputs, 32 MiB budget (under 2 minutes)
     python -m bench --scale 0.5,1,2,4,8   # W1-W3 at each size: bench/scaling.json and bench/scaling.png
     python -m bench --workloads W1,W3 --size-gib 4 --budget 512MB
+    python -m bench --workloads W1s,W1z   # W1 over a safetensors file and a zstd Zarr group
 
 Writes the records to --out (default bench/results.json, with results.meta.json beside it) and
 BENCHMARKS.md, and prints the table.
@@ -18,7 +19,7 @@ import shlex
 import sys
 import time
 
-from . import disk, harness, machine, report
+from . import disk, formats, harness, machine, report
 from .workloads import CONTENDERS, GIB, IN_MEMORY, MIB, WORKLOADS, arrays, generate
 
 UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -147,6 +148,16 @@ def run_workloads(args: argparse.Namespace) -> list[dict]:
         plan = arrays(size, args.budget)
         generate(plan, sorted({n for w in args.workloads for n in WORKLOADS[w].inputs}), args.data)
         for name in args.workloads:
+            derived = WORKLOADS[name].derived
+            facts = {}
+            if derived:
+                formats.generate(derived, args.data, size, args.budget)
+                facts = derived.facts(args.data, plan, args.budget)
+                if "decode_bps" in facts:
+                    print(
+                        f"  {name}: stored {facts['stored_ratio']:.2f}x smaller; one core decodes "
+                        f"{facts['decode_bps'] / 1e9:.2f} GB/s of its chunks (numcodecs.Zstd)"
+                    )
             contenders = [c for c in args.contenders if c in WORKLOADS[name].contenders]
             runs: dict[str, list[dict]] = {c: [] for c in contenders}
             for round_ in range(args.repeat):
@@ -161,7 +172,7 @@ def run_workloads(args: argparse.Namespace) -> list[dict]:
                         else r["error"] or r["note"]
                     )
                     print(f"  {name} {CONTENDERS[contender]:24} {outcome}")
-            group = [harness.median_record(runs[c]) for c in contenders]
+            group = [dict(harness.median_record(runs[c]), **facts) for c in contenders]
             report.compare(group)
             records += group
     return records
@@ -217,6 +228,8 @@ def main(argv=None) -> None:
     meta["load_average_end"] = os.getloadavg()[0]
     print()
     print(report.text_table(records))
+    if report.decode_table(records):
+        print("\n" + report.decode_table(records))
     write_reports(args, records, meta)
 
 

@@ -27,9 +27,12 @@ def main() -> None:
     workload = WORKLOADS[args.workload]
     ctx = Context(args.data, args.out_dir, args.budget, arrays(args.size, args.budget))
     trial = workload.contenders[args.contender](ctx)
-    files = [ctx.path(name) for name in workload.inputs] + [
-        p for p in trial.evict if os.path.exists(p)
-    ]
+    derived = workload.derived.files(args.data, ctx.plan, args.budget) if workload.derived else []
+    files = (
+        [ctx.path(name) for name in workload.inputs]
+        + derived
+        + [p for p in trial.evict if os.path.exists(p)]
+    )
     evict(files)
     cached = max(cached_fraction(path) for path in files)  # pages still mapped cannot be evicted
 

@@ -38,6 +38,7 @@ CONTENDERS = {
     "dask": "Dask, threaded",
     "jax": "jax.numpy in memory",
     "numpy-mem": "NumPy @ in memory",
+    "zarr": "zarr-python + NumPy loop",
 }
 IN_MEMORY = {
     "jax",
@@ -630,6 +631,9 @@ class Workload:
     inputs: tuple[str, ...]
     cost: Callable[[dict[str, Array]], tuple[int, int, int]]  # (bytes read, bytes written, flops)
     contenders: dict[str, Callable[[Context], Trial]]
+    # an input derived from the .npy inputs in another file format (bench/formats.py): its files
+    # are what the contenders read, evict and are limited by
+    derived: Any = None
 
     def input_bytes(self, plan: dict[str, Array]) -> int:
         return sum(plan[n].nbytes for n in self.inputs)
@@ -699,4 +703,14 @@ WORKLOADS = {
             {"jask": w5_jask, "numpy": w5_numpy, "dask": w5_dask, "jax": w5_jax},
         ),
     ]
+}
+
+# W1s, W1z: W1 over the same x and y in a safetensors file and a zstd Zarr group (they use the
+# above); listed right after W1, so the tables show them together.
+from .formats import FORMAT_WORKLOADS  # noqa: E402
+
+WORKLOADS = {
+    name: w
+    for key, workload in WORKLOADS.items()
+    for name, w in [(key, workload), *(FORMAT_WORKLOADS.items() if key == "W1" else [])]
 }
