@@ -21,9 +21,10 @@ demo: install
 
 test: install test-cpp test-python
 
+# Two workers (pytest-xdist), each test file on one of them (module fixtures are set up once).
 # The memory-limit tests run on their own under pytest-memray, which tracks every allocation.
 test-python:
-	$(BIN)/python -m pytest -q tests --ignore=tests/test_memory_limits.py
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests --ignore=tests/test_memory_limits.py
 	$(BIN)/python -m pytest -q --memray tests/test_memory_limits.py
 
 test-cpp:
