@@ -23,34 +23,22 @@ REQUIRED = (
 )
 
 
-def test_bench_runs_and_writes_sane_records(tmp_path):
+def run_bench(tmp_path, *args):
+    """`python -m bench` at 0.004 GiB and a 1 MB budget; its records and its markdown."""
     out, markdown = tmp_path / "results.json", tmp_path / "BENCHMARKS.md"
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
-            "--size-gib",
-            "0.004",
-            "--budget",
-            "1MB",
-            "--workloads",
-            "W1,W2",
-            "--contenders",
-            "jask,numpy",
-            "--data",
-            str(tmp_path / "data"),
-            "--out",
-            str(out),
-            "--markdown",
-            str(markdown),
-        ],
+        [sys.executable, "-m", "bench", "--size-gib", "0.004", "--budget", "1MB", *args]
+        + ["--data", str(tmp_path / "data"), "--out", str(out), "--markdown", str(markdown)],
         cwd=ROOT,
         check=True,
         capture_output=True,
         timeout=120,
     )
-    records = json.loads(out.read_text())
+    return json.loads(out.read_text()), markdown.read_text()
+
+
+def test_bench_runs_and_writes_sane_records(tmp_path):
+    records, markdown = run_bench(tmp_path, "--workloads", "W1,W2", "--contenders", "jask,numpy")
     assert [(r["workload"], r["contender"]) for r in records] == [
         ("W1", "jask"),
         ("W1", "numpy"),
@@ -69,40 +57,20 @@ def test_bench_runs_and_writes_sane_records(tmp_path):
         assert r["written_bytes"] >= 0.9 * r["minimal_written_bytes"]
         assert r["data_bytes"] == r["minimal_read_bytes"] + r["minimal_written_bytes"]
         assert r["check_rel_diff"] < 1e-2
-    assert "| W2 |" in markdown.read_text()
+    assert "| W2 |" in markdown
 
 
 def test_bench_format_workloads_read_safetensors_and_zarr(tmp_path):
     """W1s and W1z: W1 over a safetensors file and a zstd Zarr group derived from W1's files."""
-    out, markdown = tmp_path / "results.json", tmp_path / "BENCHMARKS.md"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
-            "--size-gib",
-            "0.004",
-            "--budget",
-            "1MB",
-            "--repeat",
-            "1",
-            "--workloads",
-            "W1s,W1z",
-            "--contenders",
-            "jask,numpy,zarr",  # not dask: the [test] extra does not install it
-            "--data",
-            str(tmp_path / "data"),
-            "--out",
-            str(out),
-            "--markdown",
-            str(markdown),
-        ],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        timeout=120,
+    records, markdown = run_bench(
+        tmp_path,
+        "--repeat",
+        "1",
+        "--workloads",
+        "W1s,W1z",
+        "--contenders",
+        "jask,numpy,zarr",  # not dask: the [test] extra does not install it
     )
-    records = json.loads(out.read_text())
     assert [(r["workload"], r["contender"]) for r in records] == [
         ("W1s", "jask"),
         ("W1s", "numpy"),
@@ -134,4 +102,4 @@ def test_bench_format_workloads_read_safetensors_and_zarr(tmp_path):
         )
     )
     np.testing.assert_allclose([r["check"][0] for r in records], reference, rtol=1e-3)
-    assert "| One core decodes |" in markdown.read_text()  # the decode table
+    assert "| One core decodes |" in markdown  # the decode table
