@@ -22,7 +22,7 @@ demo: install
 test: install test-cpp test-python
 
 # Two workers (pytest-xdist), each test file on one of them (module fixtures are set up once):
-# 12 minutes instead of 22 on 2 cores.
+# 12 minutes instead of about 19 on 2 cores.
 # The memory-limit tests run on their own under pytest-memray, which tracks every allocation.
 test-python:
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests --ignore=tests/test_memory_limits.py
