@@ -93,6 +93,14 @@ def update_(target, new) -> DiskArray:
     waits for the calls reading the file to end. Between two calls of one
     jitted program an update may land; use update_tree_ to change several
     arrays as one step.
+
+    In a file holding more than 1 MiB besides the array (a safetensors
+    shard, a raw file of several arrays, an HDF5 file), the new values go to
+    a journal beside it (``<path>.jask-journal``), which is flushed and then
+    copied over the array's bytes in place: the rest of the file is never
+    rewritten, and the next open of the file finishes an update a crash
+    interrupted. Readers in this process wait during the copy; other
+    processes reading the file meanwhile may see it half-written.
     """
     if compat.is_tracer(getattr(target, "_handle", None)):
         raise TypeError(
