@@ -1,34 +1,22 @@
 """examples/finetune_safetensors.py fine-tunes a sharded safetensors checkpoint larger than the budget."""
 
-import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 from safetensors import safe_open
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from test_train_example import run_example
 
 
 def test_finetune_lowers_the_loss_and_saves_what_it_trained(tmp_path):
     final = tmp_path / "final.npz"
-    out = subprocess.run(
-        [
-            sys.executable,
-            os.path.join(REPO, "examples", "finetune_safetensors.py"),
-            *("--inputs", "12", "--hidden", "48", "--outputs", "3", "--layers", "4"),
-            *("--steps", "20", "--batch-size", "64", "--learning-rate", "1e-2"),
-            *("--budget", "16KB", "--shard-size", "8KB"),
-            *("--dir", str(tmp_path), "--dump-final", str(final)),
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=dict(os.environ, PYTHONPATH=REPO),
+    out = run_example(
+        "finetune_safetensors.py",
+        tmp_path,
+        *("--inputs", "12", "--hidden", "48", "--outputs", "3", "--layers", "4"),
+        *("--steps", "20", "--batch-size", "64", "--learning-rate", "1e-2"),
+        *("--budget", "16KB", "--shard-size", "8KB"),
+        *("--dir", str(tmp_path), "--dump-final", str(final)),
     )
-    assert out.returncode == 0, out.stdout + out.stderr
     assert "forward pass matches" in out.stdout and "loss fell from" in out.stdout
     losses = [float(v) for v in re.findall(r"^step \d+: loss = (\S+)$", out.stdout, re.M)]
     assert len(losses) == 20 and losses[-1] < 0.5 * losses[0]
