@@ -25,7 +25,17 @@ import time
 
 import numpy as np
 
-from .workloads import MIB, Context, Trial, Workload, arrays, compiled, fsync, rows_per_chunk
+from .workloads import (
+    MIB,
+    Context,
+    Trial,
+    Workload,
+    arrays,
+    fsync,
+    rows_per_chunk,
+    sum_of_squares,
+    w1_jask_trial,
+)
 
 ZSTD_LEVEL = 1
 ZARR_CHUNK = 4 * MIB  # bytes of a zarr chunk at the default budget (budget / 8 when smaller)
@@ -184,41 +194,23 @@ def safetensors_tensors(path: str) -> dict[str, np.memmap]:
     }
 
 
-def _sum_of_squares(x, y, rows: int) -> float:
-    """W1's NumPy loop over slabs of `rows` rows of any two sliceable arrays."""
-    total = 0.0
-    for i in range(0, x.shape[0], rows):
-        d = np.subtract(x[i : i + rows], y[i : i + rows])
-        np.square(d, out=d)
-        total += float(d.sum(dtype=np.float64))
-    return total
-
-
-def _jask_trial(ctx: Context, x, y) -> Trial:
-    jask = sys.modules["jask"]
-    import jax
-
-    f = compiled(jax.jit(lambda x, y: jask.sum(jask.square(x - y))), x, y)
-    return Trial(lambda: float(f(x, y)), lambda total: [total])
-
-
 def w1s_jask(ctx: Context) -> Trial:
     jask = ctx.jask()
     tensors = jask.open_safetensors(SAFETENSORS.path(ctx.data_dir, ctx.plan, ctx.budget))
-    return _jask_trial(ctx, tensors["x"], tensors["y"])
+    return w1_jask_trial(tensors["x"], tensors["y"])
 
 
 def w1s_numpy(ctx: Context) -> Trial:
     tensors = safetensors_tensors(SAFETENSORS.path(ctx.data_dir, ctx.plan, ctx.budget))
     x, y = tensors["x"], tensors["y"]
     rows = rows_per_chunk(x.shape, ctx.budget // 4)
-    return Trial(lambda: _sum_of_squares(x, y, rows), lambda total: [total])
+    return Trial(lambda: sum_of_squares(x, y, rows), lambda total: [total])
 
 
 def w1z_jask(ctx: Context) -> Trial:
     jask = ctx.jask()
     group = jask.open_zarr(ZARR.path(ctx.data_dir, ctx.plan, ctx.budget))
-    return _jask_trial(ctx, group["x"], group["y"])
+    return w1_jask_trial(group["x"], group["y"])
 
 
 def w1z_zarr(ctx: Context) -> Trial:
@@ -229,7 +221,7 @@ def w1z_zarr(ctx: Context) -> Trial:
     x, y = group["x"], group["y"]
     chunk = x.chunks[0]
     rows = chunk * max(1, rows_per_chunk(x.shape, ctx.budget // 4) // chunk)
-    return Trial(lambda: _sum_of_squares(x, y, rows), lambda total: [total])
+    return Trial(lambda: sum_of_squares(x, y, rows), lambda total: [total])
 
 
 def w1z_dask(ctx: Context) -> Trial:

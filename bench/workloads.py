@@ -249,27 +249,35 @@ def jask_file(x) -> np.ndarray:
 # W1: sum(square(x - y)), I/O bound.
 
 
-def w1_jask(ctx: Context) -> Trial:
-    jask = ctx.jask()
+def w1_jask_trial(x, y) -> Trial:
+    """W1 compiled by Jask over any two DiskArrays (also W1s and W1z: bench/formats.py)."""
     import jax
 
-    x, y = ctx.disk("x"), ctx.disk("y")
+    import jask
+
     f = compiled(jax.jit(lambda x, y: jask.sum(jask.square(x - y))), x, y)
     return Trial(lambda: float(f(x, y)), lambda total: [total])
 
 
+def w1_jask(ctx: Context) -> Trial:
+    ctx.jask()
+    return w1_jask_trial(ctx.disk("x"), ctx.disk("y"))
+
+
+def sum_of_squares(x, y, rows: int) -> float:
+    """W1's NumPy loop over slabs of `rows` rows of any two sliceable arrays."""
+    total = 0.0
+    for i in range(0, x.shape[0], rows):
+        d = np.subtract(x[i : i + rows], y[i : i + rows])
+        np.square(d, out=d)
+        total += float(d.sum(dtype=np.float64))
+    return total
+
+
 def w1_numpy(ctx: Context) -> Trial:
     x, y = ctx.mmap("x"), ctx.mmap("y")
-
-    def run():
-        total = 0.0
-        for i, j in chunks(x.shape, ctx.budget // 4):
-            d = np.subtract(x[i:j], y[i:j])
-            np.square(d, out=d)
-            total += float(d.sum(dtype=np.float64))
-        return total
-
-    return Trial(run, lambda total: [total])
+    rows = rows_per_chunk(x.shape, ctx.budget // 4)
+    return Trial(lambda: sum_of_squares(x, y, rows), lambda total: [total])
 
 
 def w1_dask(ctx: Context) -> Trial:
