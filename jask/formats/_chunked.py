@@ -63,7 +63,8 @@ def _chunk_shape(shape, chunk_shape, what: str) -> tuple[int, ...]:
     return chunk_shape
 
 
-def _grid(shape, chunk_shape) -> tuple[int, ...]:
+def chunk_grid(shape, chunk_shape) -> tuple[int, ...]:
+    """Chunks per axis: edge chunks count whole."""
     return tuple(-(-s // c) for s, c in zip(shape, chunk_shape))
 
 
@@ -100,11 +101,11 @@ def open_chunked(
     steps = _codec_list(codecs, what, DECODERS)
     files = [os.fspath(f) for f in files]
     table = np.asarray(chunks)
-    n_chunks = math.prod(_grid(shape, chunk_shape))
+    n_chunks = math.prod(chunk_grid(shape, chunk_shape))
     if table.dtype != np.int64 or table.shape != (n_chunks, 3):
         raise ValueError(
             f"{what}: chunks must be an int64 array of shape ({n_chunks}, 3) (a grid of "
-            f"{_grid(shape, chunk_shape)} chunks), got {table.dtype} of shape {table.shape}"
+            f"{chunk_grid(shape, chunk_shape)} chunks), got {table.dtype} of shape {table.shape}"
         )
     try:
         fill = np.array(fill_value).astype(dt, casting="unsafe").tobytes()
@@ -151,10 +152,10 @@ def write_chunked(x: DiskArray, *, chunk_shape, codecs, paths) -> list[int]:
     chunk_shape = _chunk_shape(x.shape, chunk_shape, what)
     steps = _codec_list(codecs, what, ENCODERS)
     paths = [None if p is None else os.fspath(p) for p in paths]
-    n_chunks = math.prod(_grid(x.shape, chunk_shape))
+    n_chunks = math.prod(chunk_grid(x.shape, chunk_shape))
     if len(paths) != n_chunks:
         raise ValueError(
-            f"{what}: {len(paths)} paths for a grid of {_grid(x.shape, chunk_shape)} "
+            f"{what}: {len(paths)} paths for a grid of {chunk_grid(x.shape, chunk_shape)} "
             f"({n_chunks} chunks)"
         )
     return _engine.write_chunked(x.handle, list(chunk_shape), steps, paths)

@@ -19,7 +19,7 @@ from .._api.creation import full
 from .._api.io import from_numpy, open_array
 from .._dtypes import SUPPORTED, storage_dtype
 from .._jax.diskarray import DiskArray
-from ._chunked import open_chunked
+from ._chunked import chunk_grid, open_chunked
 
 # HDF5 filter ids (H5Zpublic.h) -> the engine's decoding step.
 _DEFLATE, _SHUFFLE, _FLETCHER32 = 1, 2, 3
@@ -210,7 +210,7 @@ def _decoders(plist, where: str, itemsize: int) -> list[tuple[str, int]]:
 
 def _chunk_table(ds, where: str, shape: tuple, chunk_shape: tuple) -> np.ndarray:
     """(file_index, offset, nbytes) of every chunk of the grid in C order; (-1, 0, 0): not stored."""
-    grid = tuple(-(-s // c) for s, c in zip(shape, chunk_shape))
+    grid = chunk_grid(shape, chunk_shape)
     starts, offsets, sizes, masks = [], [], [], []
 
     def visit(info):

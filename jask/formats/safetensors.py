@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import secrets
@@ -288,7 +289,7 @@ def _checked_tensor(path: str, name: str, info, data_bytes: int) -> _Tensor:
     if not 0 <= begin <= end <= _MAX_FILE_BYTES:
         raise ValueError(f"{where}: data_offsets {offsets} must satisfy 0 <= begin <= end < 2**63")
     dtype = _DTYPES[dtype_name]
-    nbytes = dtype.itemsize * int(np.prod(shape, dtype=object))  # Python ints: no overflow
+    nbytes = dtype.itemsize * math.prod(shape)  # Python ints: no overflow
     if end - begin != nbytes:
         raise ValueError(
             f"{where}: shape {tuple(shape)} of {dtype_name} is {nbytes} bytes, but data_offsets "
@@ -341,7 +342,7 @@ class _Leaf:
 
     @property
     def nbytes(self) -> int:
-        return self.dtype.itemsize * int(np.prod(self.shape, dtype=object))
+        return self.dtype.itemsize * math.prod(self.shape)
 
 
 def save_safetensors(path, tree, *, max_shard_size=None, metadata=None) -> None:

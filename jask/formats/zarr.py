@@ -27,7 +27,7 @@ from .._durable import fsync_folder
 from .._jax import compat
 from .._jax.diskarray import DiskArray
 from .._runtime import memory_budget
-from ._chunked import crc32c, open_chunked, write_chunked
+from ._chunked import chunk_grid, crc32c, open_chunked, write_chunked
 
 MiB = 1 << 20
 _EMPTY = (1 << 64) - 1  # a v3 shard index's (offset, nbytes) of a chunk that is not stored
@@ -74,7 +74,7 @@ def open_zarr(path, *, name: str | None = None):
     root = Path(os.fspath(path))
     if root.name in ("zarr.json", ".zarray", ".zgroup") and root.is_file():
         root = root.parent
-    kind, _ = _node(root)
+    kind, _, _ = _node(root)
     if kind == "array":
         if name is not None:
             raise ValueError(
@@ -95,7 +95,7 @@ def group_arrays(root: Path) -> list[str]:
     for entry in sorted(os.scandir(root), key=lambda e: e.name):
         if not entry.is_dir() or entry.name.startswith("."):
             continue
-        kind, _ = _node(Path(entry.path), missing_ok=True)
+        kind, _, _ = _node(Path(entry.path), missing_ok=True)
         if kind == "array":
             found.append(entry.name)
         elif kind == "group":
@@ -103,8 +103,8 @@ def group_arrays(root: Path) -> list[str]:
     return found
 
 
-def _node(folder: Path, missing_ok: bool = False) -> tuple[str | None, int]:
-    """("array" | "group", zarr format) of the node at `folder`."""
+def _node(folder: Path, missing_ok: bool = False) -> tuple[str | None, int, dict | None]:
+    """("array" | "group", zarr format, the parsed zarr.json of a v3 node) of the node at `folder`."""
     if (folder / "zarr.json").is_file():
         meta = _load_json(folder / "zarr.json")
         kind = meta.get("node_type")
@@ -113,13 +113,13 @@ def _node(folder: Path, missing_ok: bool = False) -> tuple[str | None, int]:
                 f"{folder / 'zarr.json'}: not zarr v3 metadata (zarr_format "
                 f"{meta.get('zarr_format')!r}, node_type {kind!r})"
             )
-        return kind, 3
+        return kind, 3, meta
     if (folder / ".zarray").is_file():
-        return "array", 2
+        return "array", 2, None
     if (folder / ".zgroup").is_file():
-        return "group", 2
+        return "group", 2, None
     if missing_ok:
-        return None, 0
+        return None, 0, None
     if not folder.exists():
         raise FileNotFoundError(f"{folder}: no such zarr array or group")
     raise ValueError(f"{folder}: not a zarr array or group (no zarr.json, .zarray or .zgroup)")
@@ -138,11 +138,11 @@ def _load_json(path: Path) -> dict:
 def read_spec(folder: Path, name: str | None = None) -> ChunkedSpec:
     """The chunk table and codec pipeline of the zarr array at `folder`."""
     folder = Path(folder)
-    kind, version = _node(folder)
+    kind, version, meta = _node(folder)
     if kind != "array":
         raise ValueError(f"{folder}: is a zarr group, not an array")
     if version == 3:
-        return _v3_spec(folder, _load_json(folder / "zarr.json"), name)
+        return _v3_spec(folder, meta, name)
     return _v2_spec(folder, _load_json(folder / ".zarray"), name)
 
 
@@ -399,7 +399,7 @@ def _sharding(m: _Meta, config: dict, dtype: np.dtype, ndim: int):
 
 def _chunk_keys(shape, chunk_shape, prefix: str | None, separator: str) -> list[str]:
     """Every chunk's key (its path under the array's folder), in C order of the grid."""
-    grid = [math.ceil(n / c) for n, c in zip(shape, chunk_shape)]
+    grid = chunk_grid(shape, chunk_shape)
     parts = [] if prefix is None else [prefix]
     if not grid:
         return [prefix if prefix is not None else "0"]
@@ -438,12 +438,12 @@ def _whole_file_chunks(folder: Path, keys: list[str]) -> tuple[list[str], np.nda
 def _shard_chunks(m, folder, keys, shape, shard_shape, inner_shape, index: _ShardIndex):
     """The chunk table over the inner chunk grid, from the index of every stored shard."""
     per_shard = tuple(s // c for s, c in zip(shard_shape, inner_shape))
-    grid = tuple(math.ceil(n / c) for n, c in zip(shape, inner_shape))
+    grid = chunk_grid(shape, inner_shape)
     table = np.zeros(grid + (3,), np.int64)
     table[..., 0] = -1
     stored = _stored_keys(folder)
     files = []
-    shard_grid = [range(math.ceil(n / s)) for n, s in zip(shape, shard_shape)]
+    shard_grid = map(range, chunk_grid(shape, shard_shape))
     for key, shard in zip(keys, itertools.product(*shard_grid)):
         if key not in stored:
             continue
@@ -705,7 +705,7 @@ def _check_replaceable(path: Path, overwrite: bool) -> None:
         raise FileExistsError(
             f"jask.to_zarr: {path} exists; pass overwrite=True to replace a zarr array"
         )
-    kind, _ = (None, 0) if not path.is_dir() or path.is_symlink() else _node(path, True)
+    kind, _, _ = (None, 0, None) if not path.is_dir() or path.is_symlink() else _node(path, True)
     if kind != "array":
         raise FileExistsError(
             f"jask.to_zarr: {path} exists and is not a zarr array: not replacing it"
