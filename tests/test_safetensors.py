@@ -439,3 +439,16 @@ def test_save_refuses_what_it_cannot_write(tmp_path):
     with pytest.raises(ValueError, match="max_shard_size"):
         jask.save_safetensors(tmp_path / "d", {"x": np.ones(1)}, max_shard_size="5 parsecs")
     assert sorted(os.listdir(tmp_path)) == ["notes.txt"]
+
+
+def test_saving_a_chunked_array_decodes_each_chunk_once_within_the_budget(tmp_path, small_budget):
+    """save_into reserves the source's decode cache, as every engine call reading it does."""
+    values = np.arange(100 * 64, dtype=np.float32).reshape(100, 64)
+    jask.DiskArray.from_numpy(values).to_zarr(tmp_path / "x.zarr", chunks=(16, 16))
+    x = jask.open_zarr(tmp_path / "x.zarr")
+    small_budget("32KB")
+    before = jask._engine.chunks_decoded(x.handle)
+    jask.save_safetensors(tmp_path / "x.safetensors", {"x": x})
+    assert jask._engine.chunks_decoded(x.handle) - before == 7 * 4  # a grid of (7, 4) chunks
+    with safe_open(str(tmp_path / "x.safetensors"), "np") as f:
+        np.testing.assert_array_equal(f.get_tensor("x"), values)

@@ -613,6 +613,7 @@ void save_into(int32_t handle, const std::string& path, uint64_t offset) {
   // made the file (a safetensors file being written) and renames it into place.
   auto dst = StoredArray::open(path, "raw", OpenOptions{true, info, offset});
   ReadPins pins(files_of({src}));
+  ChunkReservation chunk_caches({src});  // a Zarr or HDF5 source's decode cache, in the budget
   stream_elements(
       "save_into", info.describe(), info.numel(), {src}, dst.get(),
       [&](int64_t, const std::vector<const void*>& in, void* out, int64_t, int64_t count) {
