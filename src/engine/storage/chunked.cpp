@@ -25,12 +25,6 @@ constexpr int64_t kStreamPiece = 1 << 20;
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-std::string shape_text(const std::vector<int64_t>& v) {
-  std::string s = "(";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + (v.size() == 1 ? ",)" : ")");
-}
-
 int64_t product(const std::vector<int64_t>& v, size_t from = 0) {
   int64_t n = 1;
   for (size_t i = from; i < v.size(); ++i) n *= v[i];
@@ -151,20 +145,20 @@ ChunkedSource::ChunkedSource(ChunkTable table) : table_(std::move(table)) {
   const size_t nd = info.shape.size();
   const std::string what = describe();
   if (table_.chunk_shape.size() != nd) {
-    throw ValueError(what + ": chunk shape " + shape_text(table_.chunk_shape) +
-                     " has a different number of axes than the shape " + shape_text(info.shape));
+    throw ValueError(what + ": chunk shape " + shape_repr(table_.chunk_shape) +
+                     " has a different number of axes than the shape " + shape_repr(info.shape));
   }
   for (size_t d = 0; d < nd; ++d) {
     if (table_.chunk_shape[d] <= 0 || info.shape[d] < 0)
-      throw ValueError(what + ": bad chunk shape " + shape_text(table_.chunk_shape) +
-                       " for shape " + shape_text(info.shape));
+      throw ValueError(what + ": bad chunk shape " + shape_repr(table_.chunk_shape) +
+                       " for shape " + shape_repr(info.shape));
     grid_.push_back((info.shape[d] + table_.chunk_shape[d] - 1) / table_.chunk_shape[d]);
   }
   chunk_numel_ = product(table_.chunk_shape);
   const int64_t n_chunks = product(grid_);
   if (static_cast<int64_t>(table_.chunks.size()) != n_chunks) {
     throw ValueError(what + ": the chunk table has " + std::to_string(table_.chunks.size()) +
-                     " rows; a grid of " + shape_text(grid_) + " chunks needs " +
+                     " rows; a grid of " + shape_repr(grid_) + " chunks needs " +
                      std::to_string(n_chunks));
   }
   for (size_t i = 0; i < table_.chunks.size(); ++i) {
@@ -213,7 +207,7 @@ std::string ChunkedSource::chunk_what(int64_t id) const {
     idx[d] = id % grid_[d];
     id /= grid_[d];
   }
-  return describe() + ", chunk " + shape_text(idx);
+  return describe() + ", chunk " + shape_repr(idx);
 }
 
 int64_t ChunkedSource::chunks_decoded() const {
@@ -305,7 +299,7 @@ const std::byte* ChunkedSource::decoded_chunk(int64_t id) const {
   const size_t chunk_bytes = static_cast<size_t>(chunk_numel_) * isz;
   if (cur.size != chunk_bytes) {
     throw ValueError(what + ": decodes to " + std::to_string(cur.size) + " bytes, expected " +
-                     std::to_string(chunk_bytes) + " (" + shape_text(table_.chunk_shape) + " " +
+                     std::to_string(chunk_bytes) + " (" + shape_repr(table_.chunk_shape) + " " +
                      dtype_name(table_.info.dtype) + ")");
   }
   if (cur.data < slot_bytes || cur.data >= slot_bytes + decoded_cap_) {
@@ -481,7 +475,7 @@ int64_t ChunkedSource::begin_call() const {
     --calls_;
     // Of this budget a quarter holds `least` and a page of rounding: the cache fits in half.
     const int64_t works = total_memory_budget() - avail + 4 * least + 4 * kPage;
-    throw MemoryError(describe() + ": reading its chunks of " + shape_text(table_.chunk_shape) +
+    throw MemoryError(describe() + ": reading its chunks of " + shape_repr(table_.chunk_shape) +
                       " " + dtype_name(table_.info.dtype) + " (" + std::to_string(decoded_cap_) +
                       " bytes decoded, up to " + std::to_string(stored_cap_) + " stored) needs " +
                       std::to_string(need) + " bytes of the memory budget, " +
@@ -554,18 +548,18 @@ std::vector<int64_t> write_chunked(const std::shared_ptr<StoredArray>& source,
   const size_t nd = shape.size(), isz = itemsize(info.dtype);
   const std::string what = "write_chunked(" + source->path() + ")";
   if (chunk_shape.size() != nd)
-    throw ValueError(what + ": chunk shape " + shape_text(chunk_shape) + " for shape " +
-                     shape_text(shape));
+    throw ValueError(what + ": chunk shape " + shape_repr(chunk_shape) + " for shape " +
+                     shape_repr(shape));
   std::vector<int64_t> grid;
   for (size_t d = 0; d < nd; ++d) {
     if (chunk_shape[d] <= 0)
-      throw ValueError(what + ": bad chunk shape " + shape_text(chunk_shape));
+      throw ValueError(what + ": bad chunk shape " + shape_repr(chunk_shape));
     grid.push_back((shape[d] + chunk_shape[d] - 1) / chunk_shape[d]);
   }
   const int64_t n_chunks = product(grid);
   if (static_cast<int64_t>(paths.size()) != n_chunks)
     throw ValueError(what + ": " + std::to_string(paths.size()) + " paths for a grid of " +
-                     shape_text(grid) + " (" + std::to_string(n_chunks) + " chunks)");
+                     shape_repr(grid) + " (" + std::to_string(n_chunks) + " chunks)");
   for (const CodecStep& s : codecs)
     if (s.kind == CodecKind::kSkip) throw ValueError(what + ": the skip codec only decodes");
 
@@ -584,7 +578,7 @@ std::vector<int64_t> write_chunked(const std::shared_ptr<StoredArray>& source,
   const bool by_band = band_bytes + work <= avail;
   if (!by_band && work + static_cast<int64_t>(chunk_bytes) > avail) {
     throw MemoryError(
-        what + ": a chunk of " + shape_text(chunk_shape) + " " + dtype_name(info.dtype) +
+        what + ": a chunk of " + shape_repr(chunk_shape) + " " + dtype_name(info.dtype) +
         " and its encoding need " + std::to_string(work + static_cast<int64_t>(chunk_bytes)) +
         " bytes, more than the " + std::to_string(avail) +
         " left of the memory budget; jask.set_memory_budget(" +

@@ -72,7 +72,6 @@ class ChunkedSource {
 
  private:
   struct Cache;
-  int64_t chunk_id(const std::vector<int64_t>& idx) const;
   std::string chunk_what(int64_t id) const;
   const File& file(int64_t index) const;
   int64_t stored_size(int64_t id) const;  // nbytes, or the rest of its file

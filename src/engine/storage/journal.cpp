@@ -17,6 +17,7 @@
 
 #include "base/errors.hpp"
 #include "base/memory_budget.hpp"
+#include "storage/codecs.hpp"
 #include "storage/io_config.hpp"
 
 namespace fs = std::filesystem;
@@ -44,41 +45,8 @@ void crash_if(std::string_view point) {
   if (crash_here(point)) ::kill(::getpid(), SIGKILL);
 }
 
-// CRC32C, reflected polynomial 0x82F63B78.
+// CRC32C's reflected polynomial (the checksum itself: storage/codecs.cpp).
 constexpr uint32_t kPoly = 0x82F63B78u;
-
-constexpr std::array<uint32_t, 256> make_table() {
-  std::array<uint32_t, 256> t{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = c & 1 ? (c >> 1) ^ kPoly : c >> 1;
-    t[i] = c;
-  }
-  return t;
-}
-constexpr std::array<uint32_t, 256> kTable = make_table();
-
-// The register form: no inversion before or after.
-uint32_t crc32c_soft(uint32_t c, const unsigned char* p, size_t n) {
-  while (n--) c = kTable[(c ^ *p++) & 0xff] ^ (c >> 8);
-  return c;
-}
-
-#if defined(__x86_64__)
-__attribute__((target("sse4.2"))) uint32_t crc32c_sse42(uint32_t c, const unsigned char* p,
-                                                        size_t n) {
-  uint64_t c64 = c;
-  for (; n >= 8; p += 8, n -= 8) {
-    uint64_t v;
-    std::memcpy(&v, p, 8);
-    c64 = __builtin_ia32_crc32di(c64, v);
-  }
-  c = static_cast<uint32_t>(c64);
-  for (; n > 0; ++p, --n) c = __builtin_ia32_crc32qi(c, *p);
-  return c;
-}
-const bool kHasSse42 = __builtin_cpu_supports("sse4.2");
-#endif
 
 // a(x) * b(x) mod P(x), bits reflected; `a` non-zero (zlib's multmodp).
 uint32_t multmodp(uint32_t a, uint32_t b) {
@@ -266,13 +234,7 @@ void replay_or_discard(int locked, const std::string& journal, const std::string
 uint64_t in_place_update_threshold() { return g_threshold.load(std::memory_order_relaxed); }
 void set_in_place_update_threshold(uint64_t bytes) { g_threshold = bytes; }
 
-uint32_t crc32c(uint32_t crc, const void* data, size_t n) {
-  const auto* p = static_cast<const unsigned char*>(data);
-#if defined(__x86_64__)
-  if (kHasSse42) return ~crc32c_sse42(~crc, p, n);
-#endif
-  return ~crc32c_soft(~crc, p, n);
-}
+uint32_t crc32c(uint32_t crc, const void* data, size_t n) { return jask::crc32c(data, n, crc); }
 
 uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b) {
   return multmodp(x2nmodp(length_b, 3), crc_a) ^ crc_b;
