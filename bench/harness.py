@@ -2,6 +2,8 @@
 
 A fresh process per contender keeps peak RSS and I/O counters its own: the
 child reads /proc/self/io around the timed part and VmHWM right after it.
+Under a memory cap the child runs in its own cgroup (bench/cgroup.py), whose
+peak charge counts the page cache it brought in as well as its RSS.
 """
 
 from __future__ import annotations
@@ -14,11 +16,16 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
+import time
 
 import numpy as np
 
 from . import machine
-from .workloads import CONTENDERS, IN_MEMORY, WORKLOADS, arrays
+from .cgroup import create_memory_cgroup
+from .workloads import CONTENDERS, GIB, IN_MEMORY, MIB, WORKLOADS, arrays
+
+CAP_RATIO = 4  # the capped regime: a workload's data at least this many times the cap
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -69,10 +76,23 @@ def proc_status(field: str) -> int:
     raise KeyError(field)
 
 
+def size_text(nbytes: int) -> str:
+    """1073741824 -> "1 GiB", 134217728 -> "128 MiB"."""
+    return f"{nbytes / GIB:g} GiB" if nbytes >= GIB else f"{nbytes / MIB:g} MiB"
+
+
 def run_child(
-    workload: str, contender: str, size: int, budget: int, data_dir: str, timeout: float
+    workload: str,
+    contender: str,
+    size: int,
+    budget: int,
+    data_dir: str,
+    timeout: float,
+    cap: int | None = None,
+    timeline: str | None = None,
 ) -> dict:
-    """The JSON a `python -m bench.run_one` child prints, or {"error": ...}."""
+    """The JSON a `python -m bench.run_one` child prints, or {"error": ...}; under a `cap` (bytes)
+    also cgroup_peak_bytes and killed_by_cap, and for a killed child the highest VmHWM seen."""
     data_dir = os.path.abspath(data_dir)  # the child runs in the repository root
     out_dir = os.path.join(data_dir, "out", f"{workload}-{contender}")
     shutil.rmtree(out_dir, ignore_errors=True)
@@ -93,32 +113,100 @@ def run_child(
         str(size),
         "--budget",
         str(budget),
-    ]
+    ] + (["--timeline", os.path.abspath(timeline)] if timeline else [])
     # JAX on the CPU for every contender: Jask runs its ops on the CPU.
     env = dict(
         os.environ,
         JAX_PLATFORMS="cpu",
         PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
     )
+    cgroup = create_memory_cgroup(cap, "jask-bench") if cap else None
     try:
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env
+        proc = subprocess.Popen(
+            cgroup.command(cmd) if cgroup else cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=env,
         )
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout:.0f} s"}
+        hwm = _HighWaterMark(proc) if cgroup else None
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+            timed_out = True
+        capped = {}
+        if cgroup:
+            hwm.join()
+            capped = {
+                "cgroup_peak_bytes": cgroup.peak_bytes(),
+                "killed_by_cap": not timed_out and cgroup.oom_kills() > 0,
+                "vmhwm_seen_bytes": hwm.bytes,
+            }
     finally:
+        if cgroup:
+            cgroup.remove()
         shutil.rmtree(out_dir, ignore_errors=True)
-    lines = proc.stdout.strip().splitlines()
+    if timed_out:
+        return {"error": f"timed out after {timeout:.0f} s", **capped}
+    if capped.get("killed_by_cap"):
+        return {"error": killed_text(cap, capped), **capped}
+    lines = stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
-        tail = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
-        return {"error": f"exit status {proc.returncode}: {tail}"}
-    return json.loads(lines[-1])
+        tail = (stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        return {"error": f"exit status {proc.returncode}: {tail}", **capped}
+    return dict(json.loads(lines[-1]), **capped)
+
+
+def killed_text(cap: int, capped: dict) -> str:
+    """ "killed by the 1 GiB cap at 1024 MiB (VmHWM 700 MiB or more)"."""
+    peak = capped["cgroup_peak_bytes"]
+    text = f"killed by the {size_text(cap)} cap" + (
+        f" at {peak / MIB:.0f} MiB" if peak is not None else ""
+    )
+    if capped["vmhwm_seen_bytes"]:
+        text += f" (VmHWM {capped['vmhwm_seen_bytes'] / MIB:.0f} MiB or more)"
+    return text
+
+
+class _HighWaterMark(threading.Thread):
+    """Polls a child's VmHWM while it runs: the peak RSS of a child the kernel kills, which cannot
+    report its own (the last reading, so a lower bound)."""
+
+    def __init__(self, proc: subprocess.Popen):
+        super().__init__(daemon=True)
+        self.proc, self.bytes = proc, None
+        self.start()
+
+    def run(self) -> None:
+        status = f"/proc/{self.proc.pid}/status"
+        while self.proc.poll() is None:
+            try:
+                with open(status) as f:
+                    for line in f:
+                        if line.startswith("VmHWM:"):
+                            self.bytes = int(line.split()[1]) * 1024
+            except (OSError, ValueError):  # the child is exiting
+                pass
+            time.sleep(0.05)
 
 
 def measure(
-    workload: str, contender: str, size: int, budget: int, data_dir: str, timeout: float
+    workload: str,
+    contender: str,
+    size: int,
+    budget: int,
+    data_dir: str,
+    timeout: float,
+    cap: int | None = None,
+    timeline: str | None = None,
 ) -> dict:
-    """One record of results.json: the child's measurements (`score` adds throughput and limits)."""
+    """One record of results.json: the child's measurements (`score` adds throughput and limits),
+    run under a memory cgroup capped at `cap` bytes when given; with `timeline` (a path), the
+    child records Jask's I/O timeline there."""
     wl = WORKLOADS[workload]
     plan = arrays(size, budget)
     read, written, flops = wl.cost(plan)
@@ -131,6 +219,7 @@ def measure(
         "contender_name": CONTENDERS[contender],
         "size_bytes": size,
         "budget_bytes": budget,
+        "cap_bytes": cap,
         "data_bytes": read + written,
         "minimal_read_bytes": read,
         "minimal_written_bytes": written,
@@ -142,6 +231,9 @@ def measure(
         "limit_fraction": None,
         "peak_rss_bytes": None,
         "baseline_rss_bytes": None,
+        "cgroup_peak_bytes": None,
+        "killed_by_cap": False,
+        "vmhwm_seen_bytes": None,
         "read_bytes": None,
         "written_bytes": None,
         "cached_fraction": None,
@@ -159,12 +251,14 @@ def measure(
         )
         return record
     record["note"] = "in memory, load excluded" if in_memory else ""
-    result = run_child(workload, contender, size, budget, data_dir, timeout)
-    if "error" in result:
-        record["error"] = result["error"]
-    else:
-        record.update(result)
+    result = run_child(workload, contender, size, budget, data_dir, timeout, cap, timeline)
+    record.update(result)
     return record
+
+
+def small_data(record: dict) -> bool:
+    """A capped record whose data is under CAP_RATIO times its cap: not the out-of-core regime."""
+    return bool(record["cap_bytes"]) and record["data_bytes"] < CAP_RATIO * record["cap_bytes"]
 
 
 def median_record(runs: list[dict]) -> dict:
@@ -181,6 +275,7 @@ def median_record(runs: list[dict]) -> dict:
         seconds=middle,
         seconds_runs=times,
         peak_rss_bytes=max(r["peak_rss_bytes"] for r in done),
+        cgroup_peak_bytes=max((r["cgroup_peak_bytes"] or 0 for r in done), default=0) or None,
         measured_run_seconds=record["seconds"],
     )  # the round whose bytes and profile these are
     return record
@@ -191,8 +286,10 @@ def score(record: dict, limits: dict) -> None:
 
     The limit is the least time the workload's minimal traffic takes at the
     measured disk bandwidths (reads then writes, one disk) or its flops at the
-    in-memory matmul rate, whichever is larger. In-memory contenders do no
-    I/O while timed, so only the flops limit applies to them.
+    in-memory matmul rate, whichever is larger; a workload with its own
+    `limit_seconds` (random reads: bound by the disk's random-read rate) gives
+    its limit instead. In-memory contenders do no I/O while timed, so only the
+    flops limit applies to them.
     """
     seconds = record["seconds"]
     if seconds is None:
@@ -202,11 +299,13 @@ def score(record: dict, limits: dict) -> None:
         record["minimal_written_bytes"],
         record["flops"],
     )
-    io_limit = (
-        0.0
-        if record["contender"] in IN_MEMORY
-        else read / limits["read_bps"] + written / limits["write_bps"]
-    )
+    own = WORKLOADS[record["workload"]].limit_seconds
+    if record["contender"] in IN_MEMORY:
+        io_limit = 0.0
+    elif own:
+        io_limit = own(arrays(record["size_bytes"], record["budget_bytes"]), limits)
+    else:
+        io_limit = read / limits["read_bps"] + written / limits["write_bps"]
     limit = max(io_limit, flops / limits["matmul_flops"])
     record["throughput"] = (
         flops / 1e9 if record["unit"] == "GFLOP/s" else (read + written) / 1e9

@@ -6,6 +6,8 @@ import json
 import math
 import os
 
+from . import disk
+from .harness import CAP_RATIO, size_text, small_data
 from .workloads import CONTENDERS, GIB, MIB, WORKLOADS, arrays
 
 CHECK_RTOL = (
@@ -13,10 +15,23 @@ CHECK_RTOL = (
 )
 
 METHOD = f"""\
-- The out-of-core contenders run in rounds (`--repeat`, 2 by default), each round in the reverse order
-  of the one before, and the table shows each one's median time (with two rounds, their mean;
-  `seconds_runs` in results.json has every round): the shared disk's speed drifts by tens of percent
-  over minutes, and this gives every contender the same share of it. In-memory contenders run once.
+- Two regimes: every workload runs uncapped, then under a memory cap (`--cap`, 1 GiB by default),
+  with data (bytes read + written) {CAP_RATIO}x the cap or more; a capped row whose data is less is
+  marked with its ratio. Under the cap each contender's process runs in its own cgroup
+  (`bench/cgroup.py`: cgroup v2 `memory.max`, else v1 `memory.limit_in_bytes` and
+  `memory.memsw.limit_in_bytes`, swap excluded), which charges the page cache the process brings in
+  as well as its RSS, as a machine whose RAM the data exceeds would: the kernel reclaims cache within
+  the cap and kills the process (OOM) when reclaiming does not suffice. A killed or failed contender
+  stays in the table with what killed it and its peaks: the cgroup's peak charge
+  (`memory.max_usage_in_bytes` / `memory.peak`) and the highest VmHWM seen while it ran (polled
+  every 50 ms, so a lower bound). Every capped row gives its cgroup peak. In-memory contenders run
+  capped too: their being killed is the point.
+- Each contender runs once per regime, the capped pass in the reverse contender order of the uncapped
+  one, so the shared disk's drift (tens of percent over minutes) falls on every contender alike
+  (`--repeat N`: N rounds per regime, each in the reverse order of the one before, median time;
+  `seconds_runs` in results.json has every round). The default run keeps within 20 minutes
+  (`--minutes`): each contender run may take the time left less a reserve for every run and
+  workload still to come, and one that overruns is recorded as timed out, never dropped.
 - Each contender runs in a fresh child process (`python -m bench.run_one`), so its peak RSS (VmHWM) and
   its bytes read and written (`/proc/<pid>/io` read_bytes/write_bytes, all threads) are its own. Bytes
   are counted over the timed part only; peak RSS is the process's, setup included.
@@ -31,11 +46,17 @@ METHOD = f"""\
   optimizer state, the second is the first whose outputs can overwrite files an earlier step
   wrote (NumPy updates m and v in place; Jask writes into the files freed by the step before;
   Dask writes new files every step). All contenders take the same two steps first.
-- Limit: the least time the workload's minimal traffic takes at the disk bandwidths measured with
-  direct I/O (bytes read / read bandwidth + bytes written / write bandwidth, one disk), or its flops at
-  the in-memory float32 matmul rate, whichever is larger; each rate is the best measured (the disk
-  before and after the workloads). "of limit" is limit time / measured time; on a shared disk whose
-  bandwidth varies, above 100% means the disk was faster during that run than in either probe.
+- The disk probe (`bench/disk.py`, before and after the workloads, a file of up to 1 GiB beside the
+  data): {disk.describe()}. Each request blocks in its own thread (`os.preadv` / `os.pwrite`
+  release the GIL), so the device sees that many requests at once. The read limit is the better of
+  direct and buffered, as a contender may use either; `--fio` also measures it with fio (direct,
+  io_uring, iodepth 16 sequential and 32 random) as a reference, shown beside ours.
+- Limit: the least time the workload's minimal traffic takes at the disk's limits (bytes read / read
+  bandwidth + bytes written / write bandwidth, one disk; workloads that read rows at random give their
+  own limit from the random-read rates), or its flops at the in-memory float32 matmul rate, whichever
+  is larger; each rate is the best measured (the disk before and after the workloads). "of limit" is
+  limit time / measured time; on a shared disk whose bandwidth varies, above 100% means the disk was
+  faster during that run than in either probe.
   Throughput counts the minimal traffic (GB/s) or the flops (GFLOP/s), not the bytes a contender moved.
 - In-memory contenders load their inputs before timing and write nothing: they are the compute ceiling,
   not I/O contenders, and are skipped when the inputs exceed a third of RAM.
@@ -61,7 +82,7 @@ def compare(records: list[dict]) -> None:
     """Adds vs_jask (time / Jask's time) and check_rel_diff (against NumPy's check, else Jask's)."""
     groups: dict[tuple, list[dict]] = {}
     for r in records:
-        groups.setdefault((r["workload"], r["size_bytes"]), []).append(r)
+        groups.setdefault((r["workload"], r["size_bytes"], r.get("cap_bytes")), []).append(r)
     for group in groups.values():
         by_name = {r["contender"]: r for r in group}
         jask = by_name.get("jask", {}).get("seconds")
@@ -111,65 +132,103 @@ HEADER = [
 ]
 
 
-def rows(records: list[dict]) -> list[list[str]]:
+CGROUP_HEADER = "Cgroup peak (MiB)"
+
+
+def _input(r: dict) -> str:
+    text = f"{r['size_bytes'] / GIB:g} GiB"
+    if small_data(r):  # not the out-of-core regime: say so on the row
+        text += f" (data {r['data_bytes'] / r['cap_bytes']:.1f}x cap)"
+    return text
+
+
+def rows(records: list[dict], capped: bool = False) -> list[list[str]]:
+    """Table rows; a skipped, failed or killed run has its reason in the fourth cell and no more
+    cells (under a cap, the reason names its peaks)."""
     out = []
     for r in records:
+        head = [r["workload"], _input(r)]
         if r["seconds"] is None:
-            why = r["error"] or r["note"]
-            out.append(
-                [r["workload"], f"{r['size_bytes'] / GIB:g} GiB", r["contender_name"], why]
-                + [""] * 7
-            )
+            out.append(head + [r["contender_name"], r["error"] or r["note"]])
             continue
-        out.append(
-            [
-                r["workload"],
-                f"{r['size_bytes'] / GIB:g} GiB",
-                r["contender_name"] + (" *" if r["note"] else ""),
-                f"{r['seconds']:.2f}",
-                f"{r['throughput']:.2f} {r['unit']}",
-                _fmt(r["limit_fraction"], ".0%"),
-                f"{r['peak_rss_bytes'] / MIB:.0f}",
-                f"{r['read_bytes'] / MIB:.0f}",
-                f"{r['written_bytes'] / MIB:.0f}",
-                _fmt(r["vs_jask"], ".2f"),
-                _check(r),
-            ]
-        )
+        row = head + [
+            r["contender_name"] + (" *" if r["note"] else ""),
+            f"{r['seconds']:.2f}",
+            f"{r['throughput']:.2f} {r['unit']}",
+            _fmt(r["limit_fraction"], ".0%"),
+            f"{r['peak_rss_bytes'] / MIB:.0f}",
+        ]
+        if capped:
+            peak = r.get("cgroup_peak_bytes")
+            row.append(_fmt(peak and peak / MIB, ".0f"))
+        row += [
+            f"{r['read_bytes'] / MIB:.0f}",
+            f"{r['written_bytes'] / MIB:.0f}",
+            _fmt(r["vs_jask"], ".2f"),
+            _check(r),
+        ]
+        out.append(row)
     return out
 
 
+def _header(capped: bool) -> list[str]:
+    return HEADER[:7] + [CGROUP_HEADER] + HEADER[7:] if capped else HEADER
+
+
+def regimes(records: list[dict]) -> list[tuple[int | None, list[dict]]]:
+    """The records by cap (None: uncapped), uncapped first."""
+    caps = sorted({r.get("cap_bytes") for r in records}, key=lambda c: c or 0)
+    return [(c, [r for r in records if r.get("cap_bytes") == c]) for c in caps]
+
+
+def _regime(r: dict) -> str:
+    return f"cap {size_text(r['cap_bytes'])}" if r.get("cap_bytes") else "uncapped"
+
+
+def regime_title(cap: int | None) -> str:
+    return f"Under a {size_text(cap)} memory cap" if cap else "Uncapped"
+
+
 def text_table(records: list[dict]) -> str:
-    table = [HEADER] + rows(records)
-    widths = [
-        max(len(row[i]) for row in table if len(row) > i and row[4]) for i in range(len(HEADER))
-    ]
-    lines = []
-    for row in table:
-        if not row[4] and row is not HEADER:  # a skipped or failed run: its reason spans the row
-            lines.append("  ".join(c.ljust(w) for c, w in zip(row[:3], widths)) + "  " + row[3])
-        else:
-            lines.append(
-                "  ".join(
-                    c.rjust(w) if i >= 3 else c.ljust(w)
-                    for i, (c, w) in enumerate(zip(row, widths))
+    parts = []
+    for cap, group in regimes(records):
+        header = _header(bool(cap))
+        table = [header] + rows(group, bool(cap))
+        widths = [
+            max(len(row[i]) for row in table if len(row) > 4 and len(row) > i)
+            for i in range(len(header))
+        ]
+        lines = [regime_title(cap) + ":"]
+        for row in table:
+            if len(row) == 4:  # a skipped, failed or killed run: its reason spans the row
+                lines.append("  ".join(c.ljust(w) for c, w in zip(row[:3], widths)) + "  " + row[3])
+            else:
+                lines.append(
+                    "  ".join(
+                        c.rjust(w) if i >= 3 else c.ljust(w)
+                        for i, (c, w) in enumerate(zip(row, widths))
+                    )
                 )
-            )
-    return "\n".join(lines)
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
 
 
-def markdown_table(records: list[dict]) -> str:
-    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows(records)]
+def markdown_table(records: list[dict], capped: bool = False) -> str:
+    header = _header(capped)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows(records, capped):
+        if len(row) == 4:
+            row = row + [""] * (len(header) - 4)
+        lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
 
 def profile_table(records: list[dict]) -> str:
     """Jask's time per pipeline stage (busy seconds, summed over its ops) against its wall time."""
     lines = [
-        "| Workload | Input | Wall, that round (s) | Pipelines (s) | Read busy (s) "
+        "| Workload | Input | Regime | Wall, that round (s) | Pipelines (s) | Read busy (s) "
         "| Compute busy (s) | Write busy (s) |",
-        "|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in records:
         stages = r.get("jask_stage_seconds")
@@ -177,7 +236,9 @@ def profile_table(records: list[dict]) -> str:
             continue
         wall = r.get("measured_run_seconds") or r["seconds"]
         lines.append(
-            f"| {r['workload']} | {r['size_bytes'] / GIB:g} GiB | {wall:.2f} | {stages['span']:.2f} | "
+            f"| {r['workload']} | {r['size_bytes'] / GIB:g} GiB "
+            f"| {_regime(r)} "
+            f"| {wall:.2f} | {stages['span']:.2f} | "
             f"{stages['read']:.2f} | {stages['compute']:.2f} | {stages['write']:.2f} |"
         )
     return "\n".join(lines) if len(lines) > 2 else ""
@@ -246,15 +307,46 @@ def _machine(meta: dict) -> str:
         f"load average {m['load_average']:.1f} at the start, {meta['load_average_end']:.1f} at the end "
         f"(other processes share this machine)\n"
         f"- Data folder: `{m['data_dir']}` on {m['filesystem']}, {m['device']}\n"
-        f"- Disk, direct I/O, 16 MiB requests on a {lim['probe_bytes'] / MIB:g} MiB file, best of before and "
-        f"after the workloads: read {_gb(lim['read_bps'])} ({_gb(lim['read_bps_before'])}, "
-        f"{_gb(lim['read_bps_after'])}), write {_gb(lim['write_bps'])} ({_gb(lim['write_bps_before'])}, "
-        f"{_gb(lim['write_bps_after'])})\n"
+        + _disk_lines(lim)
+        + "\n"
         f"- In-memory float32 matmul: {lim['matmul_flops'] / 1e9:.1f} GFLOP/s, the best of NumPy's "
         f"({lim['numpy_matmul_flops'] / 1e9:.1f} GFLOP/s on {lim['matmul_side']}^3) and the in-memory W3 runs\n"
         f"- Versions: {versions}; Jask commit {m['commit']}\n"
         f"- Run on {m['date']}, {meta['seconds'] / 60:.1f} minutes in all"
     )
+
+
+def _disk_lines(lim: dict) -> str:
+    """What the disk probe measured: the best of before and after, each of them in brackets."""
+    if "read_direct_bps" not in lim:  # results of the probe before its random reads and buffered
+        return (
+            f"- Disk, direct I/O, 16 MiB requests on a {lim['probe_bytes'] / MIB:g} MiB file, best of "
+            f"before and after the workloads: read {_gb(lim['read_bps'])}, write {_gb(lim['write_bps'])}"
+        )
+
+    def both(key: str, show=_gb) -> str:
+        return f"{show(lim[key])} ({show(lim[key + '_before'])}, {show(lim[key + '_after'])})"
+
+    def iops(value: float) -> str:
+        return f"{value / 1e3:.1f}k IOPS"
+
+    lines = (
+        f"- Disk, {lim.get('probe_text', '')}, on a {lim['probe_bytes'] / MIB:g} MiB file; best of "
+        f"before and after the workloads (each in brackets): read {both('read_bps')} = the better "
+        f"of direct {both('read_direct_bps')} and buffered {both('read_buffered_bps')}; write "
+        f"{both('write_bps')}; random 4 KiB reads {both('random_read_iops', iops)}, random 64 KiB "
+        f"reads {both('random_read_bps')}"
+    )
+    fio = lim.get("fio")
+    if fio:
+        lines += "\n- fio reference (direct, " + (
+            f"not run: {fio['error']})"
+            if "error" in fio
+            else f"{fio['engine']}, 4 MiB x 16 sequential, 32 random in flight, 3 s each): read "
+            f"{_gb(fio['read_bps'])}, write {_gb(fio['write_bps'])}, random 4 KiB "
+            f"{iops(fio['random_read_iops'])}, random 64 KiB {_gb(fio['random_read_bps'])}"
+        )
+    return lines
 
 
 def _shapes(size: int, budget: int, names) -> str:
@@ -267,19 +359,36 @@ def _shapes(size: int, budget: int, names) -> str:
     return "\n".join(lines)
 
 
-def _section(title: str, records: list[dict], meta: dict) -> str:
+def _section(title: str, records: list[dict], meta: dict, plots: dict | None = None) -> str:
     sizes = sorted({r["size_bytes"] for r in records})
     names = sorted({r["workload"] for r in records})
-    return (
+    text = (
         f"## {title}\n\n`{meta['command']}`\n\n{_machine(meta)}\n"
         f"- Budget {meta['budget_bytes'] / MIB:g} MiB; input size "
-        f"{', '.join(f'{s / GIB:g}' for s in sizes)} GiB (bytes of each large input)\n\n"
-        f"Shapes at {sizes[-1] / GIB:g} GiB:\n\n{_shapes(sizes[-1], meta['budget_bytes'], names)}\n\n"
-        f"{markdown_table(records)}\n\n"
-        f"`*` in memory: inputs loaded before timing, nothing written (the compute ceiling).\n"
-        + _decode_section(records)
-        + _profile_section(records)
+        f"{', '.join(f'{s / GIB:g}' for s in sizes)} GiB (bytes of each large input)\n"
+        + (f"- No capped pass: {meta['cap_unavailable']}\n" if meta.get("cap_unavailable") else "")
+        + f"\nShapes at {sizes[-1] / GIB:g} GiB:\n\n{_shapes(sizes[-1], meta['budget_bytes'], names)}\n"
     )
+    for cap, group in regimes(records):
+        if len(regimes(records)) > 1 or cap:
+            text += f"\n### {regime_title(cap)}\n"
+        text += f"\n{markdown_table(group, bool(cap))}\n"
+        if cap and (plots or {}).get("capped"):
+            text += f"\n![time relative to Jask under the cap]({plots['capped']})\n"
+    text += "\n`*` in memory: inputs loaded before timing, nothing written (the compute ceiling).\n"
+    timeline = meta.get("timeline")
+    if timeline:
+        text += "\n### One Jask run's I/O timeline\n\n"
+        if (plots or {}).get("timeline"):
+            text += (
+                f"{timeline['workload']} at {timeline['size_bytes'] / GIB:g} GiB, uncapped, one more "
+                f"run besides the table's ({timeline['seconds']:.2f} s), recorded with "
+                "`jask.stats(timeline=True)`: each pipeline stage's reads, computes and writes over "
+                f"the timed part, and the bytes moved.\n\n![I/O timeline]({plots['timeline']})\n"
+            )
+        else:
+            text += f"Not recorded: {timeline.get('error')}\n"
+    return text + _decode_section(records) + _profile_section(records)
 
 
 def _profile_section(records: list[dict]) -> str:
@@ -295,8 +404,11 @@ def _profile_section(records: list[dict]) -> str:
     )
 
 
-def write_markdown(path: str, main, scaling, plot_file: str | None) -> None:
-    """BENCHMARKS.md from the latest default run and the latest sweep, each (records, meta) or None."""
+def write_markdown(path: str, main, scaling, plots: dict | None = None) -> None:
+    """BENCHMARKS.md from the latest default run and the latest sweep, each (records, meta) or
+    None; `plots` maps "scaling", "capped", "timeline" to the image files to embed."""
+    here = os.path.dirname(os.path.abspath(path))
+    relative = {k: os.path.relpath(v, here) for k, v in (plots or {}).items()}
     parts = [
         "# Benchmarks\n",
         "Written by `python -m bench` (see `bench/`); rerun it rather than editing this file.\n",
@@ -304,7 +416,7 @@ def write_markdown(path: str, main, scaling, plot_file: str | None) -> None:
         METHOD,
     ]
     if main:
-        parts.append(_section("Results", *main))
+        parts.append(_section("Results", *main, relative))
     parts.append("## Scaling\n")
     parts.append(
         "Time against bytes moved (W1, W2) and flops (W3) at a fixed budget, and peak memory, from\n\n"
@@ -312,14 +424,162 @@ def write_markdown(path: str, main, scaling, plot_file: str | None) -> None:
         "(W1, W2 and W3 at each input size; expect half an hour or more on two cores, and about 30 GiB of free disk).\n"
     )
     if scaling:
-        if plot_file:
-            relative = os.path.relpath(plot_file, os.path.dirname(os.path.abspath(path)))
-            parts.append(f"![time and peak RSS against size]({relative})\n")
+        if "scaling" in relative:
+            parts.append(f"![time and peak RSS against size]({relative['scaling']})\n")
         parts.append(_section("Scaling sweep", *scaling).replace("## Scaling sweep", "### Sweep"))
     else:
         parts.append("No sweep has been run yet.\n")
     with open(path, "w") as f:
         f.write("\n".join(parts))
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_capped(records: list[dict], path: str) -> None:
+    """The capped table as bars: per workload each contender's time relative to Jask's (log scale),
+    a killed, failed or unfinished contender as a hatched bar at the top labelled with why."""
+    plt = _pyplot()
+    capped = [r for r in records if r.get("cap_bytes")]
+    names = list(dict.fromkeys(r["workload"] for r in capped))
+    contenders = [c for c in CONTENDERS if any(r["contender"] == c for r in capped)]
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(names) + 2), 4.8))
+    width = 0.8 / max(1, len(contenders))
+    done = [r["vs_jask"] for r in capped if r.get("vs_jask")]
+    top = max([4.0, *done]) * 1.6
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for k, contender in enumerate(contenders):
+        color = colors[k % len(colors)]
+        for i, name in enumerate(names):
+            r = next(
+                (r for r in capped if r["workload"] == name and r["contender"] == contender), None
+            )
+            if r is None:
+                continue
+            x = i + (k - (len(contenders) - 1) / 2) * width
+            if r.get("vs_jask"):
+                ax.bar(x, r["vs_jask"], width, color=color)
+                ax.text(x, r["vs_jask"] * 1.05, f"{r['vs_jask']:.2f}", ha="center", fontsize=6)
+            elif r["seconds"] is None:  # killed, failed, timed out or skipped: say which
+                ax.bar(x, top, width, bottom=1e-9, color="none", edgecolor=color, hatch="//")
+                ax.text(
+                    x,
+                    top**0.5,
+                    _why(r),
+                    rotation=90,
+                    ha="center",
+                    va="center",
+                    fontsize=6,
+                    backgroundcolor="white",
+                )
+        ax.bar(0, 0, 0, color=color, label=CONTENDERS[contender])  # legend entry
+    cap = capped[0]["cap_bytes"] if capped else 0
+    ax.axhline(1, color="k", linewidth=0.8)
+    ax.set(yscale="log", ylim=(0.1, top), ylabel="time / Jask's time (log)")
+    ax.set_title(
+        f"Under a {size_text(cap)} memory cap, page cache counted: time relative to Jask\n"
+        "(hatched: did not finish; killed by the cap at its cgroup peak)",
+        fontsize=9,
+    )
+    from matplotlib.ticker import FuncFormatter
+
+    ax.yaxis.set_major_formatter(FuncFormatter(_tick))
+    ax.yaxis.set_minor_formatter(FuncFormatter(_tick))
+    ax.set_xticks(
+        range(len(names)),
+        [
+            n + (" *" if any(small_data(r) for r in capped if r["workload"] == n) else "")
+            for n in names
+        ],
+    )
+    if any(small_data(r) for r in capped):
+        ax.set_xlabel(f"* data under {CAP_RATIO}x the cap")
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _why(r: dict) -> str:
+    text = r["error"] or r["note"] or "no time"
+    if r.get("killed_by_cap"):
+        peak = r.get("cgroup_peak_bytes")
+        text = "killed" + (f" at {peak / MIB:.0f} MiB" if peak else "")
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+TIMELINE_STAGES = ("read", "compute", "write")
+
+
+def load_timeline(path: str) -> list[dict]:
+    """The events `python -m bench.run_one --timeline` wrote, checked for the fields the plot uses."""
+    with open(path) as f:
+        events = json.load(f)
+    for e in events:
+        missing = {"stage", "op", "start", "end", "bytes"} - set(e)
+        if missing or e["stage"] not in TIMELINE_STAGES:
+            raise ValueError(
+                f"{path}: timeline event {e} lacks {sorted(missing)} or has an unknown stage"
+            )
+    return events
+
+
+def plot_timeline(events: list[dict], path: str, about: dict | None = None) -> None:
+    """One Jask run's I/O timeline: above, when each stage (read, compute, write) of each op's
+    pipeline was busy; below, the bytes read and written so far."""
+    plt = _pyplot()
+    ops = list(dict.fromkeys(e["op"] for e in events))
+    fig, (lanes, volume) = plt.subplots(
+        2,
+        1,
+        figsize=(11, 2.2 + 0.55 * len(ops) * len(TIMELINE_STAGES) ** 0.5),
+        sharex=True,
+        gridspec_kw={"height_ratios": [max(2, len(ops)), 1.5]},
+    )
+    colors = {"read": "tab:blue", "compute": "tab:orange", "write": "tab:green"}
+    labels = []
+    for i, op in enumerate(ops):
+        for j, stage in enumerate(TIMELINE_STAGES):
+            spans = [
+                (e["start"], e["end"] - e["start"])
+                for e in events
+                if e["op"] == op and e["stage"] == stage
+            ]
+            y = len(TIMELINE_STAGES) * i + j
+            lanes.broken_barh(spans, (y - 0.4, 0.8), color=colors[stage])
+            labels.append(f"{op}: {stage}")
+    lanes.set_yticks(range(len(labels)), labels, fontsize=7)
+    lanes.invert_yaxis()
+    title = "Jask I/O timeline"
+    if about:
+        title += (
+            f": {about['workload']} at {about['size_bytes'] / GIB:g} GiB, {about['seconds']:.2f} s"
+        )
+    lanes.set_title(title)
+    for stage in ("read", "write"):
+        ends = sorted((e["end"], e["bytes"]) for e in events if e["stage"] == stage)
+        if ends:
+            times, sizes = zip(*ends)
+            total = 0
+            cumulative = [(total := total + b) / MIB for b in sizes]
+            volume.step(
+                [0, *times],
+                [0, *cumulative],
+                where="post",
+                color=colors[stage],
+                label=f"{stage} (MiB)",
+            )
+    volume.set(xlabel="seconds from the start of the timed part", ylabel="MiB so far")
+    volume.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def _tick(value: float, _) -> str:
@@ -332,11 +592,9 @@ def _tick(value: float, _) -> str:
 
 def plot(records: list[dict], path: str) -> None:
     """Time against GB moved (W1, W2) and GFLOP (W3), with the limit dashed; peak RSS against input size."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
+
+    plt = _pyplot()
 
     plain = FuncFormatter(_tick)
 

@@ -5,6 +5,7 @@
 """
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -22,11 +23,15 @@ def main() -> None:
     parser.add_argument("--out-dir", required=True)
     parser.add_argument("--size", type=int, required=True, help="bytes of each large input")
     parser.add_argument("--budget", type=int, required=True, help="memory budget in bytes")
+    parser.add_argument(
+        "--timeline", help="write Jask's I/O timeline of the timed part here (JSON; Jask only)"
+    )
     args = parser.parse_args()
 
     workload = WORKLOADS[args.workload]
     ctx = Context(args.data, args.out_dir, args.budget, arrays(args.size, args.budget))
     trial = workload.contenders[args.contender](ctx)
+    recorder = timeline_recorder() if args.timeline else contextlib.nullcontext()
     derived = workload.derived.files(args.data, ctx.plan, args.budget) if workload.derived else []
     files = (
         [ctx.path(name) for name in workload.inputs]
@@ -39,12 +44,16 @@ def main() -> None:
     baseline = proc_status("VmRSS")
     stages_before = jask_stage_seconds()
     before = proc_io()
-    start = time.perf_counter()
-    result = trial.run()
-    seconds = time.perf_counter() - start
+    with recorder as recorded:
+        start = time.perf_counter()
+        result = trial.run()
+        seconds = time.perf_counter() - start
     after = proc_io()
     peak = proc_status("VmHWM")  # before the check, which may allocate
     stages = jask_stage_seconds()
+    if args.timeline:
+        with open(args.timeline, "w") as f:
+            json.dump(recorded.timeline, f)
 
     print(
         json.dumps(
@@ -66,6 +75,19 @@ def main() -> None:
             }
         )
     )
+
+
+def timeline_recorder():
+    """`jask.stats(timeline=True)`: its `.timeline` is a list of {"stage", "op", "start", "end",
+    "bytes"}, seconds from the context's start."""
+    import jask
+
+    if not hasattr(jask, "stats"):
+        sys.exit(
+            f"--timeline needs jask.stats(timeline=True), which this Jask ({jask.__file__}) "
+            "does not have yet"
+        )
+    return jask.stats(timeline=True)
 
 
 def jask_stage_seconds() -> dict | None:

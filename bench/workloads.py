@@ -631,7 +631,16 @@ def w5_jax(ctx: Context) -> Trial:
 
 @dataclass(frozen=True)
 class Workload:
-    """A benchmark: its inputs, its minimal traffic and flops, and its contenders."""
+    """A benchmark: its inputs, its minimal traffic and flops, and its contenders.
+
+    `limit_seconds(plan, limits)`, when set, is the workload's limit time, used by
+    `harness.score` instead of the sequential-bytes formula (minimal bytes read / read_bps +
+    written / write_bps, or flops / matmul_flops): W6 and W8 read rows at random, whose limit is
+    bound by the disk's random-read rate. `limits` (from `measure_limits` / `final_limits` in
+    bench/__main__.py) holds `read_bps`, `write_bps` and `matmul_flops`, and `random_read_iops`
+    (4 KiB random O_DIRECT reads, 32 in flight) and `random_read_bps` (the same with 64 KiB
+    requests), each the best of the probes before and after the workloads.
+    """
 
     name: str
     title: str
@@ -642,6 +651,7 @@ class Workload:
     # an input derived from the .npy inputs in another file format (bench/formats.py): its files
     # are what the contenders read, evict and are limited by
     derived: Any = None
+    limit_seconds: Callable[[dict[str, Array], dict], float] | None = None
 
     def input_bytes(self, plan: dict[str, Array]) -> int:
         return sum(plan[n].nbytes for n in self.inputs)

@@ -27,8 +27,7 @@ import numpy as np
 import pytest
 
 import jask
-
-from _cgroup import CgroupUnavailable, create_memory_cgroup
+from bench.cgroup import CgroupUnavailable, create_memory_cgroup
 
 MiB = 1 << 20
 

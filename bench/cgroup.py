@@ -1,5 +1,8 @@
 """A fresh memory-capped cgroup to run one child process in (cgroup v2, else v1).
 
+The benchmark runs each capped contender in one (`python -m bench --cap`), and the
+memory tests run their capped children in one (tests/test_zero_materialization.py).
+
 The child enters the cgroup through a tiny shell wrapper that writes its own
 pid into `cgroup.procs` and then execs the real command, so the parent never
 forks inside a multi-threaded (JAX) process with a pre-exec hook.
@@ -101,7 +104,7 @@ def _write(path: Path, value: str) -> None:
         f.write(value)
 
 
-def _make_v2(limit: int) -> MemoryCgroup:
+def _make_v2(limit: int, prefix: str) -> MemoryCgroup:
     reasons = []
     for mount, _ in _mounts("cgroup2"):
         for parent in _candidates(mount, _own_cgroup(None)):
@@ -111,7 +114,7 @@ def _make_v2(limit: int) -> MemoryCgroup:
                     continue
                 if "memory" not in (parent / "cgroup.subtree_control").read_text().split():
                     _write(parent / "cgroup.subtree_control", "+memory")
-                path = parent / f"jask-test-{os.getpid()}-{next(_counter)}"
+                path = parent / f"{prefix}-{os.getpid()}-{next(_counter)}"
                 path.mkdir()
                 try:
                     _write(path / "memory.max", str(limit))
@@ -126,14 +129,14 @@ def _make_v2(limit: int) -> MemoryCgroup:
     raise CgroupUnavailable("cgroup v2: " + ("; ".join(reasons) or "no cgroup2 mount"))
 
 
-def _make_v1(limit: int) -> MemoryCgroup:
+def _make_v1(limit: int, prefix: str) -> MemoryCgroup:
     reasons = []
     for mount, options in _mounts("cgroup"):
         if "memory" not in options:
             continue
         for parent in _candidates(mount, _own_cgroup("memory")):
             try:
-                path = parent / f"jask-test-{os.getpid()}-{next(_counter)}"
+                path = parent / f"{prefix}-{os.getpid()}-{next(_counter)}"
                 path.mkdir()
                 try:
                     _write(path / "memory.limit_in_bytes", str(limit))
@@ -149,16 +152,16 @@ def _make_v1(limit: int) -> MemoryCgroup:
     raise CgroupUnavailable("cgroup v1: " + ("; ".join(reasons) or "no memory controller mount"))
 
 
-def create_memory_cgroup(limit: int) -> MemoryCgroup:
-    """A fresh cgroup capped at `limit` bytes; call its `remove()` when done.
+def create_memory_cgroup(limit: int, prefix: str = "jask-test") -> MemoryCgroup:
+    """A fresh cgroup capped at `limit` bytes, named `prefix`-pid-n; call its `remove()` when done.
 
     Raises:
       CgroupUnavailable: neither cgroup v2 nor v1 lets this process make one.
     """
     try:
-        return _make_v2(limit)
+        return _make_v2(limit, prefix)
     except CgroupUnavailable as v2:
         try:
-            return _make_v1(limit)
+            return _make_v1(limit, prefix)
         except CgroupUnavailable as v1:
             raise CgroupUnavailable(f"no writable memory cgroup ({v2}; {v1})") from None
