@@ -204,7 +204,7 @@ def fio(folder: str, nbytes: int, runtime: float = 3.0) -> dict:
                     f"--ioengine={engine}",
                     "--direct=1",
                     "--time_based",
-                    f"--runtime={runtime:g}",
+                    f"--runtime={max(1, round(runtime * 1000))}ms",
                     "--output-format=json",
                 ]
                 run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)

@@ -1,11 +1,21 @@
-"""The benchmark harness end to end on a few MB: `python -m bench` as `make bench` runs it, much smaller."""
+"""The benchmark harness end to end on a few MB: `python -m bench` as `make bench` runs it, much smaller.
 
+Also its parts on their own: the disk probe on a small file, the memory cap (each capped contender in
+its own cgroup), and the reports and plots of killed contenders and of an I/O timeline.
+"""
+
+import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 
 import numpy as np
+import pytest
+
+from bench import disk, harness, report, workloads
+from bench.cgroup import CgroupUnavailable, create_memory_cgroup
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REQUIRED = (
@@ -38,7 +48,9 @@ def run_bench(tmp_path, *args):
 
 
 def test_bench_runs_and_writes_sane_records(tmp_path):
-    records, markdown = run_bench(tmp_path, "--workloads", "W1,W2", "--contenders", "jask,numpy")
+    records, markdown = run_bench(
+        tmp_path, "--cap", "none", "--workloads", "W1,W2", "--contenders", "jask,numpy"
+    )
     assert [(r["workload"], r["contender"]) for r in records] == [
         ("W1", "jask"),
         ("W1", "numpy"),
@@ -64,8 +76,8 @@ def test_bench_format_workloads_read_safetensors_and_zarr(tmp_path):
     """W1s and W1z: W1 over a safetensors file and a zstd Zarr group derived from W1's files."""
     records, markdown = run_bench(
         tmp_path,
-        "--repeat",
-        "1",
+        "--cap",
+        "none",
         "--workloads",
         "W1s,W1z",
         "--contenders",
@@ -103,3 +115,164 @@ def test_bench_format_workloads_read_safetensors_and_zarr(tmp_path):
     )
     np.testing.assert_allclose([r["check"][0] for r in records], reference, rtol=1e-3)
     assert "| One core decodes |" in markdown  # the decode table
+
+
+def _cgroups_or_skip():
+    try:
+        create_memory_cgroup(64 << 20, "jask-bench").remove()
+    except CgroupUnavailable as e:
+        pytest.skip(str(e))
+
+
+def test_bench_cap_records_killed_contenders_and_cgroup_peaks(tmp_path):
+    """Under a cap far below what importing JAX takes, the in-memory contender is killed and stays in
+    the table as such; under a generous cap every contender finishes, each with its cgroup's peak."""
+    _cgroups_or_skip()
+    small, large = 40 << 20, 1 << 30
+    records, markdown = run_bench(
+        tmp_path, "--cap", "40MiB,1GiB", "--workloads", "W1", "--contenders", "numpy,jax"
+    )
+    by = {(r["cap_bytes"], r["contender"]): r for r in records}
+    assert sorted(by) == [(small, "jax"), (small, "numpy"), (large, "jax"), (large, "numpy")]
+    killed = by[(small, "jax")]
+    assert killed["killed_by_cap"] and killed["seconds"] is None
+    assert killed["error"].startswith("killed by the 40 MiB cap at ")
+    assert small // 2 < killed["cgroup_peak_bytes"] <= small
+    for contender in ("numpy", "jax"):
+        r = by[(large, contender)]
+        assert r["error"] is None and not r["killed_by_cap"], r["error"]
+        assert 0 < r["cgroup_peak_bytes"] <= large and r["seconds"] > 0
+        assert r["check_rel_diff"] < 1e-2
+    assert (
+        "### Under a 40 MiB memory cap" in markdown and "### Under a 1 GiB memory cap" in markdown
+    )
+    assert (
+        "| W1 | 0.004 GiB (data 0.2x cap) | jax.numpy in memory | killed by the 40 MiB cap at"
+        in markdown
+    )
+    assert (tmp_path / "capped.png").stat().st_size > 0
+
+
+def test_disk_probe_on_a_small_file(tmp_path):
+    limits = disk.bandwidth(str(tmp_path), 16 << 20, passes=1)
+    keys = {
+        "read_direct_bps",
+        "read_buffered_bps",
+        "write_bps",
+        "random_read_iops",
+        "random_read_bps",
+    }
+    assert all(limits[k] > 0 for k in keys), limits
+    assert limits["read_bps"] == max(limits["read_direct_bps"], limits["read_buffered_bps"])
+    assert os.listdir(tmp_path) == []  # the probe file is removed
+    if shutil.which("fio"):
+        fio = disk.fio(str(tmp_path), 16 << 20, runtime=0.2)
+        assert "error" not in fio, fio
+        assert all(
+            fio[k] > 0 for k in ("read_bps", "write_bps", "random_read_iops", "random_read_bps")
+        )
+        assert os.listdir(tmp_path) == []
+
+
+def _record(contender: str, seconds, **fields) -> dict:
+    record = {
+        "workload": "W2",
+        "title": workloads.WORKLOADS["W2"].title,
+        "contender": contender,
+        "contender_name": workloads.CONTENDERS[contender],
+        "size_bytes": 2 << 30,
+        "budget_bytes": 256 << 20,
+        "cap_bytes": 1 << 30,
+        "data_bytes": 6 << 30,
+        "minimal_read_bytes": 4 << 30,
+        "minimal_written_bytes": 2 << 30,
+        "flops": 0,
+        "unit": "GB/s",
+        "seconds": seconds,
+        "peak_rss_bytes": 500 << 20,
+        "cgroup_peak_bytes": 900 << 20,
+        "killed_by_cap": False,
+        "read_bytes": 4 << 30,
+        "written_bytes": 2 << 30,
+        "cached_fraction": 0.0,
+        "check": [1.0],
+        "note": "",
+        "error": None,
+    }
+    record.update(fields)
+    return record
+
+
+def test_report_renders_killed_rows_and_plots_them(tmp_path):
+    killed = {"cgroup_peak_bytes": 1 << 30, "vmhwm_seen_bytes": 700 << 20}
+    records = [
+        _record("jask", 4.0),
+        _record("numpy", 6.0),
+        _record(
+            "dask",
+            None,
+            killed_by_cap=True,
+            error=harness.killed_text(1 << 30, killed),
+            **killed,
+        ),
+        _record("jax", None, error="timed out after 20 s", note="in memory, load excluded"),
+    ]
+    for r in records:
+        harness.score(r, {"read_bps": 1e9, "write_bps": 1e9, "matmul_flops": 1e11})
+    report.compare(records)
+    assert records[1]["vs_jask"] == 1.5 and records[0]["limit_seconds"] == pytest.approx(
+        (6 << 30) / 1e9
+    )
+    table = report.markdown_table(records, capped=True)
+    assert (
+        "| Dask, threaded | killed by the 1 GiB cap at 1024 MiB (VmHWM 700 MiB or more) |" in table
+    )
+    assert "| jax.numpy in memory | timed out after 20 s |" in table
+    numpy_row = next(line for line in table.splitlines() if "| NumPy memmap" in line)
+    assert "| 1.50 | ok |" in numpy_row and "| 900 |" in numpy_row  # the cgroup peak column
+    assert "killed by the 1 GiB cap at 1024 MiB" in report.text_table(records)
+    small = dict(records[0], data_bytes=2 << 30)  # data under 4x the cap: flagged on its row
+    assert "2 GiB (data 2.0x cap)" in report.markdown_table([small], capped=True)
+    report.plot_capped(records, str(tmp_path / "capped.png"))
+    assert (tmp_path / "capped.png").stat().st_size > 0
+
+
+def test_score_uses_a_workloads_own_limit(monkeypatch):
+    """A workload's limit_seconds (random reads: IOPS-bound) replaces the sequential-bytes formula."""
+    seen = []
+
+    def limit(plan, limits):
+        seen.append((plan["x"].shape, limits["random_read_iops"]))
+        return 3.0
+
+    w2 = dataclasses.replace(workloads.WORKLOADS["W2"], limit_seconds=limit)
+    monkeypatch.setitem(harness.WORKLOADS, "W2", w2)
+    r = _record("jask", 6.0)
+    harness.score(
+        r, {"read_bps": 1e9, "write_bps": 1e9, "matmul_flops": 1e11, "random_read_iops": 5e4}
+    )
+    assert r["limit_seconds"] == 3.0 and r["limit_fraction"] == 0.5
+    assert seen == [(((2 << 30) // 1024, 256), 5e4)]
+
+
+def test_timeline_plot_from_a_synthetic_timeline(tmp_path):
+    events = [
+        {"stage": stage, "op": op, "start": t, "end": t + 0.05, "bytes": 8 << 20}
+        for op, offset in (("dot_general", 0.0), ("add", 0.5))
+        for k in range(6)
+        for stage, t in (
+            ("read", offset + 0.06 * k),
+            ("compute", offset + 0.06 * k + 0.02),
+            ("write", offset + 0.06 * k + 0.04),
+        )
+    ]
+    path = tmp_path / "timeline.json"
+    path.write_text(json.dumps(events))
+    loaded = report.load_timeline(str(path))
+    assert loaded == events
+    about = {"workload": "W5", "size_bytes": 2 << 30, "seconds": 0.9}
+    report.plot_timeline(loaded, str(tmp_path / "timeline.png"), about)
+    assert (tmp_path / "timeline.png").stat().st_size > 0
+    path.write_text(json.dumps([{"stage": "wait", "op": "x", "start": 0, "end": 1, "bytes": 0}]))
+    with pytest.raises(ValueError, match="unknown stage"):
+        report.load_timeline(str(path))
