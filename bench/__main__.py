@@ -80,8 +80,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument(
         "--repeat",
         type=int,
-        help="rounds of the out-of-core contenders, each round in the reverse "
-        "order of the last; the table shows each one's median time (default 2; 1 with --quick or --scale)",
+        help="rounds of the out-of-core contenders per regime, each round in the reverse "
+        "order of the last; the table shows each one's median time (default 1)",
     )
     p.add_argument(
         "--cap",
@@ -299,11 +299,17 @@ def run_workloads(args: argparse.Namespace, clock: Clock) -> tuple[list[dict], d
             for contender in order[::-1] if k % 2 else order:
                 runs_left -= 1
                 seconds = clock.timeout(runs_left, len(steps) - index - 1)
-                if seconds is None:
-                    r = harness.measure(name, contender, size, args.budget, args.data, 0, cap)
-                    r["error"] = f"not run: the {args.minutes:g}-minute budget is spent"
-                else:
-                    r = harness.measure(name, contender, size, args.budget, args.data, seconds, cap)
+                spent = f"not run: the {args.minutes:g}-minute budget is spent"
+                r = harness.measure(
+                    name,
+                    contender,
+                    size,
+                    args.budget,
+                    args.data,
+                    seconds or 0,
+                    cap,
+                    not_run="" if seconds else spent,
+                )
                 runs.setdefault((cap, contender), []).append(r)
                 regime = f"cap {harness.size_text(cap)}" if cap else "uncapped"
                 print(f"  {name} {regime:13} {CONTENDERS[contender]:24} {_outcome(r)}")

@@ -203,10 +203,11 @@ def measure(
     timeout: float,
     cap: int | None = None,
     timeline: str | None = None,
+    not_run: str = "",
 ) -> dict:
     """One record of results.json: the child's measurements (`score` adds throughput and limits),
     run under a memory cgroup capped at `cap` bytes when given; with `timeline` (a path), the
-    child records Jask's I/O timeline there."""
+    child records Jask's I/O timeline there. With `not_run` (why), the record without a run."""
     wl = WORKLOADS[workload]
     plan = arrays(size, budget)
     read, written, flops = wl.cost(plan)
@@ -251,6 +252,9 @@ def measure(
         )
         return record
     record["note"] = "in memory, load excluded" if in_memory else ""
+    if not_run:
+        record["error"] = not_run
+        return record
     result = run_child(workload, contender, size, budget, data_dir, timeout, cap, timeline)
     record.update(result)
     return record

@@ -24,7 +24,9 @@ METHOD = f"""\
   the cap and kills the process (OOM) when reclaiming does not suffice. A killed or failed contender
   stays in the table with what killed it and its peaks: the cgroup's peak charge
   (`memory.max_usage_in_bytes` / `memory.peak`) and the highest VmHWM seen while it ran (polled
-  every 50 ms, so a lower bound). Every capped row gives its cgroup peak. In-memory contenders run
+  every 50 ms, so a lower bound). Every capped row gives its cgroup peak, which can be below the
+  peak RSS: pages of shared libraries already in the page cache are charged to the cgroup that read
+  them first, not to the contender. In-memory contenders run
   capped too: their being killed is the point.
 - Each contender runs once per regime, the capped pass in the reverse contender order of the uncapped
   one, so the shared disk's drift (tens of percent over minutes) falls on every contender alike
@@ -466,12 +468,22 @@ def plot_capped(records: list[dict], path: str) -> None:
             if r.get("vs_jask"):
                 ax.bar(x, r["vs_jask"], width, color=color)
                 ax.text(x, r["vs_jask"] * 1.05, f"{r['vs_jask']:.2f}", ha="center", fontsize=6)
-            elif r["seconds"] is None:  # killed, failed, timed out or skipped: say which
-                ax.bar(x, top, width, bottom=1e-9, color="none", edgecolor=color, hatch="//")
+            else:  # not finished (say why), or finished where Jask did not (give its time)
+                finished = r["seconds"] is not None
+                ax.bar(
+                    x,
+                    top,
+                    width,
+                    bottom=1e-9,
+                    color=color if finished else "none",
+                    alpha=0.35 if finished else 1.0,
+                    edgecolor=color,
+                    hatch=None if finished else "//",
+                )
                 ax.text(
                     x,
                     top**0.5,
-                    _why(r),
+                    f"{r['seconds']:.2f} s; Jask did not finish" if finished else _why(r),
                     rotation=90,
                     ha="center",
                     va="center",
@@ -484,7 +496,7 @@ def plot_capped(records: list[dict], path: str) -> None:
     ax.set(yscale="log", ylim=(0.1, top), ylabel="time / Jask's time (log)")
     ax.set_title(
         f"Under a {size_text(cap)} memory cap, page cache counted: time relative to Jask\n"
-        "(hatched: did not finish; killed by the cap at its cgroup peak)",
+        "(hatched: did not finish, and why; killed by the cap: at its cgroup peak)",
         fontsize=9,
     )
     from matplotlib.ticker import FuncFormatter
@@ -553,7 +565,9 @@ def plot_timeline(events: list[dict], path: str, about: dict | None = None) -> N
             ]
             y = len(TIMELINE_STAGES) * i + j
             lanes.broken_barh(spans, (y - 0.4, 0.8), color=colors[stage])
-            labels.append(f"{op}: {stage}")
+            labels.append(
+                f"{op if len(op) <= 28 else op[:27] + '…'}: {stage}"
+            )  # fused ops' names are long
     lanes.set_yticks(range(len(labels)), labels, fontsize=7)
     lanes.invert_yaxis()
     title = "Jask I/O timeline"
