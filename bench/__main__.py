@@ -299,7 +299,7 @@ def run_workloads(args: argparse.Namespace, clock: Clock) -> tuple[list[dict], d
             for contender in order[::-1] if k % 2 else order:
                 runs_left -= 1
                 seconds = clock.timeout(runs_left, len(steps) - index - 1)
-                spent = f"not run: the {args.minutes:g}-minute budget is spent"
+                spent = "" if seconds else f"not run: the {args.minutes:g}-minute budget is spent"
                 r = harness.measure(
                     name,
                     contender,
@@ -308,7 +308,7 @@ def run_workloads(args: argparse.Namespace, clock: Clock) -> tuple[list[dict], d
                     args.data,
                     seconds or 0,
                     cap,
-                    not_run="" if seconds else spent,
+                    not_run=spent,
                 )
                 runs.setdefault((cap, contender), []).append(r)
                 regime = f"cap {harness.size_text(cap)}" if cap else "uncapped"

@@ -36,14 +36,15 @@ REQUIRED = (
 def run_bench(tmp_path, *args):
     """`python -m bench` at 0.004 GiB and a 1 MB budget; its records and its markdown."""
     out, markdown = tmp_path / "results.json", tmp_path / "BENCHMARKS.md"
-    subprocess.run(
+    run = subprocess.run(
         [sys.executable, "-m", "bench", "--size-gib", "0.004", "--budget", "1MB", *args]
         + ["--data", str(tmp_path / "data"), "--out", str(out), "--markdown", str(markdown)],
         cwd=ROOT,
-        check=True,
         capture_output=True,
+        text=True,
         timeout=120,
     )
+    assert run.returncode == 0, run.stderr[-3000:]
     return json.loads(out.read_text()), markdown.read_text()
 
 
