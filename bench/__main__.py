@@ -241,6 +241,7 @@ def final_limits(data_dir: str, limits: dict, records: list[dict]) -> None:
     slows it down), and the best in-memory matmul rate: NumPy's, or an in-memory W3 contender's."""
     after = disk.bandwidth(data_dir, limits["probe_bytes"], passes=1)
     print(f"Disk after the workloads: {_disk_text(after)}")
+    limits["probe_seconds_after"] = after["probe_seconds"]
     for key in LIMIT_KEYS:
         limits[f"{key}_after"] = after[key]
         limits[key] = max(after[key], limits[f"{key}_before"])
