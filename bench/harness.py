@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 from . import machine
-from .cgroup import create_memory_cgroup
+from .cgroup import CgroupUnavailable, create_memory_cgroup
 from .workloads import CONTENDERS, GIB, IN_MEMORY, MIB, WORKLOADS, arrays
 
 CAP_RATIO = 4  # the capped regime: a workload's data at least this many times the cap
@@ -120,7 +120,13 @@ def run_child(
         JAX_PLATFORMS="cpu",
         PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
     )
-    cgroup = create_memory_cgroup(cap, "jask-bench") if cap else None
+    try:
+        cgroup = create_memory_cgroup(cap, "jask-bench") if cap else None
+    except (
+        CgroupUnavailable
+    ) as e:  # checked at the start (bench/__main__.py); recorded if it fails now
+        shutil.rmtree(out_dir, ignore_errors=True)
+        return {"error": f"no memory cgroup for the {size_text(cap)} cap: {e}"}
     try:
         proc = subprocess.Popen(
             cgroup.command(cmd) if cgroup else cmd,
@@ -262,7 +268,8 @@ def measure(
 
 def small_data(record: dict) -> bool:
     """A capped record whose data is under CAP_RATIO times its cap: not the out-of-core regime."""
-    return bool(record["cap_bytes"]) and record["data_bytes"] < CAP_RATIO * record["cap_bytes"]
+    cap = record.get("cap_bytes")  # None in records from before the cap
+    return bool(cap) and record["data_bytes"] < CAP_RATIO * cap
 
 
 def median_record(runs: list[dict]) -> dict:
