@@ -277,3 +277,15 @@ def test_timeline_plot_from_a_synthetic_timeline(tmp_path):
     path.write_text(json.dumps([{"stage": "wait", "op": "x", "start": 0, "end": 1, "bytes": 0}]))
     with pytest.raises(ValueError, match="unknown stage"):
         report.load_timeline(str(path))
+
+
+def test_bench_records_runs_a_spent_time_budget_cannot_hold(tmp_path):
+    """--minutes: a run the budget cannot hold (here: none, as the reserve alone exceeds it) stays
+    in the table as not run, and the reports are still written."""
+    records, markdown = run_bench(
+        tmp_path, "--cap", "none", "--minutes", "0.01", "--workloads", "W1", "--contenders", "numpy"
+    )
+    assert [(r["contender"], r["seconds"], r["error"]) for r in records] == [
+        ("numpy", None, "not run: the 0.01-minute budget is spent")
+    ]
+    assert "| NumPy memmap, chunked | not run: the 0.01-minute budget is spent |" in markdown
