@@ -616,11 +616,13 @@ def plot(records: list[dict], path: str) -> None:
     panels = [(w, "GB read + written", "data_bytes") for w in ("W1", "W2")] + [
         ("W3", "GFLOP", "flops")
     ]
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
-    for ax, (name, label, key) in zip(axes.flat, panels):
-        if not any(r["workload"] == name for r in done):
-            ax.set_visible(False)
-            continue
+    panels = [p for p in panels if any(r["workload"] == p[0] for r in done)]
+    # one panel per workload the records have, and the memory panel last
+    fig, axes = plt.subplots(
+        1, len(panels) + 1, figsize=(5.5 * (len(panels) + 1), 4.5), squeeze=False
+    )
+    axes = axes[0]
+    for ax, (name, label, key) in zip(axes, panels):
         for contender, title in CONTENDERS.items():
             points = sorted(
                 (r[key] / 1e9, r["seconds"])
@@ -646,7 +648,7 @@ def plot(records: list[dict], path: str) -> None:
             title=f"{name}: {WORKLOADS[name].title}",
         )
         ax.legend(fontsize=7)
-    ax = axes.flat[3]
+    ax = axes[-1]
     for contender, title in CONTENDERS.items():
         points = sorted(
             (r["size_bytes"] / GIB, r["peak_rss_bytes"] / MIB)
