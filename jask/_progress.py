@@ -73,11 +73,13 @@ def _now_s() -> float:
     return _engine.stats_clock_ns() * 1e-9
 
 
-def _new_bar(desc: str, total: int):
+def _new_bar(desc: str, total: int, done: int = 0):
+    """A bar of `total` bytes, `done` of them before it opened (left out of its rate)."""
     from tqdm import tqdm  # imported on the first bar: tqdm's import is not free
 
     return tqdm(
-        total=max(int(total), 0),
+        total=max(int(total), int(done)),
+        initial=int(done),
         desc=desc,
         unit="B",
         unit_scale=True,
@@ -97,9 +99,9 @@ def _finish(bar, nbytes: int) -> None:
     bar.close()
 
 
-def _projected_s(elapsed: float, done: int, planned: int) -> float:
-    """The time a call of `planned` blocks takes at the rate of its first `done`."""
-    return elapsed * planned / done if done > 0 else 0.0
+def _projected(value: float, done: int, planned: int) -> float:
+    """`value` (seconds, bytes) after `planned` blocks, at its rate over the first `done`."""
+    return value * planned / done if done > 0 else value
 
 
 class _Task:
@@ -129,15 +131,15 @@ class _Task:
     def show(self, running) -> None:
         """Brings the bar up to date (opened once the task qualifies); under _lock."""
         share = 0.0
-        if running is not None and running[5] > 0:
-            share = min(running[4] / running[5], 1.0) * self.step_bytes
+        if running is not None and running[6] > 0:
+            share = min(running[4] / running[6], 1.0) * self.step_bytes
         n = min(self.done + int(share), self.total)
         elapsed = _now_s() - self.start
         if self.bar is None:
             projected = elapsed * self.total / n if n > 0 else 0.0
             if max(elapsed, projected) < _threshold_s:
                 return
-            self.bar = _new_bar(self.name, self.total)
+            self.bar = _new_bar(self.name, self.total, n)
         self.bar.n = n
         self.bar.refresh()
 
@@ -171,21 +173,23 @@ class _Bars:
             return
         if running is None or running[0] <= self.seen:
             return
-        seq, op, start_ns, _, done, planned, nbytes, program = running
+        seq, op, start_ns, _, read, _, planned, nbytes, program = running
+        # Projected from the blocks read (most bytes move as blocks are read, the pipeline
+        # reading ahead of the compute); the total is exact once the call ends.
+        total = max(int(_projected(nbytes, read, planned)), nbytes)
         if self.bar_seq != seq:
             elapsed = _now_s() - start_ns * 1e-9
-            if max(elapsed, _projected_s(elapsed, done, planned)) < _threshold_s:
+            if _projected(elapsed, read, planned) < _threshold_s:
                 return
             self.close_all()
-            self.bar = _new_bar(_label(op, program), 0)
+            self.bar = _new_bar(_label(op, program), total, nbytes)
             self.bar_seq = seq
-        # The total is projected from the blocks done; it is exact once the call ends.
-        self.bar.total = max(int(nbytes * planned / done) if done else nbytes, nbytes)
+        self.bar.total = total
         self.bar.n = nbytes
         self.bar.refresh()
 
     def _ended(self, call) -> None:
-        seq, op, start_ns, end_ns, _, _, nbytes, program = call
+        seq, op, start_ns, end_ns, _, _, _, nbytes, program = call
         self.seen = max(self.seen, seq)
         if self.task is not None:
             return  # the task's bar shows it

@@ -188,10 +188,11 @@ int32_t open_chunked(const std::string& path, const std::string& name, int dtype
   return register_array(StoredArray::open_chunked(std::move(t)));
 }
 
-// A call's progress as (seq, op, start_ns, end_ns, blocks_done, blocks_planned, bytes, program).
+// A call's progress as (seq, op, start_ns, end_ns, blocks_read, blocks_done, blocks_planned,
+// bytes, program).
 nb::tuple progress_tuple(const CallProgress& c) {
-  return nb::make_tuple(c.seq, c.op, c.start_ns, c.end_ns, c.blocks_done, c.blocks_planned, c.bytes,
-                        c.program);
+  return nb::make_tuple(c.seq, c.op, c.start_ns, c.end_ns, c.blocks_read, c.blocks_done,
+                        c.blocks_planned, c.bytes, c.program);
 }
 
 }  // namespace

@@ -13,12 +13,12 @@ namespace {
 
 // Summed over every pipeline; a call's share is the difference over its span.
 std::atomic<int64_t> g_stage_ns[3];
-std::atomic<uint64_t> g_blocks_done{0}, g_blocks_planned{0};
+std::atomic<uint64_t> g_blocks_read{0}, g_blocks_done{0}, g_blocks_planned{0};
 std::atomic<bool> g_timeline{false};
 
 // The process-wide counters a call's figures are differences of.
 struct Counters {
-  uint64_t read = 0, written = 0, blocks_done = 0, blocks_planned = 0;
+  uint64_t read = 0, written = 0, blocks_read = 0, blocks_done = 0, blocks_planned = 0;
   int64_t stage_ns[3] = {0, 0, 0};
   int64_t clock_ns = 0;
 };
@@ -28,6 +28,7 @@ Counters counters_now() {
   Counters c;
   c.read = io_counters().read_bytes.load(relaxed);
   c.written = io_counters().written_bytes.load(relaxed);
+  c.blocks_read = g_blocks_read.load(relaxed);
   c.blocks_done = g_blocks_done.load(relaxed);
   c.blocks_planned = g_blocks_planned.load(relaxed);
   for (int s = 0; s < 3; ++s) c.stage_ns[s] = g_stage_ns[s].load(relaxed);
@@ -64,6 +65,7 @@ CallProgress progress_of(const StatsState& st, const Counters& now) {
                       st.op,
                       s.clock_ns,
                       0,
+                      now.blocks_read - s.blocks_read,
                       now.blocks_done - s.blocks_done,
                       now.blocks_planned - s.blocks_planned,
                       (now.read - s.read) + (now.written - s.written),
@@ -149,6 +151,7 @@ uint64_t stage_mark(Stage s) {
 
 void note_stage(Stage s, int64_t start_ns, int64_t end_ns, uint64_t mark) {
   g_stage_ns[static_cast<int>(s)].fetch_add(end_ns - start_ns, std::memory_order_relaxed);
+  if (s == Stage::kRead) g_blocks_read.fetch_add(1, std::memory_order_relaxed);
   if (s == Stage::kCompute) g_blocks_done.fetch_add(1, std::memory_order_relaxed);
   if (!g_timeline.load(std::memory_order_relaxed)) return;
   // A stage that started before the timeline did has no mark: its bytes are unknown (0).

@@ -61,6 +61,7 @@ struct CallProgress {
   uint64_t seq = 0;  // 1 for the process's first call, then one more per call
   std::string op;
   int64_t start_ns = 0, end_ns = 0;  // end_ns 0 while it runs
+  uint64_t blocks_read = 0;          // blocks read (the pipeline reads ahead)
   uint64_t blocks_done = 0;          // blocks computed
   uint64_t blocks_planned = 0;       // blocks of its pipelines started so far
   uint64_t bytes = 0;                // read and written so far
