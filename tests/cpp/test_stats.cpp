@@ -18,17 +18,14 @@
 namespace jask {
 namespace {
 
-// Runs a pipeline of `n` blocks whose read stage reads and write stage writes `bytes` each.
+// Runs a pipeline of `n` blocks whose read stage reads and write stage writes `bytes` each
+// (into and from buffers of their own: a read may overlap the write two blocks back).
 void run_io_pipeline(const File& file, int64_t n, size_t bytes) {
-  std::vector<std::byte> buf(bytes);
-  PipelineStages stages{
-      [&](int64_t t) {
-        file.read_at(buf.data(), bytes, static_cast<uint64_t>(t) * bytes, io_policy());
-      },
-      [](int64_t) {},
-      [&](int64_t t) {
-        file.write_at(buf.data(), bytes, static_cast<uint64_t>(t) * bytes, io_policy());
-      }};
+  std::vector<std::byte> in(bytes), out(bytes);
+  auto at = [bytes](int64_t t) { return static_cast<uint64_t>(t) * bytes; };
+  PipelineStages stages{[&](int64_t t) { file.read_at(in.data(), bytes, at(t), io_policy()); },
+                        [](int64_t) {},
+                        [&](int64_t t) { file.write_at(out.data(), bytes, at(t), io_policy()); }};
   run_pipeline(n, stages);
 }
 
