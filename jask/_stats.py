@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import resource
+import threading
 
 from . import _engine
 
@@ -16,6 +17,7 @@ _COUNT_FIELDS = ("calls", "blocks", "bytes_read", "bytes_written")
 # The contexts inside their with-block now (reset_stats would make their figures wrong).
 _open_contexts = 0
 _timeline_open = False
+_contexts_lock = threading.Lock()  # contexts may open in several threads
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,43 +116,43 @@ class Stats:
 
     def __enter__(self) -> Stats:
         global _open_contexts, _timeline_open
-        if self._inside:
-            raise RuntimeError("jask.stats(): this Stats is already inside a with-block")
-        if self._record_timeline:
-            if _timeline_open:
-                raise RuntimeError(
-                    "jask.stats(timeline=True) cannot be nested in another "
-                    "jask.stats(timeline=True) block: the engine keeps one timeline"
-                )
-            _timeline_open = True
-        self._base = _table_now()
-        self._start_ns = _engine.stats_clock_ns()
-        self._inside = True
-        _open_contexts += 1
-        if self._record_timeline:
-            _engine.set_timeline(True)
+        with _contexts_lock:
+            if self._inside:
+                raise RuntimeError("jask.stats(): this Stats is already inside a with-block")
+            if self._record_timeline:
+                if _timeline_open:
+                    raise RuntimeError(
+                        "jask.stats(timeline=True) cannot be nested in another "
+                        "jask.stats(timeline=True) block: the engine keeps one timeline"
+                    )
+                _timeline_open = True
+                _engine.set_timeline(True)
+            self._base = _table_now()
+            self._start_ns = _engine.stats_clock_ns()
+            self._inside = True
+            _open_contexts += 1
         return self
 
     def __exit__(self, *exc) -> None:
         global _open_contexts, _timeline_open
-        if self._record_timeline:
-            _engine.set_timeline(False)
-            events, self.timeline_dropped = _engine.timeline_events()
-            start = self._start_ns
-            self.timeline = [
-                {
-                    "stage": stage,
-                    "op": op,
-                    "start": (t0 - start) * 1e-9,
-                    "end": (t1 - start) * 1e-9,
-                    "bytes": nbytes,
-                }
-                for stage, op, t0, t1, nbytes in events
-            ]
-            _timeline_open = False
-        self._inside = False
-        _open_contexts -= 1
-        self._freeze()
+        with _contexts_lock:
+            if self._record_timeline:
+                _engine.set_timeline(False)
+                events, self.timeline_dropped = _engine.timeline_events()
+                self.timeline = [
+                    {
+                        "stage": stage,
+                        "op": op,
+                        "start": (t0 - self._start_ns) * 1e-9,
+                        "end": (t1 - self._start_ns) * 1e-9,
+                        "bytes": nbytes,
+                    }
+                    for stage, op, t0, t1, nbytes in events
+                ]
+                _timeline_open = False
+            self._inside = False
+            _open_contexts -= 1
+            self._freeze()
 
     def __str__(self) -> str:
         return _format(self.ops, self.total, self.blocks_peak, self.rss_peak)
@@ -248,6 +250,7 @@ def reset_stats() -> None:
     Raises:
       RuntimeError: inside a ``with jask.stats()`` block (its figures would go wrong).
     """
-    if _open_contexts:
-        raise RuntimeError("jask.reset_stats() cannot run inside a `with jask.stats()` block")
-    _engine.reset_op_totals()
+    with _contexts_lock:
+        if _open_contexts:
+            raise RuntimeError("jask.reset_stats() cannot run inside a `with jask.stats()` block")
+        _engine.reset_op_totals()
