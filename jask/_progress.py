@@ -95,8 +95,15 @@ def _finish(bar, nbytes: int) -> None:
     """Ends `bar` at 100% with `nbytes` done."""
     bar.total = max(int(nbytes), bar.n)
     bar.n = bar.total
-    bar.refresh()
-    bar.close()
+    bar.close()  # draws it once more
+
+
+def _expected_s(elapsed: float, done: int, planned: int) -> float:
+    """How long a call runs, as far as its first `done` blocks of `planned` tell: projected
+    only once it has run a quarter of the threshold (its first blocks are no rate yet)."""
+    if elapsed < _threshold_s / 4:
+        return elapsed
+    return max(elapsed, _projected(elapsed, done, planned))
 
 
 def _projected(value: float, done: int, planned: int) -> float:
@@ -140,6 +147,7 @@ class _Task:
             if max(elapsed, projected) < _threshold_s:
                 return
             self.bar = _new_bar(self.name, self.total, n)
+            return
         self.bar.n = n
         self.bar.refresh()
 
@@ -178,12 +186,12 @@ class _Bars:
         # reading ahead of the compute); the total is exact once the call ends.
         total = max(int(_projected(nbytes, read, planned)), nbytes)
         if self.bar_seq != seq:
-            elapsed = _now_s() - start_ns * 1e-9
-            if _projected(elapsed, read, planned) < _threshold_s:
+            if _expected_s(_now_s() - start_ns * 1e-9, read, planned) < _threshold_s:
                 return
             self.close_all()
-            self.bar = _new_bar(_label(op, program), total, nbytes)
+            self.bar = _new_bar(_label(op, program), total, nbytes)  # drawn as it opens
             self.bar_seq = seq
+            return
         self.bar.total = total
         self.bar.n = nbytes
         self.bar.refresh()
