@@ -64,6 +64,8 @@ from ._api.numpy import where as where
 from ._checkpoint import load_tree as load_tree
 from ._checkpoint import save_tree as save_tree
 from ._jax.diskarray import DiskArray as DiskArray
+from ._progress import progress_enabled as progress_enabled
+from ._progress import set_progress as set_progress
 from ._runtime import io_mode as io_mode
 from ._runtime import memory_budget as memory_budget
 from ._runtime import memory_stats as memory_stats
@@ -73,6 +75,10 @@ from ._runtime import set_io_mode as set_io_mode
 from ._runtime import set_memory_budget as set_memory_budget
 from ._runtime import set_scratch_recycling as set_scratch_recycling
 from ._setup import install as _install
+from ._stats import OpStats as OpStats
+from ._stats import Stats as Stats
+from ._stats import reset_stats as reset_stats
+from ._stats import stats as stats
 from .formats.hdf5 import open_hdf5 as open_hdf5
 from .formats.npz import open_npz as open_npz
 from .formats.safetensors import open_safetensors as open_safetensors
@@ -83,6 +89,8 @@ from .formats.zarr import to_zarr as to_zarr
 
 __all__ = [
     "DiskArray",
+    "OpStats",
+    "Stats",
     "abs",
     "add",
     "astype",
@@ -129,8 +137,10 @@ __all__ = [
     "outer",
     "power",
     "prod",
+    "progress_enabled",
     "relu",
     "reset_memory_peak",
+    "reset_stats",
     "reshape",
     "rows",
     "rsqrt",
@@ -140,6 +150,7 @@ __all__ = [
     "scratch_dir",
     "set_io_mode",
     "set_memory_budget",
+    "set_progress",
     "set_scratch_recycling",
     "sigmoid",
     "sign",
@@ -149,6 +160,7 @@ __all__ = [
     "sqrt",
     "square",
     "stack",
+    "stats",
     "sub",
     "sum",
     "take",

@@ -53,6 +53,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _checkpoint_index as checked
+from . import _progress
 from ._api.creation import zeros
 from ._checkpoint_index import FORMAT, INDEX, MAX_DEPTH, MAX_INT, VERSION
 from ._durable import fsync_folder
@@ -246,13 +247,21 @@ def _check_replaceable(path: str) -> None:
 
 
 def _write_folder(folder: str, leaves: list, index: dict) -> None:
-    for leaf, record in zip(leaves, index["leaves"]):
-        _write_leaf(os.path.join(folder, record["file"]), record["kind"], leaf)
+    records = index["leaves"]
+    with _progress.task("save_tree", sum(map(_record_nbytes, records))) as task:
+        for leaf, record in zip(leaves, records):
+            with task.step(_record_nbytes(record)):
+                _write_leaf(os.path.join(folder, record["file"]), record["kind"], leaf)
     # The leaves' directory entries must be on disk before the index that
     # declares the folder complete.
     fsync_folder(folder)
     _write_index(folder, index)
     fsync_folder(folder)
+
+
+def _record_nbytes(record: dict) -> int:
+    """The bytes of a leaf's values, as the index records its shape and dtype."""
+    return math.prod(record["shape"]) * jnp.dtype(record["dtype"]).itemsize
 
 
 def _write_leaf(file: str, kind: str, leaf) -> None:
@@ -400,7 +409,11 @@ def load_tree(path: str | os.PathLike, like: Any = None, mode: str = "copy") -> 
         _check_leaf_paths(index, folder)
     else:
         treedef = _check_like(records, like, folder)
-    leaves = [_read_leaf(folder, record, mode) for record in records]
+    with _progress.task("load_tree", sum(map(_record_nbytes, records))) as task:
+        leaves = []
+        for record in records:
+            with task.step(_record_nbytes(record)):
+                leaves.append(_read_leaf(folder, record, mode))
     if like is None:
         return _decode_structure(index["structure"], leaves)
     return jax.tree_util.tree_unflatten(treedef, leaves)

@@ -16,6 +16,7 @@
 #include "base/errors.hpp"
 #include "call/registry.hpp"
 #include "exec/pipeline.hpp"
+#include "exec/stats.hpp"
 #include "ffi_handlers.hpp"
 #include "io/file.hpp"
 #include "kernels/blas.hpp"
@@ -187,6 +188,13 @@ int32_t open_chunked(const std::string& path, const std::string& name, int dtype
   return register_array(StoredArray::open_chunked(std::move(t)));
 }
 
+// A call's progress as (seq, op, start_ns, end_ns, blocks_read, blocks_done, blocks_planned,
+// bytes, program).
+nb::tuple progress_tuple(const CallProgress& c) {
+  return nb::make_tuple(c.seq, c.op, c.start_ns, c.end_ns, c.blocks_read, c.blocks_done,
+                        c.blocks_planned, c.bytes, c.program);
+}
+
 }  // namespace
 }  // namespace jask
 
@@ -269,6 +277,55 @@ NB_MODULE(_engine, m) {
     return named<double>(
         {{"read", s.read}, {"compute", s.compute}, {"write", s.write}, {"span", s.span}});
   });
+  // exec/stats.hpp: jask.stats() and the progress bars (jask/_stats.py, jask/_progress.py).
+  m.def("op_totals", [] {
+    nb::dict d;
+    for (const auto& [op, t] : op_totals()) {
+      nb::dict fields = named<uint64_t>({{"calls", t.calls},
+                                         {"blocks", t.blocks},
+                                         {"bytes_read", t.bytes_read},
+                                         {"bytes_written", t.bytes_written}});
+      fields.update(named<double>({{"read_s", t.read_ns * 1e-9},
+                                   {"compute_s", t.compute_ns * 1e-9},
+                                   {"write_s", t.write_ns * 1e-9},
+                                   {"wall_s", t.wall_ns * 1e-9}}));
+      d[nb::str(op.c_str())] = fields;
+    }
+    return d;
+  });
+  m.def("reset_op_totals", &reset_op_totals);
+  m.def("stats_clock_ns", &stats_clock_ns);
+  m.def("set_timeline", &set_timeline, "enabled"_a);
+  m.def("timeline_events", [] {
+    nb::list events;
+    for (const StageEvent& e : timeline_events()) {
+      events.append(nb::make_tuple(stage_name(e.stage), e.op, e.start_ns, e.end_ns, e.bytes));
+    }
+    return nb::make_tuple(events, timeline_dropped());
+  });
+  m.attr("TIMELINE_LIMIT") = kTimelineLimit;
+  m.def(
+      "wait_for_call",
+      [](double timeout_s) -> std::optional<nb::tuple> {
+        std::optional<CallProgress> running;
+        {
+          nb::gil_scoped_release unlocked;
+          running = wait_for_call(timeout_s);
+        }
+        if (!running) return std::nullopt;
+        return progress_tuple(*running);
+      },
+      "timeout_s"_a);
+  m.def(
+      "finished_calls",
+      [](uint64_t after) {
+        nb::list calls;
+        for (const CallProgress& c : finished_calls(after)) calls.append(progress_tuple(c));
+        return calls;
+      },
+      "after"_a);
+  m.def("last_call_seq", &last_call_seq);
+  m.def("release_call_waiters", &release_call_waiters);
   m.def("io_counters", [] {
     return nb::make_tuple(io_counters().direct_bytes.load(), io_counters().buffered_bytes.load());
   });
@@ -302,6 +359,8 @@ NB_MODULE(_engine, m) {
         ArrayRef a = Registry::instance().get(h);
         std::vector<CodecStep> steps = codec_steps(codecs, a->path());
         nb::gil_scoped_release unlocked;
+        BudgetTurn turn;
+        CallStats stats("write_chunked");
         return write_chunked(a, chunk_shape, steps, paths);
       },
       "handle"_a, "chunk_shape"_a, "codecs"_a, "paths"_a);
@@ -374,6 +433,7 @@ NB_MODULE(_engine, m) {
       "copy_into",
       [](int32_t dst, int32_t src) {
         BudgetTurn turn;
+        CallStats stats("update_");
         copy_into(dst, src);
       },
       "dst"_a, "src"_a, Unlocked());
@@ -382,6 +442,7 @@ NB_MODULE(_engine, m) {
       [](const std::vector<int32_t>& dsts, const std::vector<int32_t>& srcs,
          const std::vector<std::string>& names) {
         BudgetTurn turn;
+        CallStats stats("update_tree_");
         copy_all_into(dsts, srcs, names);
       },
       "dsts"_a, "srcs"_a, "names"_a, Unlocked());
@@ -389,6 +450,7 @@ NB_MODULE(_engine, m) {
       "save",
       [](int32_t h, const std::string& path) {
         BudgetTurn turn;
+        CallStats stats("save");
         save_array(h, path);
       },
       "handle"_a, "path"_a, Unlocked());
@@ -396,6 +458,7 @@ NB_MODULE(_engine, m) {
       "save_into",
       [](int32_t h, const std::string& path, uint64_t offset) {
         BudgetTurn turn;
+        CallStats stats("save");
         save_into(h, path, offset);
       },
       "handle"_a, "path"_a, "offset"_a, Unlocked());
@@ -403,6 +466,7 @@ NB_MODULE(_engine, m) {
       "write_from",
       [](int32_t h, ReadOnlyBytes src) {
         BudgetTurn turn;
+        CallStats stats("from_numpy");
         write_from_memory(h, src.data(), src.nbytes());
       },
       "handle"_a, "src"_a, Unlocked());
@@ -410,6 +474,7 @@ NB_MODULE(_engine, m) {
       "read_into",
       [](int32_t h, Bytes dst) {
         BudgetTurn turn;
+        CallStats stats("to_numpy");
         read_to_memory(h, dst.data(), dst.nbytes());
       },
       "handle"_a, "dst"_a, Unlocked());

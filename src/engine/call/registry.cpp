@@ -4,6 +4,7 @@
 
 #include "base/errors.hpp"
 #include "base/memory_budget.hpp"
+#include "exec/stats.hpp"
 #include "storage/array_store.hpp"
 #include "storage/chunked.hpp"
 
@@ -67,10 +68,22 @@ void expect_operands(const KernelCall& call, size_t handles, size_t scalars, siz
                    ", got " + counts(o.handles.size(), o.scalars.size(), o.memory.size()));
 }
 
+// The op as users know it, for jask.stats(): a program's label ("sum",
+// "mul+add"), otherwise the kernel's name ("matmul", "take").
+std::string op_name(const KernelCall& call) {
+  auto label = call.attrs.find("label");
+  if (label != call.attrs.end()) {
+    const auto* text = std::get_if<std::string>(&label->second);
+    if (text != nullptr && !text->empty()) return *text;
+  }
+  return call.kernel;
+}
+
 KernelResult run_kernel(ResultKind kind, const KernelCall& call) {
   const KernelEntry& entry = KernelRegistry::instance().find(kind, call.kernel);
   // The turn first: a call holding pins never waits for one (an update_ waits for pins).
   BudgetTurn turn(program_bytes(call.program));
+  CallStats stats(op_name(call), call.program);
   // One version of each operand for the whole call (see ReadPins).
   ReadPins pins(files_of_handles(call.operands.handles));
   // Chunked operands hold their decoded-chunk caches out of the blocks' budget.

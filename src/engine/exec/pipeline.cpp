@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "exec/stats.hpp"
 #include "plan/planner.hpp"
 
 namespace jask {
@@ -24,11 +25,15 @@ int64_t now_ns() {
       .count();
 }
 
-// Runs stage(t) and adds its duration to `total`.
-void timed(const std::function<void(int64_t)>& stage, int64_t t, std::atomic<int64_t>& total) {
+// Runs stage(t), adds its duration to `total` and reports it to exec/stats.hpp.
+void timed(const std::function<void(int64_t)>& stage, int64_t t, std::atomic<int64_t>& total,
+           Stage kind) {
+  const uint64_t mark = stage_mark(kind);
   const int64_t start = now_ns();
   stage(t);
-  total += now_ns() - start;
+  const int64_t end = now_ns();
+  total += end - start;
+  note_stage(kind, start, end, mark);
 }
 
 // Adds the time from construction to destruction to the span total.
@@ -91,11 +96,12 @@ StageSeconds pipeline_stage_seconds() {
 void run_pipeline(int64_t n_tasks, const PipelineStages& stages) {
   if (n_tasks <= 0) return;
   g_tasks_run += static_cast<uint64_t>(n_tasks);
+  note_blocks_planned(n_tasks);
   SpanTimer span;
   if (n_tasks == 1) {  // nothing to overlap
-    timed(stages.read, 0, g_read_ns);
-    timed(stages.compute, 0, g_compute_ns);
-    if (stages.write) timed(stages.write, 0, g_write_ns);
+    timed(stages.read, 0, g_read_ns, Stage::kRead);
+    timed(stages.compute, 0, g_compute_ns, Stage::kCompute);
+    if (stages.write) timed(stages.write, 0, g_write_ns, Stage::kWrite);
     return;
   }
   const int64_t lag = kPipelineSlots;
@@ -104,7 +110,7 @@ void run_pipeline(int64_t n_tasks, const PipelineStages& stages) {
     guarded(st, [&] {
       for (int64_t t = 0; t < n_tasks; ++t) {
         if (!st.wait([&] { return st.computed >= t - lag + 1; })) return;
-        timed(stages.read, t, g_read_ns);
+        timed(stages.read, t, g_read_ns, Stage::kRead);
         st.advance(st.read);
       }
     });
@@ -115,7 +121,7 @@ void run_pipeline(int64_t n_tasks, const PipelineStages& stages) {
       guarded(st, [&] {
         for (int64_t t = 0; t < n_tasks; ++t) {
           if (!st.wait([&] { return st.computed > t; })) return;
-          timed(stages.write, t, g_write_ns);
+          timed(stages.write, t, g_write_ns, Stage::kWrite);
           st.advance(st.written);
         }
       });
@@ -126,7 +132,7 @@ void run_pipeline(int64_t n_tasks, const PipelineStages& stages) {
       bool ok =
           st.wait([&] { return st.read > t && (!stages.write || st.written >= t - lag + 1); });
       if (!ok) return;
-      timed(stages.compute, t, g_compute_ns);
+      timed(stages.compute, t, g_compute_ns, Stage::kCompute);
       st.advance(st.computed);
     }
   });

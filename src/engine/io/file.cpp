@@ -371,6 +371,7 @@ void File::calibrating_read(std::byte* dst, size_t n, uint64_t offset, const IoP
 }
 
 void File::read_at(void* dst_v, size_t n, uint64_t offset, const IoPolicy& io) const {
+  if (!io.header) count(io.counters, &IoCounters::read_bytes, n);
   auto* dst = static_cast<std::byte*>(dst_v);
   // Split into [unaligned head][aligned middle][unaligned tail]; the middle
   // may go direct when the memory it lands in is aligned too.
@@ -396,6 +397,7 @@ void File::read_at(void* dst_v, size_t n, uint64_t offset, const IoPolicy& io) c
 
 void File::write_at(const void* src_v, size_t n, uint64_t offset, const IoPolicy& io) const {
   if (!writable_) throw ReadOnlyError("cannot write to " + path_ + ": it was opened read-only");
+  if (!io.header) count(io.counters, &IoCounters::written_bytes, n);
   const auto* src = static_cast<const std::byte*>(src_v);
   uint64_t mid_start = (offset + kIoAlignment - 1) / kIoAlignment * kIoAlignment;
   uint64_t end = offset + n;

@@ -61,6 +61,10 @@ class ReadCalibration {
 struct IoCounters {
   std::atomic<uint64_t> direct_bytes{0};
   std::atomic<uint64_t> buffered_bytes{0};
+  // Bytes asked of read_at and write_at (each request once, however it is
+  // split), headers (IoPolicy::header) left out: what jask.stats() reports.
+  std::atomic<uint64_t> read_bytes{0};
+  std::atomic<uint64_t> written_bytes{0};
 };
 
 // How one read or write reaches the disk, chosen by the layer above (the
@@ -72,6 +76,7 @@ struct IoPolicy {
   ReadMode read_mode = ReadMode::kDirect;
   ReadCalibration* calibration = nullptr;  // kAuto's measurement; kAuto without one reads direct
   IoCounters* counters = nullptr;          // bytes moved each way, if not null
+  bool header = false;  // a file's header: kept out of counters' read_bytes and written_bytes
 };
 
 // Bytes of every AlignedBuffer alive now, and the most at once since the

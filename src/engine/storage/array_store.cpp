@@ -36,7 +36,7 @@ void copy_range(const File& from, const File& to, uint64_t begin, uint64_t end,
 
 // Writes the header of a new file (Jask creates .npy files) and sizes it.
 void write_new_file(const File& file, const ArrayInfo& info, const Layout& layout) {
-  npy_format().write_header(file, io_policy(), info);
+  npy_format().write_header(file, header_io_policy(), info);
   file.resize(layout.data_bytes(info).second);
 }
 
@@ -98,7 +98,7 @@ ArrayRef StoredArray::open(const std::string& path, std::string_view format_name
   std::shared_ptr<SharedFile> shared = FileTable::instance().open(
       path, options.writable ? OpenMode::kReadWrite : OpenMode::kReadOnly);
   std::shared_ptr<const File> file = shared->current();
-  const IoPolicy io = io_policy();
+  const IoPolicy io = header_io_policy();
   const Format* format = nullptr;
   if (format_name.empty()) {
     std::string leading(std::min<uint64_t>(file->size(), kDetectBytes), '\0');

@@ -23,6 +23,12 @@ IoPolicy io_policy() {
   return IoPolicy{c.direct.load(std::memory_order_relaxed), c.reads.mode(), &c.reads, &c.counters};
 }
 
+IoPolicy header_io_policy() {
+  IoPolicy io = io_policy();
+  io.header = true;
+  return io;
+}
+
 void set_direct_io_enabled(bool enabled) { config().direct = enabled; }
 bool direct_io_enabled() { return config().direct; }
 

@@ -9,6 +9,8 @@ namespace jask {
 
 // What a read or write issued now follows (a snapshot: two atomic loads).
 IoPolicy io_policy();
+// The same for a file's header (format detection, a .npy header).
+IoPolicy header_io_policy();
 
 // O_DIRECT on or off for every later request (tests exercise the buffered
 // fallback with it).

@@ -1,0 +1,225 @@
+#include "exec/stats.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+
+#include "storage/io_config.hpp"
+
+namespace jask {
+namespace {
+
+// Summed over every pipeline; a call's share is the difference over its span.
+std::atomic<int64_t> g_stage_ns[3];
+std::atomic<uint64_t> g_blocks_read{0}, g_blocks_done{0}, g_blocks_planned{0};
+std::atomic<bool> g_timeline{false};
+
+// The process-wide counters a call's figures are differences of.
+struct Counters {
+  uint64_t read = 0, written = 0, blocks_read = 0, blocks_done = 0, blocks_planned = 0;
+  int64_t stage_ns[3] = {0, 0, 0};
+  int64_t clock_ns = 0;
+};
+
+Counters counters_now() {
+  constexpr auto relaxed = std::memory_order_relaxed;
+  Counters c;
+  c.read = io_counters().read_bytes.load(relaxed);
+  c.written = io_counters().written_bytes.load(relaxed);
+  c.blocks_read = g_blocks_read.load(relaxed);
+  c.blocks_done = g_blocks_done.load(relaxed);
+  c.blocks_planned = g_blocks_planned.load(relaxed);
+  for (int s = 0; s < 3; ++s) c.stage_ns[s] = g_stage_ns[s].load(relaxed);
+  c.clock_ns = stats_clock_ns();
+  return c;
+}
+
+struct StatsState {
+  std::mutex mu;
+  std::condition_variable call_started;
+  std::map<std::string, OpTotals, std::less<>> totals;
+  // The running call (running false between calls).
+  bool running = false;
+  bool released = false;  // release_call_waiters() ran
+  uint64_t seq = 0;
+  std::string op;
+  int32_t program = 0;
+  Counters at_start;
+  std::deque<CallProgress> finished;
+  std::vector<StageEvent> events;
+  uint64_t dropped = 0;
+};
+
+StatsState& state() {
+  static StatsState s;
+  return s;
+}
+
+thread_local int t_depth = 0;  // CallStats scopes open on this thread
+
+CallProgress progress_of(const StatsState& st, const Counters& now) {
+  const Counters& s = st.at_start;
+  return CallProgress{st.seq,
+                      st.op,
+                      s.clock_ns,
+                      0,
+                      now.blocks_read - s.blocks_read,
+                      now.blocks_done - s.blocks_done,
+                      now.blocks_planned - s.blocks_planned,
+                      (now.read - s.read) + (now.written - s.written),
+                      st.program};
+}
+
+}  // namespace
+
+const char* stage_name(Stage stage) {
+  switch (stage) {
+    case Stage::kRead: return "read";
+    case Stage::kCompute: return "compute";
+    case Stage::kWrite: return "write";
+  }
+  return "?";
+}
+
+int64_t stats_clock_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+CallStats::CallStats(const std::string& op, int32_t program) : outer_(t_depth++ == 0) {
+  if (!outer_) return;
+  StatsState& st = state();
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    ++st.seq;
+    st.running = true;
+    st.op = op;
+    st.program = program;
+    st.at_start = counters_now();
+  }
+  st.call_started.notify_all();
+}
+
+CallStats::~CallStats() {
+  --t_depth;
+  if (!outer_) return;
+  StatsState& st = state();
+  const Counters now = counters_now();
+  std::lock_guard<std::mutex> lock(st.mu);
+  const Counters& s = st.at_start;
+  OpTotals& t = st.totals[st.op];
+  t.calls += 1;
+  t.blocks += now.blocks_planned - s.blocks_planned;
+  t.bytes_read += now.read - s.read;
+  t.bytes_written += now.written - s.written;
+  t.read_ns += now.stage_ns[0] - s.stage_ns[0];
+  t.compute_ns += now.stage_ns[1] - s.stage_ns[1];
+  t.write_ns += now.stage_ns[2] - s.stage_ns[2];
+  t.wall_ns += now.clock_ns - s.clock_ns;
+  CallProgress done = progress_of(st, now);
+  done.end_ns = now.clock_ns;
+  st.finished.push_back(std::move(done));
+  if (st.finished.size() > kFinishedKept) st.finished.pop_front();
+  st.running = false;
+}
+
+std::map<std::string, OpTotals> op_totals() {
+  StatsState& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  return {st.totals.begin(), st.totals.end()};
+}
+
+void reset_op_totals() {
+  StatsState& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  st.totals.clear();
+}
+
+void note_blocks_planned(int64_t n) {
+  g_blocks_planned.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+}
+
+uint64_t stage_mark(Stage s) {
+  if (!g_timeline.load(std::memory_order_relaxed)) return kNoMark;
+  if (s == Stage::kRead) return io_counters().read_bytes.load(std::memory_order_relaxed);
+  if (s == Stage::kWrite) return io_counters().written_bytes.load(std::memory_order_relaxed);
+  return 0;
+}
+
+void note_stage(Stage s, int64_t start_ns, int64_t end_ns, uint64_t mark) {
+  g_stage_ns[static_cast<int>(s)].fetch_add(end_ns - start_ns, std::memory_order_relaxed);
+  if (s == Stage::kRead) g_blocks_read.fetch_add(1, std::memory_order_relaxed);
+  if (s == Stage::kCompute) g_blocks_done.fetch_add(1, std::memory_order_relaxed);
+  if (!g_timeline.load(std::memory_order_relaxed)) return;
+  // A stage that started before the timeline did has no mark: its bytes are unknown (0).
+  const uint64_t now = stage_mark(s);
+  const uint64_t moved = mark == kNoMark || now == kNoMark ? 0 : now - mark;
+  StatsState& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (!g_timeline.load(std::memory_order_relaxed)) return;
+  if (st.events.size() >= kTimelineLimit) {
+    ++st.dropped;
+    return;
+  }
+  st.events.push_back(StageEvent{s, st.running ? st.op : std::string(), start_ns, end_ns, moved});
+}
+
+std::optional<CallProgress> wait_for_call(double timeout_s) {
+  StatsState& st = state();
+  std::unique_lock<std::mutex> lock(st.mu);
+  const auto timeout = std::chrono::duration<double>(timeout_s);
+  st.call_started.wait_for(lock, timeout, [&] { return st.running || st.released; });
+  if (!st.running) return std::nullopt;
+  return progress_of(st, counters_now());
+}
+
+void release_call_waiters() {
+  StatsState& st = state();
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    st.released = true;
+  }
+  st.call_started.notify_all();
+}
+
+std::vector<CallProgress> finished_calls(uint64_t after) {
+  StatsState& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  std::vector<CallProgress> out;
+  for (const CallProgress& c : st.finished)
+    if (c.seq > after) out.push_back(c);
+  return out;
+}
+
+uint64_t last_call_seq() {
+  StatsState& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  return st.seq;
+}
+
+void set_timeline(bool enabled) {
+  StatsState& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (enabled) {
+    st.events.clear();
+    st.dropped = 0;
+  }
+  g_timeline = enabled;
+}
+
+std::vector<StageEvent> timeline_events() {
+  StatsState& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  return st.events;
+}
+
+uint64_t timeline_dropped() {
+  StatsState& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  return st.dropped;
+}
+
+}  // namespace jask

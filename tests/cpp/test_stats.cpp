@@ -1,0 +1,156 @@
+// exec/stats.hpp: a call's bytes, blocks and stage times are exact differences
+// of the process counters, nested scopes count to the outer op, the timeline
+// records each block's stages only while enabled, and the counters stay right
+// while other threads read them (run under TSAN: Makefile's TSAN_TESTS).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "exec/pipeline.hpp"
+#include "exec/stats.hpp"
+#include "io/file.hpp"
+#include "storage/io_config.hpp"
+#include "test_util.hpp"
+
+namespace jask {
+namespace {
+
+// Runs a pipeline of `n` blocks whose read stage reads and write stage writes `bytes` each
+// (into and from buffers of their own: a read may overlap the write two blocks back).
+void run_io_pipeline(const File& file, int64_t n, size_t bytes) {
+  std::vector<std::byte> in(bytes), out(bytes);
+  auto at = [bytes](int64_t t) { return static_cast<uint64_t>(t) * bytes; };
+  PipelineStages stages{[&](int64_t t) { file.read_at(in.data(), bytes, at(t), io_policy()); },
+                        [](int64_t) {},
+                        [&](int64_t t) { file.write_at(out.data(), bytes, at(t), io_policy()); }};
+  run_pipeline(n, stages);
+}
+
+OpTotals totals_of(const std::string& op) {
+  auto all = op_totals();
+  auto it = all.find(op);
+  return it == all.end() ? OpTotals{} : it->second;
+}
+
+class Stats : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    File f(path_, OpenMode::kCreateTruncate);
+    f.resize(kBlocks * kBytes);
+  }
+
+  static constexpr int64_t kBlocks = 7;
+  static constexpr size_t kBytes = 1000;  // not aligned: edges go buffered
+  test::TempDir dir_;
+  std::string path_ = dir_.file("stats.bin");
+};
+
+TEST_F(Stats, CallsRecordExactBytesAndBlocks) {
+  File f(path_, OpenMode::kReadWrite);
+  const OpTotals before = totals_of("stats_test_io");
+  {
+    CallStats call("stats_test_io");
+    run_io_pipeline(f, kBlocks, kBytes);
+    // A call inside a call counts to the outer one.
+    CallStats inner("stats_test_inner");
+    run_io_pipeline(f, 2, kBytes);
+  }
+  const OpTotals after = totals_of("stats_test_io");
+  EXPECT_EQ(after.calls - before.calls, 1u);
+  EXPECT_EQ(after.blocks - before.blocks, static_cast<uint64_t>(kBlocks + 2));
+  EXPECT_EQ(after.bytes_read - before.bytes_read, (kBlocks + 2) * kBytes);
+  EXPECT_EQ(after.bytes_written - before.bytes_written, (kBlocks + 2) * kBytes);
+  EXPECT_GT(after.wall_ns, before.wall_ns);
+  EXPECT_GE(after.wall_ns - before.wall_ns, 0);
+  EXPECT_EQ(totals_of("stats_test_inner").calls, 0u);
+}
+
+TEST_F(Stats, HeaderBytesAreLeftOut) {
+  File f(path_, OpenMode::kReadWrite);
+  std::vector<std::byte> buf(64);
+  const OpTotals before = totals_of("stats_test_header");
+  {
+    CallStats call("stats_test_header");
+    f.write_at(buf.data(), buf.size(), 0, header_io_policy());
+    f.read_at(buf.data(), buf.size(), 0, header_io_policy());
+    f.read_at(buf.data(), 10, 0, io_policy());
+  }
+  const OpTotals after = totals_of("stats_test_header");
+  EXPECT_EQ(after.bytes_read - before.bytes_read, 10u);
+  EXPECT_EQ(after.bytes_written - before.bytes_written, 0u);
+}
+
+TEST_F(Stats, TimelineRecordsEveryStageWhileEnabled) {
+  File f(path_, OpenMode::kReadWrite);
+  set_timeline(true);
+  {
+    CallStats call("stats_test_timeline");
+    run_io_pipeline(f, kBlocks, kBytes);
+  }
+  set_timeline(false);
+  const std::vector<StageEvent> events = timeline_events();
+  int counts[3] = {0, 0, 0};
+  uint64_t read = 0, written = 0;
+  for (const StageEvent& e : events) {
+    EXPECT_EQ(e.op, "stats_test_timeline");
+    EXPECT_LE(e.start_ns, e.end_ns);
+    ++counts[static_cast<int>(e.stage)];
+    if (e.stage == Stage::kRead) read += e.bytes;
+    if (e.stage == Stage::kWrite) written += e.bytes;
+  }
+  EXPECT_EQ(counts[0], kBlocks);
+  EXPECT_EQ(counts[1], kBlocks);
+  EXPECT_EQ(counts[2], kBlocks);
+  EXPECT_EQ(read, kBlocks * kBytes);
+  EXPECT_EQ(written, kBlocks * kBytes);
+  EXPECT_EQ(timeline_dropped(), 0u);
+  {
+    CallStats call("stats_test_timeline");
+    run_io_pipeline(f, 2, kBytes);
+  }
+  EXPECT_EQ(timeline_events().size(), events.size());  // off: nothing more recorded
+}
+
+TEST_F(Stats, ProgressIsReadWhileCallsRun) {
+  File f(path_, OpenMode::kReadWrite);
+  const uint64_t first = last_call_seq();
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    while (!done) {
+      if (auto running = wait_for_call(0.01)) {
+        EXPECT_LE(running->blocks_done, running->blocks_read);
+        EXPECT_LE(running->blocks_read, running->blocks_planned);
+        EXPECT_GT(running->seq, first);
+      }
+    }
+  });
+  for (int i = 0; i < 5; ++i) {
+    CallStats call("stats_test_progress");
+    run_io_pipeline(f, kBlocks, kBytes);
+  }
+  done = true;
+  watcher.join();
+  const std::vector<CallProgress> ended = finished_calls(first);
+  ASSERT_EQ(ended.size(), 5u);
+  for (const CallProgress& c : ended) {
+    EXPECT_EQ(c.op, "stats_test_progress");
+    EXPECT_EQ(c.blocks_read, static_cast<uint64_t>(kBlocks));
+    EXPECT_EQ(c.blocks_done, static_cast<uint64_t>(kBlocks));
+    EXPECT_EQ(c.blocks_planned, static_cast<uint64_t>(kBlocks));
+    EXPECT_EQ(c.bytes, 2 * kBlocks * kBytes);
+    EXPECT_GE(c.end_ns, c.start_ns);
+  }
+}
+
+TEST_F(Stats, ReleasedWaitersReturnAtOnce) {
+  // Released for good: later tests' waits use short timeouts only.
+  std::thread waiter([] { EXPECT_FALSE(wait_for_call(60.0).has_value()); });
+  release_call_waiters();
+  waiter.join();
+}
+
+}  // namespace
+}  // namespace jask
