@@ -4,6 +4,7 @@ jitted, the errors, crash safety through the journal, and the memory budget."""
 
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import jax
@@ -290,6 +291,7 @@ IDX = [3, 4, 5, 100, 4, 998, 999, 0]
 OLD = np.arange(1000 * 16, dtype=np.float32).reshape(1000, 16)
 CHILD = f"""
 import sys
+import threading
 import numpy as np, optax
 import jask
 jask.set_memory_budget("1MB", scratch_dir=sys.argv[2])
@@ -349,3 +351,29 @@ def test_a_kill_at_each_step_leaves_all_old_or_all_new_rows(killed, point):
     expected = new if is_new else OLD
     assert_same(table, expected)
     np.testing.assert_array_equal(np.load(path), expected)
+
+
+def test_readers_in_other_threads_never_see_half_a_step(rng):
+    start = rng.integers(0, 50, (N, D)).astype(np.float32)  # whole numbers: exact sums
+    table = jask.DiskArray.from_numpy(start)
+    opt = jask.row_sparse(optax.sgd(1.0))
+    state = opt.init(table)
+    steps, finished, sums = 12, threading.Event(), []
+
+    def read():
+        while not finished.is_set():
+            sums.append(np.asarray(table).astype(np.float64).sum())  # one engine call
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for _ in range(steps):  # each step takes exactly B * D from the table's sum
+            idx, _ = batch(rng)
+            table, state = opt.update_(table, state, idx, np.ones((B, D), np.float32))
+    finally:
+        finished.set()
+        reader.join()
+    done = (start.astype(np.float64).sum() - np.array(sums)) / (B * D)
+    np.testing.assert_array_equal(done, np.round(done))  # whole steps only
+    assert done.min() >= 0 and done.max() <= steps
+    assert np.asarray(table).sum() == start.sum() - steps * B * D

@@ -215,7 +215,7 @@ class RowSparse:
           state: what `init` (or the last `update_`) returned.
           idx: int32 or int64[B] row indices; duplicates' gradients are summed first.
           row_grads: [B, *table.shape[1:]] in memory, of table's dtype: the gradient with
-            respect to `jask.take(table, idx)`.
+            respect to `table[idx]` (`jnp.take(table, idx, axis=0)`).
 
         Returns:
           (table, state): eagerly the same DiskArray objects (the scalar leaves new values);
