@@ -67,7 +67,8 @@ def _check_elementwise_jaxpr(jaxpr, shape, what):
             continue
         raise TypeError(
             f"jask.row_sparse: {what} applies {name} to "
-            f"{', '.join(str(list(s)) for s in shapes)} (the parameters' shape {list(shape)}): "
+            f"{', '.join(str(list(s)) for s in shapes)} (on parameters of shape {list(shape)}, "
+            "two rows of the table): "
             "it mixes elements of different rows (as a global-norm clip does), so the update "
             "of some rows needs the others; a row-sparse update needs an elementwise "
             "transformation (sgd, momentum, adam, rmsprop, adagrad, ...)"
@@ -94,7 +95,8 @@ def _layout(inner, row_shape, dtype) -> _Layout:
         if tuple(leaf.shape) not in ((), probe.shape):
             raise TypeError(
                 f"jask.row_sparse: the transformation's {_leaf_name(path)} has shape "
-                f"{list(leaf.shape)} for parameters of shape {list(probe.shape)}: a row-sparse "
+                f"{list(leaf.shape)} for parameters of shape {list(probe.shape)} (two rows of "
+                "the table): a row-sparse "
                 "update needs each state leaf shaped like the parameters (one value per "
                 "element) or a scalar; a factored or per-axis statistic (adafactor) is not "
                 "elementwise"

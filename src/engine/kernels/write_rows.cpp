@@ -106,9 +106,7 @@ void write_rows(const std::vector<ArrayRef>& arrays, const std::vector<int64_t>&
 
   std::vector<std::vector<ByteRun>> runs;
   std::vector<std::shared_ptr<const File>> targets;
-  std::unique_ptr<JournalWriter> journal;
-  size_t journaled = arrays.size();
-  const IoPolicy io = io_policy();
+  size_t journaled = arrays.size();  // the lasting array's position, if one is
   for (size_t k = 0; k < arrays.size(); ++k) {
     const StoredArray& a = *arrays[k];
     runs.push_back(runs_of(a, rows));
@@ -116,18 +114,24 @@ void write_rows(const std::vector<ArrayRef>& arrays, const std::vector<int64_t>&
       // A dead process's update of this file is finished (or undone) first.
       recover_transactions(a.shared_file()->path());
       recover_journal(a.shared_file()->path());
+      journaled = k;
     }
     targets.push_back(a.file());
     if (!targets.back()->writable())
       throw ReadOnlyError("cannot write rows of " + a.path() + ": it was opened read-only");
-    if (a.is_scratch()) continue;
-    journaled = k;
-    journal = std::make_unique<JournalWriter>(a.shared_file()->path(), *targets.back(), runs[k]);
+  }
+  // Everything checked: past the journal's commit point the step happens.
+  const IoPolicy io = io_policy();
+  std::unique_ptr<JournalWriter> journal;
+  if (journaled < arrays.size()) {
+    const StoredArray& a = *arrays[journaled];
+    journal = std::make_unique<JournalWriter>(a.shared_file()->path(), *targets[journaled],
+                                              runs[journaled]);
     uint64_t payload = 0;
-    for (const ByteRun& r : runs[k]) payload += r.length;
-    journal->file()->write_at(values[k], static_cast<size_t>(payload), journal->payload_offset(),
-                              io);
-    journal->wrote(values[k], static_cast<size_t>(payload), journal->payload_offset());
+    for (const ByteRun& r : runs[journaled]) payload += r.length;
+    journal->file()->write_at(values[journaled], static_cast<size_t>(payload),
+                              journal->payload_offset(), io);
+    journal->wrote(values[journaled], static_cast<size_t>(payload), journal->payload_offset());
     journal->commit();
   }
   try {
