@@ -61,6 +61,7 @@ from ._api.numpy import transpose as transpose
 from ._api.numpy import var as var
 from ._api.numpy import vdot as vdot
 from ._api.numpy import where as where
+from ._api.sparse import row_sparse as row_sparse
 from ._checkpoint import load_tree as load_tree
 from ._checkpoint import save_tree as save_tree
 from ._jax.diskarray import DiskArray as DiskArray
@@ -142,6 +143,7 @@ __all__ = [
     "reset_memory_peak",
     "reset_stats",
     "reshape",
+    "row_sparse",
     "rows",
     "rsqrt",
     "safetensors_metadata",

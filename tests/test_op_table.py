@@ -2,8 +2,10 @@
 
 import jax
 import numpy as np
+import optax
 import test_transformations as generic
 
+import jask
 from jask._jax.op import Op
 from jask.ops import OPS
 
@@ -37,6 +39,10 @@ def test_every_registered_op_is_covered(rng, monkeypatch):
     jax.grad(rows_case.fn)(x)
     # trigamma is only digamma's derivative (no derivative of its own: no generic case)
     jax.grad(lambda x: jax.numpy.sum(jax.lax.digamma(x + 1.5)))(x)
+    # write_rows is no function to differentiate: the row-sparse optimizer's write in place
+    # (tests/test_row_sparse.py)
+    opt = jask.row_sparse(optax.sgd(0.1))
+    opt.update_(x, opt.init(x), np.array([0, 2]), np.ones((2, *x.shape[1:]), np.float32))
     missing = sorted(op.__name__ for op in OPS if op not in used)
     assert not missing, f"ops not covered by the generic tests: {missing}"
     assert len(OPS) == len(set(OPS))

@@ -119,9 +119,8 @@ TEST(Journal, HeaderRoundTripsAndAnyChangedByteOrShortHeaderIsRejected) {
   JournalHeader h;
   h.file = FileIdentity{0x1234, 0xabcdef0123ULL};
   h.file_size = uint64_t{10} << 30;
-  h.offset = (uint64_t{3} << 30) + 17;
-  h.length = uint64_t{64} << 20;
-  h.payload_offset = JournalHeader::payload_offset_for(h.offset);
+  h.runs = {ByteRun{(uint64_t{3} << 30) + 17, uint64_t{64} << 20}};
+  h.payload_offset = JournalHeader::payload_offset_for(h.runs[0].offset);
   h.payload_crc = 0xdeadbeef;
   const std::string bytes = h.encode();
   ASSERT_EQ(bytes.size(), JournalHeader::kHeaderBytes);
@@ -129,8 +128,9 @@ TEST(Journal, HeaderRoundTripsAndAnyChangedByteOrShortHeaderIsRejected) {
   ASSERT_TRUE(back.has_value());
   EXPECT_EQ(back->file, h.file);
   EXPECT_EQ(back->file_size, h.file_size);
-  EXPECT_EQ(back->offset, h.offset);
-  EXPECT_EQ(back->length, h.length);
+  ASSERT_EQ(back->runs.size(), 1u);
+  EXPECT_EQ(back->runs[0].offset, h.runs[0].offset);
+  EXPECT_EQ(back->runs[0].length, h.runs[0].length);
   EXPECT_EQ(back->payload_offset, 4096u + 17u);
   EXPECT_EQ(back->payload_crc, h.payload_crc);
   for (size_t i = 0; i < 72; ++i) {  // the magic, the fields and their checksum
@@ -141,7 +141,7 @@ TEST(Journal, HeaderRoundTripsAndAnyChangedByteOrShortHeaderIsRejected) {
   EXPECT_FALSE(JournalHeader::decode(bytes.substr(0, 4095)).has_value());
   EXPECT_FALSE(JournalHeader::decode(std::string(4096, '\0')).has_value());
   JournalHeader beyond = h;
-  beyond.length = h.file_size - h.offset + 1;  // an extent past the file's end
+  beyond.runs[0].length = h.file_size - h.runs[0].offset + 1;  // an extent past the file's end
   EXPECT_FALSE(JournalHeader::decode(beyond.encode()).has_value());
 }
 

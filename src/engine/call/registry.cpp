@@ -85,7 +85,8 @@ KernelResult run_kernel(ResultKind kind, const KernelCall& call) {
   BudgetTurn turn(program_bytes(call.program));
   CallStats stats(op_name(call), call.program);
   // One version of each operand for the whole call (see ReadPins).
-  ReadPins pins(files_of_handles(call.operands.handles));
+  ReadPins pins(entry.pins == OperandPins::kPinned ? files_of_handles(call.operands.handles)
+                                                   : files_of_handles({}));
   // Chunked operands hold their decoded-chunk caches out of the blocks' budget.
   ChunkReservation chunk_caches(call.operands.handles);
   return entry.run(call);

@@ -38,11 +38,17 @@ struct KernelResult {
   std::vector<double> values;
 };
 
+// Whether run_kernel pins the files of a kernel's operands for the call
+// (ReadPins). A kernel that writes its operands in place holds their readers
+// back itself (SharedFile::with_readers_held), which its own pins would block.
+enum class OperandPins { kPinned, kKernelHoldsReaders };
+
 struct KernelEntry {
   std::string name;
   ResultKind kind;
   std::vector<FieldInfo> fields;
   std::function<KernelResult(const KernelCall&)> run;
+  OperandPins pins = OperandPins::kPinned;
 };
 
 class KernelRegistry {
@@ -100,14 +106,16 @@ KernelResult as_result(F&& run) {
 class KernelRegistration {
  public:
   template <class P, class Fn>
-  KernelRegistration(std::string name, const Schema<P>& schema, Fn run) {
+  KernelRegistration(std::string name, const Schema<P>& schema, Fn run,
+                     OperandPins pins = OperandPins::kPinned) {
     using R = std::invoke_result_t<Fn, const KernelCall&, const P&>;
     KernelRegistry::instance().add(KernelEntry{name, registry_detail::kind_of<R>(), schema.fields(),
                                                [name, schema, run](const KernelCall& call) {
                                                  const P params = schema.decode(name, call.attrs);
                                                  return registry_detail::as_result<R>(
                                                      [&]() { return run(call, params); });
-                                               }});
+                                               },
+                                               pins});
   }
 };
 

@@ -27,9 +27,23 @@ namespace {
 
 constexpr std::string_view kJournalSuffix = ".jask-journal";
 constexpr std::string_view kPartSuffix = ".part";
+// One run: version 1 (as every journal was before rows were written in place).
 constexpr std::string_view kMagic = "jask-journal 1\n";  // 15 bytes, padded to 16 with a 0
+// Several runs: version 2, the run table after the fixed fields.
+constexpr std::string_view kMagicRuns = "jask-journal 2\n";
 constexpr size_t kMagicBytes = 16;
 constexpr size_t kFieldBytes = kMagicBytes + 6 * 8 + 4;  // magic, six u64, the payload's CRC
+// Version 2: magic, five u64 (device, inode, file size, run count, payload
+// offset), the payload's CRC, then 16 bytes per run; the header's CRC last.
+constexpr size_t kRunsFixedBytes = kMagicBytes + 5 * 8 + 4;
+constexpr size_t kRunBytes = 16;
+// A run table beyond this is no header (a corrupt count): 64 MiB of it.
+constexpr uint64_t kMaxRuns = uint64_t{1} << 22;
+
+uint64_t runs_header_bytes(uint64_t n_runs) {
+  const uint64_t fields = kRunsFixedBytes + kRunBytes * n_runs + 4;
+  return (fields + kIoAlignment - 1) / kIoAlignment * kIoAlignment;
+}
 // The largest block of the in-place copy (several direct requests at once,
 // File::write_at); the memory budget bounds it below that.
 constexpr uint64_t kMaxCopyBlock = uint64_t{16} << 20;
@@ -154,15 +168,19 @@ void copy_payload(const File& journal, const File& target, const JournalHeader& 
   const IoPolicy io = io_policy();
   const uint64_t block = copy_block_bytes();
   AlignedBuffer buf(static_cast<size_t>(block));
-  const uint64_t end = h.offset + h.length;
-  for (uint64_t at = h.offset; at < end;) {
-    const uint64_t next = std::min(end, at / kIoAlignment * kIoAlignment + block);
-    std::byte* data = buf.data() + at % kIoAlignment;
-    const size_t n = static_cast<size_t>(next - at);
-    journal.read_at(data, n, h.payload_offset + (at - h.offset), io);
-    target.write_at(data, n, at, io);
-    if (writer && at == h.offset && next < end) crash_if("in_place_half_written");
-    at = next;
+  uint64_t payload_at = h.payload_offset;  // of the run's first byte
+  for (const ByteRun& run : h.runs) {
+    const uint64_t end = run.offset + run.length;
+    for (uint64_t at = run.offset; at < end;) {
+      const uint64_t next = std::min(end, at / kIoAlignment * kIoAlignment + block);
+      std::byte* data = buf.data() + at % kIoAlignment;
+      const size_t n = static_cast<size_t>(next - at);
+      journal.read_at(data, n, payload_at + (at - run.offset), io);
+      target.write_at(data, n, at, io);
+      if (writer && at == run.offset && next < end) crash_if("in_place_half_written");
+      at = next;
+    }
+    payload_at += run.length;
   }
 }
 
@@ -172,8 +190,9 @@ uint32_t payload_crc_on_disk(const File& journal, const JournalHeader& h) {
   const uint64_t block = copy_block_bytes();
   AlignedBuffer buf(static_cast<size_t>(block));
   uint32_t crc = 0;
-  for (uint64_t done = 0; done < h.length;) {
-    const size_t n = static_cast<size_t>(std::min(block, h.length - done));
+  const uint64_t length = h.length();
+  for (uint64_t done = 0; done < length;) {
+    const size_t n = static_cast<size_t>(std::min(block, length - done));
     journal.read_at(buf.data(), n, h.payload_offset + done, io);
     crc = crc32c(crc, buf.data(), n);
     done += n;
@@ -203,10 +222,15 @@ void replay_or_discard(int locked, const std::string& journal, const std::string
   if (jf.size() >= JournalHeader::kHeaderBytes) {
     std::string bytes(JournalHeader::kHeaderBytes, '\0');
     jf.read_at(bytes.data(), bytes.size(), 0, io_policy());
+    const uint64_t size = JournalHeader::size_from(bytes);
+    if (size > bytes.size() && size <= jf.size()) {
+      bytes.resize(static_cast<size_t>(size));
+      jf.read_at(bytes.data(), bytes.size(), 0, io_policy());
+    }
     h = JournalHeader::decode(bytes);
   }
   const bool valid = h && names_file(*h, target_st, journal_st) &&
-                     jf.size() >= h->payload_offset + h->length &&
+                     jf.size() >= h->payload_offset + h->length() &&
                      payload_crc_on_disk(jf, *h) == h->payload_crc;
   if (!valid) {
     ::unlink(journal.c_str());
@@ -240,35 +264,106 @@ uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b) {
   return multmodp(x2nmodp(length_b, 3), crc_a) ^ crc_b;
 }
 
+uint64_t JournalHeader::length() const {
+  uint64_t n = 0;
+  for (const ByteRun& r : runs) n += r.length;
+  return n;
+}
+
+uint64_t JournalHeader::payload_offset_for(const std::vector<ByteRun>& runs) {
+  return runs.size() == 1 ? payload_offset_for(runs[0].offset) : runs_header_bytes(runs.size());
+}
+
 std::string JournalHeader::encode() const {
-  std::string out(kHeaderBytes, '\0');
-  std::memcpy(out.data(), kMagic.data(), kMagic.size());
+  if (runs.size() == 1) {
+    std::string out(kHeaderBytes, '\0');
+    std::memcpy(out.data(), kMagic.data(), kMagic.size());
+    size_t at = kMagicBytes;
+    for (uint64_t v :
+         {file.device, file.inode, file_size, runs[0].offset, runs[0].length, payload_offset}) {
+      put_u64(out, at, v);
+      at += 8;
+    }
+    put_u32(out, at, payload_crc);
+    put_u32(out, kFieldBytes, crc32c(0, out.data(), kFieldBytes));
+    return out;
+  }
+  std::string out(static_cast<size_t>(runs_header_bytes(runs.size())), '\0');
+  std::memcpy(out.data(), kMagicRuns.data(), kMagicRuns.size());
   size_t at = kMagicBytes;
-  for (uint64_t v : {file.device, file.inode, file_size, offset, length, payload_offset}) {
+  for (uint64_t v : {file.device, file.inode, file_size, uint64_t{runs.size()}, payload_offset}) {
     put_u64(out, at, v);
     at += 8;
   }
   put_u32(out, at, payload_crc);
-  put_u32(out, kFieldBytes, crc32c(0, out.data(), kFieldBytes));
+  at += 4;
+  for (const ByteRun& r : runs) {
+    put_u64(out, at, r.offset);
+    put_u64(out, at + 8, r.length);
+    at += kRunBytes;
+  }
+  put_u32(out, at, crc32c(0, out.data(), at));
   return out;
 }
 
+uint64_t JournalHeader::size_from(std::string_view first) {
+  if (first.size() < kHeaderBytes || first[kMagicBytes - 1] != '\0') return 0;
+  if (first.substr(0, kMagic.size()) == kMagic) return kHeaderBytes;
+  if (first.substr(0, kMagicRuns.size()) != kMagicRuns) return 0;
+  const uint64_t n_runs = get_u64(first, kMagicBytes + 3 * 8);
+  return n_runs < 2 || n_runs > kMaxRuns ? 0 : runs_header_bytes(n_runs);
+}
+
 std::optional<JournalHeader> JournalHeader::decode(std::string_view bytes) {
-  if (bytes.size() < kHeaderBytes) return std::nullopt;
-  if (bytes.substr(0, kMagic.size()) != kMagic || bytes[kMagic.size()] != '\0') return std::nullopt;
-  if (get_u32(bytes, kFieldBytes) != crc32c(0, bytes.data(), kFieldBytes)) return std::nullopt;
+  const uint64_t size = size_from(bytes);
+  if (size == 0 || bytes.size() < size) return std::nullopt;
   JournalHeader h;
-  size_t at = kMagicBytes;
-  for (uint64_t* v :
-       {&h.file.device, &h.file.inode, &h.file_size, &h.offset, &h.length, &h.payload_offset}) {
-    *v = get_u64(bytes, at);
-    at += 8;
+  if (size == kHeaderBytes && bytes.substr(0, kMagic.size()) == kMagic) {
+    if (get_u32(bytes, kFieldBytes) != crc32c(0, bytes.data(), kFieldBytes)) return std::nullopt;
+    ByteRun run;
+    size_t at = kMagicBytes;
+    for (uint64_t* v : {&h.file.device, &h.file.inode, &h.file_size, &run.offset, &run.length,
+                        &h.payload_offset}) {
+      *v = get_u64(bytes, at);
+      at += 8;
+    }
+    h.payload_crc = get_u32(bytes, at);
+    h.runs = {run};
+  } else {
+    const uint64_t n_runs = get_u64(bytes, kMagicBytes + 3 * 8);
+    const size_t crc_at = kRunsFixedBytes + kRunBytes * static_cast<size_t>(n_runs);
+    if (get_u32(bytes, crc_at) != crc32c(0, bytes.data(), crc_at)) return std::nullopt;
+    h.file.device = get_u64(bytes, kMagicBytes);
+    h.file.inode = get_u64(bytes, kMagicBytes + 8);
+    h.file_size = get_u64(bytes, kMagicBytes + 16);
+    h.payload_offset = get_u64(bytes, kMagicBytes + 32);
+    h.payload_crc = get_u32(bytes, kMagicBytes + 40);
+    h.runs.resize(static_cast<size_t>(n_runs));
+    for (size_t k = 0; k < h.runs.size(); ++k) {
+      h.runs[k].offset = get_u64(bytes, kRunsFixedBytes + kRunBytes * k);
+      h.runs[k].length = get_u64(bytes, kRunsFixedBytes + kRunBytes * k + 8);
+    }
   }
-  h.payload_crc = get_u32(bytes, at);
-  if (h.length == 0 || h.offset > h.file_size || h.length > h.file_size - h.offset ||
-      h.payload_offset != payload_offset_for(h.offset))
-    return std::nullopt;
+  // Every run inside the file, ascending and disjoint: a replay writes nothing else.
+  uint64_t end = 0;
+  for (const ByteRun& r : h.runs) {
+    if (r.length == 0 || r.offset < end || r.offset > h.file_size ||
+        r.length > h.file_size - r.offset)
+      return std::nullopt;
+    end = r.offset + r.length;
+  }
+  if (h.payload_offset != payload_offset_for(h.runs)) return std::nullopt;
   return h;
+}
+
+void write_runs(const File& file, const std::byte* data, const std::vector<ByteRun>& runs,
+                const IoPolicy& io) {
+  uint64_t at = 0;
+  for (size_t k = 0; k < runs.size(); ++k) {
+    file.write_at(data + at, static_cast<size_t>(runs[k].length), runs[k].offset, io);
+    at += runs[k].length;
+    if (k == 0 && runs.size() > 1) crash_if("rows_half_written");
+  }
 }
 
 std::string journal_path(const std::string& target) {
@@ -280,13 +375,16 @@ std::string journal_path(const std::string& target) {
 
 JournalWriter::JournalWriter(const std::string& target, const File& file, uint64_t offset,
                              uint64_t length)
+    : JournalWriter(target, file, std::vector<ByteRun>{ByteRun{offset, length}}) {}
+
+JournalWriter::JournalWriter(const std::string& target, const File& file, std::vector<ByteRun> runs)
     : path_(journal_path(target)), part_(path_ + std::string(kPartSuffix)) {
   folder_ = folder_of(path_);
   header_.file = file.identity();
   header_.file_size = file.size();
-  header_.offset = offset;
-  header_.length = length;
-  header_.payload_offset = JournalHeader::payload_offset_for(offset);
+  header_.runs = std::move(runs);
+  header_.payload_offset = JournalHeader::payload_offset_for(header_.runs);
+  const uint64_t length = header_.length();
   struct stat st {};
   if (::stat(target.c_str(), &st) != 0) throw IoError(errno_message("stat", target, errno));
   remove_dead_part(part_);
@@ -350,7 +448,7 @@ uint32_t JournalWriter::payload_crc() const {
     crc = crc32c_combine(crc, p.crc, p.n);
     covered += p.n;
   }
-  if (covered != header_.length) return payload_crc_on_disk(*journal_, header_);
+  if (covered != header_.length()) return payload_crc_on_disk(*journal_, header_);
   return crc;
 }
 
@@ -371,6 +469,10 @@ void JournalWriter::commit() {
 
 void JournalWriter::write_in_place(const File& target) const {
   copy_payload(*journal_, target, header_, /*writer=*/true);
+}
+
+void JournalWriter::write_in_place(const File& target, const std::byte* payload) const {
+  write_runs(target, payload, header_.runs, io_policy());
 }
 
 void JournalWriter::finish(const File& target) {

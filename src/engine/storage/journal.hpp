@@ -50,25 +50,46 @@ uint32_t crc32c(uint32_t crc, const void* data, size_t n);
 // The checksum of a followed by b, from a's, b's and b's length.
 uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b);
 
-// The journal's first kHeaderBytes bytes. The payload starts at
-// payload_offset, congruent to `offset` mod 4096 (so both of its copies go
-// direct), and holds `length` bytes.
+// A run of bytes of a file: what a journal replaces.
+struct ByteRun {
+  uint64_t offset = 0, length = 0;
+};
+
+// The journal's header. One run (update_ of a whole array) takes
+// kHeaderBytes bytes and its payload starts at payload_offset, congruent to
+// the run's offset mod 4096 (so both of its copies go direct). Several runs
+// (rows written in place, kernels/write_rows.hpp) take as many 4096-byte
+// blocks as their run table needs, and their payload follows, packed: run k's
+// bytes after those of runs 0..k-1.
 struct JournalHeader {
   static constexpr size_t kHeaderBytes = kIoAlignment;
   FileIdentity file;
   uint64_t file_size = 0;
-  uint64_t offset = 0, length = 0;  // the extent of the file it replaces
+  std::vector<ByteRun> runs;  // ascending, disjoint, none empty
   uint64_t payload_offset = 0;
   uint32_t payload_crc = 0;
 
-  // kHeaderBytes bytes, ending the fields with their own checksum.
+  // The payload's bytes: the runs' lengths summed.
+  uint64_t length() const;
+  // The header's bytes (a multiple of kHeaderBytes), ending the fields with
+  // their own checksum.
   std::string encode() const;
   // The header in `bytes`, or nothing if they are not a whole, intact one.
   static std::optional<JournalHeader> decode(std::string_view bytes);
+  // How many bytes the header that starts with `first` (its first
+  // kHeaderBytes) takes, or 0 if they start no header.
+  static uint64_t size_from(std::string_view first);
   static uint64_t payload_offset_for(uint64_t offset) {
     return kHeaderBytes + offset % kIoAlignment;
   }
+  static uint64_t payload_offset_for(const std::vector<ByteRun>& runs);
 };
+
+// Writes the runs' bytes, packed in `data` in run order, to their offsets of
+// `file`: one request per run. The one place rows are written in place, so
+// that parallel I/O of many runs can replace it.
+void write_runs(const File& file, const std::byte* data, const std::vector<ByteRun>& runs,
+                const IoPolicy& io);
 
 // <target, symlinks followed>.jask-journal.
 std::string journal_path(const std::string& target);
@@ -81,6 +102,8 @@ class JournalWriter {
  public:
   // For the bytes [offset, offset + length) of `target`, whose open is `file`.
   JournalWriter(const std::string& target, const File& file, uint64_t offset, uint64_t length);
+  // For several runs of it (ascending, disjoint, none empty).
+  JournalWriter(const std::string& target, const File& file, std::vector<ByteRun> runs);
   ~JournalWriter();
   JournalWriter(const JournalWriter&) = delete;
   JournalWriter& operator=(const JournalWriter&) = delete;
@@ -96,6 +119,9 @@ class JournalWriter {
   // Step 2: the payload over the extent of `target` (the update's open of
   // the file, writable).
   void write_in_place(const File& target) const;
+  // Step 2 from the payload as it is in memory (`payload`: length() bytes),
+  // not read back from the journal.
+  void write_in_place(const File& target, const std::byte* payload) const;
   // Step 2's fdatasync of `target` (readers need not wait for it), then step 3.
   void finish(const File& target);
   const std::string& path() const { return path_; }
