@@ -232,6 +232,7 @@ def measure(
         "minimal_written_bytes": written,
         "flops": flops,
         "unit": wl.unit,
+        "items": wl.items(plan) if wl.items else None,
         "seconds": None,
         "throughput": None,
         "limit_seconds": None,
@@ -318,8 +319,11 @@ def score(record: dict, limits: dict) -> None:
     else:
         io_limit = read / limits["read_bps"] + written / limits["write_bps"]
     limit = max(io_limit, flops / limits["matmul_flops"])
-    record["throughput"] = (
-        flops / 1e9 if record["unit"] == "GFLOP/s" else (read + written) / 1e9
-    ) / seconds
+    if record.get("items"):  # samples, passes or steps per second
+        record["throughput"] = record["items"] / seconds
+    else:
+        record["throughput"] = (
+            flops / 1e9 if record["unit"] == "GFLOP/s" else (read + written) / 1e9
+        ) / seconds
     record["limit_seconds"] = limit or None
     record["limit_fraction"] = limit / seconds if limit else None

@@ -39,6 +39,9 @@ CONTENDERS = {
     "jax": "jax.numpy in memory",
     "numpy-mem": "NumPy @ in memory",
     "zarr": "zarr-python + NumPy loop",
+    "jask-loop": "Jask, eager loop",
+    "jask-prefetch": "Jask, eager + prefetch thread",
+    "safetensors": "safetensors safe_open + jnp",
 }
 IN_MEMORY = {
     "jax",
@@ -68,7 +71,7 @@ def arrays(size: int, budget: int) -> dict[str, Array]:
 
     W1, W2 and W4 share x (N, 256) of `size` bytes; W3's x is a quarter of
     that and its w is 1.25 budgets, so both exceed the budget; W5's
-    parameters are half of `size`, at most 1 GiB.
+    parameters are half of `size`, at most 1 GiB; W6-W8's data is 2 * size (bench/training.py).
     """
     rows = max(1, size // (4 * FEATURES))
     w3_rows = max(1, size // 4 // (4 * W3_K))
@@ -84,6 +87,7 @@ def arrays(size: int, budget: int) -> dict[str, Array]:
         Array("mw", (W3_K, w3_cols), 1 / W3_K**0.5),
         Array("p", (params,)),
         Array("g", (params,)),
+        *training_arrays(size),
     ]
     return {a.name: a for a in specs}
 
@@ -652,6 +656,9 @@ class Workload:
     # are what the contenders read, evict and are limited by
     derived: Any = None
     limit_seconds: Callable[[dict[str, Array], dict], float] | None = None
+    # how many samples, passes or steps the timed part does, where the unit counts those
+    # (throughput = items / seconds)
+    items: Callable[[dict[str, Array]], int] | None = None
 
     def input_bytes(self, plan: dict[str, Array]) -> int:
         return sum(plan[n].nbytes for n in self.inputs)
@@ -726,9 +733,11 @@ WORKLOADS = {
 # W1s, W1z: W1 over the same x and y in a safetensors file and a zstd Zarr group (they use the
 # above); listed right after W1, so the tables show them together.
 from .formats import FORMAT_WORKLOADS  # noqa: E402
+from .training import TRAINING_WORKLOADS, training_arrays  # noqa: E402
 
 WORKLOADS = {
     name: w
     for key, workload in WORKLOADS.items()
     for name, w in [(key, workload), *(FORMAT_WORKLOADS.items() if key == "W1" else [])]
 }
+WORKLOADS.update(TRAINING_WORKLOADS)
