@@ -53,7 +53,7 @@ W6_BATCH = 1024
 W6_STEPS = 48  # timed steps (an epoch is rows / 1024 steps: the table projects its time)
 
 # W7: L dense layers of D x D float32, applied to an in-memory (W7_BATCH, D) batch.
-W7_BATCH = 256
+W7_BATCH = 64  # small, as offloaded inference runs: the weights stream at about the matmul rate
 W7_MAX_SIDE = 4096
 W7_MIN_LAYERS = 8
 
