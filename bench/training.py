@@ -53,7 +53,7 @@ W6_BATCH = 1024
 W6_STEPS = 48  # timed steps (an epoch is rows / 1024 steps: the table projects its time)
 
 # W7: L dense layers of D x D float32, applied to an in-memory (W7_BATCH, D) batch.
-W7_BATCH = 64  # small, as offloaded inference runs: the weights stream at about the matmul rate
+W7_BATCH = 128  # rows of 4096: the matmul reaches its in-memory rate (64 rows: 3/4 of it here)
 W7_MAX_SIDE = 4096
 W7_MIN_LAYERS = 8
 
@@ -198,40 +198,6 @@ def w6_jask(ctx: Context) -> Trial:
     return _w6_trial(ctx, lambda p, s, i: f(p, s, X, T, i), lambda i: (batches[i],))
 
 
-def w6_jask_prefetch(ctx: Context) -> Trial:
-    """The dataset as DiskArrays; `X[idx]` eagerly, the next batch gathered by a background thread
-    while this step computes."""
-    ctx.jask()
-    import jax.numpy as jnp
-
-    X, T = ctx.disk("f6"), ctx.disk("t6")
-    batches = w6_batches(X.shape[0], w6_steps(ctx.plan))
-    f = _w6_in_memory_step(ctx, X[jnp.asarray(batches[0])], T[jnp.asarray(batches[0])])
-    return _w6_prefetched(
-        ctx, f, lambda i: (X[jnp.asarray(batches[i])], T[jnp.asarray(batches[i])])
-    )
-
-
-def _w6_prefetched(ctx: Context, f, load) -> Trial:
-    pool = ThreadPoolExecutor(1)
-
-    def step(params, state, future, i):
-        x, t = future.result()
-        if i + 1 < w6_steps(ctx.plan):
-            step.next = pool.submit(load, i + 1)
-        return f(params, state, x, t)
-
-    trial = _w6_trial(ctx, lambda p, s, i: step(p, s, step.next, i), lambda i: (i,))
-    run = trial.run
-
-    def started():
-        step.next = pool.submit(load, 0)
-        return run()
-
-    trial.run = started
-    return trial
-
-
 def w6_numpy(ctx: Context) -> Trial:
     """A NumPy memmap loader: `X_mm[idx]` at the sorted batch indices, into the same jitted step.
 
@@ -345,23 +311,6 @@ def w7_jask(ctx: Context) -> Trial:
 
     f = compiled(jax.jit(forward), W, h0)
     return Trial(lambda: jax.block_until_ready(f(W, h0)), _w7_check)
-
-
-def w7_jask_loop(ctx: Context) -> Trial:
-    """The stack as one DiskArray; `for i in range(L): h = jax.nn.relu(h @ W[i])`, eagerly."""
-    ctx.jask()
-    import jax
-
-    W = ctx.disk("w7")
-    h0 = w7_batch(W.shape[1])
-
-    def run():
-        h = h0
-        for i in range(W.shape[0]):
-            h = jax.nn.relu(h @ W[i])
-        return jax.block_until_ready(h)
-
-    return Trial(run, _w7_check)
 
 
 def streamed_forward(load, layers: int, h):
@@ -763,13 +712,13 @@ TRAINING_WORKLOADS = {
         Workload(
             "W6",
             f"training epoch: 2-layer MLP ({W6_FEATURES}-{W6_HIDDEN}-{W6_TARGETS}, relu, adam) over "
-            f"random mini-batches of {W6_BATCH}; {W6_STEPS} steps timed, epoch time projected",
+            f"random mini-batches of {W6_BATCH}; {W6_STEPS} steps timed "
+            "(time per epoch = rows / samples/s)",
             "samples/s",
             ("f6", "t6"),
             _w6_cost,
             {
                 "jask": w6_jask,
-                "jask-prefetch": w6_jask_prefetch,
                 "numpy": w6_numpy,
                 "dask": w6_dask,
                 "jax": w6_jax,
@@ -785,7 +734,6 @@ TRAINING_WORKLOADS = {
             _w7_cost,
             {
                 "jask": w7_jask,
-                "jask-loop": w7_jask_loop,
                 "numpy": w7_numpy,
                 "safetensors": w7_safetensors,
                 "jax": w7_jax,

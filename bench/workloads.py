@@ -39,8 +39,6 @@ CONTENDERS = {
     "jax": "jax.numpy in memory",
     "numpy-mem": "NumPy @ in memory",
     "zarr": "zarr-python + NumPy loop",
-    "jask-loop": "Jask, eager loop",
-    "jask-prefetch": "Jask, eager + prefetch thread",
     "safetensors": "safetensors safe_open + jnp",
 }
 IN_MEMORY = {
