@@ -15,9 +15,11 @@ Limits (`limit_seconds`, the least time the timed part can take on this machine)
   max(2B / random_read_iops, 2B * 4096 / random_read_bps, step flops / matmul rate) per step.
 - W7: max(weights bytes / read bandwidth, 2 * batch * D * D * L / matmul rate) per pass.
 - W8: each step reads and writes the B touched rows of the table and of adam's m and v (rows of
-  512 B, each within a 4 KiB page at most twice): 3B random reads and 3B random writes, at the
-  random-read probe's rate for both (writes go through the page cache and are at least as fast):
+  512 B: one 4 KiB page each, two for the 1 in 8 that straddle a page): 3B random reads and 3B
+  random writes, at the random-read probe's rate for both:
   max(6B / random_read_iops, 6B * 4096 / random_read_bps) per step.
+- W8d (dense adam, one step): the table, m, v and the full gradient each read once and written
+  once at the sequential bandwidths.
 """
 
 from __future__ import annotations
@@ -331,16 +333,12 @@ def streamed_forward(load, layers: int, h):
 
 
 def _w7_streamed(ctx: Context, load, layers: int) -> Trial:
-    h0 = w7_batch(ctx.plan["w7"].shape[1])
-    layer = _w7_layer()
-    layer(h0, jax_zeros(ctx.plan["w7"].shape[1:])).block_until_ready()  # compiles
-    return Trial(lambda: streamed_forward(load, layers, h0), _w7_check)
-
-
-def jax_zeros(shape):
     import jax.numpy as jnp
 
-    return jnp.zeros(shape, jnp.float32)
+    h0 = w7_batch(ctx.plan["w7"].shape[1])
+    layer = _w7_layer()
+    layer(h0, jnp.zeros(ctx.plan["w7"].shape[1:], jnp.float32)).block_until_ready()  # compiles
+    return Trial(lambda: streamed_forward(load, layers, h0), _w7_check)
 
 
 def w7_numpy(ctx: Context) -> Trial:
