@@ -9,17 +9,16 @@ how many samples, passes or steps that is, and its throughput is items per secon
 Sizes follow the input size `size` (2 GiB by default): W6's dataset, W7's weights and W8's table
 are each 2 * size bytes (4 GiB by default, 4x a 1 GiB memory cap), so `--quick` stays small.
 
-Limits (`limit_seconds`, the least time the timed part can take on this machine):
-- W6: each sample is one random read from the features file and one from the targets file, so a
-  step of B samples needs 2B random reads of 4 KiB (the probe's size and depth: 32 in flight):
-  max(2B / random_read_iops, 2B * 4096 / random_read_bps, step flops / matmul rate) per step.
-- W7: max(weights bytes / read bandwidth, 2 * batch * D * D * L / matmul rate) per pass.
+Limits: the harness takes the larger of the time of the minimal traffic and of the flops at the
+in-memory matmul rate (W7: weights bytes / read bandwidth vs 2 * batch * D * D * L flops; W8d:
+table, m, v and the full gradient each read and written once at the sequential bandwidths).
+W6 and W8 read rows at random, so their traffic's time is given by `limit_seconds`, at the disk's
+random 4 KiB read rate with 32 in flight (`random_read_iops`):
+- W6: each sample is one random read from the features file and one from the targets file:
+  2B / random_read_iops per step of B samples.
 - W8: each step reads and writes the B touched rows of the table and of adam's m and v (rows of
   512 B: one 4 KiB page each, two for the 1 in 8 that straddle a page): 3B random reads and 3B
-  random writes, at the random-read probe's rate for both:
-  max(6B / random_read_iops, 6B * 4096 / random_read_bps) per step.
-- W8d (dense adam, one step): the table, m, v and the full gradient each read once and written
-  once at the sequential bandwidths.
+  random writes, both at the random-read rate: 6B / random_read_iops per step.
 """
 
 from __future__ import annotations
@@ -46,8 +45,6 @@ from .workloads import (
     norm,
     rows_per_chunk,
 )
-
-PAGE = 4096  # bytes of one random read in the limit (the random-read probe's request size)
 
 # W6: a 2-layer MLP over (rows, W6_FEATURES) features and (rows, W6_TARGETS) targets.
 W6_FEATURES, W6_HIDDEN, W6_TARGETS = 256, 256, 16
@@ -258,17 +255,8 @@ def w6_items(plan) -> int:
     return w6_steps(plan) * W6_BATCH
 
 
-def w6_limit(plan, limits) -> float | None:
-    if "random_read_iops" not in limits:
-        return None
-    reads = 2 * W6_BATCH  # a features row and a targets row per sample
-    flops = 6 * W6_BATCH * (W6_FEATURES * W6_HIDDEN + W6_HIDDEN * W6_TARGETS)
-    per_step = max(
-        reads / limits["random_read_iops"],
-        reads * PAGE / limits["random_read_bps"],
-        flops / limits["matmul_flops"],
-    )
-    return w6_steps(plan) * per_step
+def w6_limit(plan, limits) -> float:
+    return w6_steps(plan) * 2 * W6_BATCH / limits["random_read_iops"]
 
 
 def _w6_cost(plan):
@@ -402,11 +390,6 @@ def w7_jax(ctx: Context) -> Trial:
 def _w7_cost(plan):
     layers, side, _ = plan["w7"].shape
     return plan["w7"].nbytes, 0, 2 * W7_BATCH * side * side * layers
-
-
-def w7_limit(plan, limits) -> float:
-    read, _, flops = _w7_cost(plan)
-    return max(read / limits["read_bps"], flops / limits["matmul_flops"])
 
 
 # W8: embedding training; each step gathers rows of a table on disk, and adam updates them.
@@ -609,11 +592,8 @@ def w8_jax(ctx: Context) -> Trial:
     return Trial(run, _w8_check(ctx))
 
 
-def w8_limit(plan, limits) -> float | None:
-    if "random_read_iops" not in limits:
-        return None
-    ios = 6 * W8_BATCH  # the touched rows of table, m and v: each read and written
-    return W8_STEPS * max(ios / limits["random_read_iops"], ios * PAGE / limits["random_read_bps"])
+def w8_limit(plan, limits) -> float:
+    return W8_STEPS * 6 * W8_BATCH / limits["random_read_iops"]
 
 
 def _w8_cost(plan):
@@ -699,11 +679,6 @@ def _w8d_cost(plan):
     return 4 * table, 4 * table, 0
 
 
-def w8d_limit(plan, limits) -> float:
-    read, written, _ = _w8d_cost(plan)
-    return read / limits["read_bps"] + written / limits["write_bps"]
-
-
 TRAINING_WORKLOADS = {
     w.name: w
     for w in [
@@ -736,7 +711,6 @@ TRAINING_WORKLOADS = {
                 "safetensors": w7_safetensors,
                 "jax": w7_jax,
             },
-            limit_seconds=w7_limit,
             items=lambda plan: 1,
         ),
         Workload(
@@ -757,7 +731,6 @@ TRAINING_WORKLOADS = {
             ("e8d",),
             _w8d_cost,
             {"jask": w8d_jask, "jax": w8d_jax},
-            limit_seconds=w8d_limit,
             items=lambda plan: 1,
         ),
     ]

@@ -163,7 +163,8 @@ def test_harness_records_items_and_limits(tmp_path):
     out = tmp_path / "results.json"
     subprocess.run(
         [sys.executable, "-m", "bench", "--size-gib", "0.004", "--budget", "1MB", "--repeat", "1"]
-        + ["--workloads", "W7", "--contenders", "jask,numpy", "--data", str(tmp_path / "data")]
+        + ["--cap", "none", "--workloads", "W7", "--contenders", "jask,numpy"]
+        + ["--data", str(tmp_path / "data")]
         + ["--out", str(out), "--markdown", str(tmp_path / "BENCHMARKS.md")],
         cwd=ROOT,
         check=True,
