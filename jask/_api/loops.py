@@ -14,6 +14,8 @@ next iteration. The loop itself then runs as JAX runs it.
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 from jax.extend.core import primitives as lax_primitives
 
 from .._jax import compat
@@ -21,11 +23,18 @@ from .._jax.diskarray import DiskArray, DiskArrayTy
 from .._jax.op import apply
 from .._jax.primitives import rule
 from ..lowering.release import register_loop
-from ..ops import Reshape
+from ..ops import Reshape, Rows
 
 
 @rule("scan")
 def scan(*operands, jaxpr, num_consts, num_carry, **params):
+    scanned = [
+        k
+        for k in range(num_consts + num_carry, len(operands))
+        if isinstance(compat.typeof(operands[k]), DiskArrayTy)
+    ]
+    if scanned:
+        return _scan_disk_xs(operands, scanned, jaxpr, num_consts, num_carry, params)
     carries = range(num_consts, num_consts + num_carry)
     carried = [i for i in carries if isinstance(jaxpr.in_avals[i], DiskArrayTy)]
     if carried and register_loop(jaxpr, carried, [i - num_consts for i in carried], carried):
@@ -38,6 +47,39 @@ def scan(*operands, jaxpr, num_consts, num_carry, **params):
         num_carry=num_carry,
         **params,
     )
+
+
+def _scan_disk_xs(operands, scanned, jaxpr, num_consts, num_carry, params):
+    """A scan over DiskArray xs as a scan that reads slice i of each into memory in iteration i.
+
+    The body was traced with each DiskArray's slice as an in-memory array (DiskArrayTy.dec_rank);
+    the DiskArrays become constants of a loop that counts its iterations and reads slice
+    i (reverse: length - 1 - i) with the engine's row reader, so one slice of each is in
+    memory at a time and consecutive reads are read ahead.
+    """
+    length, reverse, unroll = params["length"], params["reverse"], params["unroll"]
+    consts, carry = operands[:num_consts], operands[num_consts : num_consts + num_carry]
+    xs = operands[num_consts + num_carry :]
+    disk = {k - num_consts - num_carry: operands[k] for k in scanned}
+    memory = [x for j, x in enumerate(xs) if j not in disk]
+
+    def body(state, memory_slices):
+        i, carry = state
+        row = length - 1 - i if reverse else i
+        slices = iter(memory_slices)
+        x = [_slice(disk[j], row) if j in disk else next(slices) for j in range(len(xs))]
+        out = compat.eval_closed_jaxpr(jaxpr, *consts, *carry, *x)
+        return (i + 1, out[:num_carry]), out[num_carry:]
+
+    (_, carry), ys = jax.lax.scan(
+        body, (jnp.int32(0), list(carry)), memory, length=length, reverse=reverse, unroll=unroll
+    )
+    return [*carry, *ys]
+
+
+def _slice(x, row):
+    """Leading-axis slice `row` of DiskArray x, in memory."""
+    return apply(Rows, x, jnp.asarray(row, jnp.int32), count=1).reshape(x.shape[1:])
 
 
 @rule("while")

@@ -55,6 +55,7 @@ register_hitype = _hijax.register_hitype
 aval_method = _hijax.aval_method
 aval_property = _hijax.aval_property
 Zero = _hijax.Zero
+MappingSpec = _hijax_src.MappingSpec
 ShapedArray = _core.ShapedArray
 Tracer = _core.Tracer
 typeof = _core.typeof
@@ -67,6 +68,11 @@ def is_tracer(x) -> bool:
 def is_accumulator(x) -> bool:
     """True for the gradient accumulators JAX passes for the linear inputs of a transpose."""
     return isinstance(x, _ad.GradAccum)
+
+
+def eval_closed_jaxpr(closed, *args) -> list:
+    """Runs a ClosedJaxpr's equations on `args` at the current trace (each primitive binds again)."""
+    return _core.eval_jaxpr(closed.jaxpr, closed.consts, *args)
 
 
 def is_eager() -> bool:
@@ -471,6 +477,37 @@ def _user_frame() -> str:
             return f" in {frame.f_code.co_name} ({filename}:{frame.f_lineno})"
         frame = frame.f_back
     return ""
+
+
+@_patch(
+    "scan_length_of_disk_arrays",
+    "jax._src.lax.control_flow.loops._infer_scan_length",
+    "jax.lax.scan asks for `length` when an xs is a hi type; a DiskArray's leading axis is "
+    "its length, as for a jax.Array",
+)
+def _scan_length_of_disk_arrays(hooks: Hooks) -> None:
+    from jax._src.lax.control_flow import loops
+
+    hi_type = hooks.hi_type
+    original = loops._infer_scan_length
+    if getattr(original, "_jask_original", None):
+        return
+
+    def _infer_scan_length(xs_flat, xs_avals, length):
+        if length is None and any(isinstance(a, hi_type) for a in xs_avals):
+            if not all(isinstance(a, (ShapedArray, hi_type)) and a.shape for a in xs_avals):
+                return original(xs_flat, xs_avals, length)
+            lengths = {a.shape[0] for a in xs_avals}
+            if len(lengths) != 1:
+                raise ValueError(
+                    "scan got xs with different leading axis sizes: "
+                    + ", ".join(a.str_short() for a in xs_avals)
+                )
+            length = lengths.pop()
+        return original(xs_flat, xs_avals, length)
+
+    _infer_scan_length._jask_original = original
+    loops._infer_scan_length = _infer_scan_length
 
 
 @_patch(

@@ -81,10 +81,22 @@ class DiskArrayTy(compat.HiType):
 
     # vmap: a batched DiskArray holds every element of the batch along one axis
     def dec_rank(self, size, spec):
+        if spec is SCAN_SLICES:  # the body of a jax.lax.scan over this array sees a slice in memory
+            return compat.ShapedArray(self.shape[1:], self.dtype)
         return DiskArrayTy(self.shape[:spec] + self.shape[spec + 1 :], self.dtype)
 
     def inc_rank(self, size, spec):
+        if spec is SCAN_SLICES:
+            raise TypeError(
+                f"jax.lax.scan cannot stack a body's DiskArray output {self.str_short()} into "
+                f"its ys: return in-memory ys, or carry the DiskArray instead"
+            )
         return DiskArrayTy(self.shape[:spec] + (size,) + self.shape[spec:], self.dtype)
+
+    # jax.lax.scan over a DiskArray (xs): jask/_api/loops.py's scan rule reads one leading-axis
+    # slice per iteration into memory (the engine reads the next one ahead)
+    def leading_axis_spec(self):
+        return SCAN_SLICES
 
     # what JAX asks of an array's type: no mesh, device memory
     @property
@@ -100,6 +112,13 @@ class DiskArrayTy(compat.HiType):
     _getitem = staticmethod(lambda x, key: _op("getitem")(x, key))
     # iterating a traced DiskArray (`a, b = x` under jit): its rows, as for a jax.Array
     _iter = staticmethod(lambda x: (x[i] for i in range(x.shape[0])))
+
+
+class _ScanSlices(compat.MappingSpec):
+    """How jax.lax.scan maps a DiskArray's leading axis: into in-memory slices."""
+
+
+SCAN_SLICES = _ScanSlices()
 
 
 def is_disk_array(x) -> bool:
