@@ -38,7 +38,7 @@ test-cpp:
 # them), then under ThreadSanitizer (the threaded parts: pipeline, file I/O, slabs, update_ and
 # its journal, the budget's turns).
 SANITIZE_BUILD := -DJASK_BUILD_PYTHON=OFF -DJASK_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O1
-TSAN_TESTS := Pipeline*:FileIo*:Hyperslab*:Update*:MemoryBudget*:Journal*
+TSAN_TESTS := Pipeline*:FileIo*:IoRuns*:Gather*:Hyperslab*:Update*:MemoryBudget*:Journal*
 test-sanitize:
 	./scripts/ensure-gtest.sh
 	cmake -S . -B build/asan $(SANITIZE_BUILD) -DJASK_SANITIZE=address,undefined >/dev/null
