@@ -1,0 +1,125 @@
+"""Layer-streamed inference (W7's loop): `for i in range(L): h = relu(h @ W[i])` over a stacked
+float32 DiskArray of L layers of D x D weights, an in-memory batch h, from a cold page cache.
+
+Contenders, taking turns trial by trial: Jask on the DiskArray, and NumPy memmap + jnp per layer
+(`jnp.asarray(W_mm[i])`, what a user writes without Jask). The bound is max(weight bytes / disk
+read bandwidth, flops / in-memory matmul rate), both measured in this run (the disk with large
+direct reads, several in flight, bench/disk.py; the matmul on the same shapes in memory). A loop
+that reads layer i+1 while layer i multiplies reaches the bound; one that reads, then multiplies,
+takes their sum.
+
+    python -m bench.readahead [--folder DIR] [--layers 8] [--dim 4096] [--batch 256]
+                              [--trials 3] [--budget-mib 256]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jask
+
+from .disk import bandwidth
+from .harness import evict
+
+
+def make_weights(path: Path, layers: int, dim: int) -> None:
+    """(layers, dim, dim) float32 weights scaled to keep activations bounded, one layer at a time."""
+    if path.exists():
+        return
+    partial = path.with_suffix(".partial")
+    out = np.lib.format.open_memmap(partial, "w+", np.float32, (layers, dim, dim))
+    for i in range(layers):
+        rng = np.random.default_rng(i)
+        out[i] = rng.standard_normal((dim, dim), np.float32) * np.float32(2.0 / dim**0.5)
+    out.flush()
+    del out
+    os.replace(partial, path)
+
+
+def jask_forward(w, h):
+    for i in range(w.shape[0]):
+        h = jax.nn.relu(h @ w[i])
+    return np.asarray(h)
+
+
+def numpy_forward(path, h):
+    w = np.load(path, mmap_mode="r")
+    for i in range(w.shape[0]):
+        h = jax.nn.relu(h @ jnp.asarray(w[i]))
+    return np.asarray(jax.block_until_ready(h))
+
+
+def matmul_seconds(batch: int, dim: int) -> float:
+    """Seconds of one in-memory (batch, dim) @ (dim, dim) float32 product with relu (best of 5)."""
+    a = jnp.ones((batch, dim), jnp.float32)
+    b = jnp.ones((dim, dim), jnp.float32)
+    f = jax.jit(lambda a, b: jax.nn.relu(a @ b))
+    jax.block_until_ready(f(a, b))
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        jax.block_until_ready(f(a, b))
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(prog="python -m bench.readahead", description=__doc__)
+    p.add_argument("--folder", default="build/bench-data", help="where the weights live")
+    p.add_argument("--layers", type=int, default=8)
+    p.add_argument("--dim", type=int, default=4096)
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--trials", type=int, default=3)
+    p.add_argument("--budget-mib", type=int, default=256)
+    args = p.parse_args(argv)
+
+    L, D = args.layers, args.dim
+    folder = Path(args.folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"layers-{L}x{D}x{D}.npy"
+    make_weights(path, L, D)
+    jask.set_memory_budget(args.budget_mib << 20)
+    w = jask.DiskArray.open(str(path), mode="r")
+    h0 = jax.random.normal(jax.random.key(0), (args.batch, D), jnp.float32)
+    times: dict[str, list[float]] = {"jask": [], "numpy": []}
+    results = {}
+    for trial in range(args.trials):
+        for name in ("jask", "numpy") if trial % 2 == 0 else ("numpy", "jask"):
+            evict([str(path)])
+            start = time.perf_counter()
+            results[name] = jask_forward(w, h0) if name == "jask" else numpy_forward(path, h0)
+            times[name].append(time.perf_counter() - start)
+    np.testing.assert_allclose(results["jask"], results["numpy"], rtol=2e-3, atol=1e-3)
+    assert results["jask"].dtype == results["numpy"].dtype == np.float32
+
+    weight_bytes = L * D * D * 4
+    read_bps, _ = bandwidth(str(folder), 1 << 30, passes=1)
+    mm = matmul_seconds(args.batch, D)
+    io_bound, compute_bound = weight_bytes / read_bps, L * mm
+    bound = max(io_bound, compute_bound)
+    print(
+        f"{L} layers of {D}x{D} float32 ({weight_bytes / (1 << 20):.0f} MiB), batch {args.batch}, "
+        f"budget {args.budget_mib} MiB, cold page cache, load {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"  bound {bound:.2f} s = max(weights / {read_bps / 1e9:.2f} GB/s = {io_bound:.2f} s, "
+        f"{L} x {mm * 1e3:.0f} ms of in-memory matmul = {compute_bound:.2f} s)"
+    )
+    for name, label in (("jask", "Jask"), ("numpy", "NumPy memmap + jnp")):
+        t = statistics.median(times[name])
+        print(
+            f"  {label:20s} median {t:6.2f} s = {t / bound:.2f}x the bound "
+            f"(runs {' '.join(f'{s:.2f}' for s in times[name])} s)"
+        )
+
+
+if __name__ == "__main__":
+    main()
