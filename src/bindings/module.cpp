@@ -26,6 +26,7 @@
 #include "storage/chunked.hpp"
 #include "storage/io_config.hpp"
 #include "storage/journal.hpp"
+#include "storage/readahead.hpp"
 #include "storage/scratch.hpp"
 #include "storage/scratch_pool.hpp"
 
@@ -268,6 +269,10 @@ NB_MODULE(_engine, m) {
     StageSeconds s = pipeline_stage_seconds();
     return named<double>(
         {{"read", s.read}, {"compute", s.compute}, {"write", s.write}, {"span", s.span}});
+  });
+  m.def("readahead_stats", [] {
+    const ReadaheadStats s = readahead_stats();
+    return nb::make_tuple(s.started, s.served, s.dropped, s.held_bytes);
   });
   m.def("io_counters", [] {
     return nb::make_tuple(io_counters().direct_bytes.load(), io_counters().buffered_bytes.load());

@@ -19,6 +19,7 @@
 #include "program/program.hpp"
 #include "storage/chunked.hpp"
 #include "storage/hyperslab.hpp"
+#include "storage/readahead.hpp"
 #include "storage/transaction.hpp"
 
 namespace jask {
@@ -732,7 +733,8 @@ void read_rows(int32_t handle, int64_t start, int64_t count, void* dst, uint64_t
                      info.describe());
   }
   const int64_t first = clamp_start(static_cast<double>(start), count, info.shape[0]);
-  arr->read_elems(dst, first * per_row, count * per_row);
+  // A loop walking the rows finds the next rows read already (storage/readahead.hpp).
+  read_elems_ahead(*arr, dst, first * per_row, count * per_row);
 }
 
 // -- the kernels' typed calls ----------------------------------------------------
