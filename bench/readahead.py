@@ -101,15 +101,19 @@ def loader(args, folder: Path) -> None:
     w = jax.random.normal(jax.random.key(1), (LOADER_COLS, LOADER_HIDDEN), jnp.float32) * 0.03
     batch0 = jnp.asarray(np.load(path, mmap_mode="r")[:LOADER_BATCH])
     loader_step(jnp.zeros((), jnp.float32), batch0, w).block_until_ready()
-    readers = {
-        "jask": lambda i: jask.rows(x, i * LOADER_BATCH, LOADER_BATCH),
-        "numpy": None,
-    }
-    times: dict[str, list[float]] = {"jask": [], "numpy": []}
+    jask_rows = lambda i: jask.rows(x, i * LOADER_BATCH, LOADER_BATCH)  # noqa: E731
+    readers = {"jask": jask_rows, "numpy": None}
+    has_switch = hasattr(jask._engine, "set_readahead")
+    if has_switch:
+        readers["jask-off"] = jask_rows
+    names = list(readers)
+    times: dict[str, list[float]] = {name: [] for name in names}
     sums = {}
     for trial in range(args.trials):
-        for name in ("jask", "numpy") if trial % 2 == 0 else ("numpy", "jask"):
+        for name in names if trial % 2 == 0 else names[::-1]:
             evict([str(path)])
+            if has_switch:
+                jask._engine.set_readahead(name != "jask-off")
             start = time.perf_counter()
             read = readers[name]
             if read is None:
@@ -117,7 +121,10 @@ def loader(args, folder: Path) -> None:
                 read = lambda i, mm=mm: jnp.asarray(mm[i * LOADER_BATCH : (i + 1) * LOADER_BATCH])  # noqa: E731
             sums[name] = loader_loop(read, batches, w)
             times[name].append(time.perf_counter() - start)
-    np.testing.assert_allclose(sums["jask"], sums["numpy"], rtol=1e-4)
+    if has_switch:
+        jask._engine.set_readahead(True)
+    for name in names:
+        np.testing.assert_allclose(sums[name], sums["numpy"], rtol=1e-4)
     compute = min(
         _timed(lambda: loader_step(jnp.zeros(()), batch0, w).block_until_ready()) for _ in range(5)
     )
@@ -134,7 +141,13 @@ def loader(args, folder: Path) -> None:
         f"{batches} x {compute * 1e3:.1f} ms of step = {compute_bound:.2f} s); sum of both "
         f"{io_bound + compute_bound:.2f} s"
     )
-    for name, label in (("jask", "Jask jask.rows"), ("numpy", "NumPy memmap + jnp")):
+    labels = {
+        "jask": "Jask jask.rows",
+        "jask-off": "Jask, readahead off",
+        "numpy": "NumPy memmap + jnp",
+    }
+    for name in names:
+        label = labels[name]
         t = statistics.median(times[name])
         print(
             f"  {label:20s} median {t:6.2f} s = {t / bound:.2f}x the bound "

@@ -46,6 +46,45 @@ def test_a_row_loop_is_served_ahead_with_numpys_values(rng, dtype, jitted):
     assert served >= len(got) - 4  # every read after the first two (the clamped last one aside)
 
 
+def test_dynamic_slices_in_a_jitted_loop_are_served_ahead(rng):
+    """lax.dynamic_slice_in_dim over the leading axis inside jax.lax.fori_loop (x a constant of
+    the loop): each iteration's engine call reads the rows the last one's window holds."""
+    x_np = rng.uniform(-1, 1, (ROWS, COLS)).astype(np.float32)
+    x = jask.DiskArray.from_numpy(x_np)
+    batches = ROWS // BATCH
+
+    @jax.jit
+    def total(x):
+        def body(i, acc):
+            rows = jax.lax.dynamic_slice_in_dim(x, i * BATCH, BATCH, axis=0)
+            return acc + jnp.sum(rows * rows, axis=0)
+
+        return jax.lax.fori_loop(0, batches, body, jnp.zeros(COLS, jnp.float32))
+
+    before = stats()
+    got = np.asarray(total(x))
+    assert stats()["served"] - before["served"] >= batches - 2
+    want = np.zeros(COLS, np.float32)
+    for i in range(batches):
+        want = want + np.sum(np.square(x_np[i * BATCH : (i + 1) * BATCH]), axis=0)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_readahead_off_reads_every_range_from_the_file(rng):
+    x_np = rng.uniform(-1, 1, (ROWS, COLS)).astype(np.float32)
+    x = jask.DiskArray.from_numpy(x_np)
+    _engine.set_readahead(False)
+    try:
+        before = stats()
+        got = walk(x, lambda x, start: jask.rows(x, start, BATCH))
+        assert stats()["started"] == before["started"] and stats()["held"] == 0
+    finally:
+        _engine.set_readahead(True)
+    for g, want in zip(got, expected_batches(x_np), strict=True):
+        np.testing.assert_array_equal(g, want)
+
+
 def test_update_in_the_middle_of_the_loop_is_never_served_stale(rng, tmp_path):
     x_np = rng.uniform(-1, 1, (ROWS, COLS)).astype(np.float32)
     np.save(tmp_path / "x.npy", x_np)

@@ -270,6 +270,7 @@ NB_MODULE(_engine, m) {
     return named<double>(
         {{"read", s.read}, {"compute", s.compute}, {"write", s.write}, {"span", s.span}});
   });
+  m.def("set_readahead", &set_readahead_enabled);
   m.def("readahead_stats", [] {
     const ReadaheadStats s = readahead_stats();
     return nb::make_tuple(s.started, s.served, s.dropped, s.held_bytes);

@@ -72,8 +72,8 @@ KernelResult run_kernel(ResultKind kind, const KernelCall& call) {
   const KernelEntry& entry = KernelRegistry::instance().find(kind, call.kernel);
   // The turn first: a call holding pins never waits for one (an update_ waits for pins).
   BudgetTurn turn(program_bytes(call.program));
-  // The rows readahead serves a loop of row reads only: other calls get its budget back.
-  if (call.kernel != "rows") drop_readahead();
+  // The readahead serves a loop of row reads only: other calls get its budget back.
+  if (call.kernel != "rows" && call.kernel != "dynamic_slice") drop_readahead();
   // One version of each operand for the whole call (see ReadPins).
   ReadPins pins(files_of_handles(call.operands.handles));
   // Chunked operands hold their decoded-chunk caches out of the blocks' budget.

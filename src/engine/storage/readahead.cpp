@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -14,6 +15,10 @@
 
 namespace jask {
 namespace {
+
+// Windows in flight: one 16 MiB request stream leaves a disk idle between
+// requests; two keep it busy while the caller takes the first.
+constexpr size_t kWindows = 2;
 
 // A range of a file being read (or read) into a buffer of its own.
 struct Window {
@@ -53,54 +58,76 @@ class Readahead {
     const bool continues = last_file_.lock() == file && last_end_ == offset;
     last_file_ = file;
     last_end_ = offset + n;
+    if (!continues || n == 0 || !enabled_) return;
+    // The next windows of n bytes, up to the end of the array's data.
     const uint64_t data_end = array.byte_of(array.info().numel());
-    if (continues && n > 0 && offset + n < data_end)
-      start(file, offset + n, std::min<uint64_t>(n, data_end - (offset + n)));
+    uint64_t next =
+        windows_.empty() ? offset + n : windows_.back()->offset + windows_.back()->bytes;
+    while (windows_.size() < kWindows && next < data_end) {
+      const uint64_t bytes = std::min<uint64_t>(n, data_end - next);
+      if (!start(file, next, bytes)) break;
+      next += bytes;
+    }
+  }
+
+  void set_enabled(bool on) {
+    std::lock_guard<std::mutex> lock(mu_);
+    enabled_ = on;
+    release_all();
   }
 
   void drop() {
     std::lock_guard<std::mutex> lock(mu_);
-    release(/*served=*/false);
+    release_all();
     last_file_.reset();
   }
 
   ReadaheadStats stats() {
     std::lock_guard<std::mutex> lock(mu_);
     ReadaheadStats s = stats_;
-    s.held_bytes = window_ ? window_->reserved : 0;
+    for (const auto& w : windows_) s.held_bytes += w->reserved;
     return s;
   }
 
  private:
-  // Copies the window into dst if it holds exactly these bytes of this file
-  // at its current version; frees the window either way.
+  // Copies the first window into dst if it holds exactly these bytes of this
+  // file at its current version and frees it; frees every window otherwise.
   bool take(const std::shared_ptr<const File>& file, uint64_t offset, size_t n, void* dst) {
-    if (!window_) return false;
-    if (window_->reader.joinable()) window_->reader.join();
-    bool match = window_->file == file && window_->offset == offset && window_->bytes == n &&
-                 !window_->error;
+    if (windows_.empty()) return false;
+    Window& w = *windows_.front();
+    if (w.reader.joinable()) w.reader.join();
+    bool match = w.file == file && w.offset == offset && w.bytes == n && !w.error;
     try {
-      match = match && file->version() == window_->version;
+      match = match && file->version() == w.version;
     } catch (const IoError&) {
       match = false;  // the read that wants the bytes goes to the file and reports it
     }
-    if (match) std::memcpy(dst, window_->buffer.data() + window_->shift, n);
-    release(match);
-    return match;
+    if (!match) {
+      release_all();
+      return false;
+    }
+    std::memcpy(dst, w.buffer.data() + w.shift, n);
+    windows_.pop_front();
+    ++stats_.served;
+    return true;
   }
 
-  void release(bool served) {
-    if (!window_) return;
-    ++(served ? stats_.served : stats_.dropped);
-    window_.reset();
+  void release_all() {
+    stats_.dropped += windows_.size();
+    windows_.clear();
   }
 
-  void start(const std::shared_ptr<const File>& file, uint64_t offset, uint64_t bytes) {
+  // Starts reading a window; false where the budget or a write in flight says no.
+  bool start(const std::shared_ptr<const File>& file, uint64_t offset, uint64_t bytes) {
     const size_t shift = offset % kIoAlignment;
     const auto need = static_cast<int64_t>(bytes + shift + kIoAlignment);
-    if (need > memory_budget() / 4) return;  // the budget is short: no readahead
+    int64_t held = 0;
+    for (const auto& w : windows_) held += w->reserved;
+    // The reserved windows are out of memory_budget() already: a quarter of
+    // what the budget leaves with them back.
+    if (held + need > (memory_budget() + held) / 4) return false;  // the budget is short
     FileVersion version = file->version();
-    if (!version.quiet()) return;  // a write in flight: what it leaves is not known yet
+    if (!version.quiet()) return false;  // a write in flight: what it leaves is not known yet
     auto w = std::make_unique<Window>();
     w->file = file;
     w->offset = offset;
@@ -119,12 +146,14 @@ class Readahead {
         raw->error = std::current_exception();  // the read that wants it reads the file itself
       }
     });
-    window_ = std::move(w);
+    windows_.push_back(std::move(w));
     ++stats_.started;
+    return true;
   }
 
   std::mutex mu_;
-  std::unique_ptr<Window> window_;
+  std::deque<std::unique_ptr<Window>> windows_;
+  bool enabled_ = true;
   std::weak_ptr<const File> last_file_;
   uint64_t last_end_ = 0;
   ReadaheadStats stats_;
@@ -140,5 +169,7 @@ void read_elems_ahead(const StoredArray& array, void* dst, int64_t first, int64_
 void drop_readahead() { Readahead::instance().drop(); }
 
 ReadaheadStats readahead_stats() { return Readahead::instance().stats(); }
+
+void set_readahead_enabled(bool enabled) { Readahead::instance().set_enabled(enabled); }
 
 }  // namespace jask

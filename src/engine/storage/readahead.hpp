@@ -5,8 +5,8 @@
 // next call takes it from memory.
 //
 // Bounds and invariants:
-// - One window at a time, at most a quarter of what the budget leaves the
-//   calling call (memory_budget() / 4). Its bytes are reserved from the
+// - Two windows at most (the next two reads), together at most a quarter of
+//   what the budget leaves the calling call. Their bytes are reserved from the
 //   budget (reserve_budget) from the moment it is started until it is taken
 //   or dropped, so every call in between plans its blocks without them and
 //   the budget stays a bound on everything held.
@@ -25,12 +25,15 @@
 namespace jask {
 
 // Elements [first, first + count) of `array` into dst, as StoredArray::read_elems,
-// served from the window when it holds them (see above), then the window moved
-// on when this read continues the last one. Chunked arrays are read directly.
+// served from the first window when it holds them (see above), then the
+// windows moved on when this read continues the last one. Chunked arrays are read directly.
 void read_elems_ahead(const StoredArray& array, void* dst, int64_t first, int64_t count);
 
-// Frees the window (waiting for its read if in flight) and its reservation.
+// Frees the windows (waiting for their reads in flight) and their reservation.
 void drop_readahead();
+// On by default; off frees the windows and reads every range from the file
+// (benchmarks compare both in one process).
+void set_readahead_enabled(bool enabled);
 
 struct ReadaheadStats {
   uint64_t started = 0;  // windows read
