@@ -1,8 +1,9 @@
 """Loops that walk a DiskArray's leading axis, from a cold page cache, against their bound.
 
 1. A data loader: `for i in range(k): step(jask.rows(x, i * B, B))`, a jitted in-memory step
-   (tanh(batch @ w), w in memory) per batch of B rows of a float32 table. Jask's engine reads the
-   next batch while the step runs (src/engine/storage/readahead.hpp). Contender: NumPy memmap
+   (tanh(batch @ w), w in memory) per batch of B rows of a float32 table, Jask with its readahead
+   on (`_engine.set_readahead(True)`: the next batches read while the step runs,
+   src/engine/storage/readahead.hpp) and off (the default). Contender: NumPy memmap
    (`jnp.asarray(x_mm[i * B:(i + 1) * B])`).
 2. Layer-streamed inference (W7's loop): `for i in range(L): h = relu(h @ W[i])` over a stacked
    float32 DiskArray of L layers of D x D weights, an in-memory batch h.

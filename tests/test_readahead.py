@@ -14,6 +14,14 @@ from jask import _engine
 ROWS, COLS, BATCH = 3001, 37, 100  # rows of 148 bytes: never page-aligned
 
 
+@pytest.fixture(autouse=True)
+def readahead_on():
+    """Off by default (it costs a copy of the rows); these tests turn it on."""
+    _engine.set_readahead(True)
+    yield
+    _engine.set_readahead(False)
+
+
 def stats():
     started, served, dropped, held = _engine.readahead_stats()
     return {"started": started, "served": served, "dropped": dropped, "held": held}
@@ -71,16 +79,13 @@ def test_dynamic_slices_in_a_jitted_loop_are_served_ahead(rng):
     np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
-def test_readahead_off_reads_every_range_from_the_file(rng):
+def test_readahead_off_reads_every_range_from_the_file(rng):  # as by default
     x_np = rng.uniform(-1, 1, (ROWS, COLS)).astype(np.float32)
     x = jask.DiskArray.from_numpy(x_np)
     _engine.set_readahead(False)
-    try:
-        before = stats()
-        got = walk(x, lambda x, start: jask.rows(x, start, BATCH))
-        assert stats()["started"] == before["started"] and stats()["held"] == 0
-    finally:
-        _engine.set_readahead(True)
+    before = stats()
+    got = walk(x, lambda x, start: jask.rows(x, start, BATCH))
+    assert stats()["started"] == before["started"] and stats()["held"] == 0
     for g, want in zip(got, expected_batches(x_np), strict=True):
         np.testing.assert_array_equal(g, want)
 

@@ -43,6 +43,12 @@ void expect_rows(const StoredArray& a, int64_t first, int64_t rows,
     ASSERT_EQ(got[i], model[first * kCols + i]) << "rows from " << first << ", element " << i;
 }
 
+// The tests turn the readahead on for their own reads.
+struct Enabled {
+  Enabled() { set_readahead_enabled(true); }
+  ~Enabled() { set_readahead_enabled(false); }
+};
+
 struct StatsDelta {
   ReadaheadStats before = readahead_stats();
   uint64_t started() const { return readahead_stats().started - before.started; }
@@ -53,7 +59,7 @@ struct StatsDelta {
 TEST(Readahead, AReadContinuingTheLastOneIsServedFromTheWindow) {
   ScratchDir scratch;
   BudgetGuard budget(16 << 20);
-  drop_readahead();
+  Enabled on;
   ArrayRef a = make_table();
   const std::vector<float> model = row_values(0, kRows);
   StatsDelta d;
@@ -75,7 +81,7 @@ TEST(Readahead, AReadContinuingTheLastOneIsServedFromTheWindow) {
 TEST(Readahead, AWriteBetweenTwoReadsDropsTheWindowAndTheNewBytesAreRead) {
   ScratchDir scratch;
   BudgetGuard budget(16 << 20);
-  drop_readahead();
+  Enabled on;
   ArrayRef a = make_table();
   std::vector<float> model = row_values(0, kRows);
   expect_rows(*a, 0, 50, model);
@@ -95,7 +101,7 @@ TEST(Readahead, AWriteBetweenTwoReadsDropsTheWindowAndTheNewBytesAreRead) {
 TEST(Readahead, OtherReadsAndOtherArraysDropTheWindow) {
   ScratchDir scratch;
   BudgetGuard budget(16 << 20);
-  drop_readahead();
+  Enabled on;
   ArrayRef a = make_table(), b = make_table();
   const std::vector<float> model = row_values(0, kRows);
   expect_rows(*a, 0, 10, model);
@@ -113,7 +119,7 @@ TEST(Readahead, OtherReadsAndOtherArraysDropTheWindow) {
 TEST(Readahead, AWindowOverAQuarterOfTheBudgetIsNotStarted) {
   ScratchDir scratch;
   BudgetGuard budget(64 << 10);  // a quarter: 16 KiB
-  drop_readahead();
+  Enabled on;
   ArrayRef a = make_table();
   const std::vector<float> model = row_values(0, kRows);
   StatsDelta d;

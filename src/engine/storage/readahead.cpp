@@ -153,7 +153,9 @@ class Readahead {
 
   std::mutex mu_;
   std::deque<std::unique_ptr<Window>> windows_;
-  bool enabled_ = true;
+  // Off until its cost is paid back: each window is one more copy of the rows
+  // and a fresh buffer (bench/readahead.py measured the loop slower with it).
+  bool enabled_ = false;
   std::weak_ptr<const File> last_file_;
   uint64_t last_end_ = 0;
   ReadaheadStats stats_;
