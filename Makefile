@@ -35,10 +35,11 @@ test-cpp:
 	ctest --test-dir $(CPP_BUILD) --output-on-failure
 
 # The engine's GoogleTests under AddressSanitizer + UndefinedBehaviorSanitizer (all of
-# them), then under ThreadSanitizer (the threaded parts: pipeline, file I/O, slabs, update_ and
+# them), then under ThreadSanitizer (the threaded parts: pipeline, file I/O and scattered runs,
+# gathers, elementwise programs cut between threads, slabs, update_ and
 # its journal, the budget's turns).
 SANITIZE_BUILD := -DJASK_BUILD_PYTHON=OFF -DJASK_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O1
-TSAN_TESTS := Pipeline*:Stats*:FileIo*:Hyperslab*:Update*:MemoryBudget*:Journal*
+TSAN_TESTS := Pipeline*:Stats*:FileIo*:IoRuns*:Gather*:ScatterAdd*:Programs*:Readahead*:Hyperslab*:Update*:MemoryBudget*:Journal*
 test-sanitize:
 	./scripts/ensure-gtest.sh
 	cmake -S . -B build/asan $(SANITIZE_BUILD) -DJASK_SANITIZE=address,undefined >/dev/null

@@ -27,6 +27,7 @@
 #include "storage/chunked.hpp"
 #include "storage/io_config.hpp"
 #include "storage/journal.hpp"
+#include "storage/readahead.hpp"
 #include "storage/scratch.hpp"
 #include "storage/scratch_pool.hpp"
 
@@ -326,6 +327,11 @@ NB_MODULE(_engine, m) {
       "after"_a);
   m.def("last_call_seq", &last_call_seq);
   m.def("release_call_waiters", &release_call_waiters);
+  m.def("set_readahead", &set_readahead_enabled);
+  m.def("readahead_stats", [] {
+    const ReadaheadStats s = readahead_stats();
+    return nb::make_tuple(s.started, s.served, s.dropped, s.held_bytes);
+  });
   m.def("io_counters", [] {
     return nb::make_tuple(io_counters().direct_bytes.load(), io_counters().buffered_bytes.load());
   });

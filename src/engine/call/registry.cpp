@@ -7,6 +7,7 @@
 #include "exec/stats.hpp"
 #include "storage/array_store.hpp"
 #include "storage/chunked.hpp"
+#include "storage/readahead.hpp"
 
 namespace jask {
 
@@ -83,6 +84,8 @@ KernelResult run_kernel(ResultKind kind, const KernelCall& call) {
   const KernelEntry& entry = KernelRegistry::instance().find(kind, call.kernel);
   // The turn first: a call holding pins never waits for one (an update_ waits for pins).
   BudgetTurn turn(program_bytes(call.program));
+  // The readahead serves a loop of row reads only: other calls get its budget back.
+  if (call.kernel != "rows" && call.kernel != "dynamic_slice") drop_readahead();
   CallStats stats(op_name(call), call.program);
   // One version of each operand for the whole call (see ReadPins).
   ReadPins pins(entry.pins == OperandPins::kPinned ? files_of_handles(call.operands.handles)

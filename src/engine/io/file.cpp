@@ -395,8 +395,22 @@ void File::read_at(void* dst_v, size_t n, uint64_t offset, const IoPolicy& io) c
   if (end > mid_end) buffered_read(dst + (mid_end - offset), end - mid_end, mid_end, io.counters);
 }
 
+namespace {
+
+// Counts a write (or a resize) of a File from its start to its end, however it ends.
+struct WriteInFlight {
+  WriteInFlight(std::atomic<uint64_t>& started, std::atomic<uint64_t>& ended) : ended_(ended) {
+    ++started;
+  }
+  ~WriteInFlight() { ++ended_; }
+  std::atomic<uint64_t>& ended_;
+};
+
+}  // namespace
+
 void File::write_at(const void* src_v, size_t n, uint64_t offset, const IoPolicy& io) const {
   if (!writable_) throw ReadOnlyError("cannot write to " + path_ + ": it was opened read-only");
+  WriteInFlight counted(writes_started_, writes_ended_);
   if (!io.header) count(io.counters, &IoCounters::written_bytes, n);
   const auto* src = static_cast<const std::byte*>(src_v);
   uint64_t mid_start = (offset + kIoAlignment - 1) / kIoAlignment * kIoAlignment;
@@ -432,7 +446,21 @@ uint64_t File::allocated_bytes() const {
   return static_cast<uint64_t>(st.st_blocks) * 512;
 }
 
+FileVersion File::version() const {
+  FileVersion v;
+  // Ended before started: a write in flight between the two loads shows.
+  v.writes_ended = writes_ended_.load();
+  v.writes_started = writes_started_.load();
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) throw IoError(errno_message("fstat", path_, errno));
+  v.size = static_cast<uint64_t>(st.st_size);
+  v.ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+  v.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  return v;
+}
+
 void File::resize(uint64_t bytes) const {
+  WriteInFlight counted(writes_started_, writes_ended_);
   if (::ftruncate(fd_, static_cast<off_t>(bytes)) != 0) {
     throw IoError(errno_message("ftruncate", path_, errno));
   }

@@ -117,6 +117,19 @@ struct FileIdentity {
   auto operator<=>(const FileIdentity&) const = default;
 };
 
+// What a file's bytes are now, as far as this process can tell: writes made
+// through this File (started and ended: one in flight shows as unequal),
+// and the inode's size and change times (a write through another descriptor,
+// or another process, changes them). Equal versions taken before and after a
+// read mean no write of this File overlapped it.
+struct FileVersion {
+  uint64_t writes_started = 0, writes_ended = 0;
+  uint64_t size = 0;
+  int64_t ctime_ns = 0, mtime_ns = 0;
+  bool quiet() const { return writes_started == writes_ended; }
+  bool operator==(const FileVersion&) const = default;
+};
+
 class File {
  public:
   // kCreateExclusive makes a private (0600) file; kCreateTruncate and kCreate make a
@@ -130,6 +143,7 @@ class File {
   void write_at(const void* src, size_t n, uint64_t offset, const IoPolicy& io) const;
   uint64_t size() const;
   FileIdentity identity() const;
+  FileVersion version() const;
   // Bytes of disk the file occupies (holes of a sparse file take none).
   uint64_t allocated_bytes() const;
   void resize(uint64_t bytes) const;
@@ -167,6 +181,7 @@ class File {
   int direct_fd_ = -1;
   bool writable_ = false;
   mutable std::atomic<bool> direct_failed_{false};
+  mutable std::atomic<uint64_t> writes_started_{0}, writes_ended_{0};
 };
 
 // " (held by process <pid>)" for the process holding a flock() on the file

@@ -10,8 +10,10 @@
 #include "call/registry.hpp"
 #include "exec/pipeline.hpp"
 #include "io/file.hpp"
+#include "io/runs.hpp"
 #include "kernels/kernels.hpp"
 #include "plan/planner.hpp"
+#include "storage/io_config.hpp"
 
 namespace jask {
 namespace {
@@ -70,19 +72,28 @@ struct SlotBuffers {
   AlignedBuffer slot[kPipelineSlots];
 };
 
-// Reads the distinct, sorted rows `sorted` of x packed into `dst`, one read
-// per run of adjacent rows.
+// Reads the distinct, sorted rows `sorted` of x packed into `dst`, one
+// request per run of adjacent rows, many in flight (random rows are
+// latency-bound one at a time). Chunked arrays are read run by run through
+// their decode cache.
 void read_row_runs(const StoredArray& x, int64_t row_elems, std::span<const int64_t> sorted,
                    std::byte* dst) {
   const int64_t row_bytes = row_elems * static_cast<int64_t>(itemsize(x.info().dtype));
+  std::vector<ReadRun> runs;
   size_t i = 0;
   while (i < sorted.size()) {
     size_t j = i + 1;
     while (j < sorted.size() && sorted[j] == sorted[j - 1] + 1) ++j;
-    x.read_elems(dst + static_cast<int64_t>(i) * row_bytes, sorted[i] * row_elems,
-                 static_cast<int64_t>(j - i) * row_elems);
+    std::byte* at = dst + static_cast<int64_t>(i) * row_bytes;
+    const int64_t count = static_cast<int64_t>(j - i) * row_elems;
+    if (x.chunked() != nullptr)
+      x.read_elems(at, sorted[i] * row_elems, count);
+    else
+      runs.push_back(ReadRun{x.byte_of(sorted[i] * row_elems),
+                             static_cast<size_t>(count) * itemsize(x.info().dtype), at});
     i = j;
   }
+  if (!runs.empty()) read_runs(*x.file(), runs, io_policy());
 }
 
 // One block of a gather: the distinct source rows it needs, sorted (read in

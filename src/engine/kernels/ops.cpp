@@ -5,6 +5,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <thread>
 
 #include "base/concurrency.hpp"
 #include "base/errors.hpp"
@@ -18,6 +19,7 @@
 #include "program/program.hpp"
 #include "storage/chunked.hpp"
 #include "storage/hyperslab.hpp"
+#include "storage/readahead.hpp"
 #include "storage/transaction.hpp"
 
 namespace jask {
@@ -115,8 +117,10 @@ void stream_blocks_to(const std::string& op, const std::string& operands, int64_
   if (!outputs.empty()) {
     stages.write = [&](int64_t t) {
       auto [first, count] = range(t);
-      for (size_t o = 0; o < outputs.size(); ++o)
-        outputs[o]->write_elems(out_bufs[o].at(t), first, count);
+      // All outputs at once, as the reads: one after another, each waiting
+      // for its slowest part, kept fewer writes in flight than reads.
+      run_concurrently(outputs.size(),
+                       [&](size_t o) { outputs[o]->write_elems(out_bufs[o].at(t), first, count); });
     };
   }
   run_pipeline(n_tasks, stages);
@@ -233,6 +237,33 @@ Program build_program(const ProgramCall& call) {
   }
 }
 
+// Cores an elementwise block is split over: the reader and writer threads
+// mostly wait on direct I/O, so on a small machine one compute thread left
+// the other core idle while a long program (an adam step) bounded the pass.
+size_t compute_threads() { return std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 4); }
+
+// runners[k] evaluates the k-th consecutive share of the block's `count`
+// elements (elementwise: the results are the same however it is cut).
+void run_split(std::vector<ProgramRunner>& runners, const std::vector<const void*>& in,
+               const std::vector<int64_t>& in_size, const std::vector<void*>& out, int64_t out_size,
+               int64_t count) {
+  constexpr int64_t kMinShare = 1 << 16;  // elements: below this a thread costs more than it saves
+  const int64_t parts = std::clamp<int64_t>(count / kMinShare, 1, std::ssize(runners));
+  if (parts == 1) return runners[0].run(in, out, count);
+  const int64_t share = (count / parts + 4095) / 4096 * 4096;
+  run_concurrently(static_cast<size_t>(parts), [&](size_t k) {
+    const int64_t first = std::min(count, static_cast<int64_t>(k) * share);
+    const int64_t n = std::min(count, first + share) - first;
+    std::vector<const void*> in_k(in.size());
+    for (size_t i = 0; i < in.size(); ++i)
+      in_k[i] = static_cast<const std::byte*>(in[i]) + first * in_size[i];
+    std::vector<void*> out_k(out.size());
+    for (size_t o = 0; o < out.size(); ++o)
+      out_k[o] = static_cast<std::byte*>(out[o]) + first * out_size;
+    if (n > 0) runners[k].run(in_k, out_k, n);
+  });
+}
+
 }  // namespace
 
 std::vector<int32_t> map_program_outputs(const ProgramCall& call) {
@@ -251,11 +282,16 @@ std::vector<int32_t> map_program_outputs(const ProgramCall& call) {
     targets.push_back(outs.back().get());
   }
   auto run = [&](const Program& p, const std::vector<const StoredArray*>& to) {
-    ProgramRunner runner(p, ops.dtypes, call.scalars);
-    stream_blocks_to(name, ops.description, info.numel(), ops.views(), ops.itemsizes(),
-                     ops.resident_bytes(), to,
-                     [&](int64_t, const std::vector<const void*>& in, const std::vector<void*>& dst,
-                         int64_t, int64_t count) { runner.run(in, dst, count); });
+    std::vector<ProgramRunner> runners;
+    runners.reserve(compute_threads());
+    for (size_t k = 0; k < compute_threads(); ++k)
+      runners.emplace_back(p, ops.dtypes, call.scalars);
+    const std::vector<int64_t> in_size = ops.itemsizes();
+    const auto out_size = static_cast<int64_t>(itemsize(info.dtype));
+    stream_blocks_to(
+        name, ops.description, info.numel(), ops.views(), in_size, ops.resident_bytes(), to,
+        [&](int64_t, const std::vector<const void*>& in, const std::vector<void*>& dst, int64_t,
+            int64_t count) { run_split(runners, in, in_size, dst, out_size, count); });
   };
   int64_t bytes_per_elem = static_cast<int64_t>(targets.size() * itemsize(info.dtype));
   for (int64_t size : ops.itemsizes()) bytes_per_elem += size;
@@ -697,7 +733,8 @@ void read_rows(int32_t handle, int64_t start, int64_t count, void* dst, uint64_t
                      info.describe());
   }
   const int64_t first = clamp_start(static_cast<double>(start), count, info.shape[0]);
-  arr->read_elems(dst, first * per_row, count * per_row);
+  // A loop walking the rows finds the next rows read already (storage/readahead.hpp).
+  read_elems_ahead(*arr, dst, first * per_row, count * per_row);
 }
 
 // -- the kernels' typed calls ----------------------------------------------------

@@ -10,6 +10,7 @@
 #include "io/file.hpp"
 #include "plan/planner.hpp"
 #include "program/program.hpp"
+#include "storage/readahead.hpp"
 
 namespace jask {
 namespace {
@@ -579,10 +580,25 @@ int32_t run_dynamic_slice(const KernelCall& call, const DynamicSliceParams& p) {
 }
 const KernelRegistration kDynamicSlice{"dynamic_slice", kDynamicSliceSchema, run_dynamic_slice};
 
+// Whole rows of the leading axis into a buffer of exactly their bytes.
+bool whole_rows_into(const ArrayInfo& info, const Selection& sel, uint64_t nbytes) {
+  int64_t row = 1;
+  for (size_t d = 1; d < sel.size(); ++d) {
+    if (sel[d].start != 0 || sel[d].count != info.shape[d]) return false;
+    row *= info.shape[d];
+  }
+  return !sel.empty() && nbytes == static_cast<uint64_t>(sel[0].count * row) * itemsize(info.dtype);
+}
+
 void run_dynamic_slice_in_memory(const KernelCall& call, const DynamicSliceParams& p) {
   ArrayRef x = Registry::instance().get(call.operands.handles.at(0));
   expect_operands(call, 1, x->info().shape.size(), 0);
-  slice_into(x, dynamic_selection(call, p, x), call.out.data, call.out.nbytes);
+  const Selection sel = dynamic_selection(call, p, x);
+  if (!whole_rows_into(x->info(), sel, call.out.nbytes))
+    return slice_into(x, sel, call.out.data, call.out.nbytes);
+  // lax.dynamic_slice_in_dim in a loop finds the next rows read already (storage/readahead.hpp).
+  const int64_t row = sel[0].count == 0 ? 0 : x->info().numel() / x->info().shape[0];
+  read_elems_ahead(*x, call.out.data, sel[0].start * row, sel[0].count * row);
 }
 const KernelRegistration kDynamicSliceInMemory{"dynamic_slice", kDynamicSliceSchema,
                                                run_dynamic_slice_in_memory};

@@ -1,0 +1,144 @@
+"""The readahead of row loops (src/engine/storage/readahead.hpp): a loop of `jask.rows` reads, eager
+or jitted with a traced start, gets the next rows from a window read while it computed; values and
+dtypes are exactly NumPy's, an update_ in the middle of the loop is seen at once (rename-based and
+in place through the journal), and the window stays within the budget."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jask
+from jask import _engine
+
+ROWS, COLS, BATCH = 3001, 37, 100  # rows of 148 bytes: never page-aligned
+
+
+@pytest.fixture(autouse=True)
+def readahead_on():
+    """Off by default (it costs a copy of the rows); these tests turn it on."""
+    _engine.set_readahead(True)
+    yield
+    _engine.set_readahead(False)
+
+
+def stats():
+    started, served, dropped, held = _engine.readahead_stats()
+    return {"started": started, "served": served, "dropped": dropped, "held": held}
+
+
+def walk(x, read):
+    """Every batch of BATCH rows in order (the last one clamped, as lax.dynamic_slice is)."""
+    return [np.asarray(read(x, i * BATCH)) for i in range(-(-x.shape[0] // BATCH))]
+
+
+def expected_batches(x_np):
+    n = x_np.shape[0]
+    return [x_np[min(i * BATCH, n - BATCH) :][:BATCH] for i in range(-(-n // BATCH))]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, jnp.bfloat16])
+@pytest.mark.parametrize("jitted", [False, True], ids=["eager", "jit"])
+def test_a_row_loop_is_served_ahead_with_numpys_values(rng, dtype, jitted):
+    x_np = rng.uniform(-50, 50, (ROWS, COLS)).astype(dtype)
+    x = jask.DiskArray.from_numpy(x_np)
+    read = lambda x, start: jask.rows(x, start, BATCH)  # noqa: E731
+    if jitted:
+        read = jax.jit(read)
+    before = stats()
+    got = walk(x, read)
+    for g, want in zip(got, expected_batches(x_np), strict=True):
+        assert g.dtype == x_np.dtype
+        np.testing.assert_array_equal(g, want)
+    served = stats()["served"] - before["served"]
+    assert served >= len(got) - 4  # every read after the first two (the clamped last one aside)
+
+
+def test_dynamic_slices_in_a_jitted_loop_are_served_ahead(rng):
+    """lax.dynamic_slice_in_dim over the leading axis inside jax.lax.fori_loop (x a constant of
+    the loop): each iteration's engine call reads the rows the last one's window holds."""
+    x_np = rng.uniform(-1, 1, (ROWS, COLS)).astype(np.float32)
+    x = jask.DiskArray.from_numpy(x_np)
+    batches = ROWS // BATCH
+
+    @jax.jit
+    def total(x):
+        def body(i, acc):
+            rows = jax.lax.dynamic_slice_in_dim(x, i * BATCH, BATCH, axis=0)
+            return acc + jnp.sum(rows * rows, axis=0)
+
+        return jax.lax.fori_loop(0, batches, body, jnp.zeros(COLS, jnp.float32))
+
+    before = stats()
+    got = np.asarray(total(x))
+    assert stats()["served"] - before["served"] >= batches - 2
+    want = np.zeros(COLS, np.float32)
+    for i in range(batches):
+        want = want + np.sum(np.square(x_np[i * BATCH : (i + 1) * BATCH]), axis=0)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_readahead_off_reads_every_range_from_the_file(rng):  # as by default
+    x_np = rng.uniform(-1, 1, (ROWS, COLS)).astype(np.float32)
+    x = jask.DiskArray.from_numpy(x_np)
+    _engine.set_readahead(False)
+    before = stats()
+    got = walk(x, lambda x, start: jask.rows(x, start, BATCH))
+    assert stats()["started"] == before["started"] and stats()["held"] == 0
+    for g, want in zip(got, expected_batches(x_np), strict=True):
+        np.testing.assert_array_equal(g, want)
+
+
+def test_update_in_the_middle_of_the_loop_is_never_served_stale(rng, tmp_path):
+    x_np = rng.uniform(-1, 1, (ROWS, COLS)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x_np)
+    x = jask.DiskArray.open(str(tmp_path / "x.npy"), mode="r+")
+    for i in range(3):
+        np.testing.assert_array_equal(
+            np.asarray(jask.rows(x, i * BATCH, BATCH)), x_np[i * BATCH :][:BATCH]
+        )
+    assert stats()["held"] > 0  # rows 300-399 wait in the window
+    new = x_np * 2 + 1
+    x.update_(jask.DiskArray.from_numpy(new))
+    np.testing.assert_array_equal(np.asarray(jask.rows(x, 3 * BATCH, BATCH)), new[300:400])
+    np.testing.assert_array_equal(np.asarray(jask.rows(x, 4 * BATCH, BATCH)), new[400:500])
+
+
+def test_update_in_place_of_a_container_file_is_never_served_stale(rng, tmp_path):
+    """A raw file of two arrays, the second updated in place through the journal."""
+    a_np = rng.uniform(-1, 1, (ROWS, COLS)).astype(np.float32)
+    path = tmp_path / "two.bin"
+    path.write_bytes(np.zeros(ROWS * COLS, np.float32).tobytes() + a_np.tobytes())
+    threshold = _engine.in_place_update_threshold()
+    _engine.set_in_place_update_threshold(0)
+    try:
+        x = jask.DiskArray.open(
+            str(path), shape=(ROWS, COLS), dtype=np.float32, offset=a_np.nbytes, mode="r+"
+        )
+        for i in range(3):
+            np.testing.assert_array_equal(
+                np.asarray(jask.rows(x, i * BATCH, BATCH)), a_np[i * BATCH :][:BATCH]
+            )
+        new = a_np - 3
+        x.update_(jask.DiskArray.from_numpy(new))
+        np.testing.assert_array_equal(np.asarray(jask.rows(x, 3 * BATCH, BATCH)), new[300:400])
+    finally:
+        _engine.set_in_place_update_threshold(threshold)
+
+
+def test_the_window_stays_within_the_budget(rng, small_budget):
+    small_budget("256KB")
+    x_np = rng.uniform(-1, 1, (ROWS, COLS)).astype(np.float32)
+    x = jask.DiskArray.from_numpy(x_np)
+    jask.reset_memory_peak()
+    before = stats()
+    got = walk(x, lambda x, start: jask.rows(x, start, BATCH))  # windows of 14.8 KB
+    assert stats()["served"] > before["served"]
+    assert stats()["held"] <= 256_000 // 4
+    assert jask.memory_stats()["blocks_peak"] <= 256_000
+    for g, want in zip(got, expected_batches(x_np), strict=True):
+        np.testing.assert_array_equal(g, want)
+    y = jnp.sum(x)  # another call: the window's budget comes back
+    assert stats()["held"] == 0
+    np.testing.assert_allclose(float(y), float(np.sum(x_np, dtype=np.float64)), rtol=1e-5)
