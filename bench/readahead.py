@@ -129,7 +129,7 @@ def loader(args, folder: Path) -> None:
     compute = min(
         _timed(lambda: loader_step(jnp.zeros(()), batch0, w).block_until_ready()) for _ in range(5)
     )
-    read_bps, _ = bandwidth(str(folder), 1 << 30, passes=1)
+    read_bps = bandwidth(str(folder), 1 << 30, passes=1)["read_bps"]
     io_bound, compute_bound = rows * LOADER_COLS * 4 / read_bps, batches * compute
     bound = max(io_bound, compute_bound)
     print(
@@ -215,7 +215,7 @@ def main(argv=None) -> None:
     assert results["jask"].dtype == results["numpy"].dtype == np.float32
 
     weight_bytes = L * D * D * 4
-    read_bps, _ = bandwidth(str(folder), 1 << 30, passes=1)
+    read_bps = bandwidth(str(folder), 1 << 30, passes=1)["read_bps"]
     mm = matmul_seconds(args.batch, D)
     io_bound, compute_bound = weight_bytes / read_bps, L * mm
     bound = max(io_bound, compute_bound)

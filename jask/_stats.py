@@ -10,6 +10,8 @@ import dataclasses
 import resource
 import threading
 
+import jax
+
 from . import _engine
 
 _TIME_FIELDS = ("read_s", "compute_s", "write_s", "wall_s")
@@ -135,6 +137,8 @@ class Stats:
 
     def __exit__(self, *exc) -> None:
         global _open_contexts, _timeline_open
+        # jitted programs run asynchronously: what the block dispatched is counted once it ran
+        jax.effects_barrier()
         with _contexts_lock:
             if self._record_timeline:
                 _engine.set_timeline(False)
@@ -220,26 +224,27 @@ def _format(ops: dict[str, OpStats], total: OpStats, blocks_peak: int, rss_peak:
 
 def stats(timeline: bool = False) -> Stats:
     """The engine's figures per op: bytes read and written, blocks, time in each pipeline
-    stage and wall time, and the peak memory.
+        stage and wall time, and the peak memory.
 
-    Called alone, the totals since the process started (or `reset_stats`). As a context
-    manager, what ran inside the with-block: eager ops and the engine calls of jitted
-    programs alike. Contexts may nest (each counts what ran inside it), except two with
-    ``timeline=True``.
+        Called alone, the totals since the process started (or `reset_stats`). As a context
+        manager, what ran inside the with-block: eager ops and the engine calls of jitted
+        programs alike. Contexts may nest (each counts what ran inside it), except two with
+        ``timeline=True``.
 
-    Args:
-      timeline: also record every block's read, compute and write stage (`Stats.timeline`),
-        while inside the with-block.
+        Args:
+          timeline: also record every block's read, compute and write stage (`Stats.timeline`),
+            while inside the with-block.
 
-    Returns:
-      A `Stats`; ``print`` it for a table.
+        Returns:
+          A `Stats`; ``print`` it for a table.
 
-    >>> import numpy as np, jax.numpy as jnp, jask
-    >>> x = jask.DiskArray.from_numpy(np.ones(1000, np.float32))
-    >>> with jask.stats() as s:
-    ...     total = jnp.sum(x)
-    >>> s.ops["sum"].bytes_read
-    4000
+        >>> import jax
+    import numpy as np, jax.numpy as jnp, jask
+        >>> x = jask.DiskArray.from_numpy(np.ones(1000, np.float32))
+        >>> with jask.stats() as s:
+        ...     total = jnp.sum(x)
+        >>> s.ops["sum"].bytes_read
+        4000
     """
     return Stats(timeline=timeline)
 
