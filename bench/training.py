@@ -287,9 +287,9 @@ def _w7_check(h) -> list[float]:
 
 
 def w7_jask(ctx: Context) -> Trial:
-    """The stack as one DiskArray (L, D, D); `lax.fori_loop` over its layers inside `jax.jit`, each
-    layer `W[i]` (a traced index: an in-memory read of that layer). `lax.scan` with the DiskArray
-    as `xs` is what a user would write first; Jask does not take a DiskArray as scan's xs yet."""
+    """The stack as one DiskArray (L, D, D), `jax.lax.scan` over its layers inside `jax.jit`, as a
+    user writes it: the body gets each layer in memory, and the engine reads the next layer
+    while this one computes (its readahead)."""
     ctx.jask()
     import jax
 
@@ -297,7 +297,7 @@ def w7_jask(ctx: Context) -> Trial:
     h0 = w7_batch(W.shape[1])
 
     def forward(W, h):
-        return jax.lax.fori_loop(0, W.shape[0], lambda i, h: jax.nn.relu(h @ W[i]), h)
+        return jax.lax.scan(lambda h, w: (jax.nn.relu(h @ w), None), h, W)[0]
 
     f = compiled(jax.jit(forward), W, h0)
     return Trial(lambda: jax.block_until_ready(f(W, h0)), _w7_check)

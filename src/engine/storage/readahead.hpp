@@ -5,11 +5,15 @@
 // next call takes it from memory.
 //
 // Bounds and invariants:
-// - Two windows at most (the next two reads), together at most a quarter of
-//   what the budget leaves the calling call. Their bytes are reserved from the
-//   budget (reserve_budget) from the moment it is started until it is taken
-//   or dropped, so every call in between plans its blocks without them and
-//   the budget stays a bound on everything held.
+// - Two windows at most (the next two reads), together at most half of what
+//   the budget leaves the calling call (a loop over layers of a quarter of the
+//   budget gets one). Their bytes are reserved from the budget
+//   (reserve_budget) from the moment one is started until it is dropped; a
+//   window taken leaves its buffer, still reserved, to the loop's next window
+//   (already mapped and faulted in). So every call in between plans its
+//   blocks without them and the budget stays a bound on everything held.
+// - On by default (set_readahead_enabled): from a cold file it overlaps the
+//   loop's reads with its compute; from the page cache it costs one more copy.
 // - Never stale: the window is served only to a read of exactly its bytes,
 //   from the same File (an update_ by rename installs another), whose version
 //   (File::version: this process's writes through it, the inode's size and
