@@ -35,7 +35,7 @@ void read_elems_ahead(const StoredArray& array, void* dst, int64_t first, int64_
 
 // Frees the windows (waiting for their reads in flight) and their reservation.
 void drop_readahead();
-// Off by default (_engine.set_readahead); off frees the windows and reads
+// On by default (_engine.set_readahead); off frees the windows and reads
 // every range from the file.
 void set_readahead_enabled(bool enabled);
 
