@@ -33,7 +33,9 @@ METHOD = f"""\
   (`--repeat N`: N rounds per regime, each in the reverse order of the one before, median time;
   `seconds_runs` in results.json has every round). The default run keeps within 20 minutes
   (`--minutes`): each contender run may take the time left less a reserve for every run and
-  workload still to come, and one that overruns is recorded as timed out, never dropped.
+  workload still to come, and at most 10 times the fastest out-of-core run of the same workload so
+  far (at least 20 s; a thrashing peer would leave the later workloads no time); one that overruns
+  is recorded as timed out, never dropped.
 - Each contender runs in a fresh child process (`python -m bench.run_one`), so its peak RSS (VmHWM) and
   its bytes read and written (`/proc/<pid>/io` read_bytes/write_bytes, all threads) are its own. Bytes
   are counted over the timed part only; peak RSS is the process's, setup included.

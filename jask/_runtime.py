@@ -106,7 +106,8 @@ def set_io_mode(mode: str) -> None:
     faster on some virtual disks), or
     "auto" (the default: reads of 8 MiB or more run in phases of 128 MiB, all of a phase one way,
     direct and buffered in turn, until each way has read 256 MiB; then the way that moved more
-    bytes per second of disk-busy time is kept for the process; smaller reads go direct meanwhile).
+    bytes per second of its phases' wall time is kept for the process; smaller reads go direct
+    meanwhile).
 
     >>> import jask
     >>> jask.set_io_mode("auto")

@@ -24,7 +24,7 @@ enum class ReadMode { kAuto, kDirect, kBuffered };
 // kAuto's measurement, shared by every read under one policy: reads of
 // kCalibrationBytes or more run in phases, all of a phase one way (direct,
 // buffered, direct, ...), until each way has read kCalibrationTotal bytes;
-// then mode() becomes the way with more bytes per second of disk-busy time.
+// then mode() becomes the way with more bytes per second of its phases' wall time.
 // Thread-safe.
 class ReadCalibration {
  public:
@@ -54,6 +54,7 @@ class ReadCalibration {
   bool phase_direct_ = true;
   double phase_bytes_ = 0;
   int in_flight_ = 0;
+  bool phase_started_ = false;  // busy_since_ is this phase's first read's start
   Clock::time_point busy_since_;
   double bytes_[2] = {0, 0}, busy_seconds_[2] = {0, 0};  // [buffered, direct]
 };
