@@ -34,7 +34,7 @@ METHOD = f"""\
   `seconds_runs` in results.json has every round). The default run keeps within 20 minutes
   (`--minutes`): each contender run may take the time left less a reserve for every run and
   workload still to come, and at most 10 times the fastest out-of-core run of the same workload so
-  far (at least 20 s; a thrashing peer would leave the later workloads no time); one that overruns
+  far (at least 60 s, setup included; a thrashing peer would leave the later workloads no time); one that overruns
   is recorded as timed out, never dropped.
 - Each contender runs in a fresh child process (`python -m bench.run_one`), so its peak RSS (VmHWM) and
   its bytes read and written (`/proc/<pid>/io` read_bytes/write_bytes, all threads) are its own. Bytes

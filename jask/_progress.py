@@ -275,6 +275,7 @@ def _stop_poller() -> None:
     _engine.release_call_waiters()
     if _poller is not None:
         _poller.join(timeout=5)
+    _flush()  # a call that ended since the last poll: its bar closes at 100%, not where it was
 
 
 def _flush() -> None:

@@ -2,8 +2,6 @@
 batch touched, in place. Values and dtypes against a NumPy/optax reference on the rows, eager and
 jitted, the errors, crash safety through the journal, and the memory budget."""
 
-import subprocess
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -13,7 +11,7 @@ import ml_dtypes
 import numpy as np
 import optax
 import pytest
-from test_update_crash import child_env
+from test_update_crash import run_until_crash_point
 
 import jask
 
@@ -316,14 +314,7 @@ def kill_child_at(folder, point):
     folder.mkdir()
     path = folder / "table.npy"
     np.save(path, OLD)
-    child = subprocess.run(
-        [sys.executable, "-c", CHILD, str(path), str(folder / "scratch")],
-        capture_output=True,
-        text=True,
-        env=child_env(JASK_TEST_CRASH_AT=point),
-        timeout=120,
-    )
-    assert child.returncode == -9, (point, child.returncode, child.stdout, child.stderr)
+    run_until_crash_point(CHILD, point, path, folder / "scratch")
     return path
 
 

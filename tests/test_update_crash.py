@@ -49,6 +49,19 @@ def child_env(**extra):
     )
 
 
+def run_until_crash_point(child_code, point, *args) -> None:
+    """Runs `python -c child_code *args` with JASK_TEST_CRASH_AT=point; the engine SIGKILLs the
+    child there (asserted: a child that failed or finished instead is an error)."""
+    child = subprocess.run(
+        [sys.executable, "-c", child_code, *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=child_env(JASK_TEST_CRASH_AT=point),
+        timeout=120,
+    )
+    assert child.returncode == -9, (point, child.returncode, child.stdout, child.stderr)
+
+
 def kill_after_first_line(argv, delay, env=None) -> list[int]:
     """Runs `argv`, a child that prints 1, 2, ... (one a line) as it goes, and SIGKILLs it
     `delay` s after its first line; returns the numbers it printed.

@@ -4,14 +4,12 @@ in the process never see a torn array, and the next open replays or discards wha
 left."""
 
 import os
-import subprocess
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from test_update_crash import child_env
+from test_update_crash import run_until_crash_point
 
 import jask
 from jask import _engine
@@ -81,14 +79,7 @@ def kill_child_at(folder, point):
     folder.mkdir()
     path = folder / "shard.bin"
     path.write_bytes(container_bytes())
-    child = subprocess.run(
-        [sys.executable, "-c", CHILD, str(path), str(folder / "scratch")],
-        capture_output=True,
-        text=True,
-        env=child_env(JASK_TEST_CRASH_AT=point),
-        timeout=120,
-    )
-    assert child.returncode == -9, (point, child.returncode, child.stdout, child.stderr)
+    run_until_crash_point(CHILD, point, path, folder / "scratch")
     return path
 
 
