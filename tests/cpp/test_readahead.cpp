@@ -1,9 +1,11 @@
-// The readahead of row loops: a read that continues the last one starts the
-// next two windows, the reads after take them, every value is the file's, a write
-// in between drops the window, and the window stays within half of the
-// budget, reserved while it is held.
+// The readahead of row loops: a read that continues the last one (or starts at
+// the first row) starts the next two reads' parts, the reads after take them,
+// every value is the file's, a write in between drops the parts, a long read is
+// held as parts of up to 8 MiB, and the parts stay within three quarters of
+// what the budget leaves, reserved while they are held.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -63,14 +65,15 @@ TEST(Readahead, AReadContinuingTheLastOneIsServedFromTheWindow) {
   ArrayRef a = make_table();
   const std::vector<float> model = row_values(0, kRows);
   StatsDelta d;
-  expect_rows(*a, 0, 64, model);  // nothing to continue yet
-  EXPECT_EQ(d.started(), 0u);
-  expect_rows(*a, 64, 64, model);  // continues: rows 128-255 are read behind it
+  expect_rows(*a, 0, 64, model);  // a loop from the first row: rows 64-191 are read behind it
   EXPECT_EQ(d.started(), 2u);
+  expect_rows(*a, 64, 64, model);  // served; rows 192-255 are read behind it
+  EXPECT_EQ(d.started(), 3u);
+  EXPECT_EQ(d.served(), 1u);
   EXPECT_GT(readahead_stats().held_bytes, 64 * kCols * 4);
   EXPECT_EQ(reserved_budget(), readahead_stats().held_bytes) << "the window is reserved";
   for (int64_t first = 128; first + 64 <= kRows; first += 64) expect_rows(*a, first, 64, model);
-  EXPECT_EQ(d.served(), static_cast<uint64_t>((kRows - 128) / 64));
+  EXPECT_EQ(d.served(), static_cast<uint64_t>((kRows - 64) / 64));
   // The last window would start past the array's data: it is cut there.
   expect_rows(*a, kRows - kRows % 64, kRows % 64, model);
   drop_readahead();
@@ -116,18 +119,44 @@ TEST(Readahead, OtherReadsAndOtherArraysDropTheWindow) {
   EXPECT_EQ(reserved_budget(), 0);
 }
 
-TEST(Readahead, AWindowOverHalfTheBudgetIsNotStarted) {
+TEST(Readahead, AReadOverEightMiBIsHeldAsPartsAndServedWhole) {
   ScratchDir scratch;
-  BudgetGuard budget(64 << 10);  // a half: 32 KiB
+  BudgetGuard budget(256 << 20);
+  Enabled on;
+  // 64 rows of 1 MiB + 12 bytes (never page-aligned), read 20 rows at a time:
+  // each read is three parts of 6.7 MiB, the last (4 rows) one part.
+  constexpr int64_t kBig = 64, kWide = (1 << 18) + 3, kStep = 20;
+  ArrayRef a = StoredArray::create_scratch(ArrayInfo{DType::f32, {kBig, kWide}}, "wide");
+  std::vector<float> model(static_cast<size_t>(kBig * kWide));
+  for (size_t i = 0; i < model.size(); ++i) model[i] = static_cast<float>(i % 100003) - 5.0f;
+  a->write_elems(model.data(), 0, kBig * kWide);
+  StatsDelta d;
+  std::vector<float> rows(static_cast<size_t>(kStep * kWide));
+  for (int64_t first = 0; first < kBig; first += kStep) {
+    const int64_t n = std::min(kStep, kBig - first) * kWide;
+    read_elems_ahead(*a, rows.data(), first * kWide, n);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(rows[i], model[first * kWide + i]) << "rows from " << first << ", element " << i;
+    EXPECT_LE(readahead_stats().held_bytes, (256 << 20) / 4 * 3);
+  }
+  EXPECT_EQ(d.served(), 3u);   // the reads from rows 20, 40 and 60
+  EXPECT_EQ(d.started(), 7u);  // three parts each of rows 20-39 and 40-59, then rows 60-63
+  drop_readahead();
+  EXPECT_EQ(reserved_budget(), 0);
+}
+
+TEST(Readahead, APartOverThreeQuartersOfTheBudgetIsNotStarted) {
+  ScratchDir scratch;
+  BudgetGuard budget(64 << 10);  // three quarters: 48 KiB
   Enabled on;
   ArrayRef a = make_table();
   const std::vector<float> model = row_values(0, kRows);
   StatsDelta d;
-  for (int64_t first = 0; first < 90; first += 30) expect_rows(*a, first, 30, model);  // 36 KB
+  for (int64_t first = 0; first < 90; first += 45) expect_rows(*a, first, 45, model);  // 54 KB
   EXPECT_EQ(d.started(), 0u);
   for (int64_t first = 90; first < 130; first += 5) expect_rows(*a, first, 5, model);  // 6 KB
   EXPECT_GE(d.started(), 2u);
-  EXPECT_LE(readahead_stats().held_bytes, (64 << 10) / 2);
+  EXPECT_LE(readahead_stats().held_bytes, (64 << 10) / 4 * 3);
   drop_readahead();
 }
 
