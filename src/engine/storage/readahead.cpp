@@ -82,15 +82,15 @@ class Readahead {
     if (!served) array.read_elems(dst, first, count);
     // A loop continues the last read, or starts at the array's first element.
     const int64_t numel = array.info().numel();
-    const bool continues = (last_file_.lock() == file && last_end_ == offset) ||
-                           (first == 0 && count < numel);
+    const bool continues =
+        (last_file_.lock() == file && last_end_ == offset) || (first == 0 && count < numel);
     last_file_ = file;
     last_end_ = offset + n;
     if (!continues || n == 0 || !enabled_) return;
     if (!served) {  // a new loop (or the first read ahead of this one)
       release_all();
-      stream_ = Stream{file, n, std::min<uint64_t>(n, kPartBytes), array.byte_of(numel),
-                       offset + n, 0};
+      stream_ =
+          Stream{file, n, std::min<uint64_t>(n, kPartBytes), array.byte_of(numel), offset + n, 0};
       // Parts of equal size (but the last of a read): ceil(n / kPartBytes) of them.
       const uint64_t parts = (n + kPartBytes - 1) / kPartBytes;
       stream_.part = (n + parts - 1) / parts;
@@ -177,8 +177,8 @@ class Readahead {
     uint64_t ahead = 0;
     for (const auto& p : parts_) ahead += p->bytes;
     while (stream_.next < stream_.data_end && ahead < kReadsAhead * stream_.length) {
-      const uint64_t bytes = std::min({stream_.part, stream_.length - stream_.in_read,
-                                       stream_.data_end - stream_.next});
+      const uint64_t bytes = std::min(
+          {stream_.part, stream_.length - stream_.in_read, stream_.data_end - stream_.next});
       if (!start(bytes)) return;
       ahead += bytes;
       stream_.next += bytes;
@@ -203,8 +203,8 @@ class Readahead {
     });
     // The reserved parts are out of memory_budget() already: kBudgetShare of what the
     // budget leaves with them back.
-    if (reuse == spare_.end() &&
-        static_cast<double>(held + need) > static_cast<double>(memory_budget() + held) * kBudgetShare)
+    if (reuse == spare_.end() && static_cast<double>(held + need) >
+                                     static_cast<double>(memory_budget() + held) * kBudgetShare)
       return false;
     FileVersion version = file->version();
     if (!version.quiet()) return false;  // a write in flight: what it leaves is not known yet
