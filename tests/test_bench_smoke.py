@@ -289,3 +289,38 @@ def test_bench_records_runs_a_spent_time_budget_cannot_hold(tmp_path):
         ("numpy", None, "not run: the 0.01-minute budget is spent")
     ]
     assert "| NumPy memmap, chunked | not run: the 0.01-minute budget is spent |" in markdown
+
+
+def _child(code: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_childs_timed_part_has_its_own_bound():
+    """The peer bound counts from the child's SETUP_DONE line; its setup only has the whole
+    run's bound. The children block forever, so each outcome is the bound's, whatever the timing."""
+    setup_done = f"print({harness.SETUP_DONE!r}, flush=True); import time; time.sleep(600)"
+    proc = _child(setup_done)
+    child = harness._ChildOutput(proc)
+    why = child.wait(timeout=600, timed_timeout=0)
+    proc.kill()
+    proc.wait()
+    assert why.startswith("timed out after 0 s of its timed part (setup "), why
+    assert child.finish() == ("", "")  # the marker is not part of the child's output
+
+    proc = _child("import time; time.sleep(600)")
+    child = harness._ChildOutput(proc)
+    why = child.wait(timeout=0.5, timed_timeout=0)
+    proc.kill()
+    proc.wait()
+    assert why == "timed out after 0 s, in its setup"
+    assert child.finish() == ("", "")
+
+    proc = _child(f"print({harness.SETUP_DONE!r}); print('{{\"seconds\": 1.0}}')")
+    child = harness._ChildOutput(proc)
+    assert child.wait(timeout=600, timed_timeout=600) == ""
+    assert child.finish() == ('{"seconds": 1.0}\n', "")
