@@ -279,10 +279,11 @@ def run_workloads(args: argparse.Namespace, clock: Clock) -> tuple[list[dict], d
     for index, (size, name) in enumerate(steps):
         if index == 0 or size != steps[index - 1][0]:
             print(f"\nInputs of {size / GIB:g} GiB, budget {args.budget / MIB:g} MiB")
+            for cap in args.caps:  # a cap's plan may add inputs of its own (W3's)
+                plan = arrays(size, args.budget, cap)
+                names = {n for w in args.workloads for n in WORKLOADS[w].input_names(plan)}
+                generate(plan, sorted(names), args.data)
             plan = arrays(size, args.budget)
-            generate(
-                plan, sorted({n for w in args.workloads for n in WORKLOADS[w].inputs}), args.data
-            )
         derived = WORKLOADS[name].derived
         facts = {}
         if derived:

@@ -23,9 +23,7 @@ import numpy as np
 
 from . import machine
 from .cgroup import CgroupUnavailable, create_memory_cgroup
-from .workloads import CONTENDERS, GIB, IN_MEMORY, MIB, WORKLOADS, arrays
-
-CAP_RATIO = 4  # the capped regime: a workload's data at least this many times the cap
+from .workloads import CAP_RATIO, CONTENDERS, GIB, IN_MEMORY, MIB, WORKLOADS, arrays
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -121,7 +119,10 @@ def run_child(
         str(size),
         "--budget",
         str(budget),
-    ] + (["--timeline", os.path.abspath(timeline)] if timeline else [])
+    ]
+    cmd += (["--cap", str(cap)] if cap else []) + (
+        ["--timeline", os.path.abspath(timeline)] if timeline else []
+    )
     # JAX on the CPU for every contender: Jask runs its ops on the CPU.
     env = dict(
         os.environ,
@@ -280,7 +281,7 @@ def measure(
     child records Jask's I/O timeline there. With `not_run` (why), the record without a run.
     The child runs at most `timeout` seconds, its timed part at most `timed_timeout`."""
     wl = WORKLOADS[workload]
-    plan = arrays(size, budget)
+    plan = arrays(size, budget, cap)
     read, written, flops = wl.cost(plan)
     if wl.derived:  # another file format of the inputs: its files on disk are what must be read
         read = sum(os.path.getsize(f) for f in wl.derived.files(data_dir, plan, budget))
@@ -384,7 +385,8 @@ def score(record: dict, limits: dict) -> None:
     if record["contender"] in IN_MEMORY:
         io_limit = 0.0
     elif own:
-        io_limit = own(arrays(record["size_bytes"], record["budget_bytes"]), limits)
+        plan = arrays(record["size_bytes"], record["budget_bytes"], record.get("cap_bytes"))
+        io_limit = own(plan, limits)
     else:
         io_limit = read / limits["read_bps"] + written / limits["write_bps"]
     limit = max(io_limit, flops / limits["matmul_flops"])

@@ -324,3 +324,20 @@ def test_a_childs_timed_part_has_its_own_bound():
     child = harness._ChildOutput(proc)
     assert child.wait(timeout=600, timed_timeout=600) == ""
     assert child.finish() == ('{"seconds": 1.0}\n', "")
+
+
+def test_w3_under_a_cap_gets_inputs_of_4x_the_cap():
+    """The default run's W3 (2 GiB inputs, 256 MiB budget) has 0.85 GiB of data: under the
+    1 GiB cap its own inputs pass 4 caps, w still over the budget, about its uncapped flops."""
+    w3, gib, budget = workloads.WORKLOADS["W3"], 1 << 30, 256 << 20
+    uncapped, capped = workloads.arrays(2 * gib, budget), workloads.arrays(2 * gib, budget, gib)
+    assert "mxc" not in uncapped and w3.input_names(uncapped) == ("mx", "mw")
+    assert w3.input_names(capped) == ("mxc", "mwc")
+    read, written, flops = w3.cost(capped)
+    assert workloads.CAP_RATIO * gib <= read + written < 1.1 * workloads.CAP_RATIO * gib
+    assert capped["mwc"].nbytes > budget and capped["mxc"].nbytes > budget
+    assert 0.5 < flops / w3.cost(uncapped)[2] < 1.0
+    record = harness.measure("W3", "jask", 2 * gib, budget, "unused", 0, gib, not_run="not run")
+    assert record["data_bytes"] == read + written and not harness.small_data(record)
+    # inputs already 4x the cap keep their own shapes
+    assert "mxc" not in workloads.arrays(32 * gib, budget, gib)
