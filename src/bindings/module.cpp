@@ -215,8 +215,12 @@ NB_MODULE(_engine, m) {
   m.attr("MIN_BUDGET") = kMinBudget;
   m.attr("MAX_BUDGET") = kMaxBudget;
   m.def("buffer_bytes", &buffer_bytes);
-  m.def("peak_buffer_bytes", &peak_buffer_bytes);
-  m.def("reset_peak_buffer_bytes", &reset_peak_buffer_bytes);
+  // Since reset_memory_peak, whatever peak scopes (jask.stats() blocks) opened meanwhile.
+  m.def("peak_buffer_bytes", &blocks_peak);
+  m.def("reset_peak_buffer_bytes", &reset_blocks_peak);
+  m.def("open_peak_scope", &open_peak_scope);
+  m.def("peak_scope_bytes", &peak_scope_bytes, "scope"_a);
+  m.def("close_peak_scope", &close_peak_scope, "scope"_a);
   m.def(
       "configure_scratch",
       [](const std::string& root, bool allow_tmpfs) {
@@ -326,7 +330,6 @@ NB_MODULE(_engine, m) {
       },
       "after"_a);
   m.def("last_call_seq", &last_call_seq);
-  m.def("release_call_waiters", &release_call_waiters);
   m.def("set_readahead", &set_readahead_enabled);
   m.def("readahead_stats", [] {
     const ReadaheadStats s = readahead_stats();

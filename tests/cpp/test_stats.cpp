@@ -152,5 +152,26 @@ TEST_F(Stats, ReleasedWaitersReturnAtOnce) {
   waiter.join();
 }
 
+// Peak scopes: each sees the peak of the buffers while it is open, nested
+// ones included; the peak since reset_blocks_peak() keeps every buffer.
+TEST_F(Stats, PeakScopesSeeThePeakWhileOpen) {
+  reset_blocks_peak();
+  const int64_t base = buffer_bytes();
+  { AlignedBuffer big(1 << 20); }
+  const uint64_t outer = open_peak_scope();
+  EXPECT_EQ(peak_scope_bytes(outer), base);
+  { AlignedBuffer small(1 << 12); }
+  const uint64_t inner = open_peak_scope();
+  { AlignedBuffer smaller(1 << 12); }
+  EXPECT_EQ(peak_scope_bytes(inner), base + (1 << 12));
+  EXPECT_EQ(peak_scope_bytes(outer), base + (1 << 12));
+  close_peak_scope(inner);
+  EXPECT_EQ(peak_scope_bytes(inner), 0);
+  close_peak_scope(outer);
+  EXPECT_EQ(blocks_peak(), base + (1 << 20));
+  reset_blocks_peak();
+  EXPECT_EQ(blocks_peak(), base);
+}
+
 }  // namespace
 }  // namespace jask

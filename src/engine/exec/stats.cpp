@@ -1,11 +1,13 @@
 #include "exec/stats.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 
+#include "io/file.hpp"
 #include "storage/io_config.hpp"
 
 namespace jask {
@@ -72,6 +74,21 @@ CallProgress progress_of(const StatsState& st, const Counters& now) {
                       st.program};
 }
 
+// Peak windows over io/file.hpp's buffer peak: `carried` holds the peak since
+// reset_blocks_peak() up to the last time a scope opened (which restarted
+// io/file.hpp's peak), each scope its own likewise.
+struct PeakScopes {
+  std::mutex mu;
+  int64_t carried = 0;
+  uint64_t next = 0;
+  std::map<uint64_t, int64_t> scopes;
+};
+
+PeakScopes& peak_scopes() {
+  static PeakScopes p;
+  return p;
+}
+
 }  // namespace
 
 const char* stage_name(Stage stage) {
@@ -124,6 +141,48 @@ CallStats::~CallStats() {
   st.finished.push_back(std::move(done));
   if (st.finished.size() > kFinishedKept) st.finished.pop_front();
   st.running = false;
+}
+
+int64_t blocks_peak() {
+  PeakScopes& p = peak_scopes();
+  std::lock_guard<std::mutex> lock(p.mu);
+  return std::max(p.carried, peak_buffer_bytes());
+}
+
+void reset_blocks_peak() {
+  PeakScopes& p = peak_scopes();
+  std::lock_guard<std::mutex> lock(p.mu);
+  for (auto& [id, peak] : p.scopes) peak = std::max(peak, peak_buffer_bytes());
+  p.carried = 0;
+  reset_peak_buffer_bytes();
+}
+
+uint64_t open_peak_scope() {
+  PeakScopes& p = peak_scopes();
+  std::lock_guard<std::mutex> lock(p.mu);
+  // A buffer that comes and goes between reading the peak and restarting it
+  // is missed by the windows open before: rare (scopes open between calls).
+  const int64_t peak = peak_buffer_bytes();
+  p.carried = std::max(p.carried, peak);
+  for (auto& [id, scope_peak] : p.scopes) scope_peak = std::max(scope_peak, peak);
+  reset_peak_buffer_bytes();
+  const uint64_t id = ++p.next;
+  p.scopes[id] = peak_buffer_bytes();
+  return id;
+}
+
+int64_t peak_scope_bytes(uint64_t scope) {
+  PeakScopes& p = peak_scopes();
+  std::lock_guard<std::mutex> lock(p.mu);
+  auto it = p.scopes.find(scope);
+  if (it == p.scopes.end()) return 0;
+  return std::max(it->second, peak_buffer_bytes());
+}
+
+void close_peak_scope(uint64_t scope) {
+  PeakScopes& p = peak_scopes();
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.scopes.erase(scope);
 }
 
 std::map<std::string, OpTotals> op_totals() {

@@ -79,6 +79,18 @@ std::vector<CallProgress> finished_calls(uint64_t after);
 // The seq of the last call started.
 uint64_t last_call_seq();
 
+// The most bytes of block buffers alive at once (io/file.hpp's buffers) since
+// reset_blocks_peak(), and within each open peak scope: `with jask.stats()`
+// opens one, so its peak is the peak inside the block, nested blocks each
+// their own. Opening a scope folds io/file.hpp's peak into every open window
+// and starts it again from the buffers alive now.
+int64_t blocks_peak();
+void reset_blocks_peak();
+uint64_t open_peak_scope();
+// The scope's peak so far; close_peak_scope() forgets it.
+int64_t peak_scope_bytes(uint64_t scope);
+void close_peak_scope(uint64_t scope);
+
 // One stage of one block, as the timeline records it.
 struct StageEvent {
   Stage stage;
