@@ -23,9 +23,7 @@ import numpy as np
 
 from . import machine
 from .cgroup import CgroupUnavailable, create_memory_cgroup
-from .workloads import CONTENDERS, GIB, IN_MEMORY, MIB, WORKLOADS, arrays
-
-CAP_RATIO = 4  # the capped regime: a workload's data at least this many times the cap
+from .workloads import CAP_RATIO, CONTENDERS, GIB, IN_MEMORY, MIB, WORKLOADS, arrays
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -81,6 +79,10 @@ def size_text(nbytes: int) -> str:
     return f"{nbytes / GIB:g} GiB" if nbytes >= GIB else f"{nbytes / MIB:g} MiB"
 
 
+# The line a child prints (and flushes) when its setup is done and its timed part starts.
+SETUP_DONE = "bench.run_one: setup done"
+
+
 def run_child(
     workload: str,
     contender: str,
@@ -90,9 +92,13 @@ def run_child(
     timeout: float,
     cap: int | None = None,
     timeline: str | None = None,
+    timed_timeout: float | None = None,
 ) -> dict:
     """The JSON a `python -m bench.run_one` child prints, or {"error": ...}; under a `cap` (bytes)
-    also cgroup_peak_bytes and killed_by_cap, and for a killed child the highest VmHWM seen."""
+    also cgroup_peak_bytes and killed_by_cap, and for a killed child the highest VmHWM seen.
+
+    The child may run `timeout` seconds in all, and its timed part (from its SETUP_DONE line)
+    at most `timed_timeout` of them."""
     data_dir = os.path.abspath(data_dir)  # the child runs in the repository root
     out_dir = os.path.join(data_dir, "out", f"{workload}-{contender}")
     shutil.rmtree(out_dir, ignore_errors=True)
@@ -113,7 +119,10 @@ def run_child(
         str(size),
         "--budget",
         str(budget),
-    ] + (["--timeline", os.path.abspath(timeline)] if timeline else [])
+    ]
+    cmd += (["--cap", str(cap)] if cap else []) + (
+        ["--timeline", os.path.abspath(timeline)] if timeline else []
+    )
     # JAX on the CPU for every contender: Jask runs its ops on the CPU.
     env = dict(
         os.environ,
@@ -137,13 +146,12 @@ def run_child(
             env=env,
         )
         hwm = _HighWaterMark(proc) if cgroup else None
-        try:
-            stdout, stderr = proc.communicate(timeout=timeout)
-            timed_out = False
-        except subprocess.TimeoutExpired:
+        child = _ChildOutput(proc)
+        timed_out = child.wait(timeout, timed_timeout)
+        if timed_out:
             proc.kill()
-            stdout, stderr = proc.communicate()
-            timed_out = True
+            proc.wait()
+        stdout, stderr = child.finish()
         capped = {}
         if cgroup:
             hwm.join()
@@ -157,7 +165,7 @@ def run_child(
             cgroup.remove()
         shutil.rmtree(out_dir, ignore_errors=True)
     if timed_out:
-        return {"error": f"timed out after {timeout:.0f} s", **capped}
+        return {"error": timed_out, **capped}
     if capped.get("killed_by_cap"):
         return {"error": killed_text(cap, capped), **capped}
     lines = stdout.strip().splitlines()
@@ -176,6 +184,62 @@ def killed_text(cap: int, capped: dict) -> str:
     if capped["vmhwm_seen_bytes"]:
         text += f" (VmHWM {capped['vmhwm_seen_bytes'] / MIB:.0f} MiB or more)"
     return text
+
+
+class _ChildOutput:
+    """A child's stdout and stderr, read by threads as it runs; notes when it prints SETUP_DONE."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+        self.lines: list[str] = []
+        self.errors: list[str] = []
+        self.started = time.monotonic()
+        self.setup_seconds: float | None = None
+        self._threads = [
+            threading.Thread(target=self._read_stdout, daemon=True),
+            threading.Thread(target=lambda: self.errors.extend(proc.stderr), daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _read_stdout(self) -> None:
+        for line in self.proc.stdout:
+            if line.strip() == SETUP_DONE:
+                self.setup_seconds = time.monotonic() - self.started
+            else:
+                self.lines.append(line)
+
+    def wait(self, timeout: float, timed_timeout: float | None) -> str:
+        """Waits for the child to exit: "" if it did, else why it is to be killed (its whole run
+        past `timeout` seconds, or its timed part past `timed_timeout`)."""
+        while True:
+            now = time.monotonic()
+            if now >= self.started + timeout:
+                if self.setup_seconds is None:
+                    return f"timed out after {timeout:.0f} s, in its setup"
+                return f"timed out after {timeout:.0f} s (setup {self.setup_seconds:.0f} s)"
+            deadline = self.started + timeout
+            if self.setup_seconds is not None and timed_timeout is not None:
+                timed_deadline = self.started + self.setup_seconds + timed_timeout
+                if now >= timed_deadline:
+                    return (
+                        f"timed out after {timed_timeout:.0f} s of its timed part "
+                        f"(setup {self.setup_seconds:.0f} s)"
+                    )
+                deadline = min(deadline, timed_deadline)
+            try:
+                self.proc.wait(timeout=min(0.2, deadline - now))
+                return ""
+            except subprocess.TimeoutExpired:
+                continue
+
+    def finish(self) -> tuple[str, str]:
+        """The child's stdout (less SETUP_DONE) and stderr, once it has exited."""
+        for t in self._threads:
+            t.join()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        return "".join(self.lines), "".join(self.errors)
 
 
 class _HighWaterMark(threading.Thread):
@@ -210,12 +274,14 @@ def measure(
     cap: int | None = None,
     timeline: str | None = None,
     not_run: str = "",
+    timed_timeout: float | None = None,
 ) -> dict:
     """One record of results.json: the child's measurements (`score` adds throughput and limits),
     run under a memory cgroup capped at `cap` bytes when given; with `timeline` (a path), the
-    child records Jask's I/O timeline there. With `not_run` (why), the record without a run."""
+    child records Jask's I/O timeline there. With `not_run` (why), the record without a run.
+    The child runs at most `timeout` seconds, its timed part at most `timed_timeout`."""
     wl = WORKLOADS[workload]
-    plan = arrays(size, budget)
+    plan = arrays(size, budget, cap)
     read, written, flops = wl.cost(plan)
     if wl.derived:  # another file format of the inputs: its files on disk are what must be read
         read = sum(os.path.getsize(f) for f in wl.derived.files(data_dir, plan, budget))
@@ -264,7 +330,9 @@ def measure(
     if not_run:
         record["error"] = not_run
         return record
-    result = run_child(workload, contender, size, budget, data_dir, timeout, cap, timeline)
+    result = run_child(
+        workload, contender, size, budget, data_dir, timeout, cap, timeline, timed_timeout
+    )
     record.update(result)
     return record
 
@@ -317,7 +385,8 @@ def score(record: dict, limits: dict) -> None:
     if record["contender"] in IN_MEMORY:
         io_limit = 0.0
     elif own:
-        io_limit = own(arrays(record["size_bytes"], record["budget_bytes"]), limits)
+        plan = arrays(record["size_bytes"], record["budget_bytes"], record.get("cap_bytes"))
+        io_limit = own(plan, limits)
     else:
         io_limit = read / limits["read_bps"] + written / limits["write_bps"]
     limit = max(io_limit, flops / limits["matmul_flops"])

@@ -11,7 +11,7 @@ import os
 import sys
 import time
 
-from .harness import cached_fraction, evict, proc_io, proc_status
+from .harness import SETUP_DONE, cached_fraction, evict, proc_io, proc_status
 from .workloads import WORKLOADS, Context, arrays
 
 
@@ -23,25 +23,27 @@ def main() -> None:
     parser.add_argument("--out-dir", required=True)
     parser.add_argument("--size", type=int, required=True, help="bytes of each large input")
     parser.add_argument("--budget", type=int, required=True, help="memory budget in bytes")
+    parser.add_argument("--cap", type=int, help="the memory cap it runs under, in bytes")
     parser.add_argument(
         "--timeline", help="write Jask's I/O timeline of the timed part here (JSON; Jask only)"
     )
     args = parser.parse_args()
 
     workload = WORKLOADS[args.workload]
-    ctx = Context(args.data, args.out_dir, args.budget, arrays(args.size, args.budget))
+    ctx = Context(args.data, args.out_dir, args.budget, arrays(args.size, args.budget, args.cap))
     # before the setup, which can take longer than the timed part (W5 takes two steps first)
     recorder = timeline_recorder() if args.timeline else contextlib.nullcontext()
     trial = workload.contenders[args.contender](ctx)
     derived = workload.derived.files(args.data, ctx.plan, args.budget) if workload.derived else []
     files = (
-        [ctx.path(name) for name in workload.inputs]
+        [ctx.path(name) for name in workload.input_names(ctx.plan)]
         + derived
         + [p for p in trial.evict if os.path.exists(p)]
     )
     evict(files)
     cached = max(cached_fraction(path) for path in files)  # pages still mapped cannot be evicted
 
+    print(SETUP_DONE, flush=True)  # the harness bounds the timed part from here
     baseline = proc_status("VmRSS")
     stages_before = jask_stage_seconds()
     before = proc_io()

@@ -29,6 +29,13 @@ SEED = 20240601
 
 A = 2.5  # W2's scalar: a * x + y
 W3_K = 32768  # W3's contraction dimension
+# The capped regime: a workload's data (bytes read + written) at least this many times the cap.
+CAP_RATIO = 4
+# W3 under a cap its own inputs are not CAP_RATIO times: w keeps 1.25 budgets, in this many
+# columns, and x has the rows for the data to pass CAP_RATIO caps (by W3_CAPPED_MARGIN). So few
+# columns keep the flops near the uncapped W3's, the matmul as much compute as reading.
+W3_CAPPED_COLS = 256
+W3_CAPPED_MARGIN = 1.05
 FEATURES, HIDDEN, OUTPUTS = 256, 64, 16  # W4: a (N, FEATURES) @ b @ c -> (N, OUTPUTS)
 LR, B1, B2, EPS = 1e-3, 0.9, 0.999, 1e-8  # W5: optax.adam(1e-3) and its defaults
 
@@ -64,12 +71,15 @@ class Array:
         return f"{self.name}-{'x'.join(map(str, self.shape))}.npy"
 
 
-def arrays(size: int, budget: int) -> dict[str, Array]:
-    """The data files for input size `size` (bytes of each large input) and memory budget `budget`.
+def arrays(size: int, budget: int, cap: int | None = None) -> dict[str, Array]:
+    """The data files for input size `size` (bytes of each large input) and memory budget `budget`,
+    and under a memory cap of `cap` bytes.
 
     W1, W2 and W4 share x (N, 256) of `size` bytes; W3's x is a quarter of
     that and its w is 1.25 budgets, so both exceed the budget; W5's
     parameters are half of `size`, at most 1 GiB; W6-W8's data is 2 * size (bench/training.py).
+    Under a cap W3's data is not CAP_RATIO times, W3 gets inputs that are (mxc, mwc:
+    `w3_inputs`).
     """
     rows = max(1, size // (4 * FEATURES))
     w3_rows = max(1, size // 4 // (4 * W3_K))
@@ -87,7 +97,20 @@ def arrays(size: int, budget: int) -> dict[str, Array]:
         Array("g", (params,)),
         *training_arrays(size),
     ]
+    if cap and 4 * (w3_rows * W3_K + W3_K * w3_cols + w3_rows * w3_cols) < CAP_RATIO * cap:
+        k = max(1, budget * 5 // 4 // (4 * W3_CAPPED_COLS))
+        target = int(W3_CAPPED_MARGIN * CAP_RATIO * cap) - 4 * k * W3_CAPPED_COLS
+        n = max(1, -(-target // (4 * (k + W3_CAPPED_COLS))))
+        specs += [
+            Array("mxc", (n, k)),
+            Array("mwc", (k, W3_CAPPED_COLS), 1 / k**0.5),
+        ]
     return {a.name: a for a in specs}
+
+
+def w3_inputs(plan: dict[str, Array]) -> tuple[str, str]:
+    """W3's x and w in this plan: the capped regime's where it has them."""
+    return ("mxc", "mwc") if "mxc" in plan else ("mx", "mw")
 
 
 def generate(plan: dict[str, Array], names, data_dir: str, log=print) -> None:
@@ -364,7 +387,7 @@ def w3_jask(ctx: Context) -> Trial:
     ctx.jask()
     import jax
 
-    x, w = ctx.disk("mx"), ctx.disk("mw")
+    x, w = (ctx.disk(name) for name in w3_inputs(ctx.plan))
     f = compiled(jax.jit(lambda x, w: x @ w), x, w)
 
     def run():
@@ -377,7 +400,7 @@ def w3_jask(ctx: Context) -> Trial:
 
 def w3_numpy(ctx: Context) -> Trial:
     """Column blocks of w of half the budget, each multiplied by row blocks of x of a quarter."""
-    x, w = ctx.mmap("mx"), ctx.mmap("mw")
+    x, w = (ctx.mmap(name) for name in w3_inputs(ctx.plan))
     out = ctx.output("out", (x.shape[0], w.shape[1]))
     cols = rows_per_chunk((w.shape[1], w.shape[0]), ctx.budget // 2)
 
@@ -396,9 +419,10 @@ def w3_dask(ctx: Context) -> Trial:
     """Square-ish chunks of budget / 8 on both operands, the contraction axis chunked too (Dask sums the
     partial products); chunks of whole rows of x would make each task's tile too thin to compute well."""
     side = math.isqrt(ctx.budget // 8 // 4)
-    (n, k), m = ctx.plan["mx"].shape, ctx.plan["mw"].shape[1]
-    x = dask_file(ctx.path("mx"), (min(n, side), min(k, side)))
-    w = dask_file(ctx.path("mw"), (min(k, side), min(m, side)))
+    x_name, w_name = w3_inputs(ctx.plan)
+    (n, k), m = ctx.plan[x_name].shape, ctx.plan[w_name].shape[1]
+    x = dask_file(ctx.path(x_name), (min(n, side), min(k, side)))
+    w = dask_file(ctx.path(w_name), (min(k, side), min(m, side)))
     return Trial(lambda: store(ctx, out=x @ w)[0], lambda out: [norm(sample(out))])
 
 
@@ -406,13 +430,13 @@ def w3_jax(ctx: Context) -> Trial:
     import jax
     import jax.numpy as jnp
 
-    x, w = ctx.device("mx"), ctx.device("mw")
+    x, w = (ctx.device(name) for name in w3_inputs(ctx.plan))
     f = compiled(jax.jit(jnp.matmul), x, w)
     return Trial(lambda: f(x, w).block_until_ready(), lambda out: [norm(sample(out))])
 
 
 def w3_numpy_in_memory(ctx: Context) -> Trial:
-    x, w = ctx.load("mx"), ctx.load("mw")
+    x, w = (ctx.load(name) for name in w3_inputs(ctx.plan))
     return Trial(lambda: x @ w, lambda out: [norm(sample(out))])
 
 
@@ -658,13 +682,23 @@ class Workload:
     # (throughput = items / seconds)
     items: Callable[[dict[str, Array]], int] | None = None
 
+    # the inputs under a cap, where the plan has them (W3's: `arrays`)
+    capped_inputs: tuple[str, ...] | None = None
+
+    def input_names(self, plan: dict[str, Array]) -> tuple[str, ...]:
+        """The inputs its contenders read under this plan."""
+        if self.capped_inputs and all(n in plan for n in self.capped_inputs):
+            return self.capped_inputs
+        return self.inputs
+
     def input_bytes(self, plan: dict[str, Array]) -> int:
-        return sum(plan[n].nbytes for n in self.inputs)
+        return sum(plan[n].nbytes for n in self.input_names(plan))
 
 
 def _w3_cost(plan):
-    (n, k), m = plan["mx"].shape, plan["mw"].shape[1]
-    return plan["mx"].nbytes + plan["mw"].nbytes, 4 * n * m, 2 * n * k * m
+    x, w = (plan[name] for name in w3_inputs(plan))
+    (n, k), m = x.shape, w.shape[1]
+    return x.nbytes + w.nbytes, 4 * n * m, 2 * n * k * m
 
 
 def _w4_cost(plan):
@@ -708,6 +742,7 @@ WORKLOADS = {
                 "jax": w3_jax,
                 "numpy-mem": w3_numpy_in_memory,
             },
+            capped_inputs=("mxc", "mwc"),
         ),
         Workload(
             "W4",

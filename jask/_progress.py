@@ -7,10 +7,13 @@ on stderr for a call that has run for `_threshold_s` or whose projected time (it
 blocks planned at the rate of the blocks done) exceeds it. Nothing runs in the engine's
 per-block loop besides the counters it keeps anyway.
 
-Calls of a jitted program get one bar each (the program's engine calls run one after
-another, each its own pipeline), named "jit: <op>". A Python operation made of many
-engine calls (save_tree, load_tree) opens a `task`: one bar for all of it, counting the
-bytes of the leaves done.
+A run of a jitted program gets one bar for all its engine calls, named "jit: <its first
+op>": the engine groups the calls of one run (XLA's run id) and tells what the program's
+last run did (exec/stats.hpp's ProgramRunProgress). The bar counts bytes against the last
+run's where there was one, otherwise calls against the calls XLA compiled (unknown for a
+first run with loops or branches: such a run ends when another call starts, or once it has
+been idle `_RUN_IDLE_S`). A Python operation made of many engine calls (save_tree,
+load_tree) opens a `task`: one bar for all of it, counting the bytes of the leaves done.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from . import _engine
 
 # How often a running call's bar is brought up to date.
 _POLL_S = 0.2
+# Seconds a program run whose end the engine cannot tell (no count of its calls yet) may go
+# without an engine call before its bar is closed: XLA computes in memory between calls.
+_RUN_IDLE_S = 1.0
 # Seconds a call (or a task) runs, or is projected to run, before it gets a bar.
 # Private knob: the tests set it to 0.
 _threshold_s = 2.0
@@ -40,9 +46,10 @@ _poller: threading.Thread | None = None
 def set_progress(enabled: bool) -> None:
     """Turns the progress bars on (the default) or off.
 
-    Bars appear on stderr for engine calls, jitted programs' engine calls, `save_tree`,
-    `load_tree` and conversions (`DiskArray.from_numpy`, saving, `materialize`) that run
-    longer than about two seconds, or are projected to. They cost the engine nothing per
+    Bars appear on stderr for engine calls, runs of jitted programs (one bar for all the
+    engine calls of a run), `save_tree`, `load_tree` and conversions
+    (`DiskArray.from_numpy`, saving, `materialize`) that run longer than about two seconds,
+    or are projected to. They cost the engine nothing per
     block: a background thread reads the engine's counters five times a second while a
     call runs. The environment variable ``JASK_PROGRESS=0`` turns them off at import.
 
@@ -73,16 +80,17 @@ def _now_s() -> float:
     return _engine.stats_clock_ns() * 1e-9
 
 
-def _new_bar(desc: str, total: int, done: int = 0):
-    """A bar of `total` bytes, `done` of them before it opened (left out of its rate)."""
+def _new_bar(desc: str, total: int | None, done: int = 0, unit: str = "B"):
+    """A bar of `total` bytes (or calls: `unit`; None: not known), `done` of them before it
+    opened (left out of its rate)."""
     from tqdm import tqdm  # imported on the first bar: tqdm's import is not free
 
     return tqdm(
-        total=max(int(total), int(done)),
+        total=None if total is None else max(int(total), int(done)),
         initial=int(done),
         desc=desc,
-        unit="B",
-        unit_scale=True,
+        unit=unit,
+        unit_scale=unit == "B",
         unit_divisor=1024,
         file=sys.stderr,
         leave=True,
@@ -165,21 +173,34 @@ class _Bars:
 
     def __init__(self):
         self.seen = _engine.last_call_seq()  # calls up to this one are dealt with
-        self.bar = None  # the running call's bar
+        self.bar = None  # the running eager call's bar
         self.bar_seq = 0
+        self.runs_seen = _last_run_seq()  # program runs up to this one are dealt with
+        self.run_bar = None  # the program run's bar
+        self.run_bar_seq = 0
+        self.run_bar_bytes = False  # the run's bar counts bytes (else calls)
         self.task: _Task | None = None
 
-    def update(self, running) -> None:
-        """Deals with the calls that ended since the last update, then the running one."""
+    def update(self, running, idle_s: float | None = _RUN_IDLE_S) -> None:
+        """Deals with the calls and program runs that ended since the last update, then the
+        running ones; a program run idle for `idle_s` (None: at all) ends."""
         if not _enabled:
-            self.seen = _engine.last_call_seq()
+            self.seen, self.runs_seen = _engine.last_call_seq(), _last_run_seq()
             return
+        run = _engine.program_run()
+        if run is not None and idle_s is not None and _idle(run, idle_s):
+            _engine.end_program_run(run["seq"])
+            run = None
         for call in _engine.finished_calls(self.seen):
             self._ended(call)
+        for ended in _engine.finished_program_runs(self.runs_seen):
+            self._run_ended(ended)
         if self.task is not None:
             self.task.show(running)
             return
-        if running is None or running[0] <= self.seen:
+        if run is not None and run["seq"] > self.runs_seen:
+            self._show_run(run, running)
+        if running is None or running[0] <= self.seen or running[8]:
             return
         seq, op, start_ns, _, read, _, planned, nbytes, program = running
         # Projected from the blocks read (most bytes move as blocks are read, the pipeline
@@ -189,7 +210,7 @@ class _Bars:
             if _expected_s(_now_s() - start_ns * 1e-9, read, planned) < _threshold_s:
                 return
             self.close_all()
-            self.bar = _new_bar(_label(op, program), total, nbytes)  # drawn as it opens
+            self.bar = _new_bar(op, total, nbytes)  # drawn as it opens
             self.bar_seq = seq
             return
         self.bar.total = total
@@ -199,23 +220,97 @@ class _Bars:
     def _ended(self, call) -> None:
         seq, op, start_ns, end_ns, _, _, _, nbytes, program = call
         self.seen = max(self.seen, seq)
-        if self.task is not None:
-            return  # the task's bar shows it
+        if self.task is not None or program:
+            return  # the task's bar, or its program run's, shows it
         if self.bar is not None and self.bar_seq == seq:
             _finish(self.bar, nbytes)
             self.bar = None
         elif (end_ns - start_ns) * 1e-9 >= _threshold_s:
             # It ended between two polls before its bar opened: shown complete.
-            _finish(_new_bar(_label(op, program), nbytes), nbytes)
+            _finish(_new_bar(op, nbytes), nbytes)
+
+    def _show_run(self, run: dict, running) -> None:
+        """Opens the program run's bar once it qualifies, or brings it up to date."""
+        if self.run_bar_seq != run["seq"]:
+            if _run_expected_s(run, running) < _threshold_s:
+                return
+            self.close_all()
+            self.run_bar_bytes = run["expected_bytes"] > 0
+            if self.run_bar_bytes:
+                self.run_bar = _new_bar(_run_label(run), run["expected_bytes"], run["bytes"])
+            else:
+                total = run["expected_calls"] or None
+                self.run_bar = _new_bar(_run_label(run), total, run["calls_done"], "call")
+            self.run_bar_seq = run["seq"]
+        elif self.run_bar_bytes:
+            self.run_bar.total = max(self.run_bar.total, run["bytes"])
+            self.run_bar.n = run["bytes"]
+        else:
+            calls = run["calls_done"] + _running_share(run, running)
+            if self.run_bar.total is not None:
+                self.run_bar.total = max(self.run_bar.total, run["calls_done"])
+            self.run_bar.n = round(calls, 2)
+        self.run_bar.set_postfix_str(run["op"], refresh=True)
+
+    def _run_ended(self, run: dict) -> None:
+        self.runs_seen = max(self.runs_seen, run["seq"])
+        if self.task is not None:
+            return
+        if self.run_bar is not None and self.run_bar_seq == run["seq"]:
+            _finish(self.run_bar, run["bytes"] if self.run_bar_bytes else run["calls_done"])
+            self.run_bar = None
+        elif (run["end_ns"] - run["start_ns"]) * 1e-9 >= _threshold_s:
+            # It ended between two polls before its bar opened: shown complete.
+            _finish(_new_bar(_run_label(run), run["bytes"]), run["bytes"])
 
     def close_all(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
+        for name in ("bar", "run_bar"):
+            if getattr(self, name) is not None:
+                getattr(self, name).close()
+                setattr(self, name, None)
 
 
-def _label(op: str, program: int) -> str:
-    return f"jit: {op}" if program else op
+def _last_run_seq() -> int:
+    """The seq of the last program run started (0: none)."""
+    run = _engine.program_run()
+    if run is not None:
+        return run["seq"]
+    return max((r["seq"] for r in _engine.finished_program_runs(0)), default=0)
+
+
+def _idle(run: dict, idle_s: float) -> bool:
+    """Whether a program run has gone `idle_s` without a call running: one whose calls are
+    counted (it ends at its last) only at idle_s 0."""
+    if run["call_running"] or (run["expected_calls"] and idle_s > 0):
+        return False
+    last = max(run["last_call_end_ns"], run["start_ns"])
+    return _now_s() - last * 1e-9 >= idle_s
+
+
+def _run_expected_s(run: dict, running) -> float:
+    """How long a program run takes: its program's last run, as far as it is known; else its
+    calls so far projected over its expected calls, or its running call's projection."""
+    now = _now_s()
+    elapsed = now - run["start_ns"] * 1e-9
+    expected = max(elapsed, run["expected_ns"] * 1e-9)
+    if run["expected_calls"] and run["calls_done"]:
+        expected = max(expected, _expected_s(elapsed, run["calls_done"], run["expected_calls"]))
+    if running is not None and running[8] == run["program"]:
+        started = running[2] * 1e-9
+        call_s = _expected_s(now - started, running[4], running[6])
+        expected = max(expected, started - run["start_ns"] * 1e-9 + call_s)
+    return expected
+
+
+def _running_share(run: dict, running) -> float:
+    """The share of the program run's running call done (its blocks read of those planned)."""
+    if not run["call_running"] or running is None or running[8] != run["program"]:
+        return 0.0
+    return min(running[4] / running[6], 1.0) if running[6] > 0 else 0.0
+
+
+def _run_label(run: dict) -> str:
+    return f"jit: {run['op']}"
 
 
 _BARS = _Bars()
@@ -250,7 +345,7 @@ _stopping = False
 
 def _poll_forever() -> None:
     while not _stopping:
-        idle = _BARS.bar is None and _BARS.task is None
+        idle = _BARS.bar is None and _BARS.run_bar is None and _BARS.task is None
         running = _engine.wait_for_call(1.0 if idle else 0.0)
         with _lock:
             _BARS.update(running)
@@ -279,10 +374,11 @@ def _stop_poller() -> None:
 
 
 def _flush() -> None:
-    """Deals with every call that has ended (tests call it after an op, for bars that
-    do not depend on the poller's timing)."""
+    """Deals with every call that has ended, and ends a program run with no call running
+    whose end the engine cannot tell (tests call it after an op, for bars that do not
+    depend on the poller's timing)."""
     with _lock:
-        _BARS.update(None)
+        _BARS.update(None, idle_s=0.0)
 
 
 def _after_fork() -> None:

@@ -154,12 +154,14 @@ def new_program_slot() -> int:
     return _engine.new_program_slot()
 
 
-def note_program_memory(slots, nbytes: int) -> None:
-    """XLA compiled a program whose engine calls name `slots`: while it runs, XLA holds `nbytes`
-    in memory (temporaries and in-memory results), which its engine calls leave out of the
-    blocks they plan (up to half the budget)."""
-    for slot in slots:
+def note_program_memory(calls: dict[int, int], nbytes: int) -> None:
+    """XLA compiled a program whose engine calls name the slots of `calls` (each with its
+    count of calls per run, 0 where not known): while it runs, XLA holds `nbytes` in memory
+    (temporaries and in-memory results), which its engine calls leave out of the blocks they
+    plan (up to half the budget). The counts size a first run's progress bar."""
+    for slot, count in calls.items():
         _engine.note_program_bytes(slot, int(nbytes))
+        _engine.note_program_calls(slot, int(count))
 
 
 def memory_stats() -> dict[str, int]:

@@ -66,6 +66,15 @@ def _peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def _rss_now() -> int:
+    """The process's resident memory now, in bytes (0 where /proc has no statm)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * resource.getpagesize()
+    except OSError:
+        return 0
+
+
 class Stats:
     """Per-op figures of the engine: totals since the process started (or `reset_stats`),
     or, used as a context manager, of what ran inside the with-block.
@@ -76,9 +85,13 @@ class Stats:
         program by its instructions ("add", "mul+add", "exp+sum"), "update_", "save",
         "from_numpy", "to_numpy". Inside the with-block it is live; after, fixed.
       total: the `OpStats` of all ops together.
-      blocks_peak: `jask.memory_stats()["blocks_peak"]` when the figures were taken: the
-        most bytes of block buffers alive at once since `jask.reset_memory_peak`.
-      rss_peak: the process's peak resident memory in bytes (getrusage's ru_maxrss).
+      blocks_peak: the most bytes of block buffers alive at once: within the with-block
+        (live inside it), or, taken alone, `jask.memory_stats()["blocks_peak"]` (since
+        `jask.reset_memory_peak`).
+      rss_peak: the process's peak resident memory in bytes (getrusage's ru_maxrss). For a
+        with-block, the block's own peak where the process reached a new peak inside it;
+        otherwise (the kernel keeps one peak per process) the larger of the resident memory
+        at the block's start and end, a lower bound.
       timeline: with ``timeline=True``, every block's stages inside the with-block, in
         the order they ended: dicts {"stage": "read" | "compute" | "write", "op": str,
         "start": float, "end": float, "bytes": int}, seconds from the with-block's start;
@@ -94,14 +107,19 @@ class Stats:
         self._base: dict[str, OpStats] = {}
         self._start_ns = 0
         self._inside = False
+        self._peak_scope = 0
+        self._rss_at_start = self._rss_peak_at_start = 0
         self.timeline: list[dict] = []
         self.timeline_dropped = 0
-        self._freeze()
-
-    def _freeze(self) -> None:
         self._ops = _difference(_table_now(), self._base)
-        self.blocks_peak = _engine.peak_buffer_bytes()
+        self._blocks_peak = _engine.peak_buffer_bytes()
         self.rss_peak = _peak_rss()
+
+    @property
+    def blocks_peak(self) -> int:
+        if self._inside:
+            return _engine.peak_scope_bytes(self._peak_scope)
+        return self._blocks_peak
 
     @property
     def ops(self) -> dict[str, OpStats]:
@@ -131,6 +149,8 @@ class Stats:
                 _engine.set_timeline(True)
             self._base = _table_now()
             self._start_ns = _engine.stats_clock_ns()
+            self._peak_scope = _engine.open_peak_scope()
+            self._rss_at_start, self._rss_peak_at_start = _rss_now(), _peak_rss()
             self._inside = True
             _open_contexts += 1
         return self
@@ -156,7 +176,14 @@ class Stats:
                 _timeline_open = False
             self._inside = False
             _open_contexts -= 1
-            self._freeze()
+            self._ops = _difference(_table_now(), self._base)
+            self._blocks_peak = _engine.peak_scope_bytes(self._peak_scope)
+            _engine.close_peak_scope(self._peak_scope)
+            peak = _peak_rss()
+            if peak > self._rss_peak_at_start:
+                self.rss_peak = peak  # the process's new peak was reached inside the block
+            else:
+                self.rss_peak = max(self._rss_at_start, _rss_now())
 
     def __str__(self) -> str:
         return _format(self.ops, self.total, self.blocks_peak, self.rss_peak)
@@ -224,27 +251,26 @@ def _format(ops: dict[str, OpStats], total: OpStats, blocks_peak: int, rss_peak:
 
 def stats(timeline: bool = False) -> Stats:
     """The engine's figures per op: bytes read and written, blocks, time in each pipeline
-        stage and wall time, and the peak memory.
+    stage and wall time, and the peak memory.
 
-        Called alone, the totals since the process started (or `reset_stats`). As a context
-        manager, what ran inside the with-block: eager ops and the engine calls of jitted
-        programs alike. Contexts may nest (each counts what ran inside it), except two with
-        ``timeline=True``.
+    Called alone, the totals since the process started (or `reset_stats`). As a context
+    manager, what ran inside the with-block: eager ops and the engine calls of jitted
+    programs alike, and the peak memory within the block. Contexts may nest (each counts
+    what ran inside it), except two with ``timeline=True``.
 
-        Args:
-          timeline: also record every block's read, compute and write stage (`Stats.timeline`),
-            while inside the with-block.
+    Args:
+      timeline: also record every block's read, compute and write stage (`Stats.timeline`),
+        while inside the with-block.
 
-        Returns:
-          A `Stats`; ``print`` it for a table.
+    Returns:
+      A `Stats`; ``print`` it for a table.
 
-        >>> import jax
-    import numpy as np, jax.numpy as jnp, jask
-        >>> x = jask.DiskArray.from_numpy(np.ones(1000, np.float32))
-        >>> with jask.stats() as s:
-        ...     total = jnp.sum(x)
-        >>> s.ops["sum"].bytes_read
-        4000
+    >>> import numpy as np, jax.numpy as jnp, jask
+    >>> x = jask.DiskArray.from_numpy(np.ones(1000, np.float32))
+    >>> with jask.stats() as s:
+    ...     total = jnp.sum(x)
+    >>> s.ops["sum"].bytes_read
+    4000
     """
     return Stats(timeline=timeline)
 

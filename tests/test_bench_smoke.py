@@ -289,3 +289,55 @@ def test_bench_records_runs_a_spent_time_budget_cannot_hold(tmp_path):
         ("numpy", None, "not run: the 0.01-minute budget is spent")
     ]
     assert "| NumPy memmap, chunked | not run: the 0.01-minute budget is spent |" in markdown
+
+
+def _child(code: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_childs_timed_part_has_its_own_bound():
+    """The peer bound counts from the child's SETUP_DONE line; its setup only has the whole
+    run's bound. The children block forever, so each outcome is the bound's, whatever the timing."""
+    setup_done = f"print({harness.SETUP_DONE!r}, flush=True); import time; time.sleep(600)"
+    proc = _child(setup_done)
+    child = harness._ChildOutput(proc)
+    why = child.wait(timeout=600, timed_timeout=0)
+    proc.kill()
+    proc.wait()
+    assert why.startswith("timed out after 0 s of its timed part (setup "), why
+    assert child.finish() == ("", "")  # the marker is not part of the child's output
+
+    proc = _child("import time; time.sleep(600)")
+    child = harness._ChildOutput(proc)
+    why = child.wait(timeout=0.5, timed_timeout=0)
+    proc.kill()
+    proc.wait()
+    assert why == "timed out after 0 s, in its setup"
+    assert child.finish() == ("", "")
+
+    proc = _child(f"print({harness.SETUP_DONE!r}); print('{{\"seconds\": 1.0}}')")
+    child = harness._ChildOutput(proc)
+    assert child.wait(timeout=600, timed_timeout=600) == ""
+    assert child.finish() == ('{"seconds": 1.0}\n', "")
+
+
+def test_w3_under_a_cap_gets_inputs_of_4x_the_cap():
+    """The default run's W3 (2 GiB inputs, 256 MiB budget) has 0.85 GiB of data: under the
+    1 GiB cap its own inputs pass 4 caps, w still over the budget, about its uncapped flops."""
+    w3, gib, budget = workloads.WORKLOADS["W3"], 1 << 30, 256 << 20
+    uncapped, capped = workloads.arrays(2 * gib, budget), workloads.arrays(2 * gib, budget, gib)
+    assert "mxc" not in uncapped and w3.input_names(uncapped) == ("mx", "mw")
+    assert w3.input_names(capped) == ("mxc", "mwc")
+    read, written, flops = w3.cost(capped)
+    assert workloads.CAP_RATIO * gib <= read + written < 1.1 * workloads.CAP_RATIO * gib
+    assert capped["mwc"].nbytes > budget and capped["mxc"].nbytes > budget
+    assert 0.5 < flops / w3.cost(uncapped)[2] < 1.0
+    record = harness.measure("W3", "jask", 2 * gib, budget, "unused", 0, gib, not_run="not run")
+    assert record["data_bytes"] == read + written and not harness.small_data(record)
+    # inputs already 4x the cap keep their own shapes
+    assert "mxc" not in workloads.arrays(32 * gib, budget, gib)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import jask
-from jask import _progress
+from jask import _engine, _progress
 
 N = 20_011
 
@@ -42,12 +42,85 @@ def test_an_eager_op_gets_a_bar_ending_at_100(bars, capsys):
     assert "78.2k" in lines[-1]  # 4 * N bytes, in KiB
 
 
-def test_a_jitted_program_gets_bars(bars, capsys):
+def test_a_jitted_program_gets_a_bar_ending_at_100(bars, capsys):
     x = jask.DiskArray.from_numpy(np.ones(N, np.float32))
     assert float(jax.jit(lambda a: jnp.sum(a * 3.0))(x)) == 3 * N
     _progress._flush()
     lines = bar_lines(capsys.readouterr().err, "jit: mul+sum")
     assert lines and "100%" in lines[-1]
+
+
+@pytest.fixture
+def created(monkeypatch):
+    """The bars opened: (desc, bar) pairs."""
+    made = []
+    new_bar = _progress._new_bar
+
+    def recording(desc, *args, **kwargs):
+        bar = new_bar(desc, *args, **kwargs)
+        made.append((desc, bar))
+        return bar
+
+    monkeypatch.setattr(_progress, "_new_bar", recording)
+    return made
+
+
+def test_a_jitted_programs_run_gets_one_bar_for_all_its_calls(bars, created):
+    x = jask.DiskArray.from_numpy(np.arange(N, dtype=np.float32))
+    w = jask.DiskArray.from_numpy(np.ones((N, 3), np.float32))
+    f = jax.jit(lambda a, b: (jnp.sum(a * 3.0), a @ b))
+    runs_before = _progress._last_run_seq()
+    with jask.stats() as s:
+        for _ in range(2):
+            total, product = jax.block_until_ready(f(x, w))
+    _progress._flush()
+    expected = np.arange(N, dtype=np.float64)
+    np.testing.assert_allclose(float(total), 3 * expected.sum(), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(product), np.tile(expected.sum(), 3), rtol=1e-5)
+    calls_per_run = s.total.calls // 2
+    assert calls_per_run >= 2 and s.total.calls == 2 * calls_per_run
+    jit_bars = [(desc, bar) for desc, bar in created if desc.startswith("jit: ")]
+    assert len(jit_bars) == 2, created  # one per run, none per call
+    assert all(desc.startswith("jit: ") or desc == "from_numpy" for desc, _ in created), created
+    for _, bar in jit_bars:
+        assert bar.total is not None and bar.n == bar.total > 0  # closed at 100%
+    first, second = _engine.finished_program_runs(runs_before)[-2:]
+    assert first["calls_done"] == second["calls_done"] == calls_per_run
+    # XLA compiled a straight-line program: its first run already knew its count
+    assert first["expected_calls"] == second["expected_calls"] == calls_per_run
+    assert first["expected_bytes"] == 0 and second["expected_bytes"] == first["bytes"] > 0
+    assert 2 * first["bytes"] == s.total.bytes_read + s.total.bytes_written
+
+
+def test_a_program_with_a_loop_ends_its_bar_on_the_next_call(bars, created):
+    """Calls in a loop: the first run's count is not known, so its run ends when another
+    call starts (or it is idle); the second run knows the first's."""
+    x = jask.DiskArray.from_numpy(np.ones(N, np.float32))
+
+    def three_sums(a):
+        body = lambda carry, _: (carry + jnp.sum(a * 2.0), None)  # noqa: E731
+        return jax.lax.scan(body, jnp.float32(0.0), length=3)[0]
+
+    f = jax.jit(three_sums)
+    runs_before = _progress._last_run_seq()
+    assert float(f(x)) == 6.0 * N
+    assert float(jnp.sum(x)) == N  # an eager call ends the run
+    assert float(f(x)) == 6.0 * N
+    _progress._flush()
+    runs = _engine.finished_program_runs(runs_before)
+    assert [r["calls_done"] for r in runs] == [3, 3]
+    assert [r["expected_calls"] for r in runs] == [0, 3]
+    assert sum(desc.startswith("jit: ") for desc, _ in created) == 2
+    assert sum(desc == "sum" for desc, _ in created) == 1
+
+
+def test_runs_under_the_threshold_get_no_bar(bars, created):
+    _progress._threshold_s = 1e9
+    x = jask.DiskArray.from_numpy(np.ones(N, np.float32))
+    assert float(jax.jit(lambda a: jnp.sum(a * 3.0))(x)) == 3 * N
+    assert float(jnp.sum(x)) == N
+    _progress._flush()
+    assert created == []
 
 
 def test_save_tree_and_load_tree_get_one_bar_each(bars, capsys, tmp_path):
@@ -67,6 +140,7 @@ def test_no_bars_when_turned_off(bars, capsys):
     jask.set_progress(False)
     x = jask.DiskArray.from_numpy(np.ones(N, np.float32))
     assert float(jnp.sum(x)) == N
+    assert float(jax.jit(lambda a: jnp.sum(a * 3.0))(x)) == 3 * N
     _progress._flush()
     assert capsys.readouterr().err == ""
 

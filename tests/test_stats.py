@@ -116,3 +116,26 @@ def test_totals_since_reset_and_the_table(x):
     assert s.rss_peak > 0
     with jask.stats(), pytest.raises(RuntimeError, match="reset_stats"):
         jask.reset_stats()
+
+
+def test_a_with_blocks_peak_is_the_peak_inside_it(small_budget):
+    """A big op before the block, a small one inside: the block's peak is the small one's; the
+    process-wide peak (memory_stats, a snapshot) still has the big one."""
+    small_budget("4MB")
+    jask.reset_memory_peak()
+    big = jask.DiskArray.from_numpy(np.ones(1 << 20, np.float32))
+    assert float(jnp.sum(big * 2.0)) == 2.0 * (1 << 20)
+    big_peak = jask.memory_stats()["blocks_peak"]
+    small_budget("64KB")
+    small = jask.DiskArray.from_numpy(np.ones(1000, np.float32))
+    with jask.stats() as outer:
+        with jask.stats() as inner:
+            assert float(jnp.sum(small)) == 1000.0
+        assert 0 < inner.blocks_peak <= outer.blocks_peak
+    with jask.stats() as alone:
+        assert float(jnp.sum(small)) == 1000.0
+    assert 0 < alone.blocks_peak <= 64 << 10 < big_peak
+    assert inner.blocks_peak == alone.blocks_peak  # the same op, the same blocks
+    assert outer.blocks_peak < big_peak
+    assert jask.stats().blocks_peak == jask.memory_stats()["blocks_peak"] == big_peak
+    assert alone.rss_peak > 0

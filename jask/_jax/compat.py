@@ -9,6 +9,7 @@ and installs them all (jask._setup calls it once).
 
 from __future__ import annotations
 
+import collections
 import contextvars
 import functools
 import importlib
@@ -160,9 +161,10 @@ class Hooks:
     new_program_slot: Callable[[], int]
     """A new slot for the memory a jitted program holds (the engine's program slots)."""
     program_compiled: Callable
-    """(slots, bytes) -> called when XLA has compiled a program that calls Jask's engine: the
-    program slots its calls name, and the bytes XLA holds in memory while it runs (temporaries
-    and in-memory results)."""
+    """(calls, bytes) -> called when XLA has compiled a program that calls Jask's engine:
+    {program slot its calls name: how many calls name it, 0 where a loop, branch or function
+    call in the program makes a run's count unknown}, and the bytes XLA holds in memory while
+    it runs (temporaries and in-memory results)."""
 
 
 @dataclass(frozen=True)
@@ -821,10 +823,15 @@ def _report_compiled_memory(hooks: Hooks) -> None:
     def cached_compilation(computation, name, *args, **kwargs):
         executable = original(computation, name, *args, **kwargs)
         # Constants elided: the text is only searched for the engine's FFI targets.
-        slots = {int(n) for n in _PROGRAM_SLOT_ATTRIBUTE.findall(_module_text(computation))}
-        if slots:
+        text = _module_text(computation)
+        calls = collections.Counter(int(n) for n in _PROGRAM_SLOT_ATTRIBUTE.findall(text))
+        if calls:
+            if _REPEATING_OPS.search(text):
+                calls = {slot: 0 for slot in calls}
             stats = executable.get_compiled_memory_stats()
-            hooks.program_compiled(slots, stats.temp_size_in_bytes + stats.output_size_in_bytes)
+            hooks.program_compiled(
+                dict(calls), stats.temp_size_in_bytes + stats.output_size_in_bytes
+            )
         return executable
 
     cached_compilation._jask_original = original
@@ -833,6 +840,8 @@ def _report_compiled_memory(hooks: Hooks) -> None:
 
 # The attribute Op._lower gives every engine call (jask_program = <slot> : i64).
 _PROGRAM_SLOT_ATTRIBUTE = re.compile(r"\bjask_program = (\d+)")
+# Ops that may run a call written once in the text more or fewer times than once.
+_REPEATING_OPS = re.compile(r"\bstablehlo\.(while|case|if)\b|\bcall @")
 
 
 def _module_text(computation) -> str:

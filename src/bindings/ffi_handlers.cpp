@@ -71,8 +71,10 @@ AttrValue attr_value(const ffi::Dictionary& attrs, std::string_view name, std::s
 
 // Operands: `num_handles` int32 handles, then in-memory operands: 0-d ones
 // are scalars, others whole buffers (read in place: host memory on the CPU).
-KernelCall stage_call(const ffi::RemainingArgs& args, const ffi::Dictionary& attrs) {
+KernelCall stage_call(ffi::RunId run, const ffi::RemainingArgs& args,
+                      const ffi::Dictionary& attrs) {
   KernelCall call;
+  call.run = run.run_id;
   auto kernel = attrs.get<std::string_view>("kernel");
   if (!kernel.has_value()) throw ValueError("jask FFI call: no 'kernel' attribute");
   call.kernel = std::string(*kernel);
@@ -182,14 +184,14 @@ ffi::Error array_op(ffi::RunId run, ffi::RemainingArgs args,
                     ffi::ResultBufferR0<ffi::DataType::S32> out, ffi::Dictionary attrs) {
   return guarded(run, [&] {
     out->typed_data()[0] =
-        made_in(run, run_kernel(ResultKind::kArray, stage_call(args, attrs)).handles).at(0);
+        made_in(run, run_kernel(ResultKind::kArray, stage_call(run, args, attrs)).handles).at(0);
   });
 }
 
 ffi::Error arrays_op(ffi::RunId run, ffi::RemainingArgs args,
                      ffi::ResultBufferR1<ffi::DataType::S32> out, ffi::Dictionary attrs) {
   return guarded(run, [&] {
-    const KernelCall call = stage_call(args, attrs);
+    const KernelCall call = stage_call(run, args, attrs);
     KernelResult r = run_kernel(ResultKind::kArrays, call);
     made_in(run, r.handles);
     if (r.handles.size() != static_cast<size_t>(out->element_count())) {
@@ -204,14 +206,14 @@ ffi::Error arrays_op(ffi::RunId run, ffi::RemainingArgs args,
 ffi::Error scalar_op(ffi::RunId run, ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> out,
                      ffi::Dictionary attrs) {
   return guarded(run, [&] {
-    store_scalar(*out, run_kernel(ResultKind::kScalar, stage_call(args, attrs)).values.at(0));
+    store_scalar(*out, run_kernel(ResultKind::kScalar, stage_call(run, args, attrs)).values.at(0));
   });
 }
 
 ffi::Error in_memory_op(ffi::RunId run, ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> out,
                         ffi::Dictionary attrs) {
   return guarded(run, [&] {
-    KernelCall call = stage_call(args, attrs);
+    KernelCall call = stage_call(run, args, attrs);
     call.out = MemoryResult{out->untyped_data(), out->size_bytes()};
     run_kernel(ResultKind::kInMemory, call);
   });
@@ -222,7 +224,7 @@ ffi::Error group_op(ffi::RunId run, ffi::RemainingArgs args,
                     ffi::ResultBufferR1<ffi::DataType::S32> handles_out,
                     ffi::Result<ffi::AnyBuffer> values_out, ffi::Dictionary attrs) {
   return guarded(run, [&] {
-    const KernelCall call = stage_call(args, attrs);
+    const KernelCall call = stage_call(run, args, attrs);
     KernelResult r = run_kernel(ResultKind::kGroup, call);
     made_in(run, r.handles);
     try {

@@ -196,6 +196,24 @@ nb::tuple progress_tuple(const CallProgress& c) {
                         c.blocks_planned, c.bytes, c.program);
 }
 
+// A program run's progress as a dict of ProgramRunProgress's fields.
+nb::dict program_run_dict(const ProgramRunProgress& r) {
+  nb::dict d;
+  d["seq"] = r.seq;
+  d["program"] = r.program;
+  d["op"] = r.op;
+  d["start_ns"] = r.start_ns;
+  d["end_ns"] = r.end_ns;
+  d["last_call_end_ns"] = r.last_call_end_ns;
+  d["calls_done"] = r.calls_done;
+  d["call_running"] = r.call_running;
+  d["bytes"] = r.bytes;
+  d["expected_calls"] = r.expected_calls;
+  d["expected_bytes"] = r.expected_bytes;
+  d["expected_ns"] = r.expected_ns;
+  return d;
+}
+
 }  // namespace
 }  // namespace jask
 
@@ -215,8 +233,12 @@ NB_MODULE(_engine, m) {
   m.attr("MIN_BUDGET") = kMinBudget;
   m.attr("MAX_BUDGET") = kMaxBudget;
   m.def("buffer_bytes", &buffer_bytes);
-  m.def("peak_buffer_bytes", &peak_buffer_bytes);
-  m.def("reset_peak_buffer_bytes", &reset_peak_buffer_bytes);
+  // Since reset_memory_peak, whatever peak scopes (jask.stats() blocks) opened meanwhile.
+  m.def("peak_buffer_bytes", &blocks_peak);
+  m.def("reset_peak_buffer_bytes", &reset_blocks_peak);
+  m.def("open_peak_scope", &open_peak_scope);
+  m.def("peak_scope_bytes", &peak_scope_bytes, "scope"_a);
+  m.def("close_peak_scope", &close_peak_scope, "scope"_a);
   m.def(
       "configure_scratch",
       [](const std::string& root, bool allow_tmpfs) {
@@ -326,6 +348,22 @@ NB_MODULE(_engine, m) {
       },
       "after"_a);
   m.def("last_call_seq", &last_call_seq);
+  m.def("program_run", []() -> std::optional<nb::dict> {
+    std::optional<ProgramRunProgress> r = program_run();
+    if (!r) return std::nullopt;
+    return program_run_dict(*r);
+  });
+  m.def(
+      "finished_program_runs",
+      [](uint64_t after) {
+        nb::list runs;
+        for (const ProgramRunProgress& r : finished_program_runs(after))
+          runs.append(program_run_dict(r));
+        return runs;
+      },
+      "after"_a);
+  m.def("end_program_run", &end_program_run, "seq"_a);
+  m.def("note_program_calls", &note_program_calls, "slot"_a, "calls"_a);
   m.def("release_call_waiters", &release_call_waiters);
   m.def("set_readahead", &set_readahead_enabled);
   m.def("readahead_stats", [] {

@@ -18,6 +18,7 @@
 namespace jask {
 namespace {
 
+using test::policy;
 using test::TempDir;
 
 constexpr size_t kFileBytes = 8 * kIoAlignment;
@@ -27,12 +28,6 @@ std::vector<char> pattern(size_t n, int salt) {
   for (size_t i = 0; i < n; ++i)
     v[i] = static_cast<char>((i * 31 + static_cast<size_t>(salt) * 7 + i / 251) & 0xff);
   return v;
-}
-
-// The policy a test hands its reads and writes: O_DIRECT on or off, bytes
-// counted in `counters`. Nothing process-wide changes.
-IoPolicy policy(bool direct, IoCounters* counters = nullptr) {
-  return IoPolicy{direct, ReadMode::kDirect, nullptr, counters};
 }
 
 // Bytes a test's policy moved each way since construction.

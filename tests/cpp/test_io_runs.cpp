@@ -19,6 +19,7 @@
 namespace jask {
 namespace {
 
+using test::policy;
 using test::TempDir;
 
 constexpr size_t kFileBytes = 64 * kIoAlignment + 123;
@@ -28,10 +29,6 @@ std::vector<char> pattern(size_t n, int salt) {
   for (size_t i = 0; i < n; ++i)
     v[i] = static_cast<char>((i * 131 + static_cast<size_t>(salt) * 17 + i / 4093) & 0xff);
   return v;
-}
-
-IoPolicy policy(bool direct, IoCounters* counters = nullptr) {
-  return IoPolicy{direct, ReadMode::kDirect, nullptr, counters};
 }
 
 // `count` runs at random offsets and lengths (some overlapping in the file,

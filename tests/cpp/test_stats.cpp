@@ -4,11 +4,13 @@
 // while other threads read them (run under TSAN: Makefile's TSAN_TESTS).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/memory_budget.hpp"
 #include "exec/pipeline.hpp"
 #include "exec/stats.hpp"
 #include "io/file.hpp"
@@ -150,6 +152,70 @@ TEST_F(Stats, ReleasedWaitersReturnAtOnce) {
   std::thread waiter([] { EXPECT_FALSE(wait_for_call(60.0).has_value()); });
   release_call_waiters();
   waiter.join();
+}
+
+// A program run's calls count as one run: it ends at the count XLA compiled,
+// the next run expects what this one did, and a call of another run or an
+// eager call ends a run whose count is not known.
+TEST_F(Stats, ProgramRunsGroupTheirCalls) {
+  File f(path_, OpenMode::kReadWrite);
+  const int32_t program = new_program_slot();
+  const int32_t looping = new_program_slot();
+  note_program_calls(program, 2);
+  auto call = [&](int32_t slot, int64_t run) {
+    CallStats stats("stats_test_run", slot, run);
+    run_io_pipeline(f, 2, kBytes);
+  };
+  // Runs other tests in this process made (one may be under way: the first call ends it).
+  uint64_t before = program_run().has_value() ? program_run()->seq : 0;
+  for (const ProgramRunProgress& r : finished_program_runs(0)) before = std::max(before, r.seq);
+  call(program, 11);
+  ASSERT_TRUE(program_run().has_value());
+  EXPECT_EQ(program_run()->calls_done, 1u);
+  EXPECT_EQ(program_run()->expected_calls, 2u);
+  call(program, 11);
+  EXPECT_FALSE(program_run().has_value());  // its second call of two ended it
+  call(program, 12);
+  call(program, 12);
+  call(looping, 13);
+  call(looping, 13);
+  call(looping, 13);
+  ASSERT_TRUE(program_run().has_value());  // no count: it runs until something else does
+  call(looping, 14);                       // another run of it
+  EXPECT_FALSE(end_program_run(program_run()->seq + 1));
+  EXPECT_TRUE(end_program_run(program_run()->seq));
+  std::vector<ProgramRunProgress> runs = finished_program_runs(before);
+  ASSERT_EQ(runs.size(), 4u);
+  EXPECT_EQ(runs[0].calls_done, 2u);
+  EXPECT_EQ(runs[0].expected_bytes, 0u);
+  EXPECT_EQ(runs[1].expected_bytes, runs[0].bytes);
+  EXPECT_EQ(runs[1].bytes, runs[0].bytes);
+  EXPECT_EQ(runs[0].bytes, 4u * 2 * kBytes);  // two calls of 2 blocks read and written
+  EXPECT_EQ(runs[2].calls_done, 3u);
+  EXPECT_EQ(runs[2].expected_calls, 0u);
+  EXPECT_EQ(runs[3].expected_calls, 3u);
+  EXPECT_EQ(runs[3].calls_done, 1u);
+}
+
+// Peak scopes: each sees the peak of the buffers while it is open, nested
+// ones included; the peak since reset_blocks_peak() keeps every buffer.
+TEST_F(Stats, PeakScopesSeeThePeakWhileOpen) {
+  reset_blocks_peak();
+  const int64_t base = buffer_bytes();
+  { AlignedBuffer big(1 << 20); }
+  const uint64_t outer = open_peak_scope();
+  EXPECT_EQ(peak_scope_bytes(outer), base);
+  { AlignedBuffer small(1 << 12); }
+  const uint64_t inner = open_peak_scope();
+  { AlignedBuffer smaller(1 << 12); }
+  EXPECT_EQ(peak_scope_bytes(inner), base + (1 << 12));
+  EXPECT_EQ(peak_scope_bytes(outer), base + (1 << 12));
+  close_peak_scope(inner);
+  EXPECT_EQ(peak_scope_bytes(inner), 0);
+  close_peak_scope(outer);
+  EXPECT_EQ(blocks_peak(), base + (1 << 20));
+  reset_blocks_peak();
+  EXPECT_EQ(blocks_peak(), base);
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "base/dtype.hpp"
 #include "call/registry.hpp"
 #include "exec/pipeline.hpp"
+#include "io/file.hpp"
 #include "plan/planner.hpp"
 #include "program/program.hpp"
 #include "storage/array_store.hpp"
@@ -73,6 +74,12 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// The policy a test hands its reads and writes: O_DIRECT on or off, bytes
+// counted in `counters`. Nothing process-wide changes.
+inline IoPolicy policy(bool direct, IoCounters* counters = nullptr) {
+  return IoPolicy{direct, ReadMode::kDirect, nullptr, counters};
+}
 
 // Sets the memory budget for one test and restores the previous one after.
 class BudgetGuard {

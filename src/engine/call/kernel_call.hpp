@@ -48,6 +48,8 @@ struct KernelCall {
   // The jitted program making the call (a slot of base/memory_budget.hpp; 0
   // for an eager call): what it holds in memory is kept out of the budget.
   int32_t program = 0;
+  // Which run of the program (XLA's run id): its calls share one progress bar.
+  int64_t run = 0;
 };
 
 }  // namespace jask

@@ -86,7 +86,7 @@ KernelResult run_kernel(ResultKind kind, const KernelCall& call) {
   BudgetTurn turn(program_bytes(call.program));
   // The readahead serves a loop of row reads only: other calls get its budget back.
   if (call.kernel != "rows" && call.kernel != "dynamic_slice") drop_readahead();
-  CallStats stats(op_name(call), call.program);
+  CallStats stats(op_name(call), call.program, call.run);
   // One version of each operand for the whole call (see ReadPins).
   ReadPins pins(entry.pins == OperandPins::kPinned ? files_of_handles(call.operands.handles)
                                                    : files_of_handles({}));

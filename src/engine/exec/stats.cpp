@@ -1,11 +1,13 @@
 #include "exec/stats.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 
+#include "io/file.hpp"
 #include "storage/io_config.hpp"
 
 namespace jask {
@@ -36,6 +38,13 @@ Counters counters_now() {
   return c;
 }
 
+// What a program's last complete run did (its first run's calls: as compiled).
+struct ProgramFigures {
+  uint64_t calls = 0, bytes = 0;
+  int64_t ns = 0;
+  bool ran = false;  // a run of it ended (the compiled call count is only a first guess)
+};
+
 struct StatsState {
   std::mutex mu;
   std::condition_variable call_started;
@@ -48,6 +57,12 @@ struct StatsState {
   int32_t program = 0;
   Counters at_start;
   std::deque<CallProgress> finished;
+  // The program run under way (seq 0: none), its ended runs, and each program's figures.
+  ProgramRunProgress run;
+  int64_t run_id = 0;
+  uint64_t run_seq = 0;
+  std::deque<ProgramRunProgress> finished_runs;
+  std::map<int32_t, ProgramFigures> programs;
   std::vector<StageEvent> events;
   uint64_t dropped = 0;
 };
@@ -72,6 +87,59 @@ CallProgress progress_of(const StatsState& st, const Counters& now) {
                       st.program};
 }
 
+// Ends the program run under way (under st.mu): its figures are what the
+// program's next run is expected to do.
+void close_program_run(StatsState& st) {
+  ProgramRunProgress& r = st.run;
+  if (r.seq == 0) return;
+  r.end_ns = std::max(r.last_call_end_ns, r.start_ns);
+  r.call_running = false;
+  st.programs[r.program] = ProgramFigures{r.calls_done, r.bytes, r.end_ns - r.start_ns, true};
+  st.finished_runs.push_back(r);
+  if (st.finished_runs.size() > kFinishedKept) st.finished_runs.pop_front();
+  r = ProgramRunProgress{};
+}
+
+// A call of `program`'s run `run_id` starts (under st.mu): it continues the
+// run under way, or ends it and, for a jitted program, starts another.
+void note_program_call(StatsState& st, const std::string& op, int32_t program, int64_t run_id,
+                       int64_t now_ns) {
+  if (st.run.seq != 0 && (program != st.run.program || run_id != st.run_id)) {
+    close_program_run(st);
+  }
+  if (program == 0) return;
+  ProgramRunProgress& r = st.run;
+  if (r.seq == 0) {
+    const ProgramFigures& last = st.programs[program];
+    r.seq = ++st.run_seq;
+    r.program = program;
+    r.start_ns = now_ns;
+    r.expected_calls = last.calls;
+    if (last.ran) {
+      r.expected_bytes = last.bytes;
+      r.expected_ns = last.ns;
+    }
+    st.run_id = run_id;
+  }
+  r.op = op;
+  r.call_running = true;
+}
+
+// Peak windows over io/file.hpp's buffer peak: `carried` holds the peak since
+// reset_blocks_peak() up to the last time a scope opened (which restarted
+// io/file.hpp's peak), each scope its own likewise.
+struct PeakScopes {
+  std::mutex mu;
+  int64_t carried = 0;
+  uint64_t next = 0;
+  std::map<uint64_t, int64_t> scopes;
+};
+
+PeakScopes& peak_scopes() {
+  static PeakScopes p;
+  return p;
+}
+
 }  // namespace
 
 const char* stage_name(Stage stage) {
@@ -89,7 +157,7 @@ int64_t stats_clock_ns() {
       .count();
 }
 
-CallStats::CallStats(const std::string& op, int32_t program) : outer_(t_depth++ == 0) {
+CallStats::CallStats(const std::string& op, int32_t program, int64_t run) : outer_(t_depth++ == 0) {
   if (!outer_) return;
   StatsState& st = state();
   {
@@ -99,6 +167,7 @@ CallStats::CallStats(const std::string& op, int32_t program) : outer_(t_depth++ 
     st.op = op;
     st.program = program;
     st.at_start = counters_now();
+    note_program_call(st, op, program, run, st.at_start.clock_ns);
   }
   st.call_started.notify_all();
 }
@@ -121,9 +190,92 @@ CallStats::~CallStats() {
   t.wall_ns += now.clock_ns - s.clock_ns;
   CallProgress done = progress_of(st, now);
   done.end_ns = now.clock_ns;
+  ProgramRunProgress& r = st.run;
+  if (r.seq != 0 && r.call_running) {
+    r.call_running = false;
+    r.calls_done += 1;
+    r.bytes += done.bytes;
+    r.last_call_end_ns = now.clock_ns;
+    if (r.expected_calls != 0 && r.calls_done >= r.expected_calls) close_program_run(st);
+  }
   st.finished.push_back(std::move(done));
   if (st.finished.size() > kFinishedKept) st.finished.pop_front();
   st.running = false;
+}
+
+std::optional<ProgramRunProgress> program_run() {
+  StatsState& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (st.run.seq == 0) return std::nullopt;
+  ProgramRunProgress r = st.run;
+  if (r.call_running && st.running) r.bytes += progress_of(st, counters_now()).bytes;
+  return r;
+}
+
+std::vector<ProgramRunProgress> finished_program_runs(uint64_t after) {
+  StatsState& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  std::vector<ProgramRunProgress> out;
+  for (const ProgramRunProgress& r : st.finished_runs)
+    if (r.seq > after) out.push_back(r);
+  return out;
+}
+
+bool end_program_run(uint64_t seq) {
+  StatsState& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (st.run.seq == 0 || st.run.seq != seq || st.run.call_running) return false;
+  close_program_run(st);
+  return true;
+}
+
+void note_program_calls(int32_t slot, uint64_t calls) {
+  StatsState& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  ProgramFigures& f = st.programs[slot];
+  if (!f.ran) f.calls = calls;
+}
+
+int64_t blocks_peak() {
+  PeakScopes& p = peak_scopes();
+  std::lock_guard<std::mutex> lock(p.mu);
+  return std::max(p.carried, peak_buffer_bytes());
+}
+
+void reset_blocks_peak() {
+  PeakScopes& p = peak_scopes();
+  std::lock_guard<std::mutex> lock(p.mu);
+  for (auto& [id, peak] : p.scopes) peak = std::max(peak, peak_buffer_bytes());
+  p.carried = 0;
+  reset_peak_buffer_bytes();
+}
+
+uint64_t open_peak_scope() {
+  PeakScopes& p = peak_scopes();
+  std::lock_guard<std::mutex> lock(p.mu);
+  // A buffer that comes and goes between reading the peak and restarting it
+  // is missed by the windows open before: rare (scopes open between calls).
+  const int64_t peak = peak_buffer_bytes();
+  p.carried = std::max(p.carried, peak);
+  for (auto& [id, scope_peak] : p.scopes) scope_peak = std::max(scope_peak, peak);
+  reset_peak_buffer_bytes();
+  const uint64_t id = ++p.next;
+  p.scopes[id] = peak_buffer_bytes();
+  return id;
+}
+
+int64_t peak_scope_bytes(uint64_t scope) {
+  PeakScopes& p = peak_scopes();
+  std::lock_guard<std::mutex> lock(p.mu);
+  auto it = p.scopes.find(scope);
+  if (it == p.scopes.end()) return 0;
+  return std::max(it->second, peak_buffer_bytes());
+}
+
+void close_peak_scope(uint64_t scope) {
+  PeakScopes& p = peak_scopes();
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.scopes.erase(scope);
 }
 
 std::map<std::string, OpTotals> op_totals() {

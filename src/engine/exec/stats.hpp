@@ -30,8 +30,9 @@ struct OpTotals {
 // call made inside a call) records nothing: its work counts to the outer op.
 class CallStats {
  public:
-  // `program`: the jitted program making the call (0: an eager call).
-  explicit CallStats(const std::string& op, int32_t program = 0);
+  // `program`: the jitted program making the call (0: an eager call); `run`:
+  // which run of it (XLA's run id), so a program run's calls count as one.
+  explicit CallStats(const std::string& op, int32_t program = 0, int64_t run = 0);
   ~CallStats();
   CallStats(const CallStats&) = delete;
   CallStats& operator=(const CallStats&) = delete;
@@ -78,6 +79,47 @@ inline constexpr size_t kFinishedKept = 64;
 std::vector<CallProgress> finished_calls(uint64_t after);
 // The seq of the last call started.
 uint64_t last_call_seq();
+
+// One run of a jitted program, as its one progress bar shows it: its engine
+// calls, from the first one's start. A run is over when as many calls as the
+// program's last run made (or, before any run, the calls XLA compiled:
+// note_program_calls) have ended, when a call of another run or an eager call
+// starts, or at end_program_run().
+struct ProgramRunProgress {
+  uint64_t seq = 0;  // 1 for the process's first program run, then one more per run
+  int32_t program = 0;
+  std::string op;                    // its latest call's op
+  int64_t start_ns = 0, end_ns = 0;  // end_ns 0 while it runs
+  int64_t last_call_end_ns = 0;      // when its latest call ended (0: none has)
+  uint64_t calls_done = 0;           // its calls that ended
+  bool call_running = false;         // one of its calls runs now
+  uint64_t bytes = 0;                // read and written so far (the running call's too)
+  // What the program's last complete run did: 0 where not known.
+  uint64_t expected_calls = 0, expected_bytes = 0;
+  int64_t expected_ns = 0;
+};
+// The program run under way (a call of it may be running or not).
+std::optional<ProgramRunProgress> program_run();
+// The program runs that ended after run `after`, oldest first (the last kFinishedKept).
+std::vector<ProgramRunProgress> finished_program_runs(uint64_t after);
+// Ends program run `seq` if it is under way and none of its calls runs (the
+// caller saw it idle); whether it did.
+bool end_program_run(uint64_t seq);
+// XLA compiled program `slot` with `calls` engine calls, none inside a loop or
+// a branch: what its first run is expected to make.
+void note_program_calls(int32_t slot, uint64_t calls);
+
+// The most bytes of block buffers alive at once (io/file.hpp's buffers) since
+// reset_blocks_peak(), and within each open peak scope: `with jask.stats()`
+// opens one, so its peak is the peak inside the block, nested blocks each
+// their own. Opening a scope folds io/file.hpp's peak into every open window
+// and starts it again from the buffers alive now.
+int64_t blocks_peak();
+void reset_blocks_peak();
+uint64_t open_peak_scope();
+// The scope's peak so far; close_peak_scope() forgets it.
+int64_t peak_scope_bytes(uint64_t scope);
+void close_peak_scope(uint64_t scope);
 
 // One stage of one block, as the timeline records it.
 struct StageEvent {
