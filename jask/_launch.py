@@ -206,21 +206,38 @@ def _parser() -> argparse.ArgumentParser:
         default=GRACE_S,
         help=f"after a failure, seconds the others get to exit before SIGTERM (default {GRACE_S:g})",
     )
-    p.add_argument("-m", dest="module", help="run a module, as python -m does")
-    p.add_argument("script", nargs="?", help="the script (unless -m)")
-    p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
+    p.add_argument("program", nargs="?", help="script.py [args] or -m module [args]")
     return p
 
 
+_TAKES_VALUE = {"-n", "--nproc", "--coordinator", "--num-processes", "--first-rank", "--grace-s"}
+
+
+def _split(argv: list[str]) -> tuple[list[str], list[str]]:
+    """The launcher's own options, and the program: [script, args...] or [-m, module, args...].
+
+    Everything after the script or the module is the program's, options included."""
+    i = 0
+    while i < len(argv):
+        if argv[i] == "-m":
+            return argv[:i], argv[i:]
+        if argv[i] in _TAKES_VALUE:
+            i += 2
+        elif argv[i].startswith("-"):
+            i += 1
+        else:
+            return argv[:i], argv[i:]
+    return argv, []
+
+
 def main(argv: list[str] | None = None) -> int:
-    options = _parser().parse_args(argv)
-    if (options.module is None) == (options.script is None):
-        _parser().error("give a script or -m module")
-    target = ["-m", options.module] if options.module else [options.script]
-    args = ([options.script] if options.module and options.script else []) + options.args
+    own, program = _split(sys.argv[1:] if argv is None else argv)
+    options = _parser().parse_args(own)
+    if not program or program == ["-m"]:
+        _parser().error("give a script or -m module, then its arguments")
     try:
         return run(
-            [sys.executable, *target, *args],
+            [sys.executable, *program],
             options.nproc,
             coordinator=options.coordinator,
             num_processes=options.num_processes,

@@ -28,7 +28,7 @@ WORKER = Path(__file__).parent / "distributed_scripts" / "worker.py"
 SEED_ROWS, MLP_ROWS = 23, 37  # multiples of neither 2 nor 4: the shards differ in size
 STEPS, DIE_AT, DIE_RANK, DIE_CODE = 6, 3, 1, 17
 LAUNCH_TIMEOUT_S = 300  # a hang fails the test instead of the suite
-FAILURE_BOUND_S = 60  # generous: the launcher stops the survivors 10 s after a failure
+FAILURE_BOUND_S = 60  # generous: the launcher stops the others 6 s after a failure (grace 1 s)
 
 
 def write_data(folder: Path, n: int) -> dict:
@@ -169,10 +169,9 @@ def failed_run(tmp_path_factory):
     write_data(root / "data", 2)
     ckpt = root / "ckpt"
     args = ["--steps", str(STEPS), "--ckpt", str(ckpt)]
-    started = time.monotonic()
     done = launch(2, root / "data", root / "out", *args, "--die-rank", str(DIE_RANK),
                   "--die-at", str(DIE_AT), grace_s=1)  # fmt: skip
-    return root, args, done, time.monotonic() - started
+    return root, args, done, time.time() - float((root / "out" / "died_at.txt").read_text())
 
 
 def test_a_dying_process_stops_the_run_naming_its_rank(failed_run):
@@ -180,7 +179,7 @@ def test_a_dying_process_stops_the_run_naming_its_rank(failed_run):
     assert done.returncode == DIE_CODE, done.stderr[-4000:]
     assert f"rank {DIE_RANK} exited with code {DIE_CODE}" in done.stderr
     assert "the first process to fail" in done.stderr
-    assert seconds < FAILURE_BOUND_S + 30  # + starting two processes on a loaded machine
+    assert 0 < seconds < FAILURE_BOUND_S  # from the death to the launcher's exit
 
 
 @pytest.mark.parametrize("run", [2], indirect=True, ids=lambda n: f"processes={n}")
@@ -188,7 +187,9 @@ def test_training_resumes_from_the_checkpoint_with_identical_losses(run, failed_
     _, root, _, ranks, _ = run
     fail_root, args, _, _ = failed_run
     before = losses(fail_root / "out")
-    assert DIE_AT not in before and set(before) == set(range(DIE_AT))
+    # process 0 finished steps 0 .. DIE_AT - 2 before process 1 could start step DIE_AT, and
+    # maybe step DIE_AT - 1 before the launcher stopped it
+    assert sorted(before) in (list(range(DIE_AT - 1)), list(range(DIE_AT)))
     resumed = launch(2, fail_root / "data", fail_root / "out", *args, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     after = losses(fail_root / "out")

@@ -433,13 +433,25 @@ def _reduce_in_memory(leaves: list, op: str) -> list[jax.Array]:
     for i, a in enumerate(arrays):
         by_dtype.setdefault(np.dtype(a.dtype), []).append(i)
     for members in by_dtype.values():
-        flat = jnp.concatenate([arrays[i].reshape(-1) for i in members])
-        reduced = _reduce_vector(flat, op)
-        offset = 0
-        for i in members:
-            size = arrays[i].size
-            out[i] = reduced[offset : offset + size].reshape(arrays[i].shape)
-            offset += size
+        reduced = _reduce_vector(_pack([arrays[i] for i in members]), op)
+        shapes = tuple(tuple(arrays[i].shape) for i in members)
+        for i, value in zip(members, _unpack(reduced, shapes)):
+            out[i] = value
+    return out
+
+
+@jax.jit
+def _pack(arrays: list[jax.Array]) -> jax.Array:
+    return jnp.concatenate([a.reshape(-1) for a in arrays])
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _unpack(vector: jax.Array, shapes: tuple[tuple[int, ...], ...]) -> list[jax.Array]:
+    out, offset = [], 0
+    for shape in shapes:
+        size = int(np.prod(shape, dtype=np.int64))
+        out.append(vector[offset : offset + size].reshape(shape))
+        offset += size
     return out
 
 
@@ -452,8 +464,9 @@ def _reduce_disk(x: DiskArray, op: str, block_bytes: int) -> DiskArray:
         view = x.reshape(x.size)  # a row does not fit a block: blocks of elements
     if view.shape[0] >= 2**31:
         raise ValueError(
-            f"allreduce: {describe(x)} has {view.shape[0]} rows of {block_bytes} bytes' blocks; "
-            "a DiskArray leaf reduces at most 2^31 - 1 of them (raise block_bytes)"
+            f"allreduce: {describe(x)} would be reduced as {view.shape[0]} rows, more than "
+            f"2^31 - 1; raise block_bytes ({block_bytes}) to at least a row of x "
+            f"({row * x.dtype.itemsize} bytes)"
         )
     per_row = int(np.prod(view.shape[1:], dtype=np.int64))  # elements
     rows_per_block = max(1, min(view.shape[0], block_bytes // (per_row * x.dtype.itemsize)))
@@ -472,21 +485,18 @@ def _reduce_disk(x: DiskArray, op: str, block_bytes: int) -> DiskArray:
 def _reduce_vector(vector: jax.Array, op: str) -> jax.Array:
     """A 1-D array reduced across processes with one collective."""
     mesh = _process_mesh()
-    device = mesh.devices[jax.process_index()]
-    local = jax.device_put(vector[None], device)
+    local = jax.device_put(vector, mesh.devices[jax.process_index()])
+    # the processes' vectors side by side: one global array, each process's part on its device
     sharding = NamedSharding(mesh, PartitionSpec(AXIS))
-    spread = jax.make_array_from_single_device_arrays((mesh.size, vector.size), sharding, [local])
+    spread = jax.make_array_from_single_device_arrays((mesh.size * vector.size,), sharding, [local])
     try:
-        reduced = _collective(op, mesh)(spread).addressable_shards[0].data[0]
+        return _collective(op, mesh)(spread).addressable_shards[0].data
     except jax.errors.JaxRuntimeError as e:
         raise RuntimeError(
             f"jask.distributed.allreduce: the {op} of {vector.dtype.name}[{vector.size}] across "
             f"{mesh.size} processes failed, most likely because another process died (see its "
             f"output): {e}"
         ) from e
-    if op == "mean":
-        reduced = (reduced / mesh.size).astype(vector.dtype)
-    return reduced
 
 
 @functools.cache
@@ -500,12 +510,12 @@ def _process_mesh() -> Mesh:
 
 @functools.cache
 def _collective(op: str, mesh: Mesh):
-    reduce = {"sum": jax.lax.psum, "mean": jax.lax.psum, "max": jax.lax.pmax, "min": jax.lax.pmin}
-    return jax.jit(
-        jax.shard_map(
-            lambda x: reduce[op](x, AXIS),
-            mesh=mesh,
-            in_specs=PartitionSpec(AXIS),
-            out_specs=PartitionSpec(),
-        )
-    )
+    """The jitted collective of `op`: each process's part in, the reduction out on every one."""
+
+    def reduce(x):
+        if op == "mean":
+            return (jax.lax.psum(x, AXIS) / mesh.size).astype(x.dtype)
+        return {"sum": jax.lax.psum, "max": jax.lax.pmax, "min": jax.lax.pmin}[op](x, AXIS)
+
+    spec = PartitionSpec(AXIS)
+    return jax.jit(jax.shard_map(reduce, mesh=mesh, in_specs=spec, out_specs=PartitionSpec()))

@@ -10,12 +10,13 @@ OUT/losses.jsonl as the step ends. The test computes the one-process references 
 
 --checks adds the seed pipeline's gradients and a DiskArray gradient all-reduced block by block
 (at a small memory budget) before the training run. --die-rank R --die-at S makes process R
-exit with os._exit(17) at the start of step S.
+exit with os._exit(17) at the start of step S, after writing the time to OUT/died_at.txt.
 """
 
 import argparse
 import json
 import os
+import time
 
 import jax
 import jax.numpy as jnp
@@ -136,16 +137,18 @@ def train(data, out_dir, out, args):
     losses = []
     for step in range(first, args.steps):
         if jd.process_id() == args.die_rank and step == args.die_at:
+            with open(os.path.join(out_dir, "died_at.txt"), "w") as f:
+                f.write(repr(time.time()))  # the wall clock: the test times the launcher from it
             os._exit(DIE_CODE)
         loss, grads = local_value_and_grad(params, x.local, y.local)
         loss, grads = jd.allreduce((loss, grads), "sum")
         params, state = apply_update(params, state, grads)
         losses.append(float(loss))
-        if jd.process_id() == 0:
-            if args.ckpt:
-                jask.save_tree(args.ckpt, {"params": params, "state": state, "step": step})
+        if jd.process_id() == 0:  # the loss first: a step checkpointed has its loss recorded
             with open(os.path.join(out_dir, "losses.jsonl"), "a") as f:
                 f.write(json.dumps({"step": step, "loss": float(loss)}) + "\n")
+            if args.ckpt:
+                jask.save_tree(args.ckpt, {"params": params, "state": state, "step": step})
     out.update(
         train_losses=np.array(losses),
         **{f"train_{k}": np.asarray(v) for k, v in params.items()},
