@@ -20,6 +20,7 @@ import pytest
 
 import jask
 import jask.distributed as jd
+from bench.distributed import projection
 from jask._api import distributed as distributed_impl
 
 from conftest import assert_close
@@ -257,3 +258,14 @@ def test_allreduce_and_open_shard_refuse_what_they_cannot_do(tmp_path):
         jd.split_into_shards(jask.DiskArray.from_numpy(np.ones(4, np.float32)), "x.npy", 2)
     with pytest.raises(ValueError, match="coordinator address"):
         jd.initialize(num_processes=2, process_id=0)
+
+
+def test_the_benchmark_projects_from_the_one_process_run():
+    record = {"processes": 1, "steps": 10, "local_s": 1.0, "update_s": 0.1}
+    runs = {1: [{**record, "gradient_bytes": 1_250_000}]}
+    lines = projection(runs, rows=1024 * 100, gbps=10, latency_us=0, dispatch_ms=1.0)
+    rows = {int(line.split("|")[1]): line.split("|")[2:] for line in lines if line[:3] == "| 1"}
+    # one host: the local step (100 ms) and the update (10 ms); 16: a 16th of the local step,
+    # 2 (16 - 1) / 16 * 1.25 MB at 1.25 GB/s = 1.875 ms of all-reduce, and 1 ms of dispatch
+    assert [float(v) for v in rows[1][:3]] == [100.0, 0.0, 110.0]
+    assert [float(v) for v in rows[16][:3]] == [6.2, 2.88, 19.1]
