@@ -427,7 +427,7 @@ def _block_bytes(block_bytes: int | None) -> int:
 def _reduce_in_memory(leaves: list, op: str) -> list[jax.Array]:
     """The leaves reduced, one collective per dtype over the leaves of that dtype flattened
     and concatenated."""
-    arrays = [jnp.asarray(leaf) for leaf in leaves]
+    arrays = [leaf if isinstance(leaf, jax.Array) else jnp.asarray(leaf) for leaf in leaves]
     out: list[jax.Array | None] = [None] * len(arrays)
     by_dtype: dict[np.dtype, list[int]] = {}
     for i, a in enumerate(arrays):
@@ -485,7 +485,8 @@ def _reduce_disk(x: DiskArray, op: str, block_bytes: int) -> DiskArray:
 def _reduce_vector(vector: jax.Array, op: str) -> jax.Array:
     """A 1-D array reduced across processes with one collective."""
     mesh = _process_mesh()
-    local = jax.device_put(vector, mesh.devices[jax.process_index()])
+    device = mesh.devices[jax.process_index()]
+    local = vector if vector.devices() == {device} else jax.device_put(vector, device)
     # the processes' vectors side by side: one global array, each process's part on its device
     sharding = NamedSharding(mesh, PartitionSpec(AXIS))
     spread = jax.make_array_from_single_device_arrays((mesh.size * vector.size,), sharding, [local])
