@@ -150,6 +150,24 @@ def test_mlp_adam_training_matches_one_process(run):
             np.testing.assert_array_equal(r[f"train_{k}"], ranks[0][f"train_{k}"])
 
 
+def test_disk_array_weight_trained_with_adam_matches_one_process(run):
+    """The weight and adam's state on disk on every process, its DiskArray gradient all-reduced
+    block by block each step: the same weight as adam on the concatenated data in memory."""
+    _, _, data, ranks, _ = run
+    x, y = jnp.asarray(data["mlp_x"]), jnp.asarray(data["mlp_y"])
+    w = jnp.asarray(ranks[0]["disk_w0"])
+    opt = optax.adam(0.02)
+    state = opt.init(w)
+    grad = jax.jit(jax.grad(lambda w: jnp.mean(jnp.square(x @ w - y))))
+    for _ in range(int(ranks[0]["disk_steps"])):
+        updates, state = opt.update(grad(w), state, w)
+        w = optax.apply_updates(w, updates)
+    for r in ranks:
+        assert r["disk_w"].dtype == np.float32
+        assert_close(r["disk_w"], w, rtol=1e-4)
+        np.testing.assert_array_equal(r["disk_w"], ranks[0]["disk_w"])
+
+
 def test_disk_array_gradient_is_all_reduced_block_by_block(run):
     n, _, _, ranks, _ = run
     local = np.stack([r["block_local"] for r in ranks])

@@ -8,8 +8,8 @@ process), seed_t.npy (its target, one shared file), mlp_x-{rank}.npy and mlp_y.n
 writes what it computed to OUT/rank-{rank}.npz; process 0 appends each training step's loss to
 OUT/losses.jsonl as the step ends. The test computes the one-process references itself.
 
---checks adds the seed pipeline's gradients and a DiskArray gradient all-reduced block by block
-(at a small memory budget) before the training run. --die-rank R --die-at S makes process R
+--checks adds the seed pipeline's gradients, a DiskArray gradient all-reduced block by block
+(at a small memory budget) and a DiskArray weight trained with optax.adam before the training run. --die-rank R --die-at S makes process R
 exit with os._exit(17) at the start of step S, after writing the time to OUT/died_at.txt.
 """
 
@@ -110,6 +110,37 @@ def blockwise_checks(data, out):
     )
 
 
+def disk_param_training(data, out, steps=3):
+    """A weight that is a DiskArray, trained data-parallel with optax.adam: each step's local
+    gradient is a DiskArray, all-reduced block by block, and the update (state on disk too) runs
+    on every process alike."""
+    x = jd.open_shard(os.path.join(data, "mlp_x-{rank}.npy"))
+    y = jd.open_shard(os.path.join(data, "mlp_y.npy"))
+    w0 = np.random.default_rng(4).standard_normal((x.global_shape[1], y.global_shape[1]))
+    w = jask.DiskArray.from_numpy(w0.astype(np.float32))
+    scale = 1.0 / (x.num_rows * y.global_shape[1])
+    grad = jax.jit(jax.grad(lambda w, x, y: jnp.sum(jnp.square(x @ w - y)) * scale))
+    opt = optax.adam(LR)
+
+    @jax.jit
+    def apply_update(w, state, g):
+        updates, state = opt.update(g, state, w)
+        return optax.apply_updates(w, updates), state
+
+    state = opt.init(w)
+    budget = jask.memory_budget()
+    for _ in range(steps):
+        g = grad(w, x.local, y.local)
+        jask.set_memory_budget(4096)  # the all-reduce in blocks of 512 bytes: 64 floats
+        try:
+            g = jd.allreduce(g, "sum")
+        finally:
+            jask.set_memory_budget(budget)
+        w, state = apply_update(w, state, g)
+    assert isinstance(w, jask.DiskArray) and isinstance(state[0].mu, jask.DiskArray)
+    out.update(disk_w0=w0.astype(np.float32), disk_w=np.asarray(w), disk_steps=np.array(steps))
+
+
 def train(data, out_dir, out, args):
     x = jd.open_shard(os.path.join(data, "mlp_x-{rank}.npy"))
     y = jd.open_shard(os.path.join(data, "mlp_y.npy"))
@@ -172,6 +203,7 @@ def main():
     if args.checks:
         seed_checks(args.data, out)
         blockwise_checks(args.data, out)
+        disk_param_training(args.data, out)
     train(args.data, args.out, out, args)
     np.savez(os.path.join(args.out, f"rank-{jd.process_id()}.npz"), **out)
 
