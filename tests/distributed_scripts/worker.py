@@ -9,7 +9,8 @@ writes what it computed to OUT/rank-{rank}.npz; process 0 appends each training 
 OUT/losses.jsonl as the step ends. The test computes the one-process references itself.
 
 --checks adds the seed pipeline's gradients, a DiskArray gradient all-reduced block by block
-(at a small memory budget) and a DiskArray weight trained with optax.adam before the training run. --die-rank R --die-at S makes process R
+(at a small memory budget) and a DiskArray weight trained with optax.adam before the training
+run. --die-rank R --die-at S makes process R
 exit with os._exit(17) at the start of step S, after writing the time to OUT/died_at.txt.
 """
 
