@@ -10,8 +10,8 @@ OUT/losses.jsonl as the step ends. The test computes the one-process references 
 
 --checks adds the seed pipeline's gradients, a DiskArray gradient all-reduced block by block
 (at a small memory budget) and a DiskArray weight trained with optax.adam before the training
-run. --die-rank R --die-at S makes process R
-exit with os._exit(17) at the start of step S, after writing the time to OUT/died_at.txt.
+run. --die-rank R --die-at S makes process R exit with os._exit(17) at the start of step S, after
+writing the time to OUT/died_at.txt.
 """
 
 import argparse
