@@ -46,6 +46,11 @@ def write_data(folder: Path, n: int) -> dict:
         np.save(folder / f"{name}.npy", value)
     for name in ("seed_a", "mlp_x"):  # one file per process; the others are shared files
         jd.split_into_shards(folder / f"{name}.npy", folder / f"{name}-{{rank}}.npy", n)
+    # The same as safetensors: one shared file, and one file per process.
+    jask.save_safetensors(folder / "seed.safetensors", {"a": data["seed_a"], "t": data["seed_t"]})
+    for rank in range(n):
+        x = np.load(folder / f"mlp_x-{rank}.npy")
+        jask.save_safetensors(folder / f"mlp_x-{rank}.safetensors", {"x": x})
     return data
 
 
@@ -95,6 +100,17 @@ def test_shards_cover_the_rows_in_process_order(run):
     spans = [tuple(r["seed_rows"][:2]) for r in ranks]
     assert spans == [jd.row_range(SEED_ROWS, n, p) for p in range(n)]
     assert all(tuple(r["seed_rows"][2:]) == (SEED_ROWS, 6) for r in ranks)
+
+
+def test_shards_of_safetensors_files_match_the_npy_shards(run):
+    n, _, _, ranks, _ = run
+    for p, r in enumerate(ranks):
+        start, stop = jd.row_range(SEED_ROWS, n, p)
+        assert r["format_shared_rows"].tolist() == [start, stop, start, stop]
+        assert bool(r["format_shared_equal"])
+        start, stop = jd.row_range(MLP_ROWS, n, p)
+        assert r["format_own_rows"].tolist() == [start, stop, start, stop, MLP_ROWS, 8]
+        assert bool(r["format_own_equal"])
 
 
 def test_seed_pipeline_matches_one_process(run):
@@ -245,11 +261,41 @@ def test_split_into_shards_and_open_a_row_range_in_place(tmp_path, small_budget)
     assert not [f for f in os.listdir(tmp_path) if "jask-tmp" in f]
     for p in range(4):  # a shared file: each process's rows opened in place, at their offset
         start, stop = jd.row_range(len(x), 4, p)
-        shard = distributed_impl._open_rows_of_file(str(tmp_path / "x.npy"), "r", 4, p)
+        whole = jask.DiskArray.open(tmp_path / "x.npy")
+        shard = distributed_impl._rows_of_array(whole, "x.npy", "r", 4, p)
         assert isinstance(shard.local, jask.DiskArray)
         assert shard.local.path == str(tmp_path / "x.npy")
         assert (shard.start, shard.stop, shard.global_shape) == (start, stop, x.shape)
         np.testing.assert_array_equal(np.asarray(shard.local), x[start:stop])
+
+
+def test_shards_of_safetensors_and_zarr_arrays(tmp_path):
+    """A tensor of a safetensors file: each process's rows are a view of the file at their
+    offset; a compressed Zarr array: they are copied out of the chunks that hold them."""
+    import zarr
+
+    x = np.arange(11 * 6, dtype=np.float32).reshape(11, 6) * 0.5
+    jask.save_safetensors(tmp_path / "x.safetensors", {"bias": np.ones(3, np.float32), "x": x})
+    z = zarr.create_array(tmp_path / "x.zarr", shape=x.shape, chunks=(2, 6), dtype="float32")
+    z[:] = x
+    for source, raw in (
+        (jask.open_safetensors(tmp_path / "x.safetensors")["x"], True),
+        (jask.open_zarr(tmp_path / "x.zarr"), False),
+    ):
+        for p in range(3):
+            start, stop = jd.row_range(len(x), 3, p)
+            shard = distributed_impl._rows_of_array(source, "x", "r", 3, p)
+            assert isinstance(shard.local, jask.DiskArray) and shard.local.dtype == np.float32
+            assert (shard.start, shard.stop, shard.global_shape) == (start, stop, x.shape)
+            np.testing.assert_array_equal(np.asarray(shard.local), x[start:stop])
+            assert (shard.local.path == source.path) == raw
+    with pytest.raises(ValueError, match="chunked.*mode='r'"):
+        distributed_impl._rows_of_array(jask.open_zarr(tmp_path / "x.zarr"), "x", "r+", 3, 0)
+    # One array per process, opened by a function of the rank (here a run of one process).
+    shard = jd.open_shard(lambda rank: jask.open_safetensors(tmp_path / "x.safetensors")["x"])
+    assert (shard.start, shard.stop, shard.global_shape) == (0, 11, x.shape)
+    with pytest.raises(TypeError, match="must open this process's array"):
+        jd.open_shard(lambda rank: x)
 
 
 def test_one_process_runs_alone(tmp_path):

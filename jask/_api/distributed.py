@@ -18,7 +18,7 @@ import dataclasses
 import functools
 import os
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -27,7 +27,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from numpy.lib import format as npy_format
 
-from .. import _runtime
+from .. import _engine, _runtime
 from .._durable import fsync_folder
 from .._jax import compat
 from .._jax.diskarray import DiskArray, is_disk_array
@@ -182,8 +182,16 @@ class Shard:
         return self.global_shape[0]
 
 
+# What open_shard takes: a path, a pattern, paths, one shared DiskArray, or a function of the rank.
+ShardSource = (
+    str | os.PathLike | Sequence[str | os.PathLike] | DiskArray | Callable[[int], DiskArray]
+)
+
+
 def open_shard(
-    source: str | os.PathLike | Sequence[str | os.PathLike], *, mode: str = "r"
+    source: ShardSource,
+    *,
+    mode: str = "r",
 ) -> Shard:
     """Opens this process's shard of a dataset split by rows, in place.
 
@@ -193,18 +201,29 @@ def open_shard(
           process (as `split_into_shards` writes them), each on its own host's disk; the
           files' rows follow each other in process order;
         - a list of paths, one per process, the same way;
+        - a function of the process id that opens this process's own array, in any format
+          Jask opens: ``lambda rank: jask.open_safetensors(f"x-{rank}.safetensors")["x"]``,
+          ``lambda rank: jask.open_zarr(f"x-{rank}.zarr")``; the arrays' rows follow each
+          other in process order, as with a pattern;
         - the path of one .npy file every process can read (a shared or replicated file):
-          each process opens its rows of it (`row_range`) as a raw view at their offset.
-      mode: "r" or "r+", as for DiskArray.open.
+          each process opens its rows of it (`row_range`) as a raw view at their offset;
+        - one DiskArray every process can open, in any format (a tensor of a safetensors
+          file, a Zarr or HDF5 array): each process takes its rows of it. Arrays stored raw
+          (.npy, safetensors, raw files, stored .npz members, contiguous little-endian HDF5)
+          give a view of the rows at their offset in the file; chunked or compressed ones
+          (Zarr, chunked HDF5, deflated .npz) copy the rows once into a scratch array,
+          reading only the chunks that hold them.
+      mode: "r" or "r+", as for DiskArray.open ("r+" needs rows stored raw).
 
     Returns:
       A `Shard`: the local DiskArray, the global shape and this process's row range. With
-      one file per process, the processes exchange their row counts (one small collective),
+      one array per process, the processes exchange their row counts (one small collective),
       so every process calls open_shard together.
 
     Raises:
       ValueError: the shards' trailing shapes or dtypes differ (naming both), a list does not
-        have one path per process, or a shared file has fewer rows than processes.
+        have one path per process, a shared array has fewer rows than processes, or "r+" is
+        asked of a chunked array.
 
     >>> import numpy as np, jask, jask.distributed as jd, tempfile, os
     >>> p = os.path.join(tempfile.mkdtemp(), "x.npy"); np.save(p, np.ones((5, 2), np.float32))
@@ -213,22 +232,36 @@ def open_shard(
     ((5, 2), (0, 5), (5, 2))
     """
     n, p = jax.process_count(), jax.process_index()
+    if mode not in ("r", "r+"):
+        raise ValueError(f"open_shard: mode must be 'r' or 'r+', got {mode!r}")
+    if is_disk_array(source):
+        return _rows_of_array(source, f"the array {describe(source)}", mode, n, p)
+    if callable(source):
+        local = source(p)
+        if not is_disk_array(local):
+            raise TypeError(
+                f"open_shard: the function given returned {type(local).__name__} for process "
+                f"{p}; it must open this process's array as a DiskArray"
+            )
+        return _own_shard(local, f"the array {describe(local)}")
     if isinstance(source, (list, tuple)):
         if len(source) != n:
             raise ValueError(
                 f"open_shard: {len(source)} paths given for {n} processes; give one per process"
             )
-        return _open_own_file(os.fspath(source[p]), mode)
+        path = os.fspath(source[p])
+        return _own_shard(open_array(path, mode=mode), path)
     path = os.fspath(source)
     if RANK_FIELD in path:
-        return _open_own_file(path.replace(RANK_FIELD, str(p)), mode)
-    return _open_rows_of_file(path, mode, n, p)
+        path = path.replace(RANK_FIELD, str(p))
+        return _own_shard(open_array(path, mode=mode), path)
+    return _rows_of_array(open_array(path), path, mode, n, p)
 
 
-def _open_own_file(path: str, mode: str) -> Shard:
-    local = open_array(path, mode=mode)
+def _own_shard(local: DiskArray, what: str) -> Shard:
+    """This process's own array as its shard: the processes exchange their row counts."""
     if local.ndim == 0:
-        raise ValueError(f"open_shard: {path} holds a 0-d array; a shard needs rows")
+        raise ValueError(f"open_shard: {what} is 0-d; a shard needs rows")
     n, p = jax.process_count(), jax.process_index()
     layout = f"{local.dtype.name}{list(local.shape[1:])}"
     mine = [local.shape[0], zlib.crc32(layout.encode()) & 0x7FFFFFFF]
@@ -239,7 +272,7 @@ def _open_own_file(path: str, mode: str) -> Shard:
     if differ:
         raise ValueError(
             f"open_shard: the shards' rows differ in shape or dtype: process {p} opened "
-            f"{path} as {describe(local)}, but process(es) {differ} hold rows of another "
+            f"{what} as {describe(local)}, but process(es) {differ} hold rows of another "
             f"shape or dtype"
         )
     counts = [int(c) for c in table[:, 0]]
@@ -247,26 +280,36 @@ def _open_own_file(path: str, mode: str) -> Shard:
     return Shard(local, (sum(counts), *local.shape[1:]), start, start + counts[p])
 
 
-def _open_rows_of_file(path: str, mode: str, n: int, p: int) -> Shard:
-    shape = open_array(path).shape
+def _rows_of_array(whole: DiskArray, what: str, mode: str, n: int, p: int) -> Shard:
+    """Rows `row_range(rows, n, p)` of one array every process opens."""
+    shape = tuple(whole.shape)
     if len(shape) == 0:
-        raise ValueError(f"open_shard: {path} holds a 0-d array; a shard needs rows")
+        raise ValueError(f"open_shard: {what} is 0-d; a shard needs rows")
     if shape[0] < n:
         raise ValueError(
-            f"open_shard: {path} has {shape[0]} rows ({describe(open_array(path))}), fewer "
-            f"than the {n} processes"
+            f"open_shard: {what} has {shape[0]} rows ({describe(whole)}), fewer than the {n} "
+            f"processes"
         )
     start, stop = row_range(shape[0], n, p)
-    return Shard(_rows_in_place(path, start, stop, mode), tuple(shape), start, stop)
+    return Shard(_rows_in_place(whole, start, stop, mode, what), shape, start, stop)
 
 
-def _rows_in_place(path: str, start: int, stop: int, mode: str = "r") -> DiskArray:
-    """Rows [start, stop) of the .npy file at `path`, opened as a raw array at their offset."""
-    whole = open_array(path)
+def _rows_in_place(whole: DiskArray, start: int, stop: int, mode: str, what: str) -> DiskArray:
+    """Rows [start, stop) of `whole`: a raw view at their offset in its file where it is stored
+    raw, else (chunks, codecs) a scratch copy of them."""
+    if _engine.is_chunked(whole.handle):
+        if mode != "r":
+            raise ValueError(
+                f"open_shard: {what} is chunked (read-only), so mode {mode!r} cannot write its "
+                f"rows; open it with mode='r'"
+            )
+        return _row_range_on_disk(whole, start, stop)
+    _, _, path, offset, *_ = _engine.info(whole.handle)
     row_bytes = int(np.prod(whole.shape[1:], dtype=np.int64)) * whole.dtype.itemsize
-    offset = npy_data_offset(path) + start * row_bytes
     shape = (stop - start, *whole.shape[1:])
-    return open_array(path, shape=shape, dtype=whole.dtype, offset=offset, mode=mode)
+    return open_array(
+        path, shape=shape, dtype=whole.dtype, offset=offset + start * row_bytes, mode=mode
+    )
 
 
 def npy_data_offset(path: str) -> int:
@@ -325,7 +368,7 @@ def split_into_shards(
         rows_k = (
             _row_range_on_disk(x, start, stop)
             if path is None
-            else _rows_in_place(path, start, stop)
+            else _rows_in_place(x, start, stop, "r", path)
         )
         paths.append(pattern.replace(RANK_FIELD, str(k)))
         _save_atomically(rows_k, paths[-1])

@@ -82,6 +82,23 @@ def seed_checks(data, out):
     )
 
 
+def format_checks(data, out):
+    """Shards of other formats: rows of one safetensors tensor every process reads (a view at
+    their offset), and one safetensors file per process opened by a function of the rank."""
+    a = jd.open_shard(os.path.join(data, "seed_a-{rank}.npy"))
+    shared = jd.open_shard(jask.open_safetensors(os.path.join(data, "seed.safetensors"))["a"])
+    x = jd.open_shard(os.path.join(data, "mlp_x-{rank}.npy"))
+    own = jd.open_shard(
+        lambda rank: jask.open_safetensors(os.path.join(data, f"mlp_x-{rank}.safetensors"))["x"]
+    )
+    out.update(
+        format_shared_rows=np.array([shared.start, shared.stop, a.start, a.stop]),
+        format_shared_equal=np.array(np.array_equal(np.asarray(shared.local), np.asarray(a.local))),
+        format_own_rows=np.array([own.start, own.stop, x.start, x.stop, *own.global_shape]),
+        format_own_equal=np.array(np.array_equal(np.asarray(own.local), np.asarray(x.local))),
+    )
+
+
 def blockwise_checks(data, out):
     """The gradient of a DiskArray weight, all-reduced 512 bytes at a time (many blocks)."""
     x = jd.open_shard(os.path.join(data, "mlp_x-{rank}.npy"))
@@ -203,6 +220,7 @@ def main():
     out = {"num_processes": np.array(jd.num_processes())}
     if args.checks:
         seed_checks(args.data, out)
+        format_checks(args.data, out)
         blockwise_checks(args.data, out)
         disk_param_training(args.data, out)
     train(args.data, args.out, out, args)
