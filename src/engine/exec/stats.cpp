@@ -72,6 +72,15 @@ StatsState& state() {
   return s;
 }
 
+// The items of a list kept in order of their seq whose seq is past `after`.
+template <class Item>
+std::vector<Item> numbered_after(const std::deque<Item>& items, uint64_t after) {
+  std::vector<Item> out;
+  for (const Item& item : items)
+    if (item.seq > after) out.push_back(item);
+  return out;
+}
+
 thread_local int t_depth = 0;  // CallStats scopes open on this thread
 
 CallProgress progress_of(const StatsState& st, const Counters& now) {
@@ -215,10 +224,7 @@ std::optional<ProgramRunProgress> program_run() {
 std::vector<ProgramRunProgress> finished_program_runs(uint64_t after) {
   StatsState& st = state();
   std::lock_guard<std::mutex> lock(st.mu);
-  std::vector<ProgramRunProgress> out;
-  for (const ProgramRunProgress& r : st.finished_runs)
-    if (r.seq > after) out.push_back(r);
-  return out;
+  return numbered_after(st.finished_runs, after);
 }
 
 bool end_program_run(uint64_t seq) {
@@ -340,10 +346,7 @@ void release_call_waiters() {
 std::vector<CallProgress> finished_calls(uint64_t after) {
   StatsState& st = state();
   std::lock_guard<std::mutex> lock(st.mu);
-  std::vector<CallProgress> out;
-  for (const CallProgress& c : st.finished)
-    if (c.seq > after) out.push_back(c);
-  return out;
+  return numbered_after(st.finished, after);
 }
 
 uint64_t last_call_seq() {
