@@ -132,7 +132,11 @@ def test_a_new_scratch_root_is_private_under_umask_000(tmp_path):
 # -- signals ----------------------------------------------------------------------------
 
 SIGNALLED_CHILD = """
-    import sys, numpy as np
+    import signal, sys, numpy as np
+    # The defaults, as a terminal's shell starts a program with (under nohup, SIGHUP comes ignored,
+    # and Jask leaves an ignored signal alone).
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     {before}
     import jask
     jask.set_memory_budget("64MB", scratch_dir=sys.argv[1])
