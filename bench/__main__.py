@@ -34,13 +34,6 @@ TIMELINE_WORKLOAD = "W5"  # the Jask run whose I/O timeline the default run reco
 RESERVE_SECONDS = 45  # the final disk probe and the reports
 MIN_RUN_SECONDS = 20  # the least any one contender run is given
 MIN_WORKLOAD_SECONDS = 60  # the least kept for each workload still to come
-# ... and under --minutes, no contender's timed part gets more than this many times the fastest
-# finished out-of-core run of the workload (at least PEER_MIN_SECONDS): one thrashing peer (Dask's
-# gathers under the cap took 158 s where Jask took 2) would leave the later workloads no time. The
-# child's setup (opening data, copying a table, compiling) is not bounded by it, only by the
-# run's share of the budget.
-PEER_FACTOR = 10
-PEER_MIN_SECONDS = 60
 
 UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -249,15 +242,43 @@ def final_limits(data_dir: str, limits: dict, records: list[dict]) -> None:
     after = disk.bandwidth(data_dir, limits["probe_bytes"], passes=1)
     print(f"Disk after the workloads: {_disk_text(after)}")
     limits["probe_seconds_after"] = after["probe_seconds"]
+    probes = limits.get("workload_probes", [])
     for key in LIMIT_KEYS:
         limits[f"{key}_after"] = after[key]
-        limits[key] = max(after[key], limits[f"{key}_before"])
+        limits[key] = max(after[key], limits[f"{key}_before"], *(p[key] for p in probes))
+    limits["after"] = {key: after[key] for key in LIMIT_KEYS}
     in_memory = [
         r["flops"] / r["seconds"]
         for r in records
         if r["workload"] == "W3" and r["contender"] in IN_MEMORY and r["seconds"]
     ]
     limits["matmul_flops"] = max([limits["numpy_matmul_flops"], *in_memory])
+
+
+def adjacent_limits(limits: dict, workload: str, size: int) -> dict:
+    """`limits` with the disk's rates taken from the probes just before and just after the
+    workload (the better of the two; after the last workload, the final probe)."""
+    probes = limits.get("workload_probes") or []
+    index = next(
+        (i for i, p in enumerate(probes) if (p["workload"], p["size_bytes"]) == (workload, size)),
+        None,
+    )
+    if index is None:
+        return limits
+    following = probes[index + 1] if index + 1 < len(probes) else limits.get("after")
+    near = dict(limits)
+    for key in LIMIT_KEYS:
+        near[key] = max(probes[index][key], following[key] if following else 0.0)
+    return near
+
+
+def score_record(r: dict, limits: dict) -> None:
+    """Scores `r` against the disk of its own minutes (limit_fraction, the table's) and against
+    the best rates of the whole run (limit_fraction_run)."""
+    harness.score(r, limits)
+    run_fraction = r.get("limit_fraction")
+    harness.score(r, adjacent_limits(limits, r["workload"], r["size_bytes"]))
+    r["limit_fraction_run"] = run_fraction
 
 
 def _outcome(r: dict) -> str:
@@ -295,6 +316,11 @@ def run_workloads(args: argparse.Namespace, clock: Clock) -> tuple[list[dict], d
                     f"{facts['decode_bps'] / 1e9:.2f} GB/s of its chunks (numcodecs.Zstd)"
                 )
         contenders = [c for c in args.contenders if c in WORKLOADS[name].contenders]
+        # the disk of this workload's minutes (see disk.WORKLOAD_PROBE_BYTES)
+        probe = disk.bandwidth(args.data, disk.WORKLOAD_PROBE_BYTES, passes=1)
+        probe["workload"], probe["size_bytes"] = name, size
+        args.probes.append(probe)
+        print(f"  {name} disk now: {_disk_text(probe)}")
         # in-memory contenders do no I/O, so disk noise does not touch them: one round per pass
         rounds = [
             (cap, [c for c in contenders if round_ == 0 or c not in IN_MEMORY])
@@ -311,7 +337,7 @@ def run_workloads(args: argparse.Namespace, clock: Clock) -> tuple[list[dict], d
                 seconds = clock.timeout(runs_left, len(steps) - index - 1)
                 timed = None
                 if seconds and fastest and args.minutes:
-                    timed = max(PEER_MIN_SECONDS, PEER_FACTOR * fastest)
+                    timed = max(harness.PEER_MIN_SECONDS, harness.PEER_FACTOR * fastest)
                 spent = "" if seconds else f"not run: the {args.minutes:g}-minute budget is spent"
                 r = harness.measure(
                     name,
@@ -424,10 +450,11 @@ def main(argv=None) -> None:
         + "."
     )
     clock = Clock(started, args.minutes, args.timeout)
+    args.probes = meta["limits"]["workload_probes"] = []
     records, meta["timeline"] = run_workloads(args, clock)
     final_limits(args.data, meta["limits"], records)
     for r in records:
-        harness.score(r, meta["limits"])
+        score_record(r, meta["limits"])
     meta["seconds"] = time.time() - started
     meta["load_average_end"] = os.getloadavg()[0]
     print()

@@ -79,6 +79,15 @@ def size_text(nbytes: int) -> str:
     return f"{nbytes / GIB:g} GiB" if nbytes >= GIB else f"{nbytes / MIB:g} MiB"
 
 
+# Under --minutes (bench/__main__.py), no contender's timed part gets more than PEER_FACTOR times
+# the fastest finished out-of-core run of the workload (at least PEER_MIN_SECONDS): one thrashing
+# peer (Dask's gathers under the cap took 158 s where Jask took 2) would leave the later workloads
+# no time, and a peer cut off there is still recorded, at 5x Jask's time or more. The child's setup
+# (opening data, restoring a table, compiling) is not bounded by it, only by the run's share of the
+# budget.
+PEER_FACTOR = 5
+PEER_MIN_SECONDS = 30
+
 # The line a child prints (and flushes) when its setup is done and its timed part starts.
 SETUP_DONE = "bench.run_one: setup done"
 

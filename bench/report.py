@@ -7,7 +7,7 @@ import math
 import os
 
 from . import disk
-from .harness import CAP_RATIO, size_text, small_data
+from .harness import CAP_RATIO, PEER_FACTOR, PEER_MIN_SECONDS, size_text, small_data
 from .workloads import CONTENDERS, GIB, MIB, WORKLOADS, arrays
 
 CHECK_RTOL = (
@@ -33,9 +33,9 @@ METHOD = f"""\
   (`--repeat N`: N rounds per regime, each in the reverse order of the one before, median time;
   `seconds_runs` in results.json has every round). The default run keeps within 20 minutes
   (`--minutes`): each contender run may take the time left less a reserve for every run and
-  workload still to come, and at most 10 times the fastest out-of-core run of the same workload so
-  far (at least 60 s, setup included; a thrashing peer would leave the later workloads no time); one that overruns
-  is recorded as timed out, never dropped.
+  workload still to come, and a timed part of at most {PEER_FACTOR} times the fastest out-of-core
+  run of the same workload so far (at least {PEER_MIN_SECONDS} s; a thrashing peer would leave the
+  later workloads no time); one that overruns is recorded as timed out, never dropped.
 - Each contender runs in a fresh child process (`python -m bench.run_one`), so its peak RSS (VmHWM) and
   its bytes read and written (`/proc/<pid>/io` read_bytes/write_bytes, all threads) are its own. Bytes
   are counted over the timed part only; peak RSS is the process's, setup included.
@@ -58,9 +58,11 @@ METHOD = f"""\
 - Limit: the least time the workload's minimal traffic takes at the disk's limits (bytes read / read
   bandwidth + bytes written / write bandwidth, one disk; workloads that read rows at random give their
   own limit from the random-read rates), or its flops at the in-memory float32 matmul rate, whichever
-  is larger; each rate is the best measured (the disk before and after the workloads). "of limit" is
-  limit time / measured time; on a shared disk whose bandwidth varies, above 100% means the disk was
-  faster during that run than in either probe.
+  is larger. "of limit" is limit time / measured time, with the disk's rates from the probes just
+  before and just after the workload (a {disk.WORKLOAD_PROBE_BYTES >> 20} MiB file, one pass, the better of the
+  two); in brackets the same against the best rates of the whole run (every probe), stricter by
+  the disk's drift over the run. On a shared disk whose bandwidth varies, above 100% means the
+  disk was faster during that run than in either probe.
   Throughput counts the minimal traffic (GB/s) or the flops (GFLOP/s), not the bytes a contender moved.
 - In-memory contenders load their inputs before timing and write nothing: they are the compute ceiling,
   not I/O contenders, and are skipped when the inputs exceed a third of RAM.
@@ -159,7 +161,7 @@ def rows(records: list[dict], capped: bool = False) -> list[list[str]]:
             r["contender_name"] + (" *" if r["note"] else ""),
             f"{r['seconds']:.2f}",
             f"{r['throughput']:.2f} {r['unit']}",
-            _fmt(r["limit_fraction"], ".0%"),
+            _limit_text(r),
             f"{r['peak_rss_bytes'] / MIB:.0f}",
         ]
         if capped:
@@ -297,6 +299,13 @@ def load(path: str) -> tuple[list[dict], dict] | None:
         return None
     with open(path) as f, open(meta_path(path)) as g:
         return json.load(f), json.load(g)
+
+
+def _limit_text(r: dict) -> str:
+    """ "84% (77%)": of the limit at the disk of the workload's own minutes, and at the run's best."""
+    near, run = r["limit_fraction"], r.get("limit_fraction_run")
+    text = _fmt(near, ".0%")
+    return text if run is None or near is None else f"{text} ({run:.0%})"
 
 
 def _gb(bps: float) -> str:

@@ -432,11 +432,39 @@ def w8_grads():
 
 
 def _w8_table_copy(ctx: Context, name: str = "e8") -> str:
-    """A copy of the table in the output folder: training updates it in place, and the data file is
-    every contender's starting point."""
-    path = os.path.join(ctx.out_dir, "table.npy")
-    shutil.copyfile(ctx.path(name), path)
+    """The table a run trains in place: a working copy of the data file beside it, made once and
+    reused (copying 4 GiB per run cost more than the run). Training touches only the rows of the
+    seeded id stream, so each run first restores from the data file the rows listed in the
+    copy's record (what the run before may have changed, whether it finished, timed out or was
+    killed), then records the rows it will change: every run starts from the data file's values.
+    The record also names the data file's size and mtime; a regenerated data file is copied anew."""
+    source = ctx.path(name)
+    path, record = source[:-4] + ".work.npy", source[:-4] + ".work-rows.npz"
+    st = os.stat(source)
+    stamp = np.array([st.st_size, st.st_mtime_ns], np.int64)
+    previous = None
+    if os.path.exists(path) and os.path.exists(record):
+        with np.load(record) as r:
+            if np.array_equal(r["source"], stamp):
+                previous = r["rows"]
+    if previous is None:
+        partial = path + ".partial"
+        shutil.copyfile(source, partial)
+        fsync(partial)
+        os.replace(partial, path)
+        previous = np.zeros(0, np.int64)
+    ids, _ = w8_stream(ctx.plan[name].shape[0], _w8_steps(name))
+    rows = np.unique(ids).astype(np.int64)
+    restore = np.union1d(previous, rows)
+    work, original = np.load(path, mmap_mode="r+"), ctx.mmap(name)
+    work[restore] = original[restore]
+    work.flush()
+    del work
     fsync(path)
+    partial = record + ".partial.npz"
+    np.savez(partial, source=stamp, rows=rows)
+    fsync(partial)
+    os.replace(partial, record)
     return path
 
 

@@ -29,6 +29,7 @@ def budget(request):
 # residuals) beside the ops' blocks, and the budget bounds both (tests/test_memory_bound.py):
 # of 4KB, what is left for blocks is too little for fused ops of 7 or more operands.
 GRADIENT_BUDGETS = {"1GB": "1GB", "64KB": "64KB", "8KB": "8KB"}
+SMALLEST_GRADIENT_BUDGET = GRADIENT_BUDGETS["8KB"]
 
 
 @pytest.fixture(params=list(GRADIENT_BUDGETS), ids=lambda b: f"budget={b}")

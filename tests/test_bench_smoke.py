@@ -256,6 +256,64 @@ def test_score_uses_a_workloads_own_limit(monkeypatch):
     assert seen == [(((2 << 30) // 1024, 256), 5e4)]
 
 
+def _rates(read: float, write: float) -> dict:
+    keys = ("read_direct_bps", "read_buffered_bps", "random_read_iops", "random_read_bps")
+    return dict(dict.fromkeys(keys, 1.0), read_bps=read, write_bps=write)
+
+
+def test_a_workload_is_scored_against_the_disk_of_its_own_minutes():
+    """limit_fraction from the better of the probes just before and after the workload (the final
+    probe after the last one); limit_fraction_run from the best rates of the whole run."""
+    from bench.__main__ import score_record
+
+    limits = dict(
+        _rates(4e9, 4e9),  # the run's best (another workload's minutes)
+        matmul_flops=1e11,
+        workload_probes=[
+            dict(_rates(1e9, 2e9), workload="W1", size_bytes=2 << 30),
+            dict(_rates(2e9, 1e9), workload="W2", size_bytes=2 << 30),
+        ],
+        after=_rates(1e9, 4e9),
+    )
+    w1 = dict(_record("jask", 4.0), workload="W1")
+    score_record(w1, limits)  # the W1 probe and the W2 probe: read 2e9, write 2e9
+    assert w1["limit_seconds"] == pytest.approx((4 << 30) / 2e9 + (2 << 30) / 2e9)
+    assert w1["limit_fraction_run"] == pytest.approx(((4 << 30) / 4e9 + (2 << 30) / 4e9) / 4.0)
+    w2 = _record("jask", 8.0)
+    score_record(w2, limits)  # the W2 probe and the final one: read 2e9, write 4e9
+    assert w2["limit_seconds"] == pytest.approx((4 << 30) / 2e9 + (2 << 30) / 4e9)
+    report.compare([w2])
+    row = next(
+        line for line in report.markdown_table([w2], capped=True).splitlines() if "| Jask" in line
+    )
+    assert f"| {w2['limit_fraction']:.0%} ({w2['limit_fraction_run']:.0%}) |" in row
+
+
+def test_w8_working_copy_starts_every_run_from_the_data_files_rows(tmp_path):
+    """The shared working copy of W8's table: rows a run changed (or a killed run may have) are
+    restored before the next run; a regenerated data file is copied anew."""
+    from bench import training
+
+    size, budget = int(0.004 * 2**30), 8 << 20
+    plan = workloads.arrays(size, budget)
+    workloads.generate(plan, ["e8"], str(tmp_path), log=lambda _: None)
+    ctx = workloads.Context(str(tmp_path), str(tmp_path / "out"), budget, plan)
+    original = np.array(ctx.mmap("e8"))
+    path = training._w8_table_copy(ctx)
+    ids, _ = training.w8_stream(original.shape[0], training.W8_STEPS)
+    work = np.load(path, mmap_mode="r+")
+    work[np.unique(ids)] += 1.0  # what a run's updates do, in place
+    work.flush()
+    del work
+    assert training._w8_table_copy(ctx) == path
+    np.testing.assert_array_equal(np.load(path), original)
+    source = ctx.path("e8")
+    np.save(source, original + 2.0)  # regenerated: new size/mtime stamp
+    os.utime(source, ns=(1, 1))
+    training._w8_table_copy(ctx)
+    np.testing.assert_array_equal(np.load(path), original + 2.0)
+
+
 def test_timeline_plot_from_a_synthetic_timeline(tmp_path):
     events = [
         {"stage": stage, "op": op, "start": t, "end": t + 0.05, "bytes": 8 << 20}
