@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 CPP_BUILD := build/cpp-tests
+PY_BUILD := build/python
 
 .PHONY: demo test test-python test-cpp test-sanitize lint lint-cpp lint-python install bench clean
 
@@ -28,11 +29,16 @@ test-python:
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests --ignore=tests/test_memory_limits.py
 	$(BIN)/python -m pytest -q --memray tests/test_memory_limits.py
 
+# Once the Python extension is built (make install; its build folder is pyproject.toml's
+# build-dir), the tests build in that folder and reuse its engine objects (about 2 minutes
+# fewer on 2 cores); without it, in a folder of their own.
 test-cpp:
 	./scripts/ensure-gtest.sh
-	cmake -S . -B $(CPP_BUILD) -DJASK_BUILD_PYTHON=OFF -DJASK_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
-	cmake --build $(CPP_BUILD) -j2
-	ctest --test-dir $(CPP_BUILD) --output-on-failure
+	if [ -f $(PY_BUILD)/CMakeCache.txt ]; then dir=$(PY_BUILD); opts=; \
+	else dir=$(CPP_BUILD); opts="-DJASK_BUILD_PYTHON=OFF -DCMAKE_BUILD_TYPE=Release"; fi; \
+	cmake -S . -B $$dir $$opts -DJASK_BUILD_TESTS=ON >/dev/null && \
+	cmake --build $$dir --target engine_tests -j2 && \
+	ctest --test-dir $$dir --output-on-failure
 
 # The engine's GoogleTests under AddressSanitizer + UndefinedBehaviorSanitizer (all of
 # them), then under ThreadSanitizer (the threaded parts: pipeline, file I/O and scattered runs,

@@ -161,6 +161,53 @@ TEST(FileIo, UnalignedMemoryIsNeverSentDirect) {
   EXPECT_EQ(delta.buffered(), 4 * kIoAlignment);
 }
 
+TEST(FileIo, AShortReadIntoMisalignedMemoryGoesDirectThroughTheBounceBuffer) {
+  TempDir dir;
+  std::string path = dir.file("data.bin");
+  const std::vector<char> data = pattern(kFileBytes, 3);
+  test::write_file_bytes(path, data);
+  if (!direct_io_supported(path)) GTEST_SKIP() << dir.path() << " refuses O_DIRECT";
+  File file(path, OpenMode::kReadWrite);
+  AlignedBuffer bounce(8 * kIoAlignment);
+  // A row of a tile at file offset 128 + 5000 (a .npy's data starts at 128),
+  // landing at memory aligned to 4096: read_at would go buffered.
+  const uint64_t offset = 128 + 5000;
+  const size_t n = 3 * kIoAlignment + 7;
+  AlignedBuffer dst(n + kIoAlignment);
+  CounterDeltas delta;
+  file.read_at_through(dst.data(), n, offset, delta.io(), bounce);
+  ASSERT_EQ(std::memcmp(dst.data(), data.data() + offset, n), 0);
+  EXPECT_EQ(delta.buffered(), 0u);
+  EXPECT_EQ(delta.direct(), 4 * kIoAlignment);  // the aligned pages around it
+}
+
+TEST(FileIo, ReadThroughFallsBackToReadAtWhereTheBounceCannotServe) {
+  TempDir dir;
+  std::string path = dir.file("data.bin");
+  const std::vector<char> data = pattern(kFileBytes - 10, 4);  // its last page is partial
+  test::write_file_bytes(path, data);
+  File file(path, OpenMode::kReadWrite);
+  AlignedBuffer bounce(2 * kIoAlignment), dst(kFileBytes);
+  struct Case {
+    uint64_t offset;
+    size_t n;
+    bool direct;
+    const char* why;
+  };
+  const Case cases[] = {
+      {100, 3 * kIoAlignment, true, "larger than the bounce buffer"},
+      {kFileBytes - 60, 50, true, "its last page past the end of the file"},
+      {100, 200, false, "direct I/O off"},
+  };
+  for (const Case& c : cases) {
+    std::memset(dst.data(), 0, dst.size());
+    CounterDeltas delta;
+    file.read_at_through(dst.data(), c.n, c.offset, delta.io(c.direct), bounce);
+    ASSERT_EQ(std::memcmp(dst.data(), data.data() + c.offset, c.n), 0) << c.why;
+    EXPECT_EQ(delta.direct(), 0u) << c.why;  // memory misaligned: read_at reads it buffered
+  }
+}
+
 // tmpfs refused O_DIRECT before Linux 6.6 and accepts it since; either way a
 // file in RAM must read and write correctly.
 TEST(FileIo, FileOnTmpfsRoundTrips) {

@@ -403,6 +403,24 @@ void File::read_at(void* dst_v, size_t n, uint64_t offset, const IoPolicy& io) c
   if (end > mid_end) buffered_read(dst + (mid_end - offset), end - mid_end, mid_end, io.counters);
 }
 
+void File::read_at_through(void* dst_v, size_t n, uint64_t offset, const IoPolicy& io,
+                           AlignedBuffer& bounce) const {
+  auto* dst = static_cast<std::byte*>(dst_v);
+  const uint64_t start = offset / kIoAlignment * kIoAlignment;
+  const uint64_t end = (offset + n + kIoAlignment - 1) / kIoAlignment * kIoAlignment;
+  const bool same_alignment =
+      (reinterpret_cast<uintptr_t>(dst) - offset) % kIoAlignment == 0;  // read_at goes direct
+  if (same_alignment || n == 0 || !io.direct || !has_direct() ||
+      io.read_mode == ReadMode::kBuffered || end - start > bounce.size() || end > size()) {
+    return read_at(dst, n, offset, io);
+  }
+  if (!io.header) count(io.counters, &IoCounters::read_bytes, n);
+  if (!try_direct_read(bounce.data(), end - start, start, io.counters)) {
+    return buffered_read(dst, n, offset, io.counters);
+  }
+  std::memcpy(dst, bounce.data() + (offset - start), n);
+}
+
 namespace {
 
 // Counts a write (or a resize) of a File from its start to its end, however it ends.

@@ -141,6 +141,14 @@ class File {
   File& operator=(const File&) = delete;
 
   void read_at(void* dst, size_t n, uint64_t offset, const IoPolicy& io) const;
+  // read_at for a short read whose memory is not at the file offset's
+  // alignment (mod 4096), which read_at would serve through the page cache
+  // (a strided tile's rows): reads the 4096-aligned bytes around it into
+  // `bounce` with O_DIRECT and copies them out, when direct reads are on, the
+  // mode is not kBuffered, the aligned bytes fit `bounce` and lie within the
+  // file. Otherwise exactly read_at.
+  void read_at_through(void* dst, size_t n, uint64_t offset, const IoPolicy& io,
+                       AlignedBuffer& bounce) const;
   void write_at(const void* src, size_t n, uint64_t offset, const IoPolicy& io) const;
   uint64_t size() const;
   FileIdentity identity() const;

@@ -91,6 +91,11 @@ int64_t matmul_tile_bytes(const MatmulTiles& t, int64_t elem_bytes) {
   return (kPipelineSlots * (t.mb * t.kb + t.kb * t.nb) + t.c_slots * t.mb * t.nb) * elem_bytes;
 }
 
+int64_t slab_bounce_reserve() {
+  constexpr int64_t kMostBounceBytes = 8 * ((256 << 10) + 2 * 4096);  // 8 readers' buffers
+  return std::min(memory_budget() / 32, kMostBounceBytes);
+}
+
 MatmulTiles plan_matmul(const std::string& operands, int64_t m, int64_t k, int64_t n,
                         int64_t elem_bytes, int64_t count) {
   int64_t cap = memory_budget() / (kPipelineSlots * elem_bytes);  // elements across A, B, C tiles
@@ -100,6 +105,8 @@ MatmulTiles plan_matmul(const std::string& operands, int64_t m, int64_t k, int64
   t.nb = std::max<int64_t>(t.nb, 1);
   auto used = [&] { return t.mb * t.kb + t.kb * t.nb + t.mb * t.nb; };
   if (used() > cap) budget_too_small("matmul", operands, matmul_tile_bytes(t, elem_bytes));
+  // the least tiles always fit; larger ones leave the bounce buffers' share
+  cap = std::max(used(), (memory_budget() - slab_bounce_reserve()) / (kPipelineSlots * elem_bytes));
   // Start square, then let B's tile grow to all of B (read B once), then
   // spend the rest on taller row panels of A.
   int64_t side = static_cast<int64_t>(std::sqrt(static_cast<double>(cap) / 3.0));
@@ -143,7 +150,8 @@ MatmulTiles plan_matmul(const std::string& operands, int64_t m, int64_t k, int64
     whole.c_slots = one_c_tile ? 1 : kPipelineSlots;
     const int64_t ab_room = one_c_tile ? cap - c_elems / kPipelineSlots : cap - c_elems;
     whole.kb = fit(k, 1, ab_room / (whole.mb + whole.nb));
-    const bool fits = matmul_tile_bytes(whole, elem_bytes) <= memory_budget();  // kb >= 1 may not
+    const bool fits = matmul_tile_bytes(whole, elem_bytes) <=
+                      memory_budget() - slab_bounce_reserve();  // kb >= 1 may not
     if (fits && whole.kb >= std::min<int64_t>(k, kMinContraction) && traffic(whole) < traffic(t))
       return whole;
   }

@@ -167,6 +167,18 @@ void StoredArray::read_elems(void* dst, int64_t first, int64_t count) const {
                           });
 }
 
+void StoredArray::read_elems_through(void* dst, int64_t first, int64_t count,
+                                     AlignedBuffer& bounce) const {
+  if (chunked_ != nullptr) return chunked_->read(dst, chunk_base_ + first, count);
+  std::shared_ptr<const File> file = file_->current();
+  const IoPolicy io = io_policy();
+  auto* out = static_cast<std::byte*>(dst);
+  layout_.for_each_extent(first, count, itemsize(info_.dtype),
+                          [&](uint64_t offset, size_t bytes, size_t at) {
+                            file->read_at_through(out + at, bytes, offset, io, bounce);
+                          });
+}
+
 void StoredArray::write_elems(const void* src, int64_t first, int64_t count) const {
   if (!writable_) throw ReadOnlyError("cannot write to " + path_ + ": it was opened read-only");
   std::shared_ptr<const File> file = file_->current();

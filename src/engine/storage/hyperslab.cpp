@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/concurrency.hpp"
+#include "base/memory_budget.hpp"
 
 namespace jask {
 
@@ -14,6 +15,13 @@ namespace {
 constexpr size_t kRunReaders = 8;
 constexpr int64_t kShortRunBytes = 1 << 20;
 constexpr size_t kMinRunsPerReader = 16;
+// Short runs whose memory is not at their file offset's alignment would go
+// through the page cache, whose readahead around them read a matrix's column
+// panels about twice under a memory cap: each reader reads runs up to this
+// long direct into a bounce buffer of its own (freed when the slab is read)
+// and copies them out, when the buffers fit in what the budget leaves
+// (plan_matmul leaves slab_bounce_reserve() for them).
+constexpr int64_t kBounceRunBytes = 256 << 10;
 
 struct Run {
   int64_t file_pos, tile_pos, len;
@@ -40,10 +48,20 @@ void read_slab(const StoredArray& array, const std::vector<int64_t>& shape, cons
       !runs.empty() && runs.front().len * isz < kShortRunBytes && array.chunked() == nullptr;
   const size_t readers =
       short_runs ? std::clamp<size_t>(runs.size() / kMinRunsPerReader, 1, kRunReaders) : 1;
+  const int64_t bounce_bytes = runs.empty() ? 0 : runs.front().len * isz + 2 * kIoAlignment;
+  const bool bounce =
+      short_runs && runs.front().len * isz <= kBounceRunBytes &&
+      buffer_bytes() + static_cast<int64_t>(readers) * bounce_bytes <= memory_budget();
   auto read_share = [&](size_t reader) {
     const size_t begin = runs.size() * reader / readers, end = runs.size() * (reader + 1) / readers;
+    if (!bounce) {
+      for (size_t r = begin; r < end; ++r)
+        array.read_elems(out + runs[r].tile_pos * isz, runs[r].file_pos, runs[r].len);
+      return;
+    }
+    AlignedBuffer buffer(static_cast<size_t>(bounce_bytes));
     for (size_t r = begin; r < end; ++r)
-      array.read_elems(out + runs[r].tile_pos * isz, runs[r].file_pos, runs[r].len);
+      array.read_elems_through(out + runs[r].tile_pos * isz, runs[r].file_pos, runs[r].len, buffer);
   };
   run_concurrently(readers, read_share);
 }
