@@ -156,26 +156,17 @@ ArrayRef StoredArray::viewed(const ArrayRef& base, int64_t first,
   return a;
 }
 
-void StoredArray::read_elems(void* dst, int64_t first, int64_t count) const {
+void StoredArray::read_elems(void* dst, int64_t first, int64_t count, AlignedBuffer* bounce) const {
   if (chunked_ != nullptr) return chunked_->read(dst, chunk_base_ + first, count);
   std::shared_ptr<const File> file = file_->current();
   const IoPolicy io = io_policy();
   auto* out = static_cast<std::byte*>(dst);
   layout_.for_each_extent(first, count, itemsize(info_.dtype),
                           [&](uint64_t offset, size_t bytes, size_t at) {
-                            file->read_at(out + at, bytes, offset, io);
-                          });
-}
-
-void StoredArray::read_elems_through(void* dst, int64_t first, int64_t count,
-                                     AlignedBuffer& bounce) const {
-  if (chunked_ != nullptr) return chunked_->read(dst, chunk_base_ + first, count);
-  std::shared_ptr<const File> file = file_->current();
-  const IoPolicy io = io_policy();
-  auto* out = static_cast<std::byte*>(dst);
-  layout_.for_each_extent(first, count, itemsize(info_.dtype),
-                          [&](uint64_t offset, size_t bytes, size_t at) {
-                            file->read_at_through(out + at, bytes, offset, io, bounce);
+                            if (bounce != nullptr)
+                              file->read_at_through(out + at, bytes, offset, io, *bounce);
+                            else
+                              file->read_at(out + at, bytes, offset, io);
                           });
 }
 

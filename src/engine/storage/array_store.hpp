@@ -79,9 +79,8 @@ class StoredArray {
   const std::shared_ptr<const ChunkedSource>& chunked() const { return chunked_; }
 
   // Element ranges in C order.
-  void read_elems(void* dst, int64_t first, int64_t count) const;
-  // The same, each extent through File::read_at_through with `bounce`.
-  void read_elems_through(void* dst, int64_t first, int64_t count, AlignedBuffer& bounce) const;
+  // With `bounce`, each extent is read through File::read_at_through.
+  void read_elems(void* dst, int64_t first, int64_t count, AlignedBuffer* bounce = nullptr) const;
   void write_elems(const void* src, int64_t first, int64_t count) const;
 
   // Replaces the array's contents as one step that a crash cannot tear, with

@@ -54,14 +54,10 @@ void read_slab(const StoredArray& array, const std::vector<int64_t>& shape, cons
       buffer_bytes() + static_cast<int64_t>(readers) * bounce_bytes <= memory_budget();
   auto read_share = [&](size_t reader) {
     const size_t begin = runs.size() * reader / readers, end = runs.size() * (reader + 1) / readers;
-    if (!bounce) {
-      for (size_t r = begin; r < end; ++r)
-        array.read_elems(out + runs[r].tile_pos * isz, runs[r].file_pos, runs[r].len);
-      return;
-    }
-    AlignedBuffer buffer(static_cast<size_t>(bounce_bytes));
+    AlignedBuffer buffer(bounce ? static_cast<size_t>(bounce_bytes) : 0);
     for (size_t r = begin; r < end; ++r)
-      array.read_elems_through(out + runs[r].tile_pos * isz, runs[r].file_pos, runs[r].len, buffer);
+      array.read_elems(out + runs[r].tile_pos * isz, runs[r].file_pos, runs[r].len,
+                       bounce ? &buffer : nullptr);
   };
   run_concurrently(readers, read_share);
 }
