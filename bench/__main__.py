@@ -246,7 +246,6 @@ def final_limits(data_dir: str, limits: dict, records: list[dict]) -> None:
     for key in LIMIT_KEYS:
         limits[f"{key}_after"] = after[key]
         limits[key] = max(after[key], limits[f"{key}_before"], *(p[key] for p in probes))
-    limits["after"] = {key: after[key] for key in LIMIT_KEYS}
     in_memory = [
         r["flops"] / r["seconds"]
         for r in records
@@ -265,10 +264,10 @@ def adjacent_limits(limits: dict, workload: str, size: int) -> dict:
     )
     if index is None:
         return limits
-    following = probes[index + 1] if index + 1 < len(probes) else limits.get("after")
     near = dict(limits)
     for key in LIMIT_KEYS:
-        near[key] = max(probes[index][key], following[key] if following else 0.0)
+        following = probes[index + 1][key] if index + 1 < len(probes) else limits[f"{key}_after"]
+        near[key] = max(probes[index][key], following)
     return near
 
 

@@ -273,7 +273,7 @@ def test_a_workload_is_scored_against_the_disk_of_its_own_minutes():
             dict(_rates(1e9, 2e9), workload="W1", size_bytes=2 << 30),
             dict(_rates(2e9, 1e9), workload="W2", size_bytes=2 << 30),
         ],
-        after=_rates(1e9, 4e9),
+        **{f"{key}_after": value for key, value in _rates(1e9, 4e9).items()},
     )
     w1 = dict(_record("jask", 4.0), workload="W1")
     score_record(w1, limits)  # the W1 probe and the W2 probe: read 2e9, write 2e9

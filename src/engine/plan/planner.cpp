@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "base/errors.hpp"
+#include "storage/hyperslab.hpp"
 
 namespace jask {
 namespace {
@@ -89,11 +90,6 @@ std::vector<int64_t> plan_transpose_tile(const std::string& operands,
 
 int64_t matmul_tile_bytes(const MatmulTiles& t, int64_t elem_bytes) {
   return (kPipelineSlots * (t.mb * t.kb + t.kb * t.nb) + t.c_slots * t.mb * t.nb) * elem_bytes;
-}
-
-int64_t slab_bounce_reserve() {
-  constexpr int64_t kMostBounceBytes = 8 * ((256 << 10) + 2 * 4096);  // 8 readers' buffers
-  return std::min(memory_budget() / 32, kMostBounceBytes);
 }
 
 MatmulTiles plan_matmul(const std::string& operands, int64_t m, int64_t k, int64_t n,

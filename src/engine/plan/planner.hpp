@@ -27,10 +27,6 @@ std::vector<int64_t> plan_transpose_tile(const std::string& operands,
                                          const std::vector<int64_t>& shape,
                                          const std::vector<int64_t>& perm, int64_t itemsize);
 
-// What plan_matmul leaves of the budget for read_slab's bounce buffers (a
-// column panel's short runs read direct): a 32nd of it, at most 2.1 MiB.
-int64_t slab_bounce_reserve();
-
 struct MatmulTiles {
   int64_t mb, kb, nb;
   // Buffers for C tiles: one when the whole product is one C tile (it is

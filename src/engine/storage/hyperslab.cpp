@@ -22,12 +22,18 @@ constexpr size_t kMinRunsPerReader = 16;
 // and copies them out, when the buffers fit in what the budget leaves
 // (plan_matmul leaves slab_bounce_reserve() for them).
 constexpr int64_t kBounceRunBytes = 256 << 10;
+constexpr int64_t kBounceSlack = 2 * static_cast<int64_t>(kIoAlignment);  // the pages around a run
 
 struct Run {
   int64_t file_pos, tile_pos, len;
 };
 
 }  // namespace
+
+int64_t slab_bounce_reserve() {
+  return std::min(memory_budget() / 32,
+                  static_cast<int64_t>(kRunReaders) * (kBounceRunBytes + kBounceSlack));
+}
 
 int64_t Slab::numel() const {
   int64_t n = 1;
@@ -48,7 +54,7 @@ void read_slab(const StoredArray& array, const std::vector<int64_t>& shape, cons
       !runs.empty() && runs.front().len * isz < kShortRunBytes && array.chunked() == nullptr;
   const size_t readers =
       short_runs ? std::clamp<size_t>(runs.size() / kMinRunsPerReader, 1, kRunReaders) : 1;
-  const int64_t bounce_bytes = runs.empty() ? 0 : runs.front().len * isz + 2 * kIoAlignment;
+  const int64_t bounce_bytes = runs.empty() ? 0 : runs.front().len * isz + kBounceSlack;
   const bool bounce =
       short_runs && runs.front().len * isz <= kBounceRunBytes &&
       buffer_bytes() + static_cast<int64_t>(readers) * bounce_bytes <= memory_budget();

@@ -48,6 +48,11 @@ void for_each_run(const std::vector<int64_t>& shape, const Slab& slab, Fn fn) {
   }
 }
 
+// What a matmul's tiles leave of the budget for read_slab's bounce buffers
+// (a column panel's short runs read direct): a 32nd of it, at most all its
+// readers' buffers.
+int64_t slab_bounce_reserve();
+
 void read_slab(const StoredArray& array, const std::vector<int64_t>& shape, const Slab& slab,
                void* dst);
 void write_slab(const StoredArray& array, const std::vector<int64_t>& shape, const Slab& slab,
