@@ -3,6 +3,7 @@
 #pragma once
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace jask {
 
@@ -48,5 +49,9 @@ struct LockedError : IoError {
 
 // "open(/x/y.npy): No such file or directory" style message from errno.
 std::string errno_message(const std::string& what, const std::string& path, int err);
+
+// Test hook: SIGKILLs this process when JASK_TEST_CRASH_AT names `point`, so a
+// test can stop an update at an exact step (tests/test_update_crash.py).
+void crash_if(std::string_view point);
 
 }  // namespace jask

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <utility>
 
 #include "base/errors.hpp"
@@ -199,7 +200,9 @@ void StoredArray::replace_data(const DataWriter& write_data) {
   // a crash), so flushing it to disk would buy nothing.
   const bool durable = !file_->scratch();
   if (durable) next->sync();
+  crash_if("replace_staged");
   file_->commit_replacement(*next);
+  crash_if("replace_renamed");
   if (durable) next->sync_directory();
 }
 
@@ -259,6 +262,9 @@ std::unique_ptr<ReplacementFile> StoredArray::stage_data(const DataWriter& write
   copy_range(*old, *next->file(), end, size, io);
   StoredArray staged(SharedFile::unlisted(next->file(), /*scratch=*/false), path_, info_, layout_,
                      true);
+  if (std::getenv("JASK_TEST_CRASH_AT") != nullptr) {
+    staged.on_write_ = [](const void*, size_t, uint64_t) { crash_if("replace_half_written"); };
+  }
   write_data(staged);
   return next;
 }

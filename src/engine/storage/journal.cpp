@@ -1,7 +1,6 @@
 #include "storage/journal.hpp"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -50,15 +49,6 @@ uint64_t runs_header_bytes(uint64_t n_runs) {
 constexpr uint64_t kMaxCopyBlock = uint64_t{16} << 20;
 
 std::atomic<uint64_t> g_threshold{uint64_t{1} << 20};
-
-bool crash_here(std::string_view point) {
-  const char* at = std::getenv("JASK_TEST_CRASH_AT");
-  return at != nullptr && point == at;
-}
-
-void crash_if(std::string_view point) {
-  if (crash_here(point)) ::kill(::getpid(), SIGKILL);
-}
 
 // CRC32C's reflected polynomial (the checksum itself: storage/codecs.cpp).
 constexpr uint32_t kPoly = 0x82F63B78u;

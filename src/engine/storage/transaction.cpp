@@ -206,11 +206,6 @@ struct Pointers {
   }
 };
 
-bool crash_here(std::string_view point) {
-  const char* at = std::getenv("JASK_TEST_CRASH_AT");
-  return at != nullptr && point == at;
-}
-
 }  // namespace
 
 void recover_transactions(const std::string& target) {
@@ -307,11 +302,11 @@ void replace_all(const std::vector<ArrayUpdate>& updates) {
     pointers.keep = true;
     for (size_t i : durable) staged[i]->keep_on_disk();
     sync_directory(folder_of(journal));
-    if (crash_here("update_tree_committed")) ::kill(::getpid(), SIGKILL);
+    crash_if("update_tree_committed");
   }
   for (size_t i = 0; i < updates.size(); ++i) {
     updates[i].target->shared_file()->commit_replacement(*staged[i]);
-    if (journaled && crash_here("update_tree_renamed_one")) ::kill(::getpid(), SIGKILL);
+    if (journaled) crash_if("update_tree_renamed_one");
   }
   for (const std::string& f : folders) sync_directory(f);
   if (journaled) {
