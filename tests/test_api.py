@@ -227,3 +227,20 @@ def test_io_modes_give_the_same_values(rng):
         jask.set_io_mode("auto")
     with pytest.raises(ValueError, match="unknown mode 'fast'"):
         jask.set_io_mode("fast")
+
+
+def test_jitted_jnp_functions_of_diskarrays_trace_lower_and_compile(rng):
+    """jax.jit(jnp.sum) called on a DiskArray runs op by op; its `.trace`, `.lower`,
+    `.eval_shape` and `.lower().compile()` give the program JAX would (jnp's functions are
+    themselves jitted, and Jask inlines them when they are called)."""
+    x_np = rng.uniform(-1, 1, (37, 29)).astype(np.float32)
+    x = jask.DiskArray.from_numpy(x_np)
+    for fn, ref in ((jnp.sum, jnp.sum(x_np)), (jax.grad(jnp.sum), np.ones_like(x_np))):
+        jitted = jax.jit(fn)
+        shape = jitted.eval_shape(x)
+        assert (shape.shape, shape.dtype) == (ref.shape, ref.dtype)
+        assert "jask" in str(jitted.trace(x).jaxpr)
+        assert "jask_program" in jitted.lower(x).as_text()
+        for out in (jitted.lower(x).compile()(x), jitted(x)):
+            assert out.dtype == ref.dtype
+            assert_close(np.asarray(out), ref)

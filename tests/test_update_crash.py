@@ -110,7 +110,9 @@ def kill_during_updates(folder, delay):
 def check_after_kill(run, where):
     """The file holds one update's values, all of them, and reopening it removes the dead
     child's temp file."""
-    assert run["low"] == run["high"], f"{where}: torn file, values from {run['low']} to {run['high']}"
+    assert run["low"] == run["high"], (
+        f"{where}: torn file, values from {run['low']} to {run['high']}"
+    )
     # Update k+1 may have been renamed into place before the child could print k+1.
     assert run["low"] in (run["finished"], run["finished"] + 1), (
         f"{where}: file holds {run['low']}, but update {run['finished']} had finished"

@@ -134,7 +134,7 @@ def kill_during_steps(folder, delay):
 
 def test_sigkill_during_training_steps_leaves_every_leaf_at_one_step(tmp_path):
     seed = 1234
-    runs = 16
+    runs = 10
     delays = [random.Random(seed + i).uniform(0, 0.5) for i in range(runs)]
     folders = [tmp_path / f"run{i}" for i in range(runs)]
     with ThreadPoolExecutor(5) as pool:

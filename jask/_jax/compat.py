@@ -398,24 +398,39 @@ def _batched_here(trace, args) -> bool:
 
 @_patch(
     "library_jits_run_inline",
-    "jax._src.pjit._infer_params and _run_python_pjit",
+    "jax._src.pjit._infer_params, _run_python_pjit and jit_trace",
     "jax.numpy's own jitted functions called with a DiskArray run their Python body at the "
     "caller's trace: eagerly op by op (no compilation), under vmap each primitive batched, "
-    "under jit inlined where the fusion passes see it",
+    "under jit inlined where the fusion passes see it; `.trace`, `.lower` and `.eval_shape` "
+    "of one (jax.jit(jnp.sum).lower(x)) trace its program as JAX does",
 )
 def _inline_library_jits(hooks: Hooks) -> None:
     is_hi = hooks.is_hi
     original_infer, original_run = _pjit._infer_params, _pjit._run_python_pjit
+    original_trace = _pjit.jit_trace
     if getattr(original_run, "_jask_original", None):
         return
 
     @functools.wraps(original_infer)
     def infer_params(fun, jit_info, args, kwargs):
+        if getattr(_explicit_trace, "pending", False):
+            # this call only: the library functions called inside the program still inline
+            _explicit_trace.pending = False
+            return original_infer(fun, jit_info, args, kwargs)
         if _is_library_function(fun, jit_info) and any(
             is_hi(leaf) for leaf in jax.tree_util.tree_leaves((args, kwargs))
         ):
             return _RUN_DIRECTLY, []  # no program to trace: the body runs at the caller's trace
         return original_infer(fun, jit_info, args, kwargs)
+
+    @functools.wraps(original_trace)
+    def jit_trace(jit_func, *args, **kwargs):
+        # the user asked for the program itself (its first step infers its params)
+        _explicit_trace.pending = True
+        try:
+            return original_trace(jit_func, *args, **kwargs)
+        finally:
+            _explicit_trace.pending = False
 
     @functools.wraps(original_run)
     def run_python_pjit(p, args_flat, fun, args, kwargs):
@@ -427,8 +442,14 @@ def _inline_library_jits(hooks: Hooks) -> None:
 
     infer_params._jask_original = original_infer
     run_python_pjit._jask_original = original_run
+    jit_trace._jask_original = original_trace
     _pjit._infer_params = infer_params
     _pjit._run_python_pjit = run_python_pjit
+    _pjit.jit_trace = jit_trace
+
+
+# .pending: jit_trace (`.trace`, `.lower`, `.eval_shape`) is about to infer its program's params
+_explicit_trace = threading.local()
 
 
 class _RunDirectly:
