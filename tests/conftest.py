@@ -64,6 +64,12 @@ def assert_close(actual, expected, rtol=1e-5):
     np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol * scale)
 
 
+def jvp_reference(fn, x, t):
+    """jax.jvp of fn at the in-memory x along t, jitted: one compiled program for the reference
+    instead of one per primitive (eagerly)."""
+    return jax.jit(lambda x, t: jax.jvp(fn, (x,), (t,)))(x, t)
+
+
 def assert_trees_match(actual, expected, rtol=1e-4):
     """Same tree structure, dtypes exactly, every leaf close to the reference's (assert_close)."""
     assert jax.tree.structure(actual) == jax.tree.structure(expected)

@@ -269,14 +269,15 @@ def losses(case, rng):
 _references: dict = {}
 
 
-def reference(case, fn, dense):
-    """fn of the in-memory inputs, jitted and run once per case: each budget's test of a case
-    draws the same inputs and weights (the rng fixture is seeded the same for every test), and
-    one compiled program per case instead of one per test (or one per primitive, eagerly) is
-    most of the difference in this file's time."""
+def reference_value_and_grad(case, ref_loss, dense):
+    """ref_loss's value and gradients at the in-memory inputs, jitted and computed once per case:
+    each budget's test of a case draws the same inputs and weights (the rng fixture is seeded
+    the same for every test), and one compiled program per case instead of one per test (or
+    one per primitive, eagerly) is most of the difference in this file's time."""
     key = (case.name, *(hashlib.sha256(x.tobytes()).hexdigest() for x in dense))
     if key not in _references:
-        _references[key] = jax.jit(fn)(*dense)
+        argnums = tuple(range(len(dense)))
+        _references[key] = jax.jit(jax.value_and_grad(ref_loss, argnums))(*dense)
     return _references[key]
 
 
@@ -307,7 +308,7 @@ def test_gradients_every_order(case, gradient_budget, rng):
     dense, disk = make_inputs(case, rng)
     loss, ref_loss = losses(case, rng)
     argnums = tuple(range(len(disk)))
-    expected_value, expected = reference(case, jax.value_and_grad(ref_loss, argnums), dense)
+    expected_value, expected = reference_value_and_grad(case, ref_loss, dense)
     assert_grads(jax.grad(loss, argnums=argnums)(*disk), expected)
     value, grads = jax.jit(jax.value_and_grad(loss, argnums=argnums))(*disk)
     assert_close(value, expected_value)
@@ -405,12 +406,12 @@ def test_forward_mode_and_checkpoint(case, rng):
     argnums = tuple(range(len(disk)))
 
     @jax.jit
-    def reference(dense, tangents):
+    def in_memory(dense, tangents):
         value, tangent = jax.jvp(ref_loss, dense, tangents)
         hvp = jax.jvp(jax.grad(ref_loss, argnums=argnums), dense, tangents)[1]
         return value, tangent, jax.grad(ref_loss, argnums=argnums)(*dense), hvp
 
-    ref_value, ref_tangent, expected, ref_hvp = reference(dense, tangents)
+    ref_value, ref_tangent, expected, ref_hvp = in_memory(dense, tangents)
     value, tangent = jax.jvp(loss, disk, disk_tangents)
     assert_close(value, ref_value)
     assert_close(tangent, ref_tangent)

@@ -262,6 +262,8 @@ std::unique_ptr<ReplacementFile> StoredArray::stage_data(const DataWriter& write
   copy_range(*old, *next->file(), end, size, io);
   StoredArray staged(SharedFile::unlisted(next->file(), /*scratch=*/false), path_, info_, layout_,
                      true);
+  // Test hook (crash_if): a kill once the first block of the new data is written. Installed
+  // only under JASK_TEST_CRASH_AT, so an update's writes call no hook otherwise.
   if (std::getenv("JASK_TEST_CRASH_AT") != nullptr) {
     staged.on_write_ = [](const void*, size_t, uint64_t) { crash_if("replace_half_written"); };
   }
