@@ -41,6 +41,9 @@ _enabled = os.environ.get("JASK_PROGRESS", "1").strip().lower() not in ("0", "fa
 # Held while the bars change (by the poller thread, a task's thread, or _flush).
 _lock = threading.RLock()
 _poller: threading.Thread | None = None
+# While above 0 the poller leaves the bars alone and only _flush() draws them (the tests:
+# a bar then cannot depend on when the poller thread happens to run). Changed under _lock.
+_poller_pauses = 0
 
 
 def set_progress(enabled: bool) -> None:
@@ -348,7 +351,8 @@ def _poll_forever() -> None:
         idle = _BARS.bar is None and _BARS.run_bar is None and _BARS.task is None
         running = _engine.wait_for_call(1.0 if idle else 0.0)
         with _lock:
-            _BARS.update(running)
+            if not _poller_pauses:
+                _BARS.update(running)
         if (running is not None or not idle) and not _stopping:
             time.sleep(_POLL_S)
 
@@ -381,11 +385,26 @@ def _flush() -> None:
         _BARS.update(None, idle_s=0.0)
 
 
+@contextlib.contextmanager
+def _poller_paused() -> Iterator[None]:
+    """The poller draws nothing inside (it has drawn its last when this enters): the bars
+    change only in _flush(), task() and the calls made here."""
+    global _poller_pauses
+    with _lock:
+        _poller_pauses += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _poller_pauses -= 1
+
+
 def _after_fork() -> None:
     # The child has none of the parent's threads, nor its bars.
-    global _poller, _lock, _BARS
+    global _poller, _lock, _BARS, _poller_pauses
     _lock = threading.RLock()
     _poller = None
+    _poller_pauses = 0
     _BARS = _Bars()
     if _enabled:
         _ensure_poller()

@@ -1,6 +1,7 @@
 """Progress bars: shown for calls past the threshold (0 here), named after the op, ending
-at 100%; none when turned off. Bars of ended calls are drawn by _progress._flush(), so
-nothing depends on when the poller thread runs."""
+at 100%; none when turned off. The poller thread is paused in these tests: bars are drawn
+by _progress._flush() (and by a running call's snapshot handed to the bars by hand), so
+nothing depends on when that thread runs."""
 
 import os
 
@@ -23,8 +24,9 @@ def bars(small_budget):
     _progress._flush()  # bars of calls before the test are drawn before capture
     jask.set_progress(True)
     _progress._threshold_s = 0.0
-    yield
-    _progress._flush()
+    with _progress._poller_paused():
+        yield
+        _progress._flush()
     _progress._threshold_s = was_threshold
     jask.set_progress(was_enabled)
 
@@ -112,6 +114,28 @@ def test_a_program_with_a_loop_ends_its_bar_on_the_next_call(bars, created):
     assert [r["expected_calls"] for r in runs] == [0, 3]
     assert sum(desc.startswith("jit: ") for desc, _ in created) == 2
     assert sum(desc == "sum" for desc, _ in created) == 1
+
+
+def test_a_running_calls_bar_opens_and_follows_its_bytes(bars, created):
+    """What the poller does with wait_for_call's snapshot of a call still running: the bar
+    opens at the bytes done, its total projected from the blocks read, and follows them;
+    the call's end closes it at its exact total."""
+    x = jask.DiskArray.from_numpy(np.ones(N, np.float32))
+    _progress._flush()
+    created.clear()
+    seq = _engine.last_call_seq() + 1  # the next call's
+    start_ns = _engine.stats_clock_ns() - 10**9
+    running = (seq, "sum", start_ns, 0, 2, 2, 8, 4096, 0)  # 2 of 8 blocks read: 4 KiB
+    with _progress._lock:
+        _progress._BARS.update(running)
+        ((desc, bar),) = created
+        assert (desc, bar.n, bar.total) == ("sum", 4096, 4 * 4096)
+        _progress._BARS.update((seq, "sum", start_ns, 0, 6, 5, 8, 12_000, 0))
+        assert (bar.n, bar.total) == (12_000, 16_000)
+    assert float(jnp.sum(x)) == N  # the call the snapshots stood for
+    assert _engine.last_call_seq() == seq
+    _progress._flush()
+    assert len(created) == 1 and bar.n == bar.total == 4 * N  # the call's bytes
 
 
 def test_runs_under_the_threshold_get_no_bar(bars, created):
