@@ -174,14 +174,71 @@ def test_resuming_gives_the_same_losses_as_an_uninterrupted_run(tmp_path):
 # A process that imports jask once, then forks one saver per request, so that
 # each killed save costs no jax import. It prints the saver's pid, and the
 # saver prints "saving" just before its save starts. The host reaps the saver
-# (so that its pid may be reused) only when told to, after any kill.
+# (so that its pid may be reused) only when told to, after any kill, and prints
+# its wait status. A request may name a step of save_tree at which the saver
+# SIGKILLs itself (ARM_KILL), so that a kill lands there whatever the timing.
 SAVER_HOST = r"""
-import os, sys, time
+import os, shutil, signal, sys, time
 import numpy as np
 import jask
+from jask import _checkpoint
+
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def after_calls(function, calls, then):
+    count = [0]
+    def wrapped(*args, **kwargs):
+        result = function(*args, **kwargs)
+        count[0] += 1
+        if count[0] == calls:
+            then()
+        return result
+    return wrapped
+
+
+def before_renaming(matches):
+    rename = os.rename
+    def renaming(src, dst):
+        if matches(os.path.basename(str(src))):
+            die()
+        rename(src, dst)
+    os.rename = renaming
+
+
+def in_the_swap(arm):
+    swap = _checkpoint._swap_into_place
+    def swapping(folder, path):
+        arm()
+        swap(folder, path)
+    _checkpoint._swap_into_place = swapping
+
+
+def arm_kill(point):
+    if point == "leaf_written":  # the second of the tree's leaves is written
+        _checkpoint._write_leaf = after_calls(_checkpoint._write_leaf, 2, die)
+    elif point == "index_partial":  # the index is written, under its partial name
+        before_renaming(lambda name: name.endswith(".partial"))
+    elif point == "folder_written":  # the new folder is complete, nothing renamed
+        in_the_swap(die)
+    elif point == "old_moved":  # the old checkpoint renamed away, the new one not in place
+        in_the_swap(lambda: before_renaming(lambda name: ".tmp-" in name))
+    elif point == "swapped":  # the new one in place, the old one not yet removed
+        def arm():
+            shutil.rmtree = lambda *args, **kwargs: die()
+        in_the_swap(arm)
+    elif point == "old_half_removed":  # the old one's removal stops after two files
+        def arm():
+            os.unlink = after_calls(os.unlink, 2, die)
+        in_the_swap(arm)
+    elif point != "-":
+        raise ValueError(point)
+
 
 for line in sys.stdin:
-    path, scratch, value = line.split()
+    path, scratch, value, point = line.split()
     pid = os.fork()
     if pid == 0:
         try:
@@ -189,6 +246,7 @@ for line in sys.stdin:
             v = int(value)
             big = [jask.DiskArray.from_numpy(np.full(2 << 20, v, np.float32)) for _ in range(4)]
             tree = {"big": big, "small": (np.full(3, v, np.int32), v)}  # 32 MB of DiskArrays
+            arm_kill(point)
             print("saving", flush=True)
             start = time.perf_counter()
             jask.save_tree(path, tree)
@@ -197,8 +255,7 @@ for line in sys.stdin:
             os._exit(0)
     print("pid", pid, flush=True)
     sys.stdin.readline()
-    os.waitpid(pid, 0)
-    print("reaped", flush=True)
+    print("reaped", os.waitpid(pid, 0)[1], flush=True)
 """
 
 
@@ -217,49 +274,108 @@ def saved_value(path):
     return int(values.pop())
 
 
-def test_a_killed_save_leaves_a_complete_checkpoint(tmp_path, rng):
-    path, scratch = tmp_path / "ckpt", tmp_path / "saver_scratch"
-    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    with subprocess.Popen(
-        [sys.executable, "-c", SAVER_HOST],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    ) as host:
+class SaverHost:
+    """SAVER_HOST, run as a child process."""
 
-        def send(line):
-            host.stdin.write(line + "\n")
-            host.stdin.flush()
+    def __init__(self, tmp_path):
+        self.path, self.scratch = tmp_path / "ckpt", tmp_path / "saver_scratch"
+        env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", SAVER_HOST],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
 
-        def start_save(value):
-            send(f"{path} {scratch} {value}")
-            pid = int(read_line(host, "pid")[1])
-            read_line(host, "saving")
-            return pid
+    def send(self, line):
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
 
-        start_save(1)  # an uninterrupted save, to time one
-        duration = float(read_line(host, "saved")[1])
-        send("reap")
-        read_line(host, "reaped")
+    def read_line(self, prefix):
+        return read_line(self.process, prefix)
+
+    def start_save(self, value, kill_at="-"):
+        """The saver's pid once its save starts."""
+        self.send(f"{self.path} {self.scratch} {value} {kill_at}")
+        pid = int(self.read_line("pid")[1])
+        self.read_line("saving")
+        return pid
+
+    def reap(self):
+        """The saver's wait status, once it has ended."""
+        self.send("reap")
+        while (line := self.read_line(""))[0] != "reaped":  # a save that finished said "saved"
+            pass
+        return int(line[1])
+
+    def close(self):
+        self.process.stdin.close()
+        assert self.process.wait(timeout=60) == 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.__exit__(*exc)  # closes the pipes, waits
+
+
+# save_tree's steps in order, and the value a kill at each leaves: the old checkpoint's
+# until the new folder takes its place, the new one's from when the old one is moved away
+# (load_tree then picks the complete new folder, its generation the highest).
+KILL_POINTS = [
+    ("leaf_written", "old"),
+    ("index_partial", "old"),
+    ("folder_written", "old"),
+    ("old_moved", "new"),
+    ("swapped", "new"),
+    ("old_half_removed", "new"),
+]
+
+
+def test_a_save_killed_at_each_of_its_steps_leaves_a_complete_checkpoint(tmp_path):
+    with SaverHost(tmp_path) as host:
+        host.start_save(1)
+        assert host.reap() == 0
+        current = 1
+        for new, (point, left) in enumerate(KILL_POINTS, start=2):
+            host.start_save(new, kill_at=point)
+            status = host.reap()
+            assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, (point, status)
+            assert host.path.exists() == (point != "old_moved"), point
+            expected = current if left == "old" else new
+            assert saved_value(host.path) == expected, point
+            current = expected
+        host.close()
+    jask.save_tree(host.path, {"done": 1})  # removes what the killed savers left behind
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt", "saver_scratch"]
+    assert jask.load_tree(host.path) == {"done": 1}
+
+
+def test_a_save_killed_at_random_moments_leaves_a_complete_checkpoint(tmp_path, rng):
+    """Kills spread over a save and a little past it (seeded): wherever one lands, the
+    checkpoint holds one whole save's values, the last or the one before. The steps are
+    covered, whatever the timing, by the test above."""
+    with SaverHost(tmp_path) as host:
+        host.start_save(1)  # an uninterrupted save, to time one
+        duration = float(host.read_line("saved")[1])
+        host.reap()
         current, runs, interrupted = 1, 10, 0
         for run in range(runs):
             new = 2 + run
-            pid = start_save(new)
-            # Spread over the save and a little past it, so that kills land in
-            # the writes, the renames and the clean-up.
+            pid = host.start_save(new)
             time.sleep(duration * 1.2 * (run + rng.uniform()) / runs)
             os.kill(pid, signal.SIGKILL)
-            send("reap")
-            while read_line(host, "")[0] != "reaped":  # a save that finished first printed "saved"
-                pass
-            value = saved_value(path)
+            host.reap()
+            value = saved_value(host.path)
             assert value in (current, new), f"run {run}: expected {current} or {new}, found {value}"
             interrupted += value == current
             current = value
-        host.stdin.close()
-    assert interrupted, "no kill landed before a save completed; the test proves nothing"
-    jask.save_tree(path, {"done": 1})  # removes what the killed savers left behind
+        host.close()
+    print(f"{interrupted} of {runs} kills landed before their save completed")
+    jask.save_tree(host.path, {"done": 1})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt", "saver_scratch"]
 
 
