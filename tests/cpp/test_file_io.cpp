@@ -208,6 +208,52 @@ TEST(FileIo, ReadThroughFallsBackToReadAtWhereTheBounceCannotServe) {
   }
 }
 
+// Buffered reads asked for read the run through the page cache; buffered reads
+// that kAuto measured faster (on large reads) still read it direct.
+TEST(FileIo, ReadThroughGoesBufferedOnlyWhenBufferedReadsWereAskedFor) {
+  TempDir dir;
+  std::string path = dir.file("data.bin");
+  const std::vector<char> data = pattern(kFileBytes, 6);
+  test::write_file_bytes(path, data);
+  if (!direct_io_supported(path)) GTEST_SKIP() << dir.path() << " refuses O_DIRECT";
+  File file(path, OpenMode::kReadWrite);
+  AlignedBuffer bounce(8 * kIoAlignment), dst(4 * kIoAlignment);
+  const uint64_t offset = 128 + 3 * kIoAlignment;
+  const size_t n = 2 * kIoAlignment;
+  for (bool asked : {true, false}) {
+    std::memset(dst.data(), 0, dst.size());
+    IoCounters counters;
+    IoPolicy io{true, ReadMode::kBuffered, nullptr, &counters};
+    io.buffered_by_request = asked;
+    file.read_at_through(dst.data(), n, offset, io, bounce);
+    ASSERT_EQ(std::memcmp(dst.data(), data.data() + offset, n), 0) << asked;
+    EXPECT_EQ(counters.buffered_bytes.load(), asked ? n : 0u) << asked;
+    EXPECT_EQ(counters.direct_bytes.load(), asked ? 0u : 3 * kIoAlignment) << asked;
+  }
+}
+
+TEST(FileIo, ACalibrationTellsAskedForBufferedReadsFromMeasuredOnes) {
+  ReadCalibration calibration(ReadMode::kBuffered);
+  EXPECT_TRUE(calibration.buffered_by_request());
+  calibration.reset(ReadMode::kAuto);
+  EXPECT_FALSE(calibration.buffered_by_request());
+  // kAuto settles from its phases' bytes (which way wins depends on the clock;
+  // neither is a request).
+  const size_t phase = static_cast<size_t>(ReadCalibration::kCalibrationTotal / 2);
+  for (int r = 0; r < 4 && calibration.mode() == ReadMode::kAuto; ++r) {
+    const bool direct = calibration.begin_read();
+    calibration.end_read(direct, true, phase);
+  }
+  EXPECT_NE(calibration.mode(), ReadMode::kAuto);
+  EXPECT_FALSE(calibration.buffered_by_request());
+  calibration.reset(ReadMode::kAuto);
+  calibration.end_read(calibration.begin_read(), false, 0);  // O_DIRECT refused
+  EXPECT_EQ(calibration.mode(), ReadMode::kBuffered);
+  EXPECT_TRUE(calibration.buffered_by_request());
+  calibration.reset(ReadMode::kDirect);
+  EXPECT_FALSE(calibration.buffered_by_request());
+}
+
 // tmpfs refused O_DIRECT before Linux 6.6 and accepts it since; either way a
 // file in RAM must read and write correctly.
 TEST(FileIo, FileOnTmpfsRoundTrips) {

@@ -122,6 +122,7 @@ void ReadCalibration::reset(ReadMode mode) {
   phase_started_ = false;
   bytes_[0] = bytes_[1] = busy_seconds_[0] = busy_seconds_[1] = 0;
   mode_ = static_cast<int>(mode);
+  buffered_by_request_ = mode == ReadMode::kBuffered;
 }
 
 bool ReadCalibration::begin_read() {
@@ -145,7 +146,8 @@ void ReadCalibration::end_read(bool direct, bool ok, size_t n) {
   const Clock::time_point now = Clock::now();
   --in_flight_;
   if (!ok) {
-    mode_.compare_exchange_strong(expected, static_cast<int>(ReadMode::kBuffered));
+    if (mode_.compare_exchange_strong(expected, static_cast<int>(ReadMode::kBuffered)))
+      buffered_by_request_ = true;  // direct reads cannot be had
     return;
   }
   bytes_[direct] += static_cast<double>(n);
@@ -411,7 +413,8 @@ void File::read_at_through(void* dst_v, size_t n, uint64_t offset, const IoPolic
   const bool same_alignment =
       (reinterpret_cast<uintptr_t>(dst) - offset) % kIoAlignment == 0;  // read_at goes direct
   if (same_alignment || n == 0 || !io.direct || !has_direct() ||
-      io.read_mode == ReadMode::kBuffered || end - start > bounce.size() || end > size()) {
+      (io.read_mode == ReadMode::kBuffered && io.buffered_by_request) ||
+      end - start > bounce.size() || end > size()) {
     return read_at(dst, n, offset, io);
   }
   if (!io.header) count(io.counters, &IoCounters::read_bytes, n);

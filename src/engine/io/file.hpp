@@ -36,6 +36,10 @@ class ReadCalibration {
   void reset(ReadMode mode);
   // kAuto until the measurement settles, then kDirect or kBuffered.
   ReadMode mode() const { return static_cast<ReadMode>(mode_.load(std::memory_order_relaxed)); }
+  // Whether reads are buffered because reset() asked for it or the file
+  // system refused O_DIRECT, not because kAuto measured large reads faster
+  // that way (File::read_at_through still reads short runs direct then).
+  bool buffered_by_request() const { return buffered_by_request_.load(std::memory_order_relaxed); }
   // A calibrating read starts: true if it goes direct (its phase's way).
   bool begin_read();
   // It ended, `ok` false if the file system refused O_DIRECT (kAuto then
@@ -50,6 +54,7 @@ class ReadCalibration {
   void close_busy(Clock::time_point now);
 
   std::atomic<int> mode_{static_cast<int>(ReadMode::kAuto)};
+  std::atomic<bool> buffered_by_request_{false};
   std::mutex mu_;
   bool phase_direct_ = true;
   double phase_bytes_ = 0;
@@ -78,6 +83,9 @@ struct IoPolicy {
   ReadCalibration* calibration = nullptr;  // kAuto's measurement; kAuto without one reads direct
   IoCounters* counters = nullptr;          // bytes moved each way, if not null
   bool header = false;  // a file's header: kept out of counters' read_bytes and written_bytes
+  // kBuffered was asked for (or O_DIRECT refused); false where it is kAuto's
+  // measurement, of large reads: read_at_through then still reads short runs direct.
+  bool buffered_by_request = true;
 };
 
 // Bytes of every AlignedBuffer alive now, and the most at once since the
@@ -145,7 +153,9 @@ class File {
   // alignment (mod 4096), which read_at would serve through the page cache
   // (a strided tile's rows): reads the 4096-aligned bytes around it into
   // `bounce` with O_DIRECT and copies them out, when direct reads are on, the
-  // mode is not kBuffered, the aligned bytes fit `bounce` and lie within the
+  // mode is not kBuffered by request (kAuto's choice of kBuffered, made on
+  // large reads, still reads these direct: readahead around short runs reads
+  // the file about twice), the aligned bytes fit `bounce` and lie within the
   // file. Otherwise exactly read_at.
   void read_at_through(void* dst, size_t n, uint64_t offset, const IoPolicy& io,
                        AlignedBuffer& bounce) const;

@@ -20,7 +20,9 @@ IoConfig& config() {
 
 IoPolicy io_policy() {
   IoConfig& c = config();
-  return IoPolicy{c.direct.load(std::memory_order_relaxed), c.reads.mode(), &c.reads, &c.counters};
+  IoPolicy io{c.direct.load(std::memory_order_relaxed), c.reads.mode(), &c.reads, &c.counters};
+  io.buffered_by_request = c.reads.buffered_by_request();
+  return io;
 }
 
 IoPolicy header_io_policy() {
