@@ -107,7 +107,8 @@ def set_io_mode(mode: str) -> None:
     "auto" (the default: reads of 8 MiB or more run in phases of 128 MiB, all of a phase one way,
     direct and buffered in turn, until each way has read 256 MiB; then the way that moved more
     bytes per second of its phases' wall time is kept for the process; smaller reads go direct
-    meanwhile).
+    meanwhile, and a matmul's short column-panel reads stay direct once "auto" has settled on
+    buffered: readahead around them would read the file about twice).
 
     >>> import jask
     >>> jask.set_io_mode("auto")
