@@ -352,7 +352,9 @@ def test_readers_in_other_threads_never_see_half_a_step(rng):
     steps, finished, sums = 12, threading.Event(), []
 
     def read():
-        while not finished.is_set():
+        last = False
+        while not last:  # at least one read, however the threads are scheduled
+            last = finished.is_set()
             sums.append(np.asarray(table).astype(np.float64).sum())  # one engine call
 
     reader = threading.Thread(target=read)

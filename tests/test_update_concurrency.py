@@ -45,7 +45,9 @@ def test_reads_during_updates_see_one_version_whole(tmp_path, small_budget):
     }
 
     def read(kind):
-        while not finished.is_set():
+        last = False
+        while not last:  # at least one read, however the threads are scheduled
+            last = finished.is_set()
             before = updates_done[0]
             seen[kind].append(reads[kind]())
             overlapped[0] += updates_done[0] != before

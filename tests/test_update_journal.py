@@ -198,7 +198,9 @@ def test_readers_never_see_a_torn_array_during_in_place_updates(tmp_path, small_
             finished.set()
 
     def read():
-        while not finished.is_set():
+        last = False
+        while not last:  # at least one read, however the threads are scheduled
+            last = finished.is_set()
             values = np.asarray(x)
             seen.append((float(values.min()), float(values.max())))
             seen.append((float(jask.sum(x)) / N,) * 2)
