@@ -97,6 +97,32 @@ def test_many_tiles_per_matrix_at_a_tiny_budget(data, small_budget):
         assert_close(np.asarray(g), e)
 
 
+def test_a_deep_contraction_read_in_long_runs_matches_jnp(data, small_budget):
+    """x (40, 70001) @ w (70001, 3) at 4 MB: all of the product fits, and A's rows would be
+    read in runs of 48 KiB; the engine's strip plan (planner.cpp) reads them in runs of 128
+    KiB, K tile by K tile over row tiles of x (4 x 3 tasks). Values, dtype, jit and grads
+    against jnp; the engine's blocks within the budget."""
+    small_budget("4MB")
+    x_np, w_np = data(40, 70001), data(70001, 3)
+    x, w = disk(x_np), disk(w_np)
+    expected = np.asarray(x_np, np.float64) @ np.asarray(w_np, np.float64)
+    jask.reset_memory_peak()
+    before = _engine.pipeline_tasks_run()
+    product = x @ w
+    assert _engine.pipeline_tasks_run() - before == 4 * 3
+    stats = jask.memory_stats()
+    assert 0 < stats["blocks_peak"] <= stats["budget"] == 4 << 20
+    assert isinstance(product, jask.DiskArray) and product.dtype == jnp.float32
+    assert_close(np.asarray(product), expected)
+    assert_close(np.asarray(jax.jit(jnp.matmul)(x, w)), expected)
+    loss = lambda a, b: jnp.sum(jnp.square(a @ b))  # noqa: E731
+    grads = jax.grad(loss, argnums=(0, 1))(x, w)
+    want = jax.jit(jax.grad(loss, argnums=(0, 1)))(x_np, w_np)
+    for g, e in zip(grads, want):
+        assert isinstance(g, jask.DiskArray) and g.shape == e.shape and g.dtype == e.dtype
+        assert_close(np.asarray(g), e)
+
+
 def test_vector_products(data):
     u, v, m = data(29), data(29), data(3, 29, 4)
     inner = disk(u) @ disk(v)

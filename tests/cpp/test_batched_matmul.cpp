@@ -11,6 +11,7 @@
 #include "exec/pipeline.hpp"
 #include "kernels/batched_matmul.hpp"
 #include "kernels/ops.hpp"
+#include "plan/planner.hpp"
 #include "test_util.hpp"
 
 namespace jask {
@@ -153,6 +154,32 @@ TEST(BatchedMatmul, EmptyBatchesAndContractions) {
   BudgetGuard budget(4096);
   check_batched(DType::f32, {{0, 5, 4}, {4, 3}, false, false, {0, 5, 3}});
   check_batched(DType::f32, {{2, 5, 0}, {1, 0, 3}, false, false, {2, 5, 3}});  // zeros
+}
+
+// A deep contraction whose whole-C plan would read A in short runs: the strip
+// plan (K tile by K tile over A's row tiles, all of C in one buffer) gives the
+// same exact values, with ragged last row and K tiles. Integer entries in
+// [-3, 3]: every partial sum is an integer under 2^24, exact in float32.
+TEST(BatchedMatmul, AStripPlanMatchesTheReference) {
+  ScratchDir scratch;
+  BudgetGuard budget(4 << 20);
+  const int64_t M = 61, K = 100003, N = 3;
+  const MatmulTiles strip = plan_matmul("mm", M, K, N, 4, 1, /*a_rows_along_k=*/true);
+  ASSERT_EQ(strip.strip_rows, M);
+  ASSERT_LT(strip.mb, M);
+  ASSERT_LT(strip.kb, K);
+  ASSERT_GE(strip.kb * 4, 128 << 10);                                // A read in runs of 128 KiB
+  EXPECT_EQ(plan_matmul("mm", M, K, N, 4, 1, false).strip_rows, 0);  // A^T: its runs are long
+  const int64_t tasks = ((M + strip.mb - 1) / strip.mb) * ((K + strip.kb - 1) / strip.kb);
+  for (DType dt : {DType::f32, DType::f64}) {
+    const uint64_t before = pipeline_tasks_run();
+    check_batched(dt, {{M, K}, {K, N}, false, false, {M, N}});
+    if (dt == DType::f32) {
+      EXPECT_EQ(pipeline_tasks_run() - before, static_cast<uint64_t>(tasks));
+    }
+  }
+  check_batched(DType::f32, {{M, K}, {N, K}, false, true, {M, N}});
+  check_batched(DType::f32, {{K, M}, {K, N}, true, false, {M, N}});
 }
 
 TEST(BatchedMatmul, RejectsBatchesThatDoNotBroadcastNamingTheShapes) {

@@ -130,8 +130,8 @@ TEST(Planner, MatmulTilesFitTheBudget) {
       for (int64_t m : kMatmulDims) {
         for (int64_t k : kMatmulDims) {
           for (int64_t n : kMatmulDims) {
-            for (int64_t count : {1, 3}) {
-              auto plan = [&] { return plan_matmul("mm", m, k, n, elem_bytes, count); };
+            for (auto [count, along_k] : {std::pair{1, false}, {1, true}, {3, true}}) {
+              auto plan = [&] { return plan_matmul("mm", m, k, n, elem_bytes, count, along_k); };
               MatmulTiles t;
               try {
                 t = plan();
@@ -146,13 +146,38 @@ TEST(Planner, MatmulTilesFitTheBudget) {
               ASSERT_TRUE(t.mb >= 1 && t.mb <= m);
               ASSERT_TRUE(t.kb >= 1 && t.kb <= k);
               ASSERT_TRUE(t.nb >= 1 && t.nb <= n);
-              ASSERT_TRUE(t.c_slots == kPipelineSlots || (count == 1 && t.mb >= m && t.nb >= n));
+              ASSERT_TRUE(t.c_slots == kPipelineSlots ||
+                          (count == 1 && (t.mb >= m || t.strip_rows >= m) && t.nb >= n));
+              if (t.strip_rows > 0) {  // one product, A along K, all of C in one buffer
+                ASSERT_TRUE(count == 1 && along_k && t.c_slots == 1);
+                ASSERT_EQ(t.strip_rows, std::max<int64_t>(m, 1));
+              }
             }
           }
         }
       }
     }
   }
+}
+
+// W3 of the benchmark under its cap: x (3183 x 327680) @ w (327680 x 256) at
+// 256 MiB. All of C fits, so A and B are read once either way; A's tiles are
+// read in runs of 128 KiB or more instead of about 38 KiB.
+TEST(Planner, MatmulReadsADeepContractionInLongRuns) {
+  BudgetGuard guard(256 << 20);
+  const int64_t m = 3183, k = 327680, n = 256;
+  MatmulTiles whole = plan_matmul("mm", m, k, n, 4, 1, /*a_rows_along_k=*/false);
+  EXPECT_EQ(whole.strip_rows, 0);
+  EXPECT_EQ(whole.mb, m);
+  EXPECT_LT(whole.kb * 4, 64 << 10);
+  MatmulTiles strip = plan_matmul("mm", m, k, n, 4, 1, true);
+  EXPECT_EQ(strip.strip_rows, m);
+  EXPECT_EQ(strip.nb, n);
+  EXPECT_GE(strip.kb * 4, 128 << 10);
+  EXPECT_GE(strip.mb, 256);  // rows enough for BLAS at its rate
+  EXPECT_LE(matmul_tile_bytes(strip, 4), memory_budget());
+  // one product only: batches keep the tiled order
+  EXPECT_EQ(plan_matmul("mm", m, k, n, 4, 2, true).strip_rows, 0);
 }
 
 TEST(Planner, MatmulTilesOfEmptyDimensionsAreStillAtLeastOne) {
@@ -172,6 +197,8 @@ TEST(Planner, MatmulTileBytesCountsEveryTileInEverySlot) {
   EXPECT_EQ(matmul_tile_bytes(t, 4), kPipelineSlots * (3 * 5 + 5 * 7 + 3 * 7) * 4);
   MatmulTiles one_c{3, 5, 7, /*c_slots=*/1};
   EXPECT_EQ(matmul_tile_bytes(one_c, 4), (kPipelineSlots * (3 * 5 + 5 * 7) + 3 * 7) * 4);
+  MatmulTiles strip{3, 5, 7, /*c_slots=*/1, /*strip_rows=*/40};
+  EXPECT_EQ(matmul_tile_bytes(strip, 4), (kPipelineSlots * (3 * 5 + 5 * 7) + 40 * 7) * 4);
 }
 
 TEST(Planner, MatmulKeepsASmallBFullyResident) {

@@ -176,7 +176,11 @@ int64_t matrices_per_task(const MatmulTiles& tiles, int64_t M, int64_t K, int64_
 }
 
 // Tasks run over (group of output matrices, row tile, column tile, K tile)
-// in C order; the K tiles of one output tile accumulate into one C slot.
+// in C order; the K tiles of one output tile accumulate into one C slot. A
+// strip plan (one product, nb = N) runs over (K tile, row tile) instead: all
+// of C in one buffer, each K tile of B read once into slot k % kPipelineSlots
+// (read(t) starts after compute(t - 2), and the last task of K tile k - 1 is
+// at most t - 2 for the first of k + 1).
 template <class T>
 void run_matmul(const MatOperand& A, const MatOperand& B, const BatchBroadcast& batches,
                 const StoredArray& out, const std::vector<int64_t>& out3d, DType dt,
@@ -191,21 +195,28 @@ void run_matmul(const MatOperand& A, const MatOperand& B, const BatchBroadcast& 
   OperandTiles a_tiles(group * tiles.mb * tiles.kb * cs), b_tiles(group * tiles.kb * tiles.nb * cs);
   // One C buffer when the plan has one output tile: it is written after the last task.
   const int64_t c_slots = tiles.c_slots;
+  const bool strip = tiles.strip_rows > 0;
   AlignedBuffer cbuf[kPipelineSlots];
   for (int64_t s = 0; s < c_slots; ++s)
-    cbuf[s] = AlignedBuffer(static_cast<size_t>(group * tiles.mb * tiles.nb) * cs);
+    cbuf[s] = AlignedBuffer(static_cast<size_t>(group * (strip ? M : tiles.mb) * tiles.nb) * cs);
   struct Task {
     int64_t o, g, i, j, k;
   };  // first output matrix, matrices, tile indices
   auto task = [&](int64_t t) {
     const int64_t r = t % per_group, o = t / per_group * group;
+    if (strip) return Task{0, 1, r % ni, 0, r / ni};
     return Task{o, std::min(group, batches.count() - o), r / (nj * nk), (r / nk) % nj, r % nk};
   };
   auto ext = [](int64_t idx, int64_t block, int64_t dim) {
     return std::min(block, dim - idx * block);
   };
-  auto c_slot = [&](const Task& x) {
+  auto c_slot = [&](const Task& x) -> std::byte* {
+    if (strip) return cbuf[0].data() + static_cast<size_t>(x.i * tiles.mb * tiles.nb) * cs;
     return cbuf[((x.o / group * ni + x.i) * nj + x.j) % c_slots].data();
+  };
+
+  auto b_slot = [&](int64_t t, const Task& x) {
+    return static_cast<int>((strip ? x.k : t) % kPipelineSlots);
   };
 
   PipelineStages stages;
@@ -220,17 +231,18 @@ void run_matmul(const MatOperand& A, const MatOperand& B, const BatchBroadcast& 
     const int64_t mi = ext(x.i, tiles.mb, M), kk = ext(x.k, tiles.kb, K),
                   nj_ = ext(x.j, tiles.nb, N);
     a_tiles.load(A, a_matrices, x.i * tiles.mb, mi, x.k * tiles.kb, kk, dt, cs, slot);
-    b_tiles.load(B, b_matrices, x.k * tiles.kb, kk, x.j * tiles.nb, nj_, dt, cs, slot);
+    b_tiles.load(B, b_matrices, x.k * tiles.kb, kk, x.j * tiles.nb, nj_, dt, cs, b_slot(t, x));
   };
   stages.compute = [&](int64_t t) {
     Task x = task(t);
     const int slot = static_cast<int>(t % kPipelineSlots);
+    const int bs = b_slot(t, x);
     const int64_t mi = ext(x.i, tiles.mb, M), kk = ext(x.k, tiles.kb, K),
                   nj_ = ext(x.j, tiles.nb, N);
     T* c = reinterpret_cast<T*>(c_slot(x));
     for (int64_t q = 0; q < x.g; ++q) {
       gemm(A.trans, B.trans, mi, nj_, kk, a_tiles.tile<T>(slot, q, mi * kk), a_tiles.ld(slot),
-           b_tiles.tile<T>(slot, q, kk * nj_), b_tiles.ld(slot), x.k == 0 ? T(0) : T(1),
+           b_tiles.tile<T>(bs, q, kk * nj_), b_tiles.ld(bs), x.k == 0 ? T(0) : T(1),
            c + q * mi * nj_, nj_);
     }
   };
@@ -271,7 +283,7 @@ int32_t matmul_arrays(int32_t a, int32_t b, bool trans_a, bool trans_b) {
                                          ScratchContents::kOverwritten);
   const size_t cs = compute_itemsize(ai.dtype);
   MatmulTiles tiles =
-      plan_matmul(desc, M, opa.cols(), N, static_cast<int64_t>(cs), batches.count());
+      plan_matmul(desc, M, opa.cols(), N, static_cast<int64_t>(cs), batches.count(), !opa.trans);
   const std::vector<int64_t> out3d{batches.count(), M, N};
   if (cs == sizeof(double)) {
     run_matmul<double>(opa, opb, batches, *out, out3d, ai.dtype, tiles);

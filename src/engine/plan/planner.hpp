@@ -32,11 +32,16 @@ struct MatmulTiles {
   // Buffers for C tiles: one when the whole product is one C tile (it is
   // written once, after the last task), else one per pipeline slot.
   int64_t c_slots = kPipelineSlots;
+  // 0, or a strip plan's rows (all of M; nb is all of N): the tasks run
+  // K tile by K tile, each over every row tile of A, into one C buffer of
+  // strip_rows x nb; a K tile of B is read once, into slot k % kPipelineSlots.
+  int64_t strip_rows = 0;
 };
 // Tiles for `count` products C(M,N) = A(M,K) B(K,N) with elements of
-// `elem_bytes` in memory.
+// `elem_bytes` in memory. `a_rows_along_k`: A is stored M x K (not
+// transposed), so a tile of A is one run in the file per row, kb long.
 MatmulTiles plan_matmul(const std::string& operands, int64_t m, int64_t k, int64_t n,
-                        int64_t elem_bytes, int64_t count = 1);
+                        int64_t elem_bytes, int64_t count = 1, bool a_rows_along_k = false);
 // Bytes the tiles occupy in the pipeline.
 int64_t matmul_tile_bytes(const MatmulTiles& t, int64_t elem_bytes);
 
