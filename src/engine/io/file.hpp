@@ -25,10 +25,19 @@ enum class ReadMode { kAuto, kDirect, kBuffered };
 // kCalibrationBytes or more run in phases, all of a phase one way (direct,
 // buffered, direct, ...), until each way has read kCalibrationTotal bytes;
 // then mode() becomes the way with more bytes per second of its phases' wall time.
+// Under a memory cgroup limit, a buffered phase that starts while the cgroup
+// could still take a whole phase of page cache without reclaiming (`headroom`,
+// io/memory_cgroup.hpp) only warms: its reads go buffered, uncounted, until
+// the cache has filled the room (at most kMaxWarmupBytes in all), so the
+// measured phases pay the reclaim every later buffered read pays.
 // Thread-safe.
 class ReadCalibration {
  public:
-  explicit ReadCalibration(ReadMode mode = ReadMode::kAuto) { reset(mode); }
+  using HeadroomFn = int64_t (*)();  // bytes the page cache may still grow; -1: no limit
+  explicit ReadCalibration(ReadMode mode = ReadMode::kAuto, HeadroomFn headroom = nullptr)
+      : headroom_(headroom) {
+    reset(mode);
+  }
   ReadCalibration(const ReadCalibration&) = delete;
   ReadCalibration& operator=(const ReadCalibration&) = delete;
 
@@ -48,6 +57,7 @@ class ReadCalibration {
 
   static constexpr size_t kCalibrationBytes = 8 << 20;
   static constexpr double kCalibrationTotal = 256.0 * (1 << 20);
+  static constexpr double kMaxWarmupBytes = 2.0 * (1 << 30);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -60,6 +70,9 @@ class ReadCalibration {
   double phase_bytes_ = 0;
   int in_flight_ = 0;
   bool phase_started_ = false;  // busy_since_ is this phase's first read's start
+  HeadroomFn headroom_;
+  bool warming_ = false;     // this buffered phase fills the cgroup's room, uncounted
+  double warmup_bytes_ = 0;  // bytes of all warming phases since reset()
   Clock::time_point busy_since_;
   double bytes_[2] = {0, 0}, busy_seconds_[2] = {0, 0};  // [buffered, direct]
 };

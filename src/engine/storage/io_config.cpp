@@ -2,12 +2,14 @@
 
 #include <atomic>
 
+#include "io/memory_cgroup.hpp"
+
 namespace jask {
 namespace {
 
 struct IoConfig {
   std::atomic<bool> direct{true};
-  ReadCalibration reads{ReadMode::kAuto};
+  ReadCalibration reads{ReadMode::kAuto, memory_cgroup_headroom};
   IoCounters counters;
 };
 
