@@ -168,12 +168,15 @@ TEST(BatchedMatmul, AStripPlanMatchesTheReference) {
   ASSERT_EQ(strip.strip_rows, M);
   ASSERT_LT(strip.mb, M);
   ASSERT_LT(strip.kb, K);
-  ASSERT_GE(strip.kb * 4, 128 << 10);                                // A read in runs of 128 KiB
+  ASSERT_GE(strip.kb * 4, 128 << 10);  // A read in runs of 128 KiB
+  ASSERT_TRUE(strip.a_in_place);       // A's rows read into its tiles with no copy
   EXPECT_EQ(plan_matmul("mm", M, K, N, 4, 1, false).strip_rows, 0);  // A^T: its runs are long
   const int64_t tasks = ((M + strip.mb - 1) / strip.mb) * ((K + strip.kb - 1) / strip.kb);
   for (DType dt : {DType::f32, DType::f64}) {
     const uint64_t before = pipeline_tasks_run();
+    reset_peak_buffer_bytes();
     check_batched(dt, {{M, K}, {K, N}, false, false, {M, N}});
+    EXPECT_LE(peak_buffer_bytes(), 4 << 20) << dtype_name(dt);  // the pages around A's rows too
     if (dt == DType::f32) {
       EXPECT_EQ(pipeline_tasks_run() - before, static_cast<uint64_t>(tasks));
     }

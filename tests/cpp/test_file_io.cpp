@@ -208,6 +208,68 @@ TEST(FileIo, ReadThroughFallsBackToReadAtWhereTheBounceCannotServe) {
   }
 }
 
+// A row of a tile at file offset 128 + 5000, its memory at that alignment:
+// the four pages around it are read direct straight into the memory around
+// it, with no bounce buffer; the bytes around the row are the file's.
+TEST(FileIo, ReadInPlaceReadsThePagesAroundARunStraightIntoItsMemory) {
+  TempDir dir;
+  std::string path = dir.file("data.bin");
+  const std::vector<char> data = pattern(kFileBytes, 7);
+  test::write_file_bytes(path, data);
+  if (!direct_io_supported(path)) GTEST_SKIP() << dir.path() << " refuses O_DIRECT";
+  File file(path, OpenMode::kReadWrite);
+  const uint64_t offset = 128 + 5000, start = offset / kIoAlignment * kIoAlignment;
+  const size_t n = 3 * kIoAlignment + 7;
+  AlignedBuffer buffer(6 * kIoAlignment);
+  std::memset(buffer.data(), 0, buffer.size());
+  std::byte* dst = buffer.data() + offset % kIoAlignment;
+  CounterDeltas delta;
+  file.read_in_place(dst, n, offset, delta.io());
+  ASSERT_EQ(std::memcmp(dst, data.data() + offset, n), 0);
+  EXPECT_EQ(std::memcmp(buffer.data(), data.data() + start, 4 * kIoAlignment), 0);
+  EXPECT_EQ(delta.buffered(), 0u);
+  EXPECT_EQ(delta.direct(), 4 * kIoAlignment);
+  EXPECT_EQ(delta.counters.read_bytes.load(), n);
+}
+
+// Where the pages around the run cannot be read direct, read_in_place is
+// read_at: exactly the run's bytes, nothing around them touched.
+TEST(FileIo, ReadInPlaceFallsBackToReadAtTouchingOnlyTheRun) {
+  TempDir dir;
+  std::string path = dir.file("data.bin");
+  const std::vector<char> data = pattern(kFileBytes - 10, 8);  // its last page is partial
+  test::write_file_bytes(path, data);
+  File file(path, OpenMode::kReadWrite);
+  struct Case {
+    uint64_t offset;
+    size_t n, misalign;
+    bool direct, buffered_asked;
+    const char* why;
+  };
+  const Case cases[] = {
+      {kFileBytes - 60, 50, 0, true, false, "its last page past the end of the file"},
+      {100, 200, 0, false, false, "direct I/O off"},
+      {100, 200, 0, true, true, "buffered reads asked for"},
+      {100, 200, 1, true, false, "memory not at the offset's alignment"},
+  };
+  for (const Case& c : cases) {
+    AlignedBuffer buffer(2 * kIoAlignment);
+    std::memset(buffer.data(), 0x5a, buffer.size());
+    std::byte* dst = buffer.data() + c.offset % kIoAlignment + c.misalign;
+    IoCounters counters;
+    IoPolicy io = policy(c.direct, &counters);
+    if (c.buffered_asked) io.read_mode = ReadMode::kBuffered;
+    file.read_in_place(dst, c.n, c.offset, io);
+    ASSERT_EQ(std::memcmp(dst, data.data() + c.offset, c.n), 0) << c.why;
+    for (std::byte* p = buffer.data(); p < buffer.data() + buffer.size(); ++p) {
+      if (p < dst || p >= dst + c.n) {
+        ASSERT_EQ(*p, std::byte{0x5a}) << c.why;
+      }
+    }
+    EXPECT_EQ(counters.direct_bytes.load(), 0u) << c.why;
+  }
+}
+
 // Buffered reads asked for read the run through the page cache; buffered reads
 // that kAuto measured faster (on large reads) still read it direct.
 TEST(FileIo, ReadThroughGoesBufferedOnlyWhenBufferedReadsWereAskedFor) {

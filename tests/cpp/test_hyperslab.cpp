@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "storage/hyperslab.hpp"
@@ -137,6 +140,60 @@ TEST(Hyperslab, ShortRunsIntoUnalignedMemoryAreReadDirectNotThroughThePageCache)
   EXPECT_GE(io_counters().direct_bytes - direct, static_cast<uint64_t>(slab.numel()) * 4);
   std::vector<int64_t> positions = slab_positions(shape, slab);
   for (size_t i = 0; i < positions.size(); ++i) ASSERT_EQ(tile[i + 1], values[positions[i]]) << i;
+}
+
+// Rows 3..42 of a (50, 3001) float32 raw file whose data starts at byte 128,
+// columns 17..2516: runs of 10000 bytes whose file offsets step by 12004 bytes
+// (3812 mod 4096) from 128 + 36080. Each lands at its file offset's alignment
+// with its surrounding pages its own, and is read direct with no copy.
+TEST(Hyperslab, StridedRowsReadInPlaceLandAtTheirFileAlignment) {
+  test::TempDir dir;
+  const std::string path = dir.file("x.raw");
+  const std::vector<int64_t> shape = {50, 3001};
+  std::vector<double> values(test::numel_of(shape));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(i % 100003);
+  std::vector<unsigned char> data = test::encode(DType::f32, values);
+  std::vector<char> bytes(128, 'h');
+  bytes.insert(bytes.end(), data.begin(), data.end());
+  test::write_file_bytes(path, bytes);
+  ArrayRef arr = test::open_raw(path, ArrayInfo{DType::f32, shape}, 128, false);
+  const Slab slab{{3, 17}, {40, 2500}};
+  const std::optional<InPlaceLayout> layout = in_place_layout(*arr, shape, slab);
+  ASSERT_TRUE(layout.has_value());
+  const int64_t run = 2500 * 4, page = static_cast<int64_t>(kIoAlignment);
+  EXPECT_GE(layout->pitch, run + 2 * page);
+  EXPECT_EQ(layout->pitch % 4, 0);
+  EXPECT_LE(layout->bytes, in_place_bytes(40, run));
+  for (int64_t r = 0; r < 40; ++r) {
+    const int64_t offset = 128 + ((3 + r) * 3001 + 17) * 4;
+    ASSERT_EQ((layout->lead + r * layout->pitch) % page, offset % page) << r;
+  }
+  AlignedBuffer buffer(static_cast<size_t>(layout->bytes));
+  std::memset(buffer.data(), 0xab, buffer.size());
+  const uint64_t direct = io_counters().direct_bytes, buffered = io_counters().buffered_bytes;
+  read_slab_in_place(*arr, shape, slab, *layout, buffer.data());
+  if (arr->file()->has_direct()) {
+    EXPECT_EQ(io_counters().buffered_bytes, buffered);
+    EXPECT_GE(io_counters().direct_bytes - direct, static_cast<uint64_t>(slab.numel()) * 4);
+  }
+  const std::vector<int64_t> positions = slab_positions(shape, slab);
+  for (int64_t r = 0; r < 40; ++r) {
+    float row[2500];
+    std::memcpy(row, buffer.data() + layout->lead + r * layout->pitch, sizeof row);
+    for (int64_t c = 0; c < 2500; ++c)
+      ASSERT_EQ(row[c], values[positions[r * 2500 + c]]) << r << ", " << c;
+  }
+}
+
+TEST(Hyperslab, NoInPlaceLayoutForOneRunOrRunsThatStepUnevenly) {
+  ScratchDir scratch;
+  const std::vector<int64_t> shape = {2, 5, 1000};
+  int32_t h = test::make_array(DType::f32, shape, std::vector<double>(10000, 1.0));
+  ArrayRef arr = Registry::instance().get(h);
+  EXPECT_FALSE(in_place_layout(*arr, shape, Slab{{0, 1, 0}, {1, 3, 1000}}));  // one run
+  // rows 0..2 of both matrices: 4000 bytes apart within one, 12000 across
+  EXPECT_FALSE(in_place_layout(*arr, shape, Slab{{0, 0, 0}, {2, 3, 500}}));
+  EXPECT_TRUE(in_place_layout(*arr, shape, Slab{{0, 0, 0}, {2, 5, 500}}));  // 4000 apart throughout
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "base/errors.hpp"
 #include "plan/planner.hpp"
+#include "storage/hyperslab.hpp"
 #include "test_util.hpp"
 
 namespace jask {
@@ -175,7 +176,9 @@ TEST(Planner, MatmulReadsADeepContractionInLongRuns) {
   EXPECT_EQ(strip.nb, n);
   EXPECT_GE(strip.kb * 4, 128 << 10);
   EXPECT_GE(strip.mb, 256);  // rows enough for BLAS at its rate
+  EXPECT_TRUE(strip.a_in_place);
   EXPECT_LE(matmul_tile_bytes(strip, 4), memory_budget());
+  EXPECT_FALSE(whole.a_in_place);
   // one product only: batches keep the tiled order
   EXPECT_EQ(plan_matmul("mm", m, k, n, 4, 2, true).strip_rows, 0);
 }
@@ -199,6 +202,9 @@ TEST(Planner, MatmulTileBytesCountsEveryTileInEverySlot) {
   EXPECT_EQ(matmul_tile_bytes(one_c, 4), (kPipelineSlots * (3 * 5 + 5 * 7) + 3 * 7) * 4);
   MatmulTiles strip{3, 5, 7, /*c_slots=*/1, /*strip_rows=*/40};
   EXPECT_EQ(matmul_tile_bytes(strip, 4), (kPipelineSlots * (3 * 5 + 5 * 7) + 40 * 7) * 4);
+  strip.a_in_place = true;  // A's slots hold the pages around each row
+  EXPECT_EQ(matmul_tile_bytes(strip, 4),
+            kPipelineSlots * (in_place_bytes(3, 5 * 4) + 5 * 7 * 4) + 40 * 7 * 4);
 }
 
 TEST(Planner, MatmulKeepsASmallBFullyResident) {

@@ -422,6 +422,11 @@ void File::read_at(void* dst_v, size_t n, uint64_t offset, const IoPolicy& io) c
   if (end > mid_end) buffered_read(dst + (mid_end - offset), end - mid_end, mid_end, io.counters);
 }
 
+bool File::reads_around_direct(size_t n, uint64_t aligned_end, const IoPolicy& io) const {
+  return n > 0 && io.direct && has_direct() &&
+         !(io.read_mode == ReadMode::kBuffered && io.buffered_by_request) && aligned_end <= size();
+}
+
 void File::read_at_through(void* dst_v, size_t n, uint64_t offset, const IoPolicy& io,
                            AlignedBuffer& bounce) const {
   auto* dst = static_cast<std::byte*>(dst_v);
@@ -429,9 +434,7 @@ void File::read_at_through(void* dst_v, size_t n, uint64_t offset, const IoPolic
   const uint64_t end = (offset + n + kIoAlignment - 1) / kIoAlignment * kIoAlignment;
   const bool same_alignment =
       (reinterpret_cast<uintptr_t>(dst) - offset) % kIoAlignment == 0;  // read_at goes direct
-  if (same_alignment || n == 0 || !io.direct || !has_direct() ||
-      (io.read_mode == ReadMode::kBuffered && io.buffered_by_request) ||
-      end - start > bounce.size() || end > size()) {
+  if (same_alignment || end - start > bounce.size() || !reads_around_direct(n, end, io)) {
     return read_at(dst, n, offset, io);
   }
   if (!io.header) count(io.counters, &IoCounters::read_bytes, n);
@@ -439,6 +442,18 @@ void File::read_at_through(void* dst_v, size_t n, uint64_t offset, const IoPolic
     return buffered_read(dst, n, offset, io.counters);
   }
   std::memcpy(dst, bounce.data() + (offset - start), n);
+}
+
+void File::read_in_place(void* dst_v, size_t n, uint64_t offset, const IoPolicy& io) const {
+  auto* dst = static_cast<std::byte*>(dst_v);
+  const uint64_t start = offset / kIoAlignment * kIoAlignment;
+  const uint64_t end = (offset + n + kIoAlignment - 1) / kIoAlignment * kIoAlignment;
+  const bool same_alignment = (reinterpret_cast<uintptr_t>(dst) - offset) % kIoAlignment == 0;
+  if (!same_alignment || !reads_around_direct(n, end, io)) return read_at(dst, n, offset, io);
+  if (!io.header) count(io.counters, &IoCounters::read_bytes, n);
+  if (!try_direct_read(dst - (offset - start), end - start, start, io.counters)) {
+    buffered_read(dst, n, offset, io.counters);
+  }
 }
 
 namespace {

@@ -172,6 +172,13 @@ class File {
   // file. Otherwise exactly read_at.
   void read_at_through(void* dst, size_t n, uint64_t offset, const IoPolicy& io,
                        AlignedBuffer& bounce) const;
+  // read_at_through without the bounce buffer or its copy, for memory at the
+  // file offset's alignment (mod 4096) whose surrounding pages the caller
+  // owns: [dst - offset % 4096, dst + n rounded up to 4096) receives the
+  // aligned bytes around the read with O_DIRECT (the bytes outside
+  // [dst, dst + n) become the file's too), where read_at_through would read
+  // them direct. Otherwise exactly read_at.
+  void read_in_place(void* dst, size_t n, uint64_t offset, const IoPolicy& io) const;
   void write_at(const void* src, size_t n, uint64_t offset, const IoPolicy& io) const;
   uint64_t size() const;
   FileIdentity identity() const;
@@ -205,6 +212,9 @@ class File {
   void calibrating_read(std::byte* dst, size_t n, uint64_t offset, const IoPolicy& io) const;
   void buffered_write(const std::byte* src, size_t n, uint64_t offset, IoCounters* counters) const;
   bool try_direct_read(std::byte* dst, size_t n, uint64_t offset, IoCounters* counters) const;
+  // Whether read_at_through and read_in_place read the 4096-aligned bytes
+  // around a read of n bytes, ending at aligned_end, direct (see read_at_through).
+  bool reads_around_direct(size_t n, uint64_t aligned_end, const IoPolicy& io) const;
   bool try_direct_write(const std::byte* src, size_t n, uint64_t offset,
                         IoCounters* counters) const;
 

@@ -72,13 +72,15 @@ struct MatOperand {
   bool trans;
   int64_t rows() const { return trans ? stored[2] : stored[1]; }
   int64_t cols() const { return trans ? stored[1] : stored[2]; }
-  // Reads op(X)[r0:r0+nr, c0:c0+nc] of `count` consecutive matrices, one
-  // tile after another; tiles are stored untransposed, so their leading
-  // dimension is the stored column extent (returned).
+  // The stored slab holding op(X)[r0:r0+nr, c0:c0+nc] of `count` consecutive matrices.
+  Slab slab(int64_t first, int64_t count, int64_t r0, int64_t nr, int64_t c0, int64_t nc) const {
+    return trans ? Slab{{first, c0, r0}, {count, nc, nr}} : Slab{{first, r0, c0}, {count, nr, nc}};
+  }
+  // Reads that slab into dst, one tile after another; tiles are stored
+  // untransposed, so their leading dimension is the stored column extent (returned).
   int64_t read(int64_t first, int64_t count, int64_t r0, int64_t nr, int64_t c0, int64_t nc,
                void* dst) const {
-    Slab s =
-        trans ? Slab{{first, c0, r0}, {count, nc, nr}} : Slab{{first, r0, c0}, {count, nr, nc}};
+    const Slab s = slab(first, count, r0, nr, c0, nc);
     read_slab(*array, stored, s, dst);
     return s.extent[2];
   }
@@ -103,7 +105,12 @@ std::pair<std::vector<int64_t>, MatOperand> as_matrices(ArrayRef array, bool lef
 // again: B is read once when it fits, also across output matrices sharing it).
 class OperandTiles {
  public:
-  explicit OperandTiles(int64_t bytes) {
+  // `bytes` per slot; `in_place`: each slot also has the pages a tile of
+  // `rows` stored rows needs to be read in place (in_place_bytes), and a
+  // single stored matrix's tile of strided rows is read so (no bounce
+  // buffer, no copy; its leading dimension is then the layout's pitch).
+  OperandTiles(int64_t bytes, bool in_place, int64_t rows) : in_place_(in_place) {
+    if (in_place) bytes = std::max(bytes, in_place_bytes(rows, bytes / std::max<int64_t>(rows, 1)));
     for (auto& s : slot_) s = AlignedBuffer(static_cast<size_t>(bytes));
   }
   // Loads tile (r0, c0) of the stored matrices `matrices` (one per output
@@ -115,6 +122,22 @@ class OperandTiles {
     Loaded& held = held_[slot];
     if (held.matrices == matrices && held.r0 == r0 && held.c0 == c0) return;
     const int64_t tile = nr * nc, ss = static_cast<int64_t>(itemsize(dt));
+    held.lead = 0;
+    if (in_place_ && matrices.size() == 1 && ss == static_cast<int64_t>(cs)) {
+      const Slab s = X.slab(matrices[0], 1, r0, nr, c0, nc);
+      const std::optional<InPlaceLayout> layout = in_place_layout(*X.array, X.stored, s);
+      if (layout && layout->bytes <= static_cast<int64_t>(slot_[slot].size())) {
+        held.matrices.clear();  // a failed read leaves the slot holding nothing
+        read_slab_in_place(*X.array, X.stored, s, *layout, slot_[slot].data());
+        held.tile_of.assign(1, 0);
+        held.ld = layout->pitch / ss;
+        held.lead = layout->lead;
+        held.matrices = matrices;
+        held.r0 = r0;
+        held.c0 = c0;
+        return;
+      }
+    }
     std::vector<int64_t>& at = held.tile_of;
     at.assign(matrices.size(), 0);
     int64_t tiles = 0;
@@ -139,7 +162,8 @@ class OperandTiles {
   // Output matrix q's tile in slot `slot`, and the tiles' leading dimension.
   template <class T>
   const T* tile(int slot, size_t q, int64_t tile_elems) const {
-    return reinterpret_cast<const T*>(slot_[slot].data()) + held_[slot].tile_of[q] * tile_elems;
+    return reinterpret_cast<const T*>(slot_[slot].data() + held_[slot].lead) +
+           held_[slot].tile_of[q] * tile_elems;
   }
   int64_t ld(int slot) const { return held_[slot].ld; }
 
@@ -147,8 +171,10 @@ class OperandTiles {
   struct Loaded {
     std::vector<int64_t> matrices;
     int64_t r0 = -1, c0 = -1, ld = 0;
+    int64_t lead = 0;              // bytes before the tile (read in place)
     std::vector<int64_t> tile_of;  // buffer tile of each output matrix
   };
+  bool in_place_;
   AlignedBuffer slot_[kPipelineSlots];
   Loaded held_[kPipelineSlots];
 };
@@ -192,7 +218,9 @@ void run_matmul(const MatOperand& A, const MatOperand& B, const BatchBroadcast& 
   const size_t cs = sizeof(T);
   const int64_t group = matrices_per_task(tiles, M, K, N, batches.count(), cs);
   const int64_t n_groups = (batches.count() + group - 1) / group;
-  OperandTiles a_tiles(group * tiles.mb * tiles.kb * cs), b_tiles(group * tiles.kb * tiles.nb * cs);
+  OperandTiles a_tiles(group * tiles.mb * tiles.kb * cs, tiles.a_in_place,
+                       A.trans ? tiles.kb : tiles.mb),
+      b_tiles(group * tiles.kb * tiles.nb * cs, false, 0);
   // One C buffer when the plan has one output tile: it is written after the last task.
   const int64_t c_slots = tiles.c_slots;
   const bool strip = tiles.strip_rows > 0;

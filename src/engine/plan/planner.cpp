@@ -94,7 +94,11 @@ std::vector<int64_t> plan_transpose_tile(const std::string& operands,
 
 int64_t matmul_tile_bytes(const MatmulTiles& t, int64_t elem_bytes) {
   const int64_t c_rows = t.strip_rows > 0 ? t.strip_rows : t.mb;
-  return (kPipelineSlots * (t.mb * t.kb + t.kb * t.nb) + t.c_slots * c_rows * t.nb) * elem_bytes;
+  const int64_t a_bytes =
+      t.a_in_place ? std::max(t.mb * t.kb * elem_bytes, in_place_bytes(t.mb, t.kb * elem_bytes))
+                   : t.mb * t.kb * elem_bytes;
+  return kPipelineSlots * (a_bytes + t.kb * t.nb * elem_bytes) +
+         t.c_slots * c_rows * t.nb * elem_bytes;
 }
 
 namespace {
@@ -103,13 +107,17 @@ namespace {
 // Where those are short, a strip plan reads the same bytes (A and B once) in
 // runs of kLongRunBytes: A's tiles take fewer rows and a deeper contraction,
 // all of C stays in one buffer, and each K tile of B is read once for all
-// of A's row tiles. Returns `whole` where no strip of kMinTile rows fits.
+// of A's row tiles, each row read in place (a_in_place). Returns `whole`
+// where no strip of kMinTile rows fits.
 MatmulTiles strip_plan(const MatmulTiles& whole, int64_t k, int64_t elem_bytes, int64_t budget) {
   if (whole.kb >= k || whole.kb * elem_bytes >= kLongRunBytes) return whole;
-  MatmulTiles strip{1, std::min(k, kLongRunBytes / elem_bytes), whole.nb, 1, whole.mb};
-  const int64_t room =
-      budget / elem_bytes - whole.mb * whole.nb - kPipelineSlots * strip.kb * strip.nb;
-  strip.mb = std::min(whole.mb, room / (kPipelineSlots * strip.kb));
+  MatmulTiles strip{1, std::min(k, kLongRunBytes / elem_bytes), whole.nb, 1, whole.mb, true};
+  // in_place_bytes(rows, run) = rows * (run + row_pad) + page
+  const int64_t page = in_place_bytes(0, 0), row_pad = in_place_bytes(1, 0) - page;
+  const int64_t room = budget -
+                       (whole.mb * whole.nb + kPipelineSlots * strip.kb * strip.nb) * elem_bytes -
+                       kPipelineSlots * page;
+  strip.mb = std::min(whole.mb, room / (kPipelineSlots * (strip.kb * elem_bytes + row_pad)));
   if (strip.mb < std::min(whole.mb, kMinTile) || matmul_tile_bytes(strip, elem_bytes) > budget)
     return whole;
   return strip;

@@ -36,6 +36,11 @@ struct MatmulTiles {
   // K tile by K tile, each over every row tile of A, into one C buffer of
   // strip_rows x nb; a K tile of B is read once, into slot k % kPipelineSlots.
   int64_t strip_rows = 0;
+  // A's slots also hold the pages around each of its tile's rows
+  // (in_place_bytes), so the rows are read from the file straight into the
+  // tile (storage/hyperslab's read_slab_in_place) instead of through a bounce
+  // buffer and a copy that would take the cores from BLAS.
+  bool a_in_place = false;
 };
 // Tiles for `count` products C(M,N) = A(M,K) B(K,N) with elements of
 // `elem_bytes` in memory. `a_rows_along_k`: A is stored M x K (not

@@ -171,6 +171,25 @@ void StoredArray::read_elems(void* dst, int64_t first, int64_t count, AlignedBuf
                           });
 }
 
+void StoredArray::read_elems_in_place(void* dst, int64_t first, int64_t count) const {
+  if (chunked_ != nullptr) return chunked_->read(dst, chunk_base_ + first, count);
+  std::shared_ptr<const File> file = file_->current();
+  const IoPolicy io = io_policy();
+  auto* out = static_cast<std::byte*>(dst);
+  // Pieces after the first would overwrite the bytes before them, which are
+  // the range's own: only a range that is one piece in the file reads in place.
+  int pieces = 0;
+  layout_.for_each_extent(first, count, itemsize(info_.dtype),
+                          [&](uint64_t, size_t, size_t) { ++pieces; });
+  layout_.for_each_extent(first, count, itemsize(info_.dtype),
+                          [&](uint64_t offset, size_t bytes, size_t at) {
+                            if (pieces == 1)
+                              file->read_in_place(out + at, bytes, offset, io);
+                            else
+                              file->read_at(out + at, bytes, offset, io);
+                          });
+}
+
 void StoredArray::write_elems(const void* src, int64_t first, int64_t count) const {
   if (!writable_) throw ReadOnlyError("cannot write to " + path_ + ": it was opened read-only");
   std::shared_ptr<const File> file = file_->current();

@@ -81,6 +81,10 @@ class StoredArray {
   // Element ranges in C order.
   // With `bounce`, each extent is read through File::read_at_through.
   void read_elems(void* dst, int64_t first, int64_t count, AlignedBuffer* bounce = nullptr) const;
+  // read_elems through File::read_in_place: dst has the range's file offset's
+  // alignment (mod 4096, see Layout::byte_of) and the caller owns the pages
+  // around [dst, dst + count elements), which receive the file's bytes.
+  void read_elems_in_place(void* dst, int64_t first, int64_t count) const;
   void write_elems(const void* src, int64_t first, int64_t count) const;
 
   // Replaces the array's contents as one step that a crash cannot tear, with

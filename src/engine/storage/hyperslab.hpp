@@ -2,6 +2,7 @@
 // C-order array as a sequence of contiguous runs, into a dense tile buffer.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "storage/array_store.hpp"
@@ -55,6 +56,27 @@ int64_t slab_bounce_reserve();
 
 void read_slab(const StoredArray& array, const std::vector<int64_t>& shape, const Slab& slab,
                void* dst);
+
+// Where read_slab_in_place puts a slab's runs in a buffer (4096-aligned, of
+// `bytes`): run r at byte lead + r * pitch, at its file offset's alignment
+// (mod 4096), with the pages around it its own (pitch leaves two pages
+// between runs). The tile's leading dimension is pitch / itemsize.
+struct InPlaceLayout {
+  int64_t lead = 0, pitch = 0, bytes = 0;
+};
+// The most bytes an InPlaceLayout of `runs` runs of `run_bytes` takes: what a
+// buffer reserves to read such a tile in place.
+int64_t in_place_bytes(int64_t runs, int64_t run_bytes);
+// The layout for `slab`, or nullopt where reading in place buys nothing or
+// cannot be done: a slab of one run, a chunked array, or runs whose file
+// offsets do not all step by the same amount mod 4096.
+std::optional<InPlaceLayout> in_place_layout(const StoredArray& array,
+                                             const std::vector<int64_t>& shape, const Slab& slab);
+// read_slab into `layout` with StoredArray::read_elems_in_place: each run's
+// pages read direct into the buffer, no bounce buffer and no copy (a strided
+// tile's rows; where direct reads are off, each run is read exactly).
+void read_slab_in_place(const StoredArray& array, const std::vector<int64_t>& shape,
+                        const Slab& slab, const InPlaceLayout& layout, void* buffer);
 void write_slab(const StoredArray& array, const std::vector<int64_t>& shape, const Slab& slab,
                 const void* src);
 
