@@ -30,6 +30,16 @@ std::vector<char> pattern(size_t n, int salt) {
   return v;
 }
 
+// A file of pattern(bytes, salt) in a folder of its own on disk.
+struct PatternFile {
+  PatternFile(size_t bytes, int salt) : path(dir.file("data.bin")), data(pattern(bytes, salt)) {
+    test::write_file_bytes(path, data);
+  }
+  TempDir dir;
+  std::string path;
+  std::vector<char> data;
+};
+
 // Bytes a test's policy moved each way since construction.
 struct CounterDeltas {
   IoCounters counters;
@@ -162,12 +172,10 @@ TEST(FileIo, UnalignedMemoryIsNeverSentDirect) {
 }
 
 TEST(FileIo, AShortReadIntoMisalignedMemoryGoesDirectThroughTheBounceBuffer) {
-  TempDir dir;
-  std::string path = dir.file("data.bin");
-  const std::vector<char> data = pattern(kFileBytes, 3);
-  test::write_file_bytes(path, data);
-  if (!direct_io_supported(path)) GTEST_SKIP() << dir.path() << " refuses O_DIRECT";
-  File file(path, OpenMode::kReadWrite);
+  const PatternFile f(kFileBytes, 3);
+  const std::vector<char>& data = f.data;
+  if (!direct_io_supported(f.path)) GTEST_SKIP() << f.dir.path() << " refuses O_DIRECT";
+  File file(f.path, OpenMode::kReadWrite);
   AlignedBuffer bounce(8 * kIoAlignment);
   // A row of a tile at file offset 128 + 5000 (a .npy's data starts at 128),
   // landing at memory aligned to 4096: read_at would go buffered.
@@ -182,11 +190,9 @@ TEST(FileIo, AShortReadIntoMisalignedMemoryGoesDirectThroughTheBounceBuffer) {
 }
 
 TEST(FileIo, ReadThroughFallsBackToReadAtWhereTheBounceCannotServe) {
-  TempDir dir;
-  std::string path = dir.file("data.bin");
-  const std::vector<char> data = pattern(kFileBytes - 10, 4);  // its last page is partial
-  test::write_file_bytes(path, data);
-  File file(path, OpenMode::kReadWrite);
+  const PatternFile f(kFileBytes - 10, 4);  // its last page is partial
+  const std::vector<char>& data = f.data;
+  File file(f.path, OpenMode::kReadWrite);
   AlignedBuffer bounce(2 * kIoAlignment), dst(kFileBytes);
   struct Case {
     uint64_t offset;
@@ -212,12 +218,10 @@ TEST(FileIo, ReadThroughFallsBackToReadAtWhereTheBounceCannotServe) {
 // the four pages around it are read direct straight into the memory around
 // it, with no bounce buffer; the bytes around the row are the file's.
 TEST(FileIo, ReadInPlaceReadsThePagesAroundARunStraightIntoItsMemory) {
-  TempDir dir;
-  std::string path = dir.file("data.bin");
-  const std::vector<char> data = pattern(kFileBytes, 7);
-  test::write_file_bytes(path, data);
-  if (!direct_io_supported(path)) GTEST_SKIP() << dir.path() << " refuses O_DIRECT";
-  File file(path, OpenMode::kReadWrite);
+  const PatternFile f(kFileBytes, 7);
+  const std::vector<char>& data = f.data;
+  if (!direct_io_supported(f.path)) GTEST_SKIP() << f.dir.path() << " refuses O_DIRECT";
+  File file(f.path, OpenMode::kReadWrite);
   const uint64_t offset = 128 + 5000, start = offset / kIoAlignment * kIoAlignment;
   const size_t n = 3 * kIoAlignment + 7;
   AlignedBuffer buffer(6 * kIoAlignment);
@@ -235,11 +239,9 @@ TEST(FileIo, ReadInPlaceReadsThePagesAroundARunStraightIntoItsMemory) {
 // Where the pages around the run cannot be read direct, read_in_place is
 // read_at: exactly the run's bytes, nothing around them touched.
 TEST(FileIo, ReadInPlaceFallsBackToReadAtTouchingOnlyTheRun) {
-  TempDir dir;
-  std::string path = dir.file("data.bin");
-  const std::vector<char> data = pattern(kFileBytes - 10, 8);  // its last page is partial
-  test::write_file_bytes(path, data);
-  File file(path, OpenMode::kReadWrite);
+  const PatternFile f(kFileBytes - 10, 8);  // its last page is partial
+  const std::vector<char>& data = f.data;
+  File file(f.path, OpenMode::kReadWrite);
   struct Case {
     uint64_t offset;
     size_t n, misalign;
@@ -273,12 +275,10 @@ TEST(FileIo, ReadInPlaceFallsBackToReadAtTouchingOnlyTheRun) {
 // Buffered reads asked for read the run through the page cache; buffered reads
 // that kAuto measured faster (on large reads) still read it direct.
 TEST(FileIo, ReadThroughGoesBufferedOnlyWhenBufferedReadsWereAskedFor) {
-  TempDir dir;
-  std::string path = dir.file("data.bin");
-  const std::vector<char> data = pattern(kFileBytes, 6);
-  test::write_file_bytes(path, data);
-  if (!direct_io_supported(path)) GTEST_SKIP() << dir.path() << " refuses O_DIRECT";
-  File file(path, OpenMode::kReadWrite);
+  const PatternFile f(kFileBytes, 6);
+  const std::vector<char>& data = f.data;
+  if (!direct_io_supported(f.path)) GTEST_SKIP() << f.dir.path() << " refuses O_DIRECT";
+  File file(f.path, OpenMode::kReadWrite);
   AlignedBuffer bounce(8 * kIoAlignment), dst(4 * kIoAlignment);
   const uint64_t offset = 128 + 3 * kIoAlignment;
   const size_t n = 2 * kIoAlignment;
