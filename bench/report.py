@@ -442,9 +442,30 @@ def write_markdown(path: str, main, scaling, plots: dict | None = None) -> None:
             parts.append(f"![time and peak RSS against size]({relative['scaling']})\n")
         parts.append(_section("Scaling sweep", *scaling).replace("## Scaling sweep", "### Sweep"))
     else:
-        parts.append("No sweep has been run yet.\n")
+        parts.append(_previous_sweep(path) or "No sweep has been run yet.\n")
     with open(path, "w") as f:
         f.write("\n".join(parts))
+
+
+def _previous_sweep(path: str) -> str | None:
+    """The sweep of the report at `path` (its plot and its "### Sweep" section, to the end of its
+    Scaling section), or None: a sweep's records may live outside bench/ (`--out`), and a default
+    run must not drop the sweep it cannot find."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    scaling = text.find("\n## Scaling\n")
+    sweep = text.find("\n### Sweep\n", scaling)
+    if scaling < 0 or sweep < 0:
+        return None
+    following = text.find("\n## ", sweep)
+    body = text[sweep + 1 : following + 1 if following >= 0 else len(text)]
+    plot = text.rfind("\n![", scaling, sweep)
+    if plot >= 0:
+        body = text[plot + 1 : sweep + 1] + body
+    return body
 
 
 def _pyplot():

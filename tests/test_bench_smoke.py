@@ -238,6 +238,30 @@ def test_report_renders_killed_rows_and_plots_them(tmp_path):
     assert (tmp_path / "capped.png").stat().st_size > 0
 
 
+def test_a_default_run_keeps_the_sweep_of_the_report_it_rewrites(tmp_path):
+    # a sweep run with --out elsewhere leaves no bench/scaling.json; its section must survive
+    # the next default run's report. The committed run's records stand in for both runs.
+    run = report.load(os.path.join(ROOT, "bench", "results.json"))
+    assert run is not None
+    records, meta = run
+    sweep_run = ([dict(r, cap_bytes=None) for r in records if r["workload"] == "W1"], meta)
+    path = tmp_path / "BENCHMARKS.md"
+    plots = {"scaling": str(tmp_path / "scaling.png")}
+    report.write_markdown(str(path), None, sweep_run, plots)
+    first = path.read_text()
+    sweep = first[first.index("![time and peak RSS") :]
+    assert "### Sweep" in sweep and "| W1 |" in sweep
+    report.write_markdown(str(path), run, None)
+    again = path.read_text()
+    assert again.endswith(sweep) and "No sweep has been run yet" not in again
+    assert "## Results" in again and "| W8d |" in again[: again.index("## Scaling")]
+    report.write_markdown(str(path), run, None)
+    assert path.read_text() == again
+    fresh = tmp_path / "new.md"
+    report.write_markdown(str(fresh), run, None)
+    assert "No sweep has been run yet." in fresh.read_text()
+
+
 def test_score_uses_a_workloads_own_limit(monkeypatch):
     """A workload's limit_seconds (random reads: IOPS-bound) replaces the sequential-bytes formula."""
     seen = []
