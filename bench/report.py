@@ -29,8 +29,9 @@ METHOD = f"""\
   them first, not to the contender. In-memory contenders run
   capped too: their being killed is the point.
 - Each contender runs once per regime, the capped pass in the reverse contender order of the uncapped
-  one, so the shared disk's drift (tens of percent over minutes) falls on every contender alike
-  (`--repeat N`: N rounds per regime, each in the reverse order of the one before, median time;
+  one, and each workload's uncapped pass in the reverse order of the last workload's, so the shared
+  disk's drift (tens of percent over minutes) and its slow seconds after a probe fall on every
+  contender alike (`--repeat N`: N rounds per regime, each in the reverse order of the one before, median time;
   `seconds_runs` in results.json has every round). The default run keeps within 20 minutes
   (`--minutes`): each contender run may take the time left less a reserve for every run and
   workload still to come, and a timed part of at most {PEER_FACTOR} times the fastest out-of-core

@@ -419,3 +419,15 @@ def test_w3_under_a_cap_gets_inputs_of_4x_the_cap():
     assert record["data_bytes"] == read + written and not harness.small_data(record)
     # inputs already 4x the cap keep their own shapes
     assert "mxc" not in workloads.arrays(32 * gib, budget, gib)
+
+
+def test_the_first_run_after_a_workloads_probe_is_not_always_the_same_contenders():
+    from bench.__main__ import pass_order
+
+    order = ["jask", "numpy", "dask", "jax"]
+    # passes of one workload alternate; consecutive workloads start from opposite ends
+    assert pass_order(order, 0, 0) == order and pass_order(order, 1, 0) == order[::-1]
+    assert pass_order(order, 0, 1) == order[::-1] and pass_order(order, 1, 1) == order
+    firsts = [pass_order(order, 0, w)[0] for w in range(4)]
+    assert firsts == ["jask", "jax", "jask", "jax"]
+    assert order == ["jask", "numpy", "dask", "jax"]  # not reordered in place
