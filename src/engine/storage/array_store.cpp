@@ -157,37 +157,42 @@ ArrayRef StoredArray::viewed(const ArrayRef& base, int64_t first,
   return a;
 }
 
-void StoredArray::read_elems(void* dst, int64_t first, int64_t count, AlignedBuffer* bounce) const {
+template <class ReadExtent>
+void StoredArray::read_extents(void* dst, int64_t first, int64_t count, ReadExtent read) const {
   if (chunked_ != nullptr) return chunked_->read(dst, chunk_base_ + first, count);
   std::shared_ptr<const File> file = file_->current();
   const IoPolicy io = io_policy();
   auto* out = static_cast<std::byte*>(dst);
-  layout_.for_each_extent(first, count, itemsize(info_.dtype),
-                          [&](uint64_t offset, size_t bytes, size_t at) {
-                            if (bounce != nullptr)
-                              file->read_at_through(out + at, bytes, offset, io, *bounce);
-                            else
-                              file->read_at(out + at, bytes, offset, io);
-                          });
+  layout_.for_each_extent(
+      first, count, itemsize(info_.dtype),
+      [&](uint64_t offset, size_t bytes, size_t at) { read(*file, out + at, bytes, offset, io); });
+}
+
+void StoredArray::read_elems(void* dst, int64_t first, int64_t count, AlignedBuffer* bounce) const {
+  read_extents(
+      dst, first, count,
+      [&](const File& file, std::byte* to, size_t bytes, uint64_t offset, const IoPolicy& io) {
+        if (bounce != nullptr)
+          file.read_at_through(to, bytes, offset, io, *bounce);
+        else
+          file.read_at(to, bytes, offset, io);
+      });
 }
 
 void StoredArray::read_elems_in_place(void* dst, int64_t first, int64_t count) const {
-  if (chunked_ != nullptr) return chunked_->read(dst, chunk_base_ + first, count);
-  std::shared_ptr<const File> file = file_->current();
-  const IoPolicy io = io_policy();
-  auto* out = static_cast<std::byte*>(dst);
   // Pieces after the first would overwrite the bytes before them, which are
   // the range's own: only a range that is one piece in the file reads in place.
   int pieces = 0;
   layout_.for_each_extent(first, count, itemsize(info_.dtype),
                           [&](uint64_t, size_t, size_t) { ++pieces; });
-  layout_.for_each_extent(first, count, itemsize(info_.dtype),
-                          [&](uint64_t offset, size_t bytes, size_t at) {
-                            if (pieces == 1)
-                              file->read_in_place(out + at, bytes, offset, io);
-                            else
-                              file->read_at(out + at, bytes, offset, io);
-                          });
+  read_extents(
+      dst, first, count,
+      [&](const File& file, std::byte* to, size_t bytes, uint64_t offset, const IoPolicy& io) {
+        if (pieces == 1)
+          file.read_in_place(to, bytes, offset, io);
+        else
+          file.read_at(to, bytes, offset, io);
+      });
 }
 
 void StoredArray::write_elems(const void* src, int64_t first, int64_t count) const {

@@ -119,6 +119,11 @@ class StoredArray {
   const std::shared_ptr<SharedFile>& shared_file() const { return file_; }
 
  private:
+  // The element range's pieces through read(file, bytes, offset, offset in the
+  // range) (a chunked array through its decoder): read_elems's and
+  // read_elems_in_place's one loop.
+  template <class ReadExtent>
+  void read_extents(void* dst, int64_t first, int64_t count, ReadExtent read) const;
   // Whether replace_data() writes in place (above).
   bool updates_in_place() const;
   void update_in_place(const DataWriter& write_data);
