@@ -177,3 +177,63 @@ def test_the_environment_turns_them_off():
     env = {**os.environ, "JASK_PROGRESS": "0"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+# A process that forks while its progress thread waits in the engine; the child runs 20
+# eager ops, each once its own progress thread waits in the engine (each op wakes it).
+# Prints the child's sum, or "hung" when the child has not ended within 60 s.
+FORK_WHILE_WAITING = r"""
+import os, signal, time
+import numpy as np
+import jax.numpy as jnp
+import jask
+from jask import _engine
+
+def waiter_in_engine():
+    deadline = time.monotonic() + 30
+    while _engine.call_waiters() < 1:
+        assert time.monotonic() < deadline, "no progress thread waits in the engine"
+        time.sleep(0.01)
+
+x = jask.DiskArray.from_numpy(np.arange(1000, dtype=np.float32))
+float(jnp.sum(x))
+waiter_in_engine()
+pid = os.fork()
+if pid == 0:
+    total = 0.0
+    for _ in range(20):  # each op wakes the waiting progress thread
+        time.sleep(0.3)  # the thread has drawn the last op's bar (the bug shows more often)
+        waiter_in_engine()
+        total += float(jnp.sum(x * 2))
+    print("child", total, flush=True)
+    os._exit(0)
+deadline = time.monotonic() + 60
+while os.waitpid(pid, os.WNOHANG) == (0, 0):
+    if time.monotonic() > deadline:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        print("hung", flush=True)
+        break
+    time.sleep(0.05)
+print("parent", float(jnp.sum(x)), flush=True)
+"""
+
+
+def test_a_child_forked_while_the_progress_thread_waits_runs_ops():
+    """fork() copies the engine's wait of the parent's progress thread, but not the thread:
+    without the engine's fork handlers the child's first call waits for it forever."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "JASK_PROGRESS": "1"}
+    out = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", FORK_WHILE_WAITING],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["child 19980000.0", "parent 499500.0"], (
+        out.stdout + out.stderr
+    )

@@ -142,3 +142,63 @@ def test_the_window_stays_within_the_budget(rng, small_budget):
     y = jnp.sum(x)  # another call: the window's budget comes back
     assert stats()["held"] == 0
     np.testing.assert_allclose(float(y), float(np.sum(x_np, dtype=np.float64)), rtol=1e-5)
+
+
+# Reads three batches of a loop (the window then holds the next rows), forks, and prints
+# what the child holds and reads, then whether the parent's next batch is served ahead.
+FORK_WITH_A_WINDOW = r"""
+import os, signal, sys, time
+import numpy as np
+import jask
+from jask import _engine
+
+ROWS, COLS, BATCH = (int(a) for a in sys.argv[1:4])
+x_np = np.random.default_rng(5).uniform(-1, 1, (ROWS, COLS)).astype(np.float32)
+x = jask.DiskArray.from_numpy(x_np)
+for i in range(3):
+    assert np.array_equal(np.asarray(jask.rows(x, i * BATCH, BATCH)), x_np[i * BATCH :][:BATCH])
+print("parent holds", _engine.readahead_stats()[3] > 0, flush=True)
+pid = os.fork()
+if pid == 0:
+    held = _engine.readahead_stats()[3]
+    rows = np.asarray(jask.rows(x, 3 * BATCH, BATCH))
+    print("child holds", held, rows.dtype, np.array_equal(rows, x_np[300:400]), flush=True)
+    os._exit(0)
+deadline = time.monotonic() + 60
+while os.waitpid(pid, os.WNOHANG) == (0, 0):
+    if time.monotonic() > deadline:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        print("child hung", flush=True)
+        break
+    time.sleep(0.02)
+served = _engine.readahead_stats()[1]
+rows = np.asarray(jask.rows(x, 3 * BATCH, BATCH))
+print("parent served", _engine.readahead_stats()[1] - served, np.array_equal(rows, x_np[300:400]))
+"""
+
+
+def test_a_forked_child_drops_the_window_and_reads_the_file():
+    """fork() copies the window's parts but not the threads reading them: the child holds
+    none of them (it never waits for their readers) and reads its rows from the file; the
+    parent's loop goes on from its window."""
+    import subprocess
+    import sys
+
+    code = [
+        sys.executable,
+        "-W",
+        "ignore",
+        "-c",
+        FORK_WITH_A_WINDOW,
+        str(ROWS),
+        str(COLS),
+        str(BATCH),
+    ]
+    out = subprocess.run(code, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "parent holds True",
+        "child holds 0 float32 True",
+        "parent served 1 True",
+    ], out.stdout + out.stderr

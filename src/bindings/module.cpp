@@ -339,6 +339,7 @@ NB_MODULE(_engine, m) {
         return progress_tuple(*running);
       },
       "timeout_s"_a);
+  m.def("call_waiters", &call_waiters);
   m.def(
       "finished_calls",
       [](uint64_t after) {

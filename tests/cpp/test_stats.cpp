@@ -3,6 +3,9 @@
 // records each block's stages only while enabled, and the counters stay right
 // while other threads read them (run under TSAN: Makefile's TSAN_TESTS).
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -145,6 +148,49 @@ TEST_F(Stats, ProgressIsReadWhileCallsRun) {
     EXPECT_EQ(c.bytes, 2 * kBlocks * kBytes);
     EXPECT_GE(c.end_ns, c.start_ns);
   }
+}
+
+// fork() copies a waiting thread's wait but not the thread: the child's calls
+// wake its own waiter every time and never wait for the parent's (before the
+// engine's fork handlers, glibc's condition variable blocked a child's call
+// for good). Before ReleasedWaitersReturnAtOnce: waits must still wait.
+TEST_F(Stats, AForkedChildsCallsNeverWaitForItsParentsWaiter) {
+  std::atomic<bool> stop{false};
+  std::thread parent_waiter([&] {
+    while (!stop) wait_for_call(0.2);
+  });
+  while (call_waiters() < 1) std::this_thread::yield();
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::atomic<bool> done{false};
+    std::thread waiter([&] {
+      while (!done) wait_for_call(0.2);
+    });
+    for (int i = 0; i < 20; ++i) {
+      usleep(20000);
+      while (call_waiters() < 1) std::this_thread::yield();  // the child's own waiter waits
+      CallStats call("stats_test_fork");
+    }
+    done = true;
+    waiter.join();
+    _exit(0);
+  }
+  stop = true;
+  parent_waiter.join();
+  int status = 0;
+  pid_t ended = 0;
+  for (int i = 0; i < 6000 && ended == 0; ++i) {  // 60 s
+    ended = waitpid(pid, &status, WNOHANG);
+    if (ended == 0) usleep(10000);
+  }
+  if (ended == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    FAIL() << "the forked child's calls hung";
+  }
+  ASSERT_EQ(ended, pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
 TEST_F(Stats, ReleasedWaitersReturnAtOnce) {

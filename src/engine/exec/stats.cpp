@@ -1,11 +1,14 @@
 #include "exec/stats.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <new>
 
 #include "io/file.hpp"
 #include "storage/io_config.hpp"
@@ -52,6 +55,7 @@ struct StatsState {
   // The running call (running false between calls).
   bool running = false;
   bool released = false;  // release_call_waiters() ran
+  int waiting = 0;        // threads in wait_for_call
   uint64_t seq = 0;
   std::string op;
   int32_t program = 0;
@@ -82,6 +86,24 @@ std::vector<Item> numbered_after(const std::deque<Item>& items, uint64_t after) 
 }
 
 thread_local int t_depth = 0;  // CallStats scopes open on this thread
+
+// fork() copies memory, not threads: a child would keep the parent's progress
+// thread as a waiter of call_started that never wakes, and glibc's condition
+// variable then blocks a later notify_all for good (a child's second or third
+// call hung). Around a fork the lock is held, so the state is whole; the child
+// gets a condition variable with no waiters, and a call of another parent
+// thread no longer runs there.
+void lock_for_fork() { state().mu.lock(); }
+void unlock_after_fork() { state().mu.unlock(); }
+void reset_in_forked_child() {
+  StatsState& st = state();
+  new (&st.call_started) std::condition_variable();  // the old one's waiters are gone
+  st.waiting = 0;
+  if (t_depth == 0) st.running = false;
+  st.mu.unlock();
+}
+[[maybe_unused]] const int g_fork_handlers =
+    pthread_atfork(lock_for_fork, unlock_after_fork, reset_in_forked_child);
 
 CallProgress progress_of(const StatsState& st, const Counters& now) {
   const Counters& s = st.at_start;
@@ -329,7 +351,9 @@ std::optional<CallProgress> wait_for_call(double timeout_s) {
   StatsState& st = state();
   std::unique_lock<std::mutex> lock(st.mu);
   const auto timeout = std::chrono::duration<double>(timeout_s);
+  ++st.waiting;
   st.call_started.wait_for(lock, timeout, [&] { return st.running || st.released; });
+  --st.waiting;
   if (!st.running) return std::nullopt;
   return progress_of(st, counters_now());
 }
@@ -341,6 +365,12 @@ void release_call_waiters() {
     st.released = true;
   }
   st.call_started.notify_all();
+}
+
+int call_waiters() {
+  StatsState& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  return st.waiting;
 }
 
 std::vector<CallProgress> finished_calls(uint64_t after) {

@@ -73,6 +73,8 @@ std::optional<CallProgress> wait_for_call(double timeout_s);
 // Makes every wait_for_call, now and later, return at once (a process
 // ending stops its progress thread with it).
 void release_call_waiters();
+// The threads in wait_for_call now (for tests).
+int call_waiters();
 // The calls that ended after call `after`, oldest first; only the last
 // kFinishedKept are kept.
 inline constexpr size_t kFinishedKept = 64;

@@ -1,5 +1,7 @@
 #include "storage/readahead.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstring>
 #include <deque>
@@ -70,7 +72,11 @@ class Readahead {
   }
   // The engine's I/O configuration first, so that it outlives the parts'
   // readers at exit (statics go in reverse order of construction).
-  Readahead() { (void)io_policy(); }
+  Readahead() {
+    (void)io_policy();
+    pthread_atfork([] { instance().mu_.lock(); }, [] { instance().mu_.unlock(); },
+                   [] { instance().forget_parts_in_forked_child(); });
+  }
 
   void read(const StoredArray& array, void* dst, int64_t first, int64_t count) {
     std::shared_ptr<const File> file = array.file();
@@ -160,6 +166,23 @@ class Readahead {
     }
     ++stats_.served;
     return true;
+  }
+
+  // fork() copies memory, not threads: the parts' readers are not in the child
+  // (joining one would wait forever), so the child leaves its parts as they are,
+  // never joined nor freed (pages its parent has too), and gives back their
+  // budget. Runs in the child, with mu_ held since before the fork.
+  void forget_parts_in_forked_child() {
+    for (auto& p : parts_) {
+      unreserve_budget(p->reserved);
+      (void)p.release();
+    }
+    parts_.clear();
+    for (const Spare& b : spare_) unreserve_budget(b.reserved);
+    spare_.clear();
+    stream_ = Stream{};
+    last_file_.reset();
+    mu_.unlock();
   }
 
   void release_all() {
