@@ -21,7 +21,7 @@ import shlex
 import sys
 import time
 
-from . import disk, formats, harness, machine, report
+from . import disk, formats, harness, machine, report, targets
 from .cgroup import CgroupUnavailable, create_memory_cgroup
 from .formats import FORMAT_WORKLOADS
 from .workloads import CONTENDERS, GIB, IN_MEMORY, MIB, WORKLOADS, arrays, generate
@@ -254,12 +254,17 @@ def final_limits(data_dir: str, limits: dict, records: list[dict]) -> None:
     limits["matmul_flops"] = max([limits["numpy_matmul_flops"], *in_memory])
 
 
-def adjacent_limits(limits: dict, workload: str, size: int) -> dict:
+def adjacent_limits(limits: dict, workload: str, size: int, cap: int | None) -> dict:
     """`limits` with the disk's rates taken from the probes just before and just after the
-    workload (the better of the two; after the last workload, the final probe)."""
+    workload's pass under `cap` (the better of the two; after the last pass, the final probe)."""
     probes = limits.get("workload_probes") or []
+    key = (workload, size, cap)
     index = next(
-        (i for i, p in enumerate(probes) if (p["workload"], p["size_bytes"]) == (workload, size)),
+        (
+            i
+            for i, p in enumerate(probes)
+            if (p["workload"], p["size_bytes"], p.get("cap_bytes")) == key
+        ),
         None,
     )
     if index is None:
@@ -272,11 +277,11 @@ def adjacent_limits(limits: dict, workload: str, size: int) -> dict:
 
 
 def score_record(r: dict, limits: dict) -> None:
-    """Scores `r` against the disk of its own minutes (limit_fraction, the table's) and against
+    """Scores `r` against the disk of its own pass's minutes (limit_fraction, the table's) and against
     the best rates of the whole run (limit_fraction_run)."""
     harness.score(r, limits)
     run_fraction = r.get("limit_fraction")
-    harness.score(r, adjacent_limits(limits, r["workload"], r["size_bytes"]))
+    harness.score(r, adjacent_limits(limits, r["workload"], r["size_bytes"], r.get("cap_bytes")))
     r["limit_fraction_run"] = run_fraction
 
 
@@ -324,11 +329,6 @@ def run_workloads(args: argparse.Namespace, clock: Clock) -> tuple[list[dict], d
                     f"{facts['decode_bps'] / 1e9:.2f} GB/s of its chunks (numcodecs.Zstd)"
                 )
         contenders = [c for c in args.contenders if c in WORKLOADS[name].contenders]
-        # the disk of this workload's minutes (see disk.WORKLOAD_PROBE_BYTES)
-        probe = disk.bandwidth(args.data, disk.WORKLOAD_PROBE_BYTES, passes=1)
-        probe["workload"], probe["size_bytes"] = name, size
-        args.probes.append(probe)
-        print(f"  {name} disk now: {_disk_text(probe)}")
         # in-memory contenders do no I/O, so disk noise does not touch them: one round per pass
         rounds = [
             (cap, [c for c in contenders if round_ == 0 or c not in IN_MEMORY])
@@ -340,6 +340,8 @@ def run_workloads(args: argparse.Namespace, clock: Clock) -> tuple[list[dict], d
         runs: dict[tuple, list[dict]] = {}
         fastest = None
         for k, (cap, order) in enumerate(rounds):
+            if k == 0 or cap != rounds[k - 1][0]:
+                probe_disk(args, name, size, cap)
             for contender in pass_order(order, k, index):
                 runs_left -= 1
                 seconds = clock.timeout(runs_left, len(steps) - index - 1)
@@ -377,6 +379,17 @@ def run_workloads(args: argparse.Namespace, clock: Clock) -> tuple[list[dict], d
                         f"{harness.CAP_RATIO}x: flagged in the table"
                     )
     return records, timeline
+
+
+def probe_disk(args: argparse.Namespace, workload: str, size: int, cap: int | None) -> None:
+    """The disk of the minutes of a workload's pass under `cap` (None: uncapped), probed before
+    it (see disk.WORKLOAD_PROBE_BYTES): the pass's records are scored against this probe and the
+    next one (`adjacent_limits`)."""
+    probe = disk.bandwidth(args.data, disk.WORKLOAD_PROBE_BYTES, passes=1)
+    probe.update(workload=workload, size_bytes=size, cap_bytes=cap)
+    args.probes.append(probe)
+    regime = f"cap {harness.size_text(cap)}" if cap else "uncapped"
+    print(f"  {workload} {regime:13} disk now: {_disk_text(probe)}")
 
 
 def record_timeline(args, name: str, size: int, timeout: float | None) -> dict:
@@ -468,6 +481,9 @@ def main(argv=None) -> None:
     meta["load_average_end"] = os.getloadavg()[0]
     print()
     print(report.text_table(records))
+    verdicts = targets.judge(records)
+    if verdicts:
+        print("\nIssue 14's targets in this run:\n" + targets.markdown(verdicts))
     if report.decode_table(records):
         print("\n" + report.decode_table(records))
     write_reports(args, records, meta)

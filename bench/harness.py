@@ -314,6 +314,7 @@ def measure(
         "throughput": None,
         "limit_seconds": None,
         "limit_fraction": None,
+        "limit_bound": None,
         "peak_rss_bytes": None,
         "baseline_rss_bytes": None,
         "cgroup_peak_bytes": None,
@@ -373,7 +374,8 @@ def median_record(runs: list[dict]) -> dict:
 
 
 def score(record: dict, limits: dict) -> None:
-    """Adds throughput, the limit time and the fraction of it a record reached.
+    """Adds throughput, the limit time, the fraction of it a record reached and what bounds it
+    (limit_bound: "disk" or "compute").
 
     The limit is the least time the workload's minimal traffic takes at the
     measured disk bandwidths (reads then writes, one disk) or its flops at the
@@ -398,7 +400,9 @@ def score(record: dict, limits: dict) -> None:
         io_limit = own(plan, limits)
     else:
         io_limit = read / limits["read_bps"] + written / limits["write_bps"]
-    limit = max(io_limit, flops / limits["matmul_flops"])
+    compute_limit = flops / limits["matmul_flops"]
+    limit = max(io_limit, compute_limit)
+    record["limit_bound"] = "disk" if io_limit >= compute_limit and limit else "compute"
     if record.get("items"):  # samples, passes or steps per second
         record["throughput"] = record["items"] / seconds
     else:

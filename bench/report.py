@@ -6,8 +6,9 @@ import json
 import math
 import os
 
-from . import disk
+from . import disk, targets
 from .harness import CAP_RATIO, PEER_FACTOR, PEER_MIN_SECONDS, size_text, small_data
+from .targets import AT_LIMIT, PEER_MARGIN, W6_LOADER_FACTOR, W7_BOUND_FACTOR
 from .workloads import CONTENDERS, GIB, MIB, WORKLOADS, arrays
 
 CHECK_RTOL = (
@@ -60,9 +61,10 @@ METHOD = f"""\
   bandwidth + bytes written / write bandwidth, one disk; workloads that read rows at random give their
   own limit from the random-read rates), or its flops at the in-memory float32 matmul rate, whichever
   is larger. "of limit" is limit time / measured time, with the disk's rates from the probes just
-  before and just after the workload (a {disk.WORKLOAD_PROBE_BYTES >> 20} MiB file, one pass, the better of the
-  two); in brackets the same against the best rates of the whole run (every probe), stricter by
-  the disk's drift over the run. On a shared disk whose bandwidth varies, above 100% means the
+  before and just after the workload's pass (each regime's contenders in a row; a
+  {disk.WORKLOAD_PROBE_BYTES >> 20} MiB file, one pass, the better of the two); in brackets the
+  same against the best rates of the whole run (every probe), stricter by the disk's drift over
+  the run. On a shared disk whose bandwidth varies, above 100% means the
   disk was faster during that run than in either probe.
   Throughput counts the minimal traffic (GB/s) or the flops (GFLOP/s), not the bytes a contender moved.
 - In-memory contenders load their inputs before timing and write nothing: they are the compute ceiling,
@@ -80,6 +82,11 @@ METHOD = f"""\
   `numpy.memmap` of each tensor at the offsets its safetensors header gives, W1's loop. zarr-python:
   slabs of whole chunks of budget / 4 read with `zarr.open_group(...)[name][i:j]`, W1's NumPy loop.
   Dask: `dask.array.from_zarr` (one task per zarr chunk), threaded scheduler.
+- Targets: issue 14's, judged from the run's records (`bench/targets.py`): under a cap Jask
+  finishes every workload; a disk-bound workload (W6 and W7 aside) runs at {AT_LIMIT:.0%} of its limit
+  or more; Jask is ahead of every out-of-core peer that finishes, by {PEER_MARGIN}x where the peer is
+  under {AT_LIMIT:.0%} of its own limit; W7 within {W7_BOUND_FACTOR}x of its bound; W6 at
+  {W6_LOADER_FACTOR:g}x the NumPy loader's samples/s or at its limit.
 - Check: a few numbers from each result (loss, norms of sampled elements) compared with the NumPy
   contender's, relative tolerance {CHECK_RTOL}.
 """
@@ -374,7 +381,13 @@ def _shapes(size: int, budget: int, names) -> str:
     return "\n".join(lines)
 
 
-def _section(title: str, records: list[dict], meta: dict, plots: dict | None = None) -> str:
+def _section(
+    title: str,
+    records: list[dict],
+    meta: dict,
+    plots: dict | None = None,
+    with_targets: bool = False,
+) -> str:
     sizes = sorted({r["size_bytes"] for r in records})
     names = sorted({r["workload"] for r in records})
     text = (
@@ -391,6 +404,9 @@ def _section(title: str, records: list[dict], meta: dict, plots: dict | None = N
         if cap and (plots or {}).get("capped"):
             text += f"\n![time relative to Jask under the cap]({plots['capped']})\n"
     text += "\n`*` in memory: inputs loaded before timing, nothing written (the compute ceiling).\n"
+    verdicts = targets.markdown(targets.judge(records)) if with_targets else ""
+    if verdicts:
+        text += f"\n### Issue 14's targets in this run\n\n{verdicts}"
     timeline = meta.get("timeline")
     if timeline:
         text += "\n### One Jask run's I/O timeline\n\n"
@@ -431,7 +447,7 @@ def write_markdown(path: str, main, scaling, plots: dict | None = None) -> None:
         METHOD,
     ]
     if main:
-        parts.append(_section("Results", *main, relative))
+        parts.append(_section("Results", *main, relative, with_targets=True))
     parts.append("## Scaling\n")
     parts.append(
         "Time against bytes moved (W1, W2) and flops (W3) at a fixed budget, and peak memory, from\n\n"

@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from bench import disk, harness, report, workloads
+from bench import disk, harness, report, targets, workloads
 from bench.cgroup import CgroupUnavailable, create_memory_cgroup
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -281,26 +281,33 @@ def _rates(read: float, write: float) -> dict:
     return dict(dict.fromkeys(keys, 1.0), read_bps=read, write_bps=write)
 
 
-def test_a_workload_is_scored_against_the_disk_of_its_own_minutes():
-    """limit_fraction from the better of the probes just before and after the workload (the final
-    probe after the last one); limit_fraction_run from the best rates of the whole run."""
+def test_a_pass_is_scored_against_the_disk_of_its_own_minutes():
+    """limit_fraction from the better of the probes just before and after the workload's pass
+    (the final probe after the last one); limit_fraction_run from the best rates of the whole run."""
     from bench.__main__ import score_record
 
+    gib = 1 << 30
     limits = dict(
         _rates(4e9, 4e9),  # the run's best (another workload's minutes)
         matmul_flops=1e11,
         workload_probes=[
-            dict(_rates(1e9, 2e9), workload="W1", size_bytes=2 << 30),
-            dict(_rates(2e9, 1e9), workload="W2", size_bytes=2 << 30),
+            dict(_rates(1e9, 2e9), workload="W1", size_bytes=2 * gib, cap_bytes=None),
+            dict(_rates(1.5e9, 1e9), workload="W1", size_bytes=2 * gib, cap_bytes=gib),
+            dict(_rates(1e9, 1e9), workload="W2", size_bytes=2 * gib, cap_bytes=None),
+            dict(_rates(2e9, 1e9), workload="W2", size_bytes=2 * gib, cap_bytes=gib),
         ],
         **{f"{key}_after": value for key, value in _rates(1e9, 4e9).items()},
     )
-    w1 = dict(_record("jask", 4.0), workload="W1")
-    score_record(w1, limits)  # the W1 probe and the W2 probe: read 2e9, write 2e9
-    assert w1["limit_seconds"] == pytest.approx((4 << 30) / 2e9 + (2 << 30) / 2e9)
+    w1 = dict(_record("jask", 4.0), workload="W1", cap_bytes=None)
+    score_record(w1, limits)  # W1's uncapped probe and its capped one: read 1.5e9, write 2e9
+    assert w1["limit_seconds"] == pytest.approx((4 << 30) / 1.5e9 + (2 << 30) / 2e9)
     assert w1["limit_fraction_run"] == pytest.approx(((4 << 30) / 4e9 + (2 << 30) / 4e9) / 4.0)
+    assert w1["limit_bound"] == "disk"
+    w1_capped = dict(_record("jask", 4.0), workload="W1")
+    score_record(w1_capped, limits)  # W1's capped probe and W2's uncapped one
+    assert w1_capped["limit_seconds"] == pytest.approx((4 << 30) / 1.5e9 + (2 << 30) / 1e9)
     w2 = _record("jask", 8.0)
-    score_record(w2, limits)  # the W2 probe and the final one: read 2e9, write 4e9
+    score_record(w2, limits)  # W2's capped probe and the final one: read 2e9, write 4e9
     assert w2["limit_seconds"] == pytest.approx((4 << 30) / 2e9 + (2 << 30) / 4e9)
     report.compare([w2])
     row = next(
@@ -431,3 +438,61 @@ def test_the_first_run_after_a_workloads_probe_is_not_always_the_same_contenders
     firsts = [pass_order(order, 0, w)[0] for w in range(4)]
     assert firsts == ["jask", "jax", "jask", "jax"]
     assert order == ["jask", "numpy", "dask", "jax"]  # not reordered in place
+
+
+def _scored(workload: str, contender: str, seconds, fraction=None, cap=None, **fields) -> dict:
+    record = _record(contender, seconds, workload=workload, cap_bytes=cap)
+    record.update({"limit_fraction": fraction, "limit_bound": "disk", "throughput": None, **fields})
+    return record
+
+
+def test_targets_are_judged_from_a_runs_records():
+    """Each of issue 14's targets met and missed, as a run's records give them."""
+    gib = 1 << 30
+    records = [
+        _scored("W1", "jask", 2.0, 0.95),
+        _scored("W1", "numpy", 2.6, 0.70),  # 1.3x, not at its limit: missed
+        _scored("W1", "dask", 2.1, 0.91),  # behind Jask and at its limit: met
+        _scored("W1", "jax", 0.5, 0.99, note="in memory, load excluded"),  # not a peer
+        _scored("W1", "jask", 3.0, 0.80, cap=gib),  # under 90%: missed
+        _scored("W1", "numpy", None, cap=gib, killed_by_cap=True),  # killed: no peer target
+        _scored("W1", "dask", 1.9, 0.95, cap=gib),  # at its limit and ahead of Jask: missed
+        _scored("W3", "jask", 4.0, 0.70, limit_bound="compute"),  # no disk target
+        _scored("W3", "dask", 6.0, 0.46, limit_bound="compute"),  # 1.5x: met
+        _scored("W5", "jask", None, cap=gib, error="timed out after 30 s"),
+        _scored("W7", "jask", 3.0, 1 / 1.1),
+        _scored("W7", "jask", 3.0, 1 / 1.3, cap=gib),
+        _scored("W6", "jask", 2.0, 0.5, throughput=30e3),
+        _scored("W6", "numpy", 5.0, 0.2, throughput=12e3),  # 2.5x the samples/s: met
+        _scored("W6", "jask", 2.0, 0.5, cap=gib, throughput=30e3),
+        _scored("W6", "numpy", None, cap=gib, error="timed out after 30 s"),
+    ]
+    verdicts = {
+        (v.target.split(",")[0].split(" ")[0], v.workload, v.regime, v.measured): v.met
+        for v in targets.judge(records)
+    }
+
+    def met(kind: str, workload: str, regime: str, measured_start: str = "") -> bool:
+        found = [
+            ok
+            for (k, w, r, m), ok in verdicts.items()
+            if (k, w, r) == (kind, workload, regime) and m.startswith(measured_start)
+        ]
+        assert len(found) == 1, (kind, workload, regime, measured_start, verdicts)
+        return found[0]
+
+    assert met("at", "W1", "uncapped") and not met("at", "W1", "cap 1 GiB")
+    assert not met("ahead", "W1", "uncapped", "NumPy") and met("ahead", "W1", "uncapped", "Dask")
+    assert not met("ahead", "W1", "cap 1 GiB", "Dask")
+    assert not any(
+        m.startswith("NumPy") for k, w, r, m in verdicts if (w, r) == ("W1", "cap 1 GiB")
+    )
+    assert not any(m.startswith("jax") for k, w, r, m in verdicts if w == "W1")
+    assert met("finishes", "W1", "cap 1 GiB") and not met("finishes", "W5", "cap 1 GiB")
+    assert not any(k == "at" for k, w, r, m in verdicts if w in ("W3", "W6", "W7"))
+    assert met("ahead", "W3", "uncapped", "Dask")
+    assert met("within", "W7", "uncapped") and not met("within", "W7", "cap 1 GiB")
+    assert met("2x", "W6", "uncapped") and met("2x", "W6", "cap 1 GiB")
+    text = targets.markdown(targets.judge(records))
+    assert text.startswith(f"{sum(verdicts.values())} of {len(verdicts)} met.")
+    assert "| within 1.2x of its bound | W7 | cap 1 GiB | 1.30x | **no** |" in text
