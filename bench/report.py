@@ -86,7 +86,9 @@ METHOD = f"""\
   finishes every workload; a disk-bound workload (W6 and W7 aside) runs at {AT_LIMIT:.0%} of its limit
   or more; Jask is ahead of every out-of-core peer that finishes, by {PEER_MARGIN}x where the peer is
   under {1 / PEER_MARGIN:.0%} of its own limit (at that or more, {PEER_MARGIN}x its speed would be
-  over the limit: Jask needs only to be ahead); W7 within {W7_BOUND_FACTOR}x of its bound; W6 at
+  over the limit: Jask needs only to be ahead); W7 within {W7_BOUND_FACTOR}x of its bound (the larger of
+  its weights over the disk's rate and its flops over the rate of its own matmuls: the same jitted
+  forward pass in memory, uncapped, where that is slower than the probe's matmul rate); W6 at
   {W6_LOADER_FACTOR:g}x the NumPy loader's samples/s or at its limit.
 - Check: a few numbers from each result (loss, norms of sampled elements) compared with the NumPy
   contender's, relative tolerance {CHECK_RTOL}.
