@@ -30,10 +30,11 @@ RANDOM_DEPTH = 32  # random requests in flight
 RANDOM_SMALL, RANDOM_LARGE = 4 << 10, 64 << 10  # random request sizes: IOPS, and bytes/s of rows
 RANDOM_SECONDS = 1.5  # each random pass on a 1 GiB probe file runs this long (less on smaller ones)
 PROBE_NAME = "disk-probe.bin"
-# The run probes the disk again before each workload (a smaller file, one pass), and scores each
-# workload's records against the better of the probes just before and just after it: the shared
-# disk drifts tens of percent over minutes, so a rate measured a quarter of an hour away is not
-# the limit a run had. The best rate of the whole run gives a second, stricter fraction.
+# The run probes the disk again before each workload's pass in each regime (a smaller file, one
+# pass), and scores the pass's records against the better of the probes just before and just
+# after it: the shared disk drifts tens of percent over minutes, so a rate measured a quarter of
+# an hour (or one workload) away is not the limit a run had. The best rate of the whole run gives
+# a second, stricter fraction.
 WORKLOAD_PROBE_BYTES = 256 << 20
 _SPAN = max(r * d for r, d in DIRECT + BUFFERED + [WRITE])
 

@@ -357,7 +357,7 @@ def _disk_lines(lim: dict) -> str:
     lines = (
         f"- Disk, {lim.get('probe_text', '')}, on a {lim['probe_bytes'] / MIB:g} MiB file; best of "
         f"every probe of the run (before and after the workloads in brackets; the probes before "
-        f"each workload are in results.meta.json): read {both('read_bps')} = the better "
+        f"each workload's passes are in results.meta.json): read {both('read_bps')} = the better "
         f"of direct {both('read_direct_bps')} and buffered {both('read_buffered_bps')}; write "
         f"{both('write_bps')}; random 4 KiB reads {both('random_read_iops', iops)}, random 64 KiB "
         f"reads {both('random_read_bps')}"
