@@ -45,7 +45,7 @@ test-cpp:
 # gathers, elementwise programs cut between threads, slabs, update_ and
 # its journal, the budget's turns).
 SANITIZE_BUILD := -DJASK_BUILD_PYTHON=OFF -DJASK_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O1
-TSAN_TESTS := Pipeline*:Stats*:FileIo*:IoRuns*:Gather*:ScatterAdd*:Programs*:Readahead*:Hyperslab*:Update*:MemoryBudget*:Journal*
+TSAN_TESTS := Concurrency*:Pipeline*:Stats*:FileIo*:IoRuns*:Gather*:ScatterAdd*:Programs*:Readahead*:Hyperslab*:Update*:MemoryBudget*:Journal*
 test-sanitize:
 	./scripts/ensure-gtest.sh
 	cmake -S . -B build/asan $(SANITIZE_BUILD) -DJASK_SANITIZE=address,undefined >/dev/null

@@ -9,4 +9,9 @@ namespace jask {
 // the calling thread) and rethrows the first exception once all are done.
 void run_concurrently(size_t n, const std::function<void(size_t)>& fn);
 
+// memcpy of n bytes, cut between the cores where n is large: for a copy the
+// caller waits for with nothing else to run, one thread leaves memory
+// bandwidth unused.
+void copy_on_all_cores(void* dst, const void* src, size_t n);
+
 }  // namespace jask

@@ -3,7 +3,6 @@
 #include <pthread.h>
 
 #include <algorithm>
-#include <cstring>
 #include <deque>
 #include <exception>
 #include <memory>
@@ -11,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/concurrency.hpp"
 #include "base/errors.hpp"
 #include "base/memory_budget.hpp"
 #include "io/file.hpp"
@@ -156,7 +156,9 @@ class Readahead {
         release_all();
         return false;
       }
-      std::memcpy(dst + (p.offset - offset), p.buffer.data() + p.shift, p.bytes);
+      // The caller waits for this copy with nothing else to run (XLA's program
+      // is inside this call): every core takes a share.
+      copy_on_all_cores(dst + (p.offset - offset), p.buffer.data() + p.shift, p.bytes);
       // The loop's next part takes this buffer, already mapped and faulted in,
       // and its share of the budget.
       spare_.push_back(Spare{std::move(p.buffer), p.reserved});
