@@ -1,7 +1,8 @@
 """Issue 14's targets, judged from one run's scored records.
 
 Each target is checked per workload and regime (uncapped, each cap):
-- under a cap, Jask finishes every workload;
+- under a cap, Jask finishes every workload (a Jask run without a time is a missed target in
+  either regime: nothing else of it can be judged);
 - a workload bound by the disk (its limit is bytes over the disk's rates, not flops) runs at 90%
   of its limit or more (W6 and W7 have targets of their own below);
 - Jask is ahead of every out-of-core peer that finishes, by 1.5x or more where the peer is not
@@ -48,11 +49,9 @@ def judge(records: list[dict]) -> list[Verdict]:
         if jask is None:
             continue
         regime = _regime(cap)
-        if jask["seconds"] is None:
-            if cap:
-                verdicts.append(
-                    Verdict("finishes under the cap", workload, regime, _failure(jask), False)
-                )
+        if jask["seconds"] is None:  # uncapped too: no other target can be judged then
+            finishes = "finishes under the cap" if cap else "finishes"
+            verdicts.append(Verdict(finishes, workload, regime, _failure(jask), False))
             continue
         if cap:
             verdicts.append(
@@ -148,9 +147,9 @@ def _w7_target(regime: str, jask: dict, in_memory: dict | None) -> Verdict:
 def _w6_target(regime: str, jask: dict, numpy: dict | None) -> Verdict:
     fraction = jask.get("limit_fraction") or 0.0
     target = f"{W6_LOADER_FACTOR:g}x the NumPy loader's samples/s, or at its limit"
-    if numpy is None:
+    if numpy is None or (numpy["error"] or "").startswith("not run"):
         return Verdict(target, "W6", regime, f"{fraction:.0%} of its limit", fraction >= AT_LIMIT)
-    if numpy["seconds"] is None:
+    if numpy["seconds"] is None:  # killed by the cap or timed out: slower than any Jask time
         return Verdict(target, "W6", regime, f"NumPy loader {_failure(numpy)}", True)
     speedup = jask["throughput"] / numpy["throughput"]
     met = speedup >= W6_LOADER_FACTOR or fraction >= AT_LIMIT

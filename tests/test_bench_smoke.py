@@ -460,6 +460,7 @@ def test_targets_are_judged_from_a_runs_records():
         _scored("W3", "jask", 4.0, 0.70, limit_bound="compute"),  # no disk target
         _scored("W3", "dask", 6.0, 0.46, limit_bound="compute"),  # 1.5x: met
         _scored("W5", "jask", None, cap=gib, error="timed out after 30 s"),
+        _scored("W8d", "jask", None, error="not run: the 20-minute budget is spent"),
         _scored("W7", "jask", 3.0, 2.0 / 3.0, limit_seconds=2.0),  # 1.5x the disk's bound
         _scored("W7", "jask", 3.3, 2.0 / 3.3, cap=gib, limit_seconds=2.0),
         # the same forward pass in memory: the compute bound of both regimes' passes
@@ -492,6 +493,7 @@ def test_targets_are_judged_from_a_runs_records():
     )
     assert not any(m.startswith("jax") for k, w, r, m in verdicts if w == "W1")
     assert met("finishes", "W1", "cap 1 GiB") and not met("finishes", "W5", "cap 1 GiB")
+    assert not met("finishes", "W8d", "uncapped")
     assert not any(k == "at" for k, w, r, m in verdicts if w in ("W3", "W6", "W7"))
     assert met("ahead", "W3", "uncapped", "Dask")
     assert met("within", "W7", "uncapped", "1.15x of the forward pass in memory (2.60 s)")
@@ -506,6 +508,14 @@ def test_targets_are_judged_from_a_runs_records():
     )
     assert not w7.met and w7.measured.startswith("1.25x of the disk's")
     assert met("2x", "W6", "uncapped") and met("2x", "W6", "cap 1 GiB")
+    # a loader the run's time budget left out is no comparison: Jask's own limit decides
+    (w6,) = targets.judge(
+        [
+            _scored("W6", "jask", 2.0, 0.5, throughput=30e3),
+            _scored("W6", "numpy", None, error="not run: the 20-minute budget is spent"),
+        ]
+    )
+    assert not w6.met and w6.measured == "50% of its limit"
     text = targets.markdown(targets.judge(records))
     assert text.startswith(f"{sum(verdicts.values())} of {len(verdicts)} met.")
     assert "| within 1.2x of its bound | W7 | cap 1 GiB | 1.27x of the forward pass" in text
