@@ -38,6 +38,7 @@ constexpr size_t kBytesPerCopyThread = 4 << 20;
 }  // namespace
 
 void copy_on_all_cores(void* dst, const void* src, size_t n) {
+  if (n == 0) return;  // dst and src may be null then, which memcpy does not allow
   const size_t cores = std::max(1u, std::thread::hardware_concurrency());
   const size_t parts = std::clamp<size_t>(n / kBytesPerCopyThread, 1, cores);
   // Cuts at multiples of 64 bytes, so no two threads write one cache line.
