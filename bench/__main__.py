@@ -363,8 +363,9 @@ def run_workloads(args: argparse.Namespace, clock: Clock) -> tuple[list[dict], d
                 runs.setdefault((cap, contender), []).append(r)
                 if r["seconds"] is not None and contender not in IN_MEMORY:
                     fastest = min(fastest or r["seconds"], r["seconds"])
-                regime = f"cap {harness.size_text(cap)}" if cap else "uncapped"
-                print(f"  {name} {regime:13} {CONTENDERS[contender]:24} {_outcome(r)}")
+                print(
+                    f"  {name} {harness.regime_text(cap):13} {CONTENDERS[contender]:24} {_outcome(r)}"
+                )
         if with_timeline:
             timeline = record_timeline(args, name, size, clock.timeout(0, len(steps) - index - 1))
         for cap in args.caps:
@@ -388,8 +389,7 @@ def probe_disk(args: argparse.Namespace, workload: str, size: int, cap: int | No
     probe = disk.bandwidth(args.data, disk.WORKLOAD_PROBE_BYTES, passes=1)
     probe.update(workload=workload, size_bytes=size, cap_bytes=cap)
     args.probes.append(probe)
-    regime = f"cap {harness.size_text(cap)}" if cap else "uncapped"
-    print(f"  {workload} {regime:13} disk now: {_disk_text(probe)}")
+    print(f"  {workload} {harness.regime_text(cap):13} disk now: {_disk_text(probe)}")
 
 
 def record_timeline(args, name: str, size: int, timeout: float | None) -> dict:

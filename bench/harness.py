@@ -79,6 +79,11 @@ def size_text(nbytes: int) -> str:
     return f"{nbytes / GIB:g} GiB" if nbytes >= GIB else f"{nbytes / MIB:g} MiB"
 
 
+def regime_text(cap: int | None) -> str:
+    """A regime's name in reports: "uncapped", or "cap 1 GiB"."""
+    return f"cap {size_text(cap)}" if cap else "uncapped"
+
+
 # Under --minutes (bench/__main__.py), no contender's timed part gets more than PEER_FACTOR times
 # the fastest finished out-of-core run of the workload (at least PEER_MIN_SECONDS): one thrashing
 # peer (Dask's gathers under the cap took 158 s where Jask took 2) would leave the later workloads

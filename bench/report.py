@@ -7,7 +7,7 @@ import math
 import os
 
 from . import disk, targets
-from .harness import CAP_RATIO, PEER_FACTOR, PEER_MIN_SECONDS, size_text, small_data
+from .harness import CAP_RATIO, PEER_FACTOR, PEER_MIN_SECONDS, regime_text, size_text, small_data
 from .targets import AT_LIMIT, PEER_MARGIN, W6_LOADER_FACTOR, W7_BOUND_FACTOR
 from .workloads import CONTENDERS, GIB, MIB, WORKLOADS, arrays
 
@@ -198,10 +198,6 @@ def regimes(records: list[dict]) -> list[tuple[int | None, list[dict]]]:
     return [(c, [r for r in records if r.get("cap_bytes") == c]) for c in caps]
 
 
-def _regime(r: dict) -> str:
-    return f"cap {size_text(r['cap_bytes'])}" if r.get("cap_bytes") else "uncapped"
-
-
 def regime_title(cap: int | None) -> str:
     return f"Under a {size_text(cap)} memory cap" if cap else "Uncapped"
 
@@ -254,7 +250,7 @@ def profile_table(records: list[dict]) -> str:
         wall = r.get("measured_run_seconds") or r["seconds"]
         lines.append(
             f"| {r['workload']} | {r['size_bytes'] / GIB:g} GiB "
-            f"| {_regime(r)} "
+            f"| {regime_text(r.get('cap_bytes'))} "
             f"| {wall:.2f} | {stages['span']:.2f} | "
             f"{stages['read']:.2f} | {stages['compute']:.2f} | {stages['write']:.2f} |"
         )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .harness import regime_text
 from .workloads import IN_MEMORY
 
 AT_LIMIT = 0.9  # a fraction of the limit that counts as at the limit
@@ -48,7 +49,7 @@ def judge(records: list[dict]) -> list[Verdict]:
         jask = group.get("jask")
         if jask is None:
             continue
-        regime = _regime(cap)
+        regime = regime_text(cap)
         if jask["seconds"] is None:  # uncapped too: no other target can be judged then
             finishes = "finishes under the cap" if cap else "finishes"
             verdicts.append(Verdict(finishes, workload, regime, _failure(jask), False))
@@ -75,10 +76,6 @@ def _groups(records: list[dict]) -> dict[tuple, dict[str, dict]]:
         key = (r["workload"], r["size_bytes"], r.get("cap_bytes"))
         groups.setdefault(key, {})[r["contender"]] = r
     return groups
-
-
-def _regime(cap: int | None) -> str:
-    return f"cap {cap / 2**30:g} GiB" if cap else "uncapped"
 
 
 def _failure(r: dict) -> str:
