@@ -155,6 +155,11 @@ TEST_F(Stats, ProgressIsReadWhileCallsRun) {
 // engine's fork handlers, glibc's condition variable blocked a child's call
 // for good). Before ReleasedWaitersReturnAtOnce: waits must still wait.
 TEST_F(Stats, AForkedChildsCallsNeverWaitForItsParentsWaiter) {
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer ends a child of a multi-threaded fork that starts a thread
+  // (die_after_fork), and this test needs both; the other builds run it.
+  GTEST_SKIP() << "ThreadSanitizer does not support threads in a multi-threaded fork's child";
+#endif
   std::atomic<bool> stop{false};
   std::thread parent_waiter([&] {
     while (!stop) wait_for_call(0.2);
