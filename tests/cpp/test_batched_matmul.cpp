@@ -9,6 +9,7 @@
 
 #include "base/errors.hpp"
 #include "exec/pipeline.hpp"
+#include "exec/stats.hpp"
 #include "kernels/batched_matmul.hpp"
 #include "kernels/ops.hpp"
 #include "plan/planner.hpp"
@@ -183,6 +184,40 @@ TEST(BatchedMatmul, AStripPlanMatchesTheReference) {
   }
   check_batched(DType::f32, {{M, K}, {N, K}, false, true, {M, N}});
   check_batched(DType::f32, {{K, M}, {K, N}, true, false, {M, N}});
+}
+
+// A strip plan reads B's K tile k + 1 with the last row tile of K tile k, not
+// with the first of k + 1 (whose read with it outlasted a gemm): the first
+// task's read is A's tile and B's first K tile, the first task of K tile 1
+// reads A's tile alone, and the last row tile of K tile 0 reads B's next tile.
+TEST(BatchedMatmul, AStripPlanReadsTheNextTileOfBWithTheLastRowTile) {
+  ScratchDir scratch;
+  BudgetGuard budget(4 << 20);
+  const int64_t M = 61, K = 100003, N = 3;
+  const MatmulTiles strip = plan_matmul("mm", M, K, N, 4, 1, /*a_rows_along_k=*/true);
+  const int64_t ni = (M + strip.mb - 1) / strip.mb, nk = (K + strip.kb - 1) / strip.kb;
+  ASSERT_GE(ni, 2);
+  ASSERT_GE(nk, 3);  // K tiles 0 and 1 are whole
+  const int32_t a = make_array(DType::f32, {M, K}, test_values(M * K, 1, 3));
+  const int32_t b = make_array(DType::f32, {K, N}, test_values(K * N, 2, 3));
+  set_timeline(true);
+  {
+    CallStats call("mm_strip");
+    matmul_arrays(a, b, false, false);
+  }
+  set_timeline(false);
+  std::vector<uint64_t> reads;  // one per task, in task order (K tile, row tile)
+  for (const StageEvent& e : timeline_events()) {
+    if (e.op == "mm_strip" && e.stage == Stage::kRead) reads.push_back(e.bytes);
+  }
+  ASSERT_EQ(reads.size(), static_cast<size_t>(ni * nk));
+  const uint64_t b_tile = static_cast<uint64_t>(strip.kb * N * 4);
+  // A's row tile 0 of K tiles 0 and 1 is the same bytes (runs at the same page offsets).
+  EXPECT_EQ(reads[0] - reads[ni], b_tile);
+  // So is A's last row tile of K tiles 0 and nk - 2, read with B's next tile: K tile 1,
+  // whole, and K tile nk - 1, the ragged last.
+  const uint64_t b_last = static_cast<uint64_t>((K - (nk - 1) * strip.kb) * N * 4);
+  EXPECT_EQ(reads[ni - 1] - reads[(nk - 1) * ni - 1], b_tile - b_last);
 }
 
 TEST(BatchedMatmul, RejectsBatchesThatDoNotBroadcastNamingTheShapes) {
