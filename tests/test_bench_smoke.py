@@ -175,6 +175,41 @@ def test_disk_probe_on_a_small_file(tmp_path):
         assert os.listdir(tmp_path) == []
 
 
+def test_the_probes_buffer_starts_on_a_huge_page_and_asks_for_huge_pages():
+    """The probe reads into memory as Jask's engine does (a direct read into small pages reaches
+    the disk in smaller requests): aligned to a huge page and madvised for them."""
+    huge = disk.huge_page_bytes()
+    assert huge >= 4096 and huge & (huge - 1) == 0
+    with disk.io_buffer(3 * huge + 4096) as view:
+        assert len(view) == 3 * huge + 4096 and not view.readonly
+        array = np.frombuffer(view, np.uint8)
+        assert array.ctypes.data % huge == 0
+        view[:] = b"\x07" * len(view)
+        assert int(array.sum()) == 7 * len(view)
+        del array
+        try:
+            with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+                has_thp = "[never]" not in f.read()
+        except OSError:
+            has_thp = False
+        if has_thp:
+            assert " hg" in _vm_flags(np.frombuffer(view, np.uint8).ctypes.data)
+
+
+def _vm_flags(address: int) -> str:
+    """The VmFlags line of the mapping of this process holding `address`."""
+    inside = False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split(" ", 1)[0]
+            if "-" in head and ":" not in head:
+                low, high = (int(x, 16) for x in head.split("-"))
+                inside = low <= address < high
+            elif inside and line.startswith("VmFlags:"):
+                return line
+    return ""
+
+
 def _record(contender: str, seconds, **fields) -> dict:
     record = {
         "workload": "W2",

@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -458,6 +461,46 @@ TEST(FileIo, AutoTimesWholePhasesOfReadsOneWayAtATime) {
   for (int r = 4; r < 8; ++r)
     EXPECT_EQ(read_once(), (std::pair<uint64_t, uint64_t>{0, n})) << "read " << r;
   EXPECT_EQ(read_once().first, n) << "third phase: direct again";
+}
+
+// A buffer of a huge page or more starts at a multiple of one and is marked
+// for transparent huge pages (VmFlags "hg" in /proc/self/smaps), so direct
+// reads into it reach the disk in the device's largest requests; a smaller
+// one is page-aligned only. Both count their page-rounded bytes.
+TEST(AlignedBuffers, FromAHugePageUpAreAlignedToOneAndAskForHugePages) {
+  const size_t huge = huge_page_bytes();
+  ASSERT_GE(huge, kIoAlignment);
+  ASSERT_EQ(huge & (huge - 1), 0u);
+  const int64_t before = buffer_bytes();
+  {
+    AlignedBuffer big(3 * huge + 100), small(huge / 2 + 1);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(big.data()) % huge, 0u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(small.data()) % kIoAlignment, 0u);
+    EXPECT_EQ(buffer_bytes() - before,
+              static_cast<int64_t>(3 * huge + kIoAlignment + huge / 2 + kIoAlignment));
+    std::memset(big.data(), 7, big.size());  // every byte of it is ours
+    EXPECT_EQ(big.data()[big.size() - 1], std::byte{7});
+    std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+    std::string modes((std::istreambuf_iterator<char>(thp)), std::istreambuf_iterator<char>());
+    if (modes.empty() || modes.find("[never]") != std::string::npos) {
+      GTEST_SKIP() << "this kernel has no transparent huge pages";
+    }
+    // The VmFlags of the mapping holding big, and of the one holding small.
+    auto flags_at = [](const void* p) {
+      std::ifstream smaps("/proc/self/smaps");
+      const auto at = reinterpret_cast<uintptr_t>(p);
+      bool inside = false;
+      for (std::string line; std::getline(smaps, line);) {
+        uintptr_t lo = 0, hi = 0;
+        if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2) inside = lo <= at && at < hi;
+        if (inside && line.rfind("VmFlags:", 0) == 0) return line + " ";
+      }
+      return std::string();
+    };
+    EXPECT_NE(flags_at(big.data()).find(" hg "), std::string::npos) << flags_at(big.data());
+    EXPECT_EQ(flags_at(small.data()).find(" hg "), std::string::npos) << flags_at(small.data());
+  }
+  EXPECT_EQ(buffer_bytes(), before);
 }
 
 }  // namespace

@@ -188,11 +188,50 @@ int64_t buffer_bytes() { return g_buffer_bytes; }
 int64_t peak_buffer_bytes() { return g_peak_buffer_bytes; }
 void reset_peak_buffer_bytes() { g_peak_buffer_bytes = g_buffer_bytes.load(); }
 
+size_t huge_page_bytes() {
+  static const size_t bytes = [] {
+    std::ifstream in("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size");
+    size_t n = 0;
+    return in >> n && n >= kIoAlignment && (n & (n - 1)) == 0 ? n : size_t{2} << 20;
+  }();
+  return bytes;
+}
+
+namespace {
+
+// `bytes` of anonymous memory; from a huge page up, aligned to one and
+// marked for transparent huge pages (MADV_HUGEPAGE; a kernel without them
+// refuses it, and the pages stay small). The device takes a bounded number
+// of memory segments per request: a direct read into 4 KiB pages reached
+// this machine's virtio disk as 512 KiB requests, into huge pages as 4 MiB
+// ones (its max_sectors_kb), 2.1-2.5 GB/s against 1.4 GB/s from one file,
+// and a capped W7 ran 1.41-1.61x faster.
+void* map_pages(size_t bytes) {
+  const int prot = PROT_READ | PROT_WRITE, flags = MAP_PRIVATE | MAP_ANONYMOUS;
+  const size_t huge = huge_page_bytes();
+  if (bytes < huge) {
+    void* p = ::mmap(nullptr, bytes, prot, flags, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+  }
+  void* raw = ::mmap(nullptr, bytes + huge, prot, flags, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (start + huge - 1) / huge * huge;
+  if (aligned > start) ::munmap(raw, aligned - start);
+  const size_t tail = huge - (aligned - start);
+  if (tail > 0) ::munmap(reinterpret_cast<void*>(aligned + bytes), tail);
+  auto* p = reinterpret_cast<void*>(aligned);
+  ::madvise(p, bytes, MADV_HUGEPAGE);
+  return p;
+}
+
+}  // namespace
+
 AlignedBuffer::AlignedBuffer(size_t bytes) : size_(bytes) {
   if (bytes == 0) return;
   size_t rounded = (bytes + kIoAlignment - 1) / kIoAlignment * kIoAlignment;
-  void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) throw std::bad_alloc();
+  void* p = map_pages(rounded);
+  if (p == nullptr) throw std::bad_alloc();
   ptr_ = std::unique_ptr<std::byte, Unmap>(static_cast<std::byte*>(p), Unmap{rounded});
   int64_t now = g_buffer_bytes += static_cast<int64_t>(rounded);
   int64_t peak = g_peak_buffer_bytes;

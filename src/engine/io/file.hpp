@@ -107,9 +107,16 @@ int64_t buffer_bytes();
 int64_t peak_buffer_bytes();
 void reset_peak_buffer_bytes();
 
+// The kernel's transparent huge page (hpage_pmd_size; 2 MiB where it does
+// not say).
+size_t huge_page_bytes();
+
 // Buffer aligned for O_DIRECT; owns its memory. Mapped directly from the
 // kernel and unmapped on destruction, so block memory goes back to the
-// system after each op (malloc's arenas would keep it).
+// system after each op (malloc's arenas would keep it). One of a huge page or
+// more starts at a multiple of huge_page_bytes() and asks for transparent huge
+// pages, so a direct read into it goes to the disk in the largest requests
+// the device takes (io/file.cpp's map_pages).
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;
