@@ -463,6 +463,33 @@ TEST(FileIo, AutoTimesWholePhasesOfReadsOneWayAtATime) {
   EXPECT_EQ(read_once().first, n) << "third phase: direct again";
 }
 
+// Reads of several operands run at once, so a read of one way may end in the
+// next phase, of the other way: it counts to neither, and kAuto settles only
+// once each way has kCalibrationTotal bytes of closed phases, whose wall
+// times it has (counted to its way, such a read let buffered reach the total
+// inside a phase whose time was not yet added, and measured twice the disk).
+TEST(FileIo, AutoSettlesOnWholePhasesAndAReadEndingInTheOtherWaysPhaseCountsToNeither) {
+  ReadCalibration calibration(ReadMode::kAuto);
+  const size_t phase = static_cast<size_t>(ReadCalibration::kCalibrationTotal / 2);
+  auto begin_two = [&](bool direct) {
+    ASSERT_EQ(calibration.begin_read(), direct);
+    ASSERT_EQ(calibration.begin_read(), direct);
+  };
+  begin_two(true);
+  calibration.end_read(true, true, phase);  // closes the first direct phase
+  calibration.end_read(true, true, phase);  // ends in the buffered phase
+  begin_two(false);
+  calibration.end_read(false, true, phase);  // closes the first buffered phase
+  calibration.end_read(false, true, phase);  // ends in the direct phase
+  EXPECT_EQ(calibration.mode(), ReadMode::kAuto);
+  ASSERT_TRUE(calibration.begin_read());
+  calibration.end_read(true, true, phase);  // direct: two whole phases
+  EXPECT_EQ(calibration.mode(), ReadMode::kAuto) << "buffered has one whole phase";
+  ASSERT_FALSE(calibration.begin_read());
+  calibration.end_read(false, true, phase);  // buffered: two whole phases
+  EXPECT_NE(calibration.mode(), ReadMode::kAuto);
+}
+
 // A buffer of a huge page or more starts at a multiple of one and is marked
 // for transparent huge pages (VmFlags "hg" in /proc/self/smaps), so direct
 // reads into it reach the disk in the device's largest requests; a smaller
