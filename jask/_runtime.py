@@ -106,11 +106,11 @@ def set_io_mode(mode: str) -> None:
     faster on some virtual disks), or
     "auto" (the default: reads of 8 MiB or more run in phases of 128 MiB, all of a phase one way,
     direct and buffered in turn, until each way has read 256 MiB; then the way that moved more
-    bytes per second of its phases' wall time is kept for the process (under a memory cgroup
-    limit, a buffered phase is measured only once the page cache has filled the room the cgroup
-    leaves, up to 2 GiB of reads, so it includes the reclaim later reads pay); smaller reads go direct
-    meanwhile, and a matmul's short column-panel reads stay direct once "auto" has settled on
-    buffered: readahead around them would read the file about twice).
+    bytes per second of its phases' wall time is kept for the process. Under a memory cgroup
+    limit "auto" reads direct, unmeasured: buffered reads there fill the limit with page cache and
+    pay its reclaim. Smaller reads go direct meanwhile, and a matmul's short column-panel reads
+    stay direct once "auto" has settled on buffered: readahead around them would read the file
+    about twice).
 
     >>> import jask
     >>> jask.set_io_mode("auto")

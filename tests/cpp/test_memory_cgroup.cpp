@@ -1,5 +1,5 @@
 // The room a memory cgroup leaves the page cache, and kAuto's calibration
-// measuring buffered reads only once that room is used up.
+// reading direct, unmeasured, wherever there is a limit.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -79,29 +79,34 @@ int phases_until_settled(ReadCalibration& calibration, int phases) {
   return calibration.mode() == ReadMode::kAuto ? -1 : phases;
 }
 
-TEST(MemoryCgroup, BufferedPhasesWarmWhileTheCgroupHasRoomThenMeasure) {
+TEST(MemoryCgroup, UnderALimitAutoReadsDirectUnmeasuredAndWithoutOneMeasuresBothWays) {
   // Without a limit: direct, buffered, direct, buffered, settled.
   g_room = -1;
   ReadCalibration unlimited(ReadMode::kAuto, room);
   EXPECT_EQ(phases_until_settled(unlimited, 10), 4);
-
-  // Room for more than a phase: buffered phases only warm, and nothing settles.
-  g_room = int64_t{1} << 30;
-  ReadCalibration capped(ReadMode::kAuto, room);
-  EXPECT_EQ(phases_until_settled(capped, 4), -1);
-  EXPECT_EQ(capped.mode(), ReadMode::kAuto);
-  // The room used up: buffered, direct, buffered are measured, and it settles.
-  g_room = 16 << 20;
-  EXPECT_EQ(phases_until_settled(capped, 8), 3);
-  EXPECT_NE(capped.mode(), ReadMode::kAuto);
-
-  // Room that never fills: warming stops after kMaxWarmupBytes.
-  g_room = int64_t{1} << 40;
-  ReadCalibration roomy(ReadMode::kAuto, room);
-  const int warm =
-      static_cast<int>(ReadCalibration::kMaxWarmupBytes / (ReadCalibration::kCalibrationTotal / 2));
-  // direct, `warm` warming phases in a row, then buffered, direct, buffered measured
-  EXPECT_EQ(phases_until_settled(roomy, 100), 1 + warm + 3);
+  // Under a limit, with room or none: direct from the first read on.
+  for (int64_t left : {int64_t{1} << 30, int64_t{0}}) {
+    g_room = left;
+    ReadCalibration capped(ReadMode::kAuto, room);
+    EXPECT_EQ(capped.mode(), ReadMode::kAuto) << "nothing read yet";
+    EXPECT_TRUE(capped.begin_read());
+    EXPECT_EQ(capped.mode(), ReadMode::kDirect) << left;
+    capped.end_read(true, true, 8 << 20);
+    EXPECT_FALSE(capped.buffered_by_request());
+    capped.reset(ReadMode::kBuffered);  // asked for: kept under a limit too
+    capped.end_read(capped.begin_read(), true, 8 << 20);
+    EXPECT_EQ(capped.mode(), ReadMode::kBuffered);
+  }
+  // A limit that appears after the first read is not looked for again until reset().
+  g_room = -1;
+  ReadCalibration later(ReadMode::kAuto, room);
+  later.end_read(later.begin_read(), true, 8 << 20);
+  g_room = 0;
+  later.end_read(later.begin_read(), true, 8 << 20);
+  EXPECT_EQ(later.mode(), ReadMode::kAuto);
+  later.reset(ReadMode::kAuto);
+  later.end_read(later.begin_read(), true, 8 << 20);
+  EXPECT_EQ(later.mode(), ReadMode::kDirect);
 }
 
 }  // namespace

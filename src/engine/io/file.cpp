@@ -120,8 +120,7 @@ void ReadCalibration::reset(ReadMode mode) {
   phase_direct_ = true;
   phase_bytes_ = 0;
   phase_started_ = false;
-  warming_ = false;
-  warmup_bytes_ = 0;
+  limit_checked_ = false;
   bytes_[0] = bytes_[1] = busy_seconds_[0] = busy_seconds_[1] = 0;
   mode_ = static_cast<int>(mode);
   buffered_by_request_ = mode == ReadMode::kBuffered;
@@ -129,13 +128,14 @@ void ReadCalibration::reset(ReadMode mode) {
 
 bool ReadCalibration::begin_read() {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!limit_checked_) {
+    limit_checked_ = true;
+    int expected = static_cast<int>(ReadMode::kAuto);
+    if (headroom_ != nullptr && headroom_() >= 0)  // under a memory limit: direct, unmeasured
+      mode_.compare_exchange_strong(expected, static_cast<int>(ReadMode::kDirect));
+  }
   if (!phase_started_) {
     phase_started_ = true;
-    if (!phase_direct_) {
-      const int64_t room =
-          headroom_ != nullptr && warmup_bytes_ < kMaxWarmupBytes ? headroom_() : -1;
-      warming_ = room > static_cast<int64_t>(kPhaseBytes);
-    }
     busy_since_ = Clock::now();
   }
   ++in_flight_;
@@ -155,16 +155,6 @@ void ReadCalibration::end_read(bool direct, bool ok, size_t n) {
   if (!ok) {
     if (mode_.compare_exchange_strong(expected, static_cast<int>(ReadMode::kBuffered)))
       buffered_by_request_ = true;  // direct reads cannot be had
-    return;
-  }
-  if (warming_ && !direct) {
-    // Not measured: the cache still grows into the cgroup's room for free.
-    warmup_bytes_ += static_cast<double>(n);
-    phase_bytes_ += static_cast<double>(n);
-    if (phase_bytes_ >= kPhaseBytes) {  // the next buffered phase asks for the room again
-      warming_ = phase_started_ = false;
-      phase_bytes_ = 0;
-    }
     return;
   }
   // A read of the other way ending in this phase (it started in the last

@@ -25,11 +25,11 @@ enum class ReadMode { kAuto, kDirect, kBuffered };
 // kCalibrationBytes or more run in phases, all of a phase one way (direct,
 // buffered, direct, ...), until each way has read kCalibrationTotal bytes;
 // then mode() becomes the way with more bytes per second of its phases' wall time.
-// Under a memory cgroup limit, a buffered phase that starts while the cgroup
-// could still take a whole phase of page cache without reclaiming (`headroom`,
-// io/memory_cgroup.hpp) only warms: its reads go buffered, uncounted, until
-// the cache has filled the room (at most kMaxWarmupBytes in all), so the
-// measured phases pay the reclaim every later buffered read pays.
+// Under a memory cgroup limit (`headroom`, io/memory_cgroup.hpp) kAuto
+// settles on kDirect at its first read, unmeasured: buffered reads there fill
+// the limit with page cache and pay its reclaim, and a fair measurement of
+// them had to fill it first (up to 2 GiB read buffered: W1, W2 and W5 capped
+// 5-30% slower than direct throughout, once direct reads went to huge pages).
 // Thread-safe.
 class ReadCalibration {
  public:
@@ -57,7 +57,6 @@ class ReadCalibration {
 
   static constexpr size_t kCalibrationBytes = 8 << 20;
   static constexpr double kCalibrationTotal = 256.0 * (1 << 20);
-  static constexpr double kMaxWarmupBytes = 2.0 * (1 << 30);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -71,8 +70,7 @@ class ReadCalibration {
   int in_flight_ = 0;
   bool phase_started_ = false;  // busy_since_ is this phase's first read's start
   HeadroomFn headroom_;
-  bool warming_ = false;     // this buffered phase fills the cgroup's room, uncounted
-  double warmup_bytes_ = 0;  // bytes of all warming phases since reset()
+  bool limit_checked_ = false;  // whether the first read since reset() looked for a limit
   Clock::time_point busy_since_;
   double bytes_[2] = {0, 0}, busy_seconds_[2] = {0, 0};  // [buffered, direct]
 };

@@ -1,8 +1,7 @@
 // How many more bytes this process's memory cgroup can charge before it hits
 // its limit and the kernel reclaims within it: what a buffered read's page
-// cache may still grow into for free. The calibration of kAuto reads
-// (io/file.hpp) measures buffered reads only once that room is used up, so the
-// reclaim every later buffered read pays is in the measurement.
+// cache may still grow into for free. kAuto reads (io/file.hpp) go direct,
+// unmeasured, wherever there is a limit.
 #pragma once
 #include <cstdint>
 #include <string>
