@@ -255,8 +255,9 @@ def final_limits(data_dir: str, limits: dict, records: list[dict]) -> None:
 
 
 def adjacent_limits(limits: dict, workload: str, size: int, cap: int | None) -> dict:
-    """`limits` with the disk's rates taken from the probes just before and just after the
-    workload's pass under `cap` (the better of the two; after the last pass, the final probe)."""
+    """`limits` with the disk's rates and the matmul rate taken from the probes just before and
+    just after the workload's pass under `cap` (the better of the two; after the last pass, the
+    final disk probe, and the last matmul probe alone)."""
     probes = limits.get("workload_probes") or []
     key = (workload, size, cap)
     index = next(
@@ -273,6 +274,9 @@ def adjacent_limits(limits: dict, workload: str, size: int, cap: int | None) -> 
     for key in LIMIT_KEYS:
         following = probes[index + 1][key] if index + 1 < len(probes) else limits[f"{key}_after"]
         near[key] = max(probes[index][key], following)
+    matmul = [p["matmul_flops"] for p in probes[index : index + 2] if "matmul_flops" in p]
+    if matmul:
+        near["matmul_flops"] = max(matmul)
     return near
 
 
@@ -341,7 +345,7 @@ def run_workloads(args: argparse.Namespace, clock: Clock) -> tuple[list[dict], d
         fastest = None
         for k, (cap, order) in enumerate(rounds):
             if k == 0 or cap != rounds[k - 1][0]:
-                probe_disk(args, name, size, cap)
+                probe_pass(args, name, size, cap)
             for contender in pass_order(order, k, index):
                 runs_left -= 1
                 seconds = clock.timeout(runs_left, len(steps) - index - 1)
@@ -382,14 +386,24 @@ def run_workloads(args: argparse.Namespace, clock: Clock) -> tuple[list[dict], d
     return records, timeline
 
 
-def probe_disk(args: argparse.Namespace, workload: str, size: int, cap: int | None) -> None:
-    """The disk of the minutes of a workload's pass under `cap` (None: uncapped), probed before
-    it (see disk.WORKLOAD_PROBE_BYTES): the pass's records are scored against this probe and the
-    next one (`adjacent_limits`)."""
+def probe_pass(args: argparse.Namespace, workload: str, size: int, cap: int | None) -> None:
+    """The disk and the CPU of the minutes of a workload's pass under `cap` (None: uncapped),
+    probed before it (see disk.WORKLOAD_PROBE_BYTES; NumPy's square matmul, best of 2): the pass's
+    records are scored against this probe and the next one (`adjacent_limits`). The host's CPU
+    drifts as much as its disk (NumPy's matmul probe read 154-340 GFLOP/s in runs an hour apart),
+    so a compute-heavy pass is bound by the flops of its own minutes, not the run's best."""
     probe = disk.bandwidth(args.data, disk.WORKLOAD_PROBE_BYTES, passes=1)
-    probe.update(workload=workload, size_bytes=size, cap_bytes=cap)
+    probe.update(
+        workload=workload,
+        size_bytes=size,
+        cap_bytes=cap,
+        matmul_flops=machine.matmul_flops(args.matmul_side, repeat=2),
+    )
     args.probes.append(probe)
-    print(f"  {workload} {harness.regime_text(cap):13} disk now: {_disk_text(probe)}")
+    print(
+        f"  {workload} {harness.regime_text(cap):13} now: {_disk_text(probe)}; "
+        f"matmul {probe['matmul_flops'] / 1e9:.0f} GFLOP/s"
+    )
 
 
 def record_timeline(args, name: str, size: int, timeout: float | None) -> dict:
@@ -473,6 +487,7 @@ def main(argv=None) -> None:
     )
     clock = Clock(started, args.minutes, args.timeout)
     args.probes = meta["limits"]["workload_probes"] = []
+    args.matmul_side = meta["limits"]["matmul_side"]
     records, meta["timeline"] = run_workloads(args, clock)
     final_limits(args.data, meta["limits"], records)
     for r in records:

@@ -54,18 +54,21 @@ METHOD = f"""\
   Dask writes new files every step). All contenders take the same two steps first.
 - The disk probe (`bench/disk.py`, before and after the workloads, a file of up to 1 GiB beside the
   data): {disk.describe()}. Each request blocks in its own thread (`os.preadv` / `os.pwrite`
-  release the GIL), so the device sees that many requests at once. The read limit is the better of
+  release the GIL), so the device sees that many requests at once, into memory on huge pages as
+  Jask's block buffers are (a direct request into 4 KiB pages is cut to the device's segments per
+  request: 512 KiB on this machine's virtio disk, against 4 MiB into huge pages). The read limit is the better of
   direct and buffered, as a contender may use either; `--fio` also measures it with fio (direct,
   io_uring, iodepth 16 sequential and 32 random) as a reference, shown beside ours.
 - Limit: the least time the workload's minimal traffic takes at the disk's limits (bytes read / read
   bandwidth + bytes written / write bandwidth, one disk; workloads that read rows at random give their
   own limit from the random-read rates), or its flops at the in-memory float32 matmul rate, whichever
-  is larger. "of limit" is limit time / measured time, with the disk's rates from the probes just
-  before and just after the workload's pass (each regime's contenders in a row; a
-  {disk.WORKLOAD_PROBE_BYTES >> 20} MiB file, one pass, the better of the two); in brackets the
-  same against the best rates of the whole run (every probe), stricter by the disk's drift over
-  the run. On a shared disk whose bandwidth varies, above 100% means the
-  disk was faster during that run than in either probe.
+  is larger. "of limit" is limit time / measured time, with the disk's rates and the matmul rate
+  from the probes just before and just after the workload's pass (each regime's contenders in a
+  row; a {disk.WORKLOAD_PROBE_BYTES >> 20} MiB file, one pass, and NumPy's square matmul, the
+  better of the two); in brackets the same against the best rates of the whole run (every probe,
+  and the in-memory W3 runs), stricter by the disk's and the CPU's drift over the run. On a
+  shared disk whose bandwidth varies, above 100% means the disk was faster during that run than
+  in either probe.
   Throughput counts the minimal traffic (GB/s) or the flops (GFLOP/s), not the bytes a contender moved.
 - In-memory contenders load their inputs before timing and write nothing: they are the compute ceiling,
   not I/O contenders, and are skipped when the inputs exceed a third of RAM.

@@ -351,6 +351,39 @@ def test_a_pass_is_scored_against_the_disk_of_its_own_minutes():
     assert f"| {w2['limit_fraction']:.0%} ({w2['limit_fraction_run']:.0%}) |" in row
 
 
+def test_a_pass_is_scored_against_the_matmul_rate_of_its_own_minutes():
+    """The matmul rate of a pass is the better of the probes just before and after it (the last
+    pass: its own probe), so a pass whose flops outlast its bytes in a slow minute is compute-bound;
+    the run's best rate gives limit_fraction_run. Probes without a matmul rate keep the run's."""
+    from bench.__main__ import score_record
+
+    gib = 1 << 30
+    rates = _rates(1e9, 1e9)
+    limits = dict(
+        _rates(1e9, 1e9),
+        matmul_flops=4e11,  # the run's best
+        workload_probes=[
+            dict(rates, workload="W1", size_bytes=2 * gib, cap_bytes=None, matmul_flops=1e11),
+            dict(rates, workload="W1", size_bytes=2 * gib, cap_bytes=gib, matmul_flops=2e11),
+            dict(rates, workload="W2", size_bytes=2 * gib, cap_bytes=None),
+        ],
+        **{f"{key}_after": value for key, value in _rates(1e9, 1e9).items()},
+    )
+    disk_seconds = (4 << 30) / 1e9 + (2 << 30) / 1e9
+    flops = 2e11 * disk_seconds * 1.5  # 1.5x the disk's time at 2e11, 0.75x at 4e11
+    w1 = dict(_record("jask", 20.0), workload="W1", cap_bytes=None, flops=flops)
+    score_record(w1, limits)  # W1's uncapped probe (1e11) and its capped one (2e11)
+    assert w1["limit_bound"] == "compute"
+    assert w1["limit_seconds"] == pytest.approx(flops / 2e11)
+    assert w1["limit_fraction_run"] == pytest.approx(disk_seconds / 20.0)  # disk-bound at 4e11
+    w1_capped = dict(_record("jask", 20.0), workload="W1", flops=flops)
+    score_record(w1_capped, limits)  # its own probe: W2's has no matmul rate
+    assert w1_capped["limit_seconds"] == pytest.approx(flops / 2e11)
+    w2 = dict(_record("jask", 20.0), cap_bytes=None, flops=flops)
+    score_record(w2, limits)  # W2's probe has none: the run's best
+    assert w2["limit_bound"] == "disk"
+
+
 def test_w8_working_copy_starts_every_run_from_the_data_files_rows(tmp_path):
     """The shared working copy of W8's table: rows a run changed (or a killed run may have) are
     restored before the next run; a regenerated data file is copied anew."""
