@@ -206,7 +206,7 @@ int64_t matrices_per_task(const MatmulTiles& tiles, int64_t M, int64_t K, int64_
 // strip plan (one product, nb = N) runs over (K tile, row tile) instead: all
 // of C in one buffer, each K tile of B read once into slot k % kPipelineSlots.
 // With two row tiles or more, B's K tile k + 1 is read with the last row tile
-// of K tile k, the only short read of the strip, rather than with the first
+// of K tile k, the only one that may be short, rather than with the first
 // of k + 1, which with it took longer than a gemm and left the cores idle
 // once per K tile (a capped W3's time past max(read, compute): 0.24 s against
 // 0.41 s in ten alternated runs). Its slot is free by then: read(t) starts
