@@ -28,14 +28,20 @@ struct Counters {
   int64_t clock_ns = 0;
 };
 
+// A block is planned before it is read and read before it is computed, and a
+// snapshot keeps that order (done <= read <= planned): the later counter is
+// loaded first, with acquire, so every earlier count that happened before it
+// is seen by the loads after it (loaded the other way round, two blocks could
+// be read and computed between the loads: 7 done of 5 read).
 Counters counters_now() {
   constexpr auto relaxed = std::memory_order_relaxed;
+  constexpr auto acquire = std::memory_order_acquire;
   Counters c;
   c.read = io_counters().read_bytes.load(relaxed);
   c.written = io_counters().written_bytes.load(relaxed);
-  c.blocks_read = g_blocks_read.load(relaxed);
-  c.blocks_done = g_blocks_done.load(relaxed);
-  c.blocks_planned = g_blocks_planned.load(relaxed);
+  c.blocks_done = g_blocks_done.load(acquire);
+  c.blocks_read = g_blocks_read.load(acquire);
+  c.blocks_planned = g_blocks_planned.load(acquire);
   for (int s = 0; s < 3; ++s) c.stage_ns[s] = g_stage_ns[s].load(relaxed);
   c.clock_ns = stats_clock_ns();
   return c;
@@ -319,7 +325,7 @@ void reset_op_totals() {
 }
 
 void note_blocks_planned(int64_t n) {
-  g_blocks_planned.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+  g_blocks_planned.fetch_add(static_cast<uint64_t>(n), std::memory_order_release);
 }
 
 uint64_t stage_mark(Stage s) {
@@ -331,8 +337,9 @@ uint64_t stage_mark(Stage s) {
 
 void note_stage(Stage s, int64_t start_ns, int64_t end_ns, uint64_t mark) {
   g_stage_ns[static_cast<int>(s)].fetch_add(end_ns - start_ns, std::memory_order_relaxed);
-  if (s == Stage::kRead) g_blocks_read.fetch_add(1, std::memory_order_relaxed);
-  if (s == Stage::kCompute) g_blocks_done.fetch_add(1, std::memory_order_relaxed);
+  // Release: a snapshot that sees this count sees the counts before it (counters_now).
+  if (s == Stage::kRead) g_blocks_read.fetch_add(1, std::memory_order_release);
+  if (s == Stage::kCompute) g_blocks_done.fetch_add(1, std::memory_order_release);
   if (!g_timeline.load(std::memory_order_relaxed)) return;
   // A stage that started before the timeline did has no mark: its bytes are unknown (0).
   const uint64_t now = stage_mark(s);
