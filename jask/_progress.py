@@ -20,13 +20,19 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+import numpy as np
 
 from . import _engine
+
+T = TypeVar("T")
 
 # How often a running call's bar is brought up to date.
 _POLL_S = 0.2
@@ -57,7 +63,8 @@ def set_progress(enabled: bool) -> None:
     call runs. The environment variable ``JASK_PROGRESS=0`` turns them off at import.
 
     Args:
-      enabled: True to show bars, False to show none (an open bar is closed).
+      enabled: True to show bars, False to show none (an open bar is closed); anything
+        else is a TypeError (a string such as "false" would otherwise turn them on).
 
     >>> import jask
     >>> jask.set_progress(False)
@@ -66,6 +73,8 @@ def set_progress(enabled: bool) -> None:
     >>> jask.set_progress(True)
     """
     global _enabled
+    if not isinstance(enabled, (bool, np.bool_)):
+        raise TypeError(f"set_progress takes True or False, got {enabled!r}")
     with _lock:
         _enabled = bool(enabled)
         if not _enabled:
@@ -109,6 +118,12 @@ def _finish(bar, nbytes: int) -> None:
     bar.close()  # draws it once more
 
 
+def _abandon(bar) -> None:
+    """Ends the bar of what failed where it got to, marked failed (never at 100%)."""
+    bar.set_postfix_str("failed", refresh=False)
+    bar.close()
+
+
 def _expected_s(elapsed: float, done: int, planned: int) -> float:
     """How long a call runs, as far as its first `done` blocks of `planned` tell: projected
     only once it has run a quarter of the threshold (its first blocks are no rate yet)."""
@@ -136,14 +151,16 @@ class _Task:
 
     @contextlib.contextmanager
     def step(self, nbytes: int) -> Iterator[None]:
-        """A part of the task worth `nbytes` of its total."""
+        """A part of the task worth `nbytes` of its total (done only if it ends normally)."""
         with _lock:
             self.step_bytes = int(nbytes)
+        done = 0
         try:
             yield
+            done = self.step_bytes
         finally:
             with _lock:
-                self.done += self.step_bytes
+                self.done += done
                 self.step_bytes = 0
 
     def show(self, running) -> None:
@@ -162,12 +179,17 @@ class _Task:
         self.bar.n = n
         self.bar.refresh()
 
-    def end(self) -> None:
+    def end(self, failed: bool = False) -> None:
+        """Ends the bar at its total, or where it got to if the task `failed`."""
         with _lock:
-            if self.bar is None and _enabled and _now_s() - self.start >= _threshold_s:
-                self.bar = _new_bar(self.name, self.total)
+            if self.bar is None and _enabled and not failed:
+                if _now_s() - self.start >= _threshold_s:
+                    self.bar = _new_bar(self.name, self.total)
             if self.bar is not None:
-                _finish(self.bar, self.total)
+                if failed:
+                    _abandon(self.bar)
+                else:
+                    _finish(self.bar, self.total)
                 self.bar = None
 
 
@@ -205,7 +227,7 @@ class _Bars:
             self._show_run(run, running)
         if running is None or running[0] <= self.seen or running[8]:
             return
-        seq, op, start_ns, _, read, _, planned, nbytes, program = running
+        seq, op, start_ns, _, read, _, planned, nbytes, program, _ = running
         # Projected from the blocks read (most bytes move as blocks are read, the pipeline
         # reading ahead of the compute); the total is exact once the call ends.
         total = max(int(_projected(nbytes, read, planned)), nbytes)
@@ -221,14 +243,17 @@ class _Bars:
         self.bar.refresh()
 
     def _ended(self, call) -> None:
-        seq, op, start_ns, end_ns, _, _, _, nbytes, program = call
+        seq, op, start_ns, end_ns, _, _, _, nbytes, program, failed = call
         self.seen = max(self.seen, seq)
         if self.task is not None or program:
             return  # the task's bar, or its program run's, shows it
         if self.bar is not None and self.bar_seq == seq:
-            _finish(self.bar, nbytes)
+            if failed:
+                _abandon(self.bar)
+            else:
+                _finish(self.bar, nbytes)
             self.bar = None
-        elif (end_ns - start_ns) * 1e-9 >= _threshold_s:
+        elif not failed and (end_ns - start_ns) * 1e-9 >= _threshold_s:
             # It ended between two polls before its bar opened: shown complete.
             _finish(_new_bar(op, nbytes), nbytes)
 
@@ -260,9 +285,12 @@ class _Bars:
         if self.task is not None:
             return
         if self.run_bar is not None and self.run_bar_seq == run["seq"]:
-            _finish(self.run_bar, run["bytes"] if self.run_bar_bytes else run["calls_done"])
+            if run["failed"]:
+                _abandon(self.run_bar)
+            else:
+                _finish(self.run_bar, run["bytes"] if self.run_bar_bytes else run["calls_done"])
             self.run_bar = None
-        elif (run["end_ns"] - run["start_ns"]) * 1e-9 >= _threshold_s:
+        elif not run["failed"] and (run["end_ns"] - run["start_ns"]) * 1e-9 >= _threshold_s:
             # It ended between two polls before its bar opened: shown complete.
             _finish(_new_bar(_run_label(run), run["bytes"]), run["bytes"])
 
@@ -334,13 +362,38 @@ def task(name: str, total: int) -> Iterator[_Task]:
     if outer is None:
         yield _Task(name, total)  # its steps go nowhere: the outer task's bar counts
         return
+    failed = True
     try:
         yield outer
+        failed = False
     finally:
         with _lock:
             _BARS.update(None)
             _BARS.task = None
-        outer.end()
+        outer.end(failed)
+
+
+def settle() -> None:
+    """Ends the bar of an engine call that has just ended on this thread, before the call
+    returns to the user: the poller would end it up to `_POLL_S` later, after whatever the
+    user prints next. Costs nothing when no bar is open."""
+    if _BARS.bar is None:
+        return
+    with _lock:
+        _BARS.update(None)
+
+
+def settled(entry: Callable[..., T]) -> Callable[..., T]:
+    """`entry`, an engine call, followed by `settle()` however it ends."""
+
+    @functools.wraps(entry)
+    def call(*args, **kwargs) -> T:
+        try:
+            return entry(*args, **kwargs)
+        finally:
+            settle()
+
+    return call
 
 
 _stopping = False

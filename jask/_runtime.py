@@ -42,10 +42,15 @@ MIN_BUDGET, MAX_BUDGET = _engine.MIN_BUDGET, _engine.MAX_BUDGET
 
 
 def parse_size(size: int | str) -> int:
-    """Bytes in `size`: an int, or a string like "64KB", "512MB", "1GB" (binary units),
-    between MIN_BUDGET and MAX_BUDGET."""
+    """Bytes in `size`: an int, or a string like "64KB", "512MB", "1GB" (binary units:
+    "1KB" is 1024 bytes), between MIN_BUDGET and MAX_BUDGET."""
+    if isinstance(size, (bool, np.bool_)) or not isinstance(size, (int, np.integer, str)):
+        raise TypeError(
+            f"memory budget must be an int of bytes or a string like '64KB', '512MB', "
+            f"'1GB'; got {size!r} of type {type(size).__name__}"
+        )
     nbytes = None
-    if isinstance(size, (int, np.integer)) and not isinstance(size, (bool, np.bool_)):
+    if isinstance(size, (int, np.integer)):
         nbytes = int(size)
     elif isinstance(size, str):
         match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", size)
@@ -71,7 +76,8 @@ def set_memory_budget(
 
     Args:
       budget: bytes for blocks being computed, prefetched and written behind
-        (1024 bytes to 2**60): an int, or a string such as "64KB", "512MB", "1GB".
+        (1024 bytes to 2**60): an int, or a string such as "64KB", "512MB", "1GB"
+        (binary units: "1KB" is 1024 bytes, "1GB" 2**30). Another type is a TypeError.
       scratch_dir: folder for op outputs and gradients; default
         ``.jask_scratch`` in the current directory (``""`` is a ValueError).
         Each process uses a folder of its own inside it (0700, marked as

@@ -11,6 +11,7 @@ import resource
 import threading
 
 import jax
+import numpy as np
 
 from . import _engine
 
@@ -29,8 +30,12 @@ class OpStats:
     Attributes:
       calls: engine calls of the op.
       blocks: blocks its pipelines streamed.
-      bytes_read / bytes_written: bytes read from and written to files (arrays, scratch
-        arrays, headers): exact, as the engine asked them of the file system.
+      bytes_read / bytes_written: bytes read from and written to files (arrays and
+        scratch arrays): exact, as the engine asked them of the file system. The header
+        of a .npy file the engine opens or creates is left out, so a `save` writes the
+        array's bytes; an `update_` (and `load_tree`, which copies each leaf with one)
+        writes a new file beside the old and counts all of it: the old file's header and
+        any other bytes outside the array are copied too.
       read_s / compute_s / write_s: seconds in each pipeline stage, summed over blocks.
         The stages overlap (a reader and a writer thread run beside the compute), so
         the stage closest to `wall_s` is what bounds the op.
@@ -103,6 +108,8 @@ class Stats:
     TIMELINE_LIMIT = _engine.TIMELINE_LIMIT
 
     def __init__(self, timeline: bool = False):
+        if not isinstance(timeline, (bool, np.bool_)):
+            raise TypeError(f"jask.stats(timeline=...) takes True or False, got {timeline!r}")
         self._record_timeline = bool(timeline)
         self._base: dict[str, OpStats] = {}
         self._start_ns = 0
@@ -157,6 +164,11 @@ class Stats:
 
     def __exit__(self, *exc) -> None:
         global _open_contexts, _timeline_open
+        with _contexts_lock:
+            if not self._inside:
+                raise RuntimeError(
+                    "jask.stats(): this Stats was not entered (use it in a with-block)"
+                )
         # jitted programs run asynchronously: what the block dispatched is counted once it ran
         jax.effects_barrier()
         with _contexts_lock:
@@ -256,7 +268,8 @@ def stats(timeline: bool = False) -> Stats:
     Called alone, the totals since the process started (or `reset_stats`). As a context
     manager, what ran inside the with-block: eager ops and the engine calls of jitted
     programs alike, and the peak memory within the block. Contexts may nest (each counts
-    what ran inside it), except two with ``timeline=True``.
+    what ran inside it), except two with ``timeline=True``. The figures are the process's:
+    a with-block in one thread also counts the engine calls other threads ran meanwhile.
 
     Args:
       timeline: also record every block's read, compute and write stage (`Stats.timeline`),

@@ -125,17 +125,70 @@ def test_a_running_calls_bar_opens_and_follows_its_bytes(bars, created):
     created.clear()
     seq = _engine.last_call_seq() + 1  # the next call's
     start_ns = _engine.stats_clock_ns() - 10**9
-    running = (seq, "sum", start_ns, 0, 2, 2, 8, 4096, 0)  # 2 of 8 blocks read: 4 KiB
+    running = (seq, "sum", start_ns, 0, 2, 2, 8, 4096, 0, False)  # 2 of 8 blocks read: 4 KiB
     with _progress._lock:
         _progress._BARS.update(running)
         ((desc, bar),) = created
         assert (desc, bar.n, bar.total) == ("sum", 4096, 4 * 4096)
-        _progress._BARS.update((seq, "sum", start_ns, 0, 6, 5, 8, 12_000, 0))
+        _progress._BARS.update((seq, "sum", start_ns, 0, 6, 5, 8, 12_000, 0, False))
         assert (bar.n, bar.total) == (12_000, 16_000)
-    assert float(jnp.sum(x)) == N  # the call the snapshots stood for
+    total = jnp.sum(x)  # the call the snapshots stood for
+    # Its bar ended before the call returned (not at the poller's next look, after what the
+    # caller prints next), at the call's exact bytes.
+    assert _progress._BARS.bar is None and bar.disable  # closed
+    assert bar.n == bar.total == 4 * N
+    assert float(total) == N
     assert _engine.last_call_seq() == seq
     _progress._flush()
-    assert len(created) == 1 and bar.n == bar.total == 4 * N  # the call's bytes
+    assert len(created) == 1
+
+
+@pytest.fixture
+def truncated(tmp_path):
+    """A DiskArray of N float32 ones whose file is then cut short: reading its end fails."""
+    path = tmp_path / "cut.npy"
+    np.save(path, np.ones(N, np.float32))
+    x = jask.DiskArray.open(path)
+    os.truncate(path, 40_000)
+    return x
+
+
+def test_a_failed_calls_bar_stays_where_it_failed_marked_failed(bars, created, truncated):
+    seq = _engine.last_call_seq() + 1
+    start_ns = _engine.stats_clock_ns() - 10**9
+    with _progress._lock:
+        _progress._BARS.update((seq, "sum", start_ns, 0, 2, 2, 8, 4096, 0, False))
+    ((desc, bar),) = created
+    with pytest.raises(OSError, match="unexpected end of file"):
+        jnp.sum(truncated)
+    (failed,) = _engine.finished_calls(seq - 1)
+    assert failed[-1] is True  # the engine's record says it failed
+    assert _progress._BARS.bar is None and bar.disable  # closed as the call raised
+    assert bar.n == 4096 < bar.total  # not drawn at 100%
+    assert bar.postfix == "failed"
+    assert float(jnp.sum(jnp.ones(3))) == 3  # the next call: no bar left over
+    _progress._flush()
+    assert len(created) == 1
+
+
+def test_a_failed_program_run_ends_there_and_its_bar_never_shows_100(bars, capsys, truncated):
+    runs_before = _progress._last_run_seq()
+    f = jax.jit(lambda a: jnp.sum(a * 3.0))
+    with pytest.raises(jax.errors.JaxRuntimeError, match="unexpected end of file"):
+        jax.block_until_ready(f(truncated))
+    _progress._flush()
+    (run,) = _engine.finished_program_runs(runs_before)
+    assert run["failed"] and run["calls_done"] == 1
+    assert not any("100%" in line for line in bar_lines(capsys.readouterr().err, "jit: mul+sum"))
+
+
+def test_a_failed_save_tree_leaves_no_bar_at_100(bars, capsys, tmp_path, truncated):
+    tree = {"a": jask.DiskArray.from_numpy(np.ones(N, np.float32)), "b": truncated}
+    capsys.readouterr()
+    with pytest.raises(OSError, match="unexpected end of file"):
+        jask.save_tree(tmp_path / "ckpt", tree)
+    lines = bar_lines(capsys.readouterr().err, "save_tree")
+    assert not any("100%" in line for line in lines), lines
 
 
 def test_runs_under_the_threshold_get_no_bar(bars, created):

@@ -7,7 +7,7 @@ import os
 import jax
 import numpy as np
 
-from .. import _engine, _runtime
+from .. import _engine, _progress, _runtime
 from .._dtypes import dtype_code, dtype_from_code, storage_dtype
 from .._jax import compat
 from .._jax.diskarray import DiskArray, DiskArrayTy
@@ -41,7 +41,7 @@ def from_numpy(array) -> DiskArray:
     dt = storage_dtype(arr.dtype)
     _runtime.ensure_scratch()
     out = DiskArray(DiskArrayTy(arr.shape, dt), _engine.create(dtype_code(dt), list(arr.shape)))
-    _engine.write_from(out.handle, arr.reshape(-1).view(np.uint8))
+    _progress.settled(_engine.write_from)(out.handle, arr.reshape(-1).view(np.uint8))
     return out
 
 
@@ -120,7 +120,7 @@ def update_(target, new) -> DiskArray:
         )
     _runtime.ensure_scratch()
     if new.handle != target.handle:
-        _engine.copy_into(target.handle, new.handle)
+        _progress.settled(_engine.copy_into)(target.handle, new.handle)
     return target
 
 
@@ -185,5 +185,7 @@ def update_tree_(targets, new_values):
             )
     _runtime.ensure_scratch()
     pairs = [(t.handle, n.handle, name) for name, (_, t), n in zip(names, keyed, news)]
-    _engine.copy_all_into([p[0] for p in pairs], [p[1] for p in pairs], [p[2] for p in pairs])
+    _progress.settled(_engine.copy_all_into)(
+        [p[0] for p in pairs], [p[1] for p in pairs], [p[2] for p in pairs]
+    )
     return targets

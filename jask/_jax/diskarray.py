@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _engine, _runtime
+from .. import _engine, _progress, _runtime
 from .._dtypes import dtype_from_code
 from . import compat
 
@@ -281,12 +281,12 @@ class DiskArray(jax.Array, metaclass=_DiskArrayMeta):
         if copy is False:
             raise ValueError("a DiskArray cannot be viewed as a NumPy array without a copy")
         out = np.empty(self.shape, self.dtype)
-        _engine.read_into(self.handle, out.reshape(-1).view(np.uint8))
+        _progress.settled(_engine.read_into)(self.handle, out.reshape(-1).view(np.uint8))
         return out if dtype is None else out.astype(dtype)
 
     def save(self, path) -> None:
         """Writes a copy of this array to a new .npy file at `path`."""
-        _engine.save(self.handle, os.fspath(path))
+        _progress.settled(_engine.save)(self.handle, os.fspath(path))
 
     def to_zarr(
         self, path, chunks=None, *, zarr_format=3, codec="zstd", level=None, overwrite=False

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _engine, _runtime
+from .. import _engine, _progress, _runtime
 from . import compat
 from .diskarray import DiskArray, DiskArrayTy, from_in_memory
 
@@ -50,7 +50,7 @@ def _ffi_target(result: str) -> str:
 
 
 def _eager_call(result: str):
-    return getattr(_engine, _ENGINE_CALLS[result][1])
+    return _progress.settled(getattr(_engine, _ENGINE_CALLS[result][1]))
 
 
 def _attribute(value):

@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from .. import _engine, _runtime
+from .. import _engine, _progress, _runtime
 from .._dtypes import dtype_code, dtype_from_code, storage_dtype
 from .._jax.diskarray import DiskArray, DiskArrayTy
 from .._shapes import as_int, as_shape
@@ -158,7 +158,7 @@ def write_chunked(x: DiskArray, *, chunk_shape, codecs, paths) -> list[int]:
             f"{what}: {len(paths)} paths for a grid of {chunk_grid(x.shape, chunk_shape)} "
             f"({n_chunks} chunks)"
         )
-    return _engine.write_chunked(x.handle, list(chunk_shape), steps, paths)
+    return _progress.settled(_engine.write_chunked)(x.handle, list(chunk_shape), steps, paths)
 
 
 def crc32c(data: bytes, value: int = 0) -> int:

@@ -190,10 +190,10 @@ int32_t open_chunked(const std::string& path, const std::string& name, int dtype
 }
 
 // A call's progress as (seq, op, start_ns, end_ns, blocks_read, blocks_done, blocks_planned,
-// bytes, program).
+// bytes, program, failed).
 nb::tuple progress_tuple(const CallProgress& c) {
   return nb::make_tuple(c.seq, c.op, c.start_ns, c.end_ns, c.blocks_read, c.blocks_done,
-                        c.blocks_planned, c.bytes, c.program);
+                        c.blocks_planned, c.bytes, c.program, c.failed);
 }
 
 // A program run's progress as a dict of ProgramRunProgress's fields.
@@ -211,6 +211,7 @@ nb::dict program_run_dict(const ProgramRunProgress& r) {
   d["expected_calls"] = r.expected_calls;
   d["expected_bytes"] = r.expected_bytes;
   d["expected_ns"] = r.expected_ns;
+  d["failed"] = r.failed;
   return d;
 }
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -246,6 +247,49 @@ TEST_F(Stats, ProgramRunsGroupTheirCalls) {
   EXPECT_EQ(runs[2].expected_calls, 0u);
   EXPECT_EQ(runs[3].expected_calls, 3u);
   EXPECT_EQ(runs[3].calls_done, 1u);
+}
+
+// A call that ends by an exception is marked failed (its progress bar is not
+// shown done), and so is its program's run, which ends there: XLA runs no
+// more of the program, and the failed run's figures are not what the next
+// run of it is expected to do. A call inside a failing call that itself
+// ends normally is not the failed one.
+TEST_F(Stats, AFailedCallEndsItsProgramRunAndNeitherCountsAsDone) {
+  File f(path_, OpenMode::kReadWrite);
+  const int32_t program = new_program_slot();
+  note_program_calls(program, 3);
+  uint64_t before = program_run().has_value() ? program_run()->seq : 0;
+  for (const ProgramRunProgress& r : finished_program_runs(0)) before = std::max(before, r.seq);
+  const uint64_t calls_before = last_call_seq();
+  auto call = [&](int64_t run, bool fail) {
+    CallStats stats("stats_test_failed", program, run);
+    run_io_pipeline(f, 2, kBytes);
+    if (fail) throw std::runtime_error("stats_test_failed");
+  };
+  call(21, false);
+  EXPECT_THROW(call(21, true), std::runtime_error);
+  EXPECT_FALSE(program_run().has_value());  // ended at its failed call, one short of three
+  call(22, false);
+  call(22, false);
+  call(22, false);  // its third call of three ends it
+  try {
+    throw std::runtime_error("already unwinding");
+  } catch (const std::runtime_error&) {
+    CallStats inside("stats_test_failed");  // made while handling an exception: not failed
+  }
+  const std::vector<CallProgress> calls = finished_calls(calls_before);
+  ASSERT_EQ(calls.size(), 6u);
+  EXPECT_FALSE(calls[0].failed);
+  EXPECT_TRUE(calls[1].failed);
+  for (size_t i = 2; i < calls.size(); ++i) EXPECT_FALSE(calls[i].failed) << i;
+  const std::vector<ProgramRunProgress> runs = finished_program_runs(before);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_TRUE(runs[0].failed);
+  EXPECT_EQ(runs[0].calls_done, 2u);
+  EXPECT_FALSE(runs[1].failed);
+  EXPECT_EQ(runs[1].expected_calls, 3u);  // the compiled count: the failed run taught nothing
+  EXPECT_EQ(runs[1].expected_bytes, 0u);
+  EXPECT_EQ(runs[1].bytes, 3u * 2 * 2 * kBytes);
 }
 
 // Peak scopes: each sees the peak of the buffers while it is open, nested

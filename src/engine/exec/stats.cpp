@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <mutex>
 #include <new>
 
@@ -131,7 +132,8 @@ void close_program_run(StatsState& st) {
   if (r.seq == 0) return;
   r.end_ns = std::max(r.last_call_end_ns, r.start_ns);
   r.call_running = false;
-  st.programs[r.program] = ProgramFigures{r.calls_done, r.bytes, r.end_ns - r.start_ns, true};
+  if (!r.failed)
+    st.programs[r.program] = ProgramFigures{r.calls_done, r.bytes, r.end_ns - r.start_ns, true};
   st.finished_runs.push_back(r);
   if (st.finished_runs.size() > kFinishedKept) st.finished_runs.pop_front();
   r = ProgramRunProgress{};
@@ -194,7 +196,8 @@ int64_t stats_clock_ns() {
       .count();
 }
 
-CallStats::CallStats(const std::string& op, int32_t program, int64_t run) : outer_(t_depth++ == 0) {
+CallStats::CallStats(const std::string& op, int32_t program, int64_t run)
+    : outer_(t_depth++ == 0), uncaught_(std::uncaught_exceptions()) {
   if (!outer_) return;
   StatsState& st = state();
   {
@@ -227,13 +230,16 @@ CallStats::~CallStats() {
   t.wall_ns += now.clock_ns - s.clock_ns;
   CallProgress done = progress_of(st, now);
   done.end_ns = now.clock_ns;
+  done.failed = std::uncaught_exceptions() > uncaught_;
   ProgramRunProgress& r = st.run;
   if (r.seq != 0 && r.call_running) {
     r.call_running = false;
     r.calls_done += 1;
     r.bytes += done.bytes;
     r.last_call_end_ns = now.clock_ns;
-    if (r.expected_calls != 0 && r.calls_done >= r.expected_calls) close_program_run(st);
+    r.failed = r.failed || done.failed;
+    if (r.failed || (r.expected_calls != 0 && r.calls_done >= r.expected_calls))
+      close_program_run(st);
   }
   st.finished.push_back(std::move(done));
   if (st.finished.size() > kFinishedKept) st.finished.pop_front();

@@ -39,6 +39,7 @@ class CallStats {
 
  private:
   bool outer_;
+  int uncaught_;  // std::uncaught_exceptions() at the start: more at the end means it failed
 };
 
 // Every op's totals since the process started or reset_op_totals().
@@ -67,6 +68,7 @@ struct CallProgress {
   uint64_t blocks_planned = 0;       // blocks of its pipelines started so far
   uint64_t bytes = 0;                // read and written so far
   int32_t program = 0;               // the jitted program making it (0: eager)
+  bool failed = false;               // it ended by an exception (its bar is not done)
 };
 // Waits (at most timeout_s) until a call runs; the running call, if one does.
 std::optional<CallProgress> wait_for_call(double timeout_s);
@@ -99,6 +101,9 @@ struct ProgramRunProgress {
   // What the program's last complete run did: 0 where not known.
   uint64_t expected_calls = 0, expected_bytes = 0;
   int64_t expected_ns = 0;
+  // One of its calls failed: the run ended there (XLA runs no more of it), and
+  // its figures are not what the program's next run is expected to do.
+  bool failed = false;
 };
 // The program run under way (a call of it may be running or not).
 std::optional<ProgramRunProgress> program_run();
