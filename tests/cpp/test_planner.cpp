@@ -66,6 +66,36 @@ TEST(Planner, StreamBlockFitsTheBudget) {
   }
 }
 
+// Block buffers are mapped in whole pages, and a read buffer keeps a page
+// more: the pages of every buffer, not only their elements, fit budgets that
+// hold a page per buffer (before, up to two pages per buffer went over).
+TEST(Planner, StreamBlockBuffersFitTheBudgetInWholePages) {
+  const int64_t page = static_cast<int64_t>(kIoAlignment);
+  struct Streams {
+    std::vector<int64_t> in, out;  // element sizes; each input buffer has a page of slack
+  };
+  for (const Streams& streams :
+       {Streams{{4}, {}}, Streams{{4, 8}, {4}}, Streams{{2, 2, 1}, {2}}, Streams{{8}, {8, 8}}}) {
+    int64_t per_elem = 0, least = 8;
+    for (const auto* sizes : {&streams.in, &streams.out})
+      for (int64_t size : *sizes) per_elem += size, least = std::min(least, size);
+    const auto n_in = static_cast<int64_t>(streams.in.size());
+    const BlockBuffers buffers{n_in + static_cast<int64_t>(streams.out.size()), n_in, least};
+    for (int64_t budget : {int64_t{100000}, int64_t{200000}, int64_t{1} << 20, int64_t{1000001}}) {
+      BudgetGuard guard(budget);
+      for (int64_t numel : {1000, 4097, 30011, 100003, 1 << 30}) {
+        const int64_t block = plan_stream_block("op", "x", numel, per_elem, 0, buffers);
+        int64_t mapped = 0;
+        for (int64_t size : streams.in) mapped += mapped_bytes(block * size + page, kPipelineSlots);
+        for (int64_t size : streams.out) mapped += mapped_bytes(block * size, kPipelineSlots);
+        EXPECT_LE(mapped, budget) << "budget " << budget << ", " << per_elem << " bytes/elem, "
+                                  << numel << " elements: blocks of " << block;
+        EXPECT_GE(block, std::min<int64_t>(numel, 1024)) << "the pages left room for few elements";
+      }
+    }
+  }
+}
+
 TEST(Planner, StreamBlockIsTheWholeArrayWhenItFits) {
   BudgetGuard guard(1 << 20);
   const int64_t bytes_per_elem = 8;

@@ -51,9 +51,10 @@ std::vector<int64_t> normalized_rows(const RowIndices& idx, int64_t rows) {
   return out;
 }
 
-// Rows per block when each row needs `bytes_per_row` in every pipeline slot.
+// Rows per block when each row needs `bytes_per_row` in every pipeline slot,
+// held in `buffers` buffers per slot.
 int64_t plan_row_block(const std::string& op, const std::string& operands, int64_t total_rows,
-                       int64_t bytes_per_row) {
+                       int64_t bytes_per_row, int64_t buffers) {
   const int64_t per_row = bytes_per_row * kPipelineSlots;
   if (per_row > memory_budget()) {
     throw ValueError("memory budget of " + std::to_string(memory_budget()) +
@@ -61,12 +62,14 @@ int64_t plan_row_block(const std::string& op, const std::string& operands, int64
                      std::to_string(per_row) + " bytes; raise it with jask.set_memory_budget(" +
                      std::to_string(per_row) + ")");
   }
-  return std::clamp<int64_t>(memory_budget() / per_row, 1, std::max<int64_t>(total_rows, 1));
+  return std::clamp<int64_t>(units_within(memory_budget(), per_row, buffers), 1,
+                             std::max<int64_t>(total_rows, 1));
 }
 
+// Buffers of 0 bytes (a stream the op does not have) map nothing.
 struct SlotBuffers {
   explicit SlotBuffers(int64_t bytes) {
-    for (auto& s : slot) s = AlignedBuffer(static_cast<size_t>(std::max<int64_t>(bytes, 1)));
+    for (auto& s : slot) s = AlignedBuffer(static_cast<size_t>(bytes));
   }
   std::byte* at(int64_t i) { return slot[i % kPipelineSlots].data(); }
   AlignedBuffer slot[kPipelineSlots];
@@ -135,8 +138,8 @@ void run_gather(const ArrayRef& x, const RowIndices& idx, std::byte* memory_out,
   const std::string operands = "take(" + info.describe() + ", " + describe_indices(idx) + ")";
   // Per output row of a block: its source row in the read slot, and its
   // output row in the write slot when the result goes to disk.
-  const int64_t block =
-      plan_row_block("take", operands, idx.count, row_bytes * (array_out ? 2 : 1));
+  const int64_t block = plan_row_block("take", operands, idx.count, row_bytes * (array_out ? 2 : 1),
+                                       array_out ? 2 : 1);
   const int64_t n_tasks = (idx.count + block - 1) / block;
   auto range = [&](int64_t t) {
     return std::pair(t * block, std::min(block, idx.count - t * block));
@@ -311,8 +314,8 @@ ArrayRef scatter_add_rows(const ArrayInfo& info, const RowSource& rows, const Ro
   // Per block row: an accumulator row in the compute type, and one input
   // row in storage form when the rows come from disk.
   const int64_t acc_row = row_elems * static_cast<int64_t>(compute_itemsize(info.dtype));
-  const int64_t block =
-      plan_row_block("scatter_add_rows", operands, n, acc_row + (rows.array ? row_bytes : 0));
+  const int64_t block = plan_row_block("scatter_add_rows", operands, n,
+                                       acc_row + (rows.array ? row_bytes : 0), rows.array ? 2 : 1);
   const auto tasks =
       plan_scatter(sorted_rows, block, std::max<int64_t>(1, kScatterGapBytes / row_bytes));
   SlotBuffers acc(block * acc_row), in(rows.array ? block * row_bytes : 0);

@@ -70,6 +70,15 @@ using MultiBlockFn =
     std::function<void(int64_t task, const std::vector<const void*>& in,
                        const std::vector<void*>& out, int64_t first, int64_t count)>;
 
+// The smallest of the streams' element sizes (1 for none).
+int64_t smallest_itemsize(const std::vector<int64_t>& in_size,
+                          const std::vector<int64_t>& out_size) {
+  int64_t least = 0;
+  for (const auto* sizes : {&in_size, &out_size})
+    for (int64_t s : *sizes) least = least == 0 ? s : std::min(least, s);
+  return std::max<int64_t>(least, 1);
+}
+
 void stream_blocks_to(const std::string& op, const std::string& operands, int64_t numel,
                       const std::vector<const OperandReader*>& readers,
                       const std::vector<int64_t>& in_size, int64_t resident_bytes,
@@ -81,8 +90,10 @@ void stream_blocks_to(const std::string& op, const std::string& operands, int64_
     out_size.push_back(static_cast<int64_t>(itemsize(o->info().dtype)));
     bytes_per_elem += out_size.back();
   }
-  const int64_t block =
-      plan_stream_block(op, operands, numel, std::max<int64_t>(bytes_per_elem, 1), resident_bytes);
+  const int64_t block = plan_stream_block(
+      op, operands, numel, std::max<int64_t>(bytes_per_elem, 1), resident_bytes,
+      BlockBuffers{static_cast<int64_t>(readers.size() + outputs.size()),
+                   static_cast<int64_t>(readers.size()), smallest_itemsize(in_size, out_size)});
   std::vector<StreamBuffers> in_bufs;
   in_bufs.reserve(readers.size());
   // One page of slack per slot lets a block land at its file offset's

@@ -444,13 +444,13 @@ class GroupBuilder {
 // GEMM_TN accumulators stay whole. 0: not even one row fits.
 int64_t plan_rows(const Group& g) {
   const int64_t isz = static_cast<int64_t>(itemsize(g.dtype));
-  int64_t resident = 0, per_row = 0, streams = 0;
+  int64_t resident = 0, per_row = 0, streams = 0, locals = 0;
   for (const GroupValue& v : g.inputs) {
     if (v.kind == GroupValue::kTall) {
       per_row += kPipelineSlots * v.a * isz;
       ++streams;
     } else {
-      resident += v.a * v.b * isz;
+      resident += mapped_bytes(v.a * v.b * isz);
     }
   }
   for (size_t j = 0; j < g.nodes.size(); ++j) {
@@ -460,8 +460,9 @@ int64_t plan_rows(const Group& g) {
       ++streams;
     } else if (v.kind == GroupValue::kTall) {
       per_row += v.a * isz;
+      ++locals;
     } else if (v.kind == GroupValue::kSmall) {
-      resident += v.a * v.b * isz;
+      resident += mapped_bytes(v.a * v.b * isz);
     }
   }
   // A page of slack per slot lets each block land at its file offset's
@@ -471,7 +472,11 @@ int64_t plan_rows(const Group& g) {
   const int64_t all = std::max<int64_t>(g.rows, 1);
   if (per_row == 0) return available >= 0 ? all : 0;
   if (available < per_row) return 0;
-  return std::min(available / per_row, all);
+  // Each block buffer's last page, where the budget has room for them.
+  const int64_t last_pages =
+      (streams * kPipelineSlots + locals) * static_cast<int64_t>(kIoAlignment);
+  const int64_t room = available - last_pages >= per_row ? available - last_pages : available;
+  return std::min(room / per_row, all);
 }
 
 // One pass over row blocks: the reader fills every tall input's block t+1

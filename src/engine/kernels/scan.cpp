@@ -86,8 +86,9 @@ int32_t run_cumulative(const KernelCall& call, const CumulativeParams& p) {
   const int64_t numel = info.numel();
   const int64_t carry_bytes = v.inner * static_cast<int64_t>(sizeof(double));
   // Per element: the input and output blocks (two slots each) and the doubles they convert through.
-  const int64_t block = plan_stream_block(
-      op, info.describe(), numel, 2 * isz + static_cast<int64_t>(sizeof(double)), carry_bytes);
+  const int64_t block =
+      plan_stream_block(op, info.describe(), numel, 2 * isz + static_cast<int64_t>(sizeof(double)),
+                        carry_bytes, BlockBuffers{2, 1, isz});
   const int64_t n_tasks = numel == 0 ? 0 : (numel + block - 1) / block;
   auto reader = make_reader(in, info.shape, 0);
   StreamBuffers in_buf(block * isz + static_cast<int64_t>(kIoAlignment)), out_buf(block * isz);
@@ -156,8 +157,9 @@ void arg_reduce(const ArgReduceParams& p, const ArrayRef& in, Emit emit) {
   const auto isz = static_cast<int64_t>(itemsize(info.dtype));
   const int64_t numel = info.numel();
   const int64_t carry_bytes = v.inner * static_cast<int64_t>(sizeof(double) + sizeof(int32_t));
-  const int64_t block = plan_stream_block(op, info.describe(), numel,
-                                          isz + static_cast<int64_t>(sizeof(double)), carry_bytes);
+  const int64_t block =
+      plan_stream_block(op, info.describe(), numel, isz + static_cast<int64_t>(sizeof(double)),
+                        carry_bytes, BlockBuffers{1, 1, isz});
   const int64_t n_tasks = numel == 0 ? 0 : (numel + block - 1) / block;
   auto reader = make_reader(in, info.shape, 0);
   StreamBuffers in_buf(block * isz + static_cast<int64_t>(kIoAlignment));

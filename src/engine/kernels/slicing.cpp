@@ -310,8 +310,8 @@ ArrayRef slice_array(const ArrayRef& x, const Selection& sel) {
   auto out = StoredArray::create_scratch(out_info, "slice");
   const int64_t isz = static_cast<int64_t>(itemsize(out_info.dtype));
   const int64_t memory = reader_memory();
-  const int64_t block =
-      plan_stream_block("slice", describe_slice(x->info(), sel), walk.numel, isz, memory);
+  const int64_t block = plan_stream_block("slice", describe_slice(x->info(), sel), walk.numel, isz,
+                                          memory, BlockBuffers{1, 0, isz});
   RunReader reader(*x, memory);
   AlignedBuffer slots[kPipelineSlots];
   for (auto& s : slots) s = AlignedBuffer(static_cast<size_t>(block * isz));
@@ -392,9 +392,15 @@ ArrayRef place_arrays(const ArrayInfo& info, const std::vector<Placement>& parts
   auto out = StoredArray::create_scratch(info, "place");
   const int64_t numel = info.numel();
   const int64_t isz = static_cast<int64_t>(itemsize(info.dtype));
+  // Parts read at their file offset's alignment (direct) take a page more each, in every
+  // slot: at most a quarter of the budget's pages.
+  const int64_t aligned_parts =
+      std::min({on_disk, kAlignedParts,
+                memory_budget() / (4 * kPipelineSlots * static_cast<int64_t>(kIoAlignment))});
   // Per element of a block: the parts' values, the output and the base, in every slot.
-  const int64_t block = plan_stream_block("place", desc, numel, (background.base ? 3 : 2) * isz);
-  const int64_t aligned_parts = std::min(on_disk, kAlignedParts);
+  const int64_t block =
+      plan_stream_block("place", desc, numel, (background.base ? 3 : 2) * isz, 0,
+                        BlockBuffers{background.base ? 3 : 2, aligned_parts, isz});
   struct Span {
     int64_t lo = 0, hi = 0;  // the part's elements that land in the block
     const std::byte* values = nullptr;

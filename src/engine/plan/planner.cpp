@@ -41,16 +41,43 @@ constexpr int64_t kLongRunBytes = 128 << 10;
 }  // namespace
 
 int64_t plan_stream_block(const std::string& op, const std::string& operands, int64_t numel,
-                          int64_t bytes_per_elem, int64_t resident_bytes) {
+                          int64_t bytes_per_elem, int64_t resident_bytes, BlockBuffers buffers) {
   int64_t per_elem = bytes_per_elem * kPipelineSlots;
   int64_t min_block = std::max<int64_t>(1, std::min(numel, kMinBlockElems));
   const int64_t available = memory_budget() - resident_bytes;
   if (min_block * per_elem > available)
     budget_too_small(op, operands, min_block * per_elem + resident_bytes);
-  int64_t block = available / per_elem;
-  if (block >= numel) return std::max<int64_t>(numel, 1);
-  if (block >= kAlignElems) block = block / kAlignElems * kAlignElems;
-  return std::max(block, min_block);
+  // The largest block within `room` (0: none).
+  auto block_within = [&](int64_t room) -> int64_t {
+    if (min_block * per_elem > room) return 0;
+    int64_t block = room / per_elem;
+    if (block >= numel) return std::max<int64_t>(numel, 1);
+    if (block >= kAlignElems) block = block / kAlignElems * kAlignElems;
+    return std::max(block, min_block);
+  };
+  const int64_t page = static_cast<int64_t>(kIoAlignment);
+  const int64_t slack = kPipelineSlots * buffers.slack_pages * page;
+  // Element sizes are powers of two: a multiple of a page's smallest elements is whole pages.
+  const int64_t unit = page / std::clamp<int64_t>(buffers.min_itemsize, 1, page);
+  if (const int64_t block = block_within(available - slack); block > 0) {
+    if (block % unit == 0) return block;
+    if (block > unit && block < numel) return block / unit * unit;
+  }
+  if (const int64_t block = block_within(available - slack - kPipelineSlots * buffers.count * page);
+      block > 0)
+    return block;
+  return block_within(available);
+}
+
+int64_t units_within(int64_t room, int64_t per_unit, int64_t buffers) {
+  per_unit = std::max<int64_t>(per_unit, 1);
+  const int64_t pages = kPipelineSlots * buffers * static_cast<int64_t>(kIoAlignment);
+  return room - pages >= per_unit ? (room - pages) / per_unit : room / per_unit;
+}
+
+int64_t mapped_bytes(int64_t bytes, int64_t n) {
+  const int64_t page = static_cast<int64_t>(kIoAlignment);
+  return n * ((bytes + page - 1) / page * page);
 }
 
 bool stream_fits(int64_t numel, int64_t bytes_per_elem, int64_t resident_bytes) {
@@ -66,7 +93,7 @@ std::vector<int64_t> plan_transpose_tile(const std::string& operands,
   if (nd == 0) return ext;
   // Input and output tiles, double-buffered.
   int64_t per_elem = itemsize * 2 * kPipelineSlots;
-  int64_t cap = memory_budget() / per_elem;
+  int64_t cap = units_within(memory_budget(), per_elem, 2);  // an input and an output tile
   size_t last_in = nd - 1;
   size_t last_out = static_cast<size_t>(perm[nd - 1]);
   int64_t min_elems = std::min(shape[last_in], kMinTile) * std::min(shape[last_out], kMinTile);
@@ -134,8 +161,12 @@ MatmulTiles plan_matmul(const std::string& operands, int64_t m, int64_t k, int64
   t.nb = std::max<int64_t>(t.nb, 1);
   auto used = [&] { return t.mb * t.kb + t.kb * t.nb + t.mb * t.nb; };
   if (used() > cap) budget_too_small("matmul", operands, matmul_tile_bytes(t, elem_bytes));
-  // the least tiles always fit; larger ones leave the bounce buffers' share
-  cap = std::max(used(), (memory_budget() - slab_bounce_reserve()) / (kPipelineSlots * elem_bytes));
+  // The least tiles always fit; larger ones leave the bounce buffers' share and each tile
+  // buffer's last page (A, B and C tiles in every slot: whole pages each).
+  const int64_t pages = 3 * kPipelineSlots * static_cast<int64_t>(kIoAlignment);
+  const int64_t tiles_room = memory_budget() - slab_bounce_reserve() -
+                             (memory_budget() - slab_bounce_reserve() > 2 * pages ? pages : 0);
+  cap = std::max(used(), tiles_room / (kPipelineSlots * elem_bytes));
   // Start square, then let B's tile grow to all of B (read B once), then
   // spend the rest on taller row panels of A.
   int64_t side = static_cast<int64_t>(std::sqrt(static_cast<double>(cap) / 3.0));
@@ -174,7 +205,7 @@ MatmulTiles plan_matmul(const std::string& operands, int64_t m, int64_t k, int64
   // lets C have half of the whole budget.
   const bool one_c_tile = count == 1;
   auto in_long_runs = [&](const MatmulTiles& whole_c) {
-    const int64_t room = memory_budget() - slab_bounce_reserve();
+    const int64_t room = tiles_room;
     return a_rows_along_k ? strip_plan(whole_c, k, elem_bytes, room) : whole_c;
   };
   if (m * n <= (one_c_tile ? kPipelineSlots * cap : cap) / 2) {
@@ -183,8 +214,7 @@ MatmulTiles plan_matmul(const std::string& operands, int64_t m, int64_t k, int64
     whole.c_slots = one_c_tile ? 1 : kPipelineSlots;
     const int64_t ab_room = one_c_tile ? cap - c_elems / kPipelineSlots : cap - c_elems;
     whole.kb = fit(k, 1, ab_room / (whole.mb + whole.nb));
-    const bool fits = matmul_tile_bytes(whole, elem_bytes) <=
-                      memory_budget() - slab_bounce_reserve();  // kb >= 1 may not
+    const bool fits = matmul_tile_bytes(whole, elem_bytes) <= tiles_room;  // kb >= 1 may not
     if (fits && whole.kb >= std::min<int64_t>(k, kMinContraction) && traffic(whole) < traffic(t))
       return one_c_tile ? in_long_runs(whole) : whole;
   }

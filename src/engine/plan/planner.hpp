@@ -12,12 +12,37 @@ namespace jask {
 // Slots per stream: one being filled or drained by I/O, one being computed.
 inline constexpr int64_t kPipelineSlots = 2;
 
+// The block buffers of a streaming op, per pipeline slot: each is whole pages
+// (io/file.hpp's AlignedBuffer maps pages), and `slack_pages` more pages in
+// all let reads land at their file offset's alignment. Their elements are
+// `min_itemsize` bytes or a power-of-two multiple of it.
+struct BlockBuffers {
+  int64_t count = 1;
+  int64_t slack_pages = 0;
+  int64_t min_itemsize = 1;
+};
+
+// Bytes of `n` buffers of `bytes` each once mapped: whole pages.
+int64_t mapped_bytes(int64_t bytes, int64_t n = 1);
+
+// How many units (rows, elements) of `per_unit` bytes in all fit `room`
+// bytes when they are held in `buffers` buffers per pipeline slot, each
+// mapped in whole pages: a page per buffer is left for its last one, where
+// `room` has that; a budget of a few pages gets room / per_unit.
+int64_t units_within(int64_t room, int64_t per_unit, int64_t buffers);
+
 // Elements per block for a streaming op whose streams need `bytes_per_elem`
 // bytes per element in total (inputs + outputs). Throws ValueError naming
 // the op, the operands and the smallest budget that works.
 // `resident_bytes` are already taken from the budget by operands kept whole.
+// The buffers' pages fit the budget with the elements (a block of a page of
+// the smallest elements or a multiple fills whole pages in every buffer; a
+// smaller one leaves room for each buffer's last page), down to budgets of a
+// few pages: below, a block of the fewest elements takes a page per buffer
+// whatever the budget.
 int64_t plan_stream_block(const std::string& op, const std::string& operands, int64_t numel,
-                          int64_t bytes_per_elem, int64_t resident_bytes = 0);
+                          int64_t bytes_per_elem, int64_t resident_bytes = 0,
+                          BlockBuffers buffers = {});
 
 // Whether plan_stream_block would find a block within the budget.
 bool stream_fits(int64_t numel, int64_t bytes_per_elem, int64_t resident_bytes = 0);

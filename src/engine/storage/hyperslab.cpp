@@ -4,6 +4,7 @@
 
 #include "base/concurrency.hpp"
 #include "base/memory_budget.hpp"
+#include "plan/planner.hpp"
 
 namespace jask {
 
@@ -86,7 +87,7 @@ void read_slab(const StoredArray& array, const std::vector<int64_t>& shape, cons
   const int64_t bounce_bytes = runs.empty() ? 0 : runs.front().len * isz + kBounceSlack;
   const bool bounce =
       short_runs(array, runs) && runs.front().len * isz <= kBounceRunBytes &&
-      buffer_bytes() + static_cast<int64_t>(readers) * bounce_bytes <= memory_budget();
+      buffer_bytes() + mapped_bytes(bounce_bytes, static_cast<int64_t>(readers)) <= memory_budget();
   std::vector<AlignedBuffer> buffers(readers);
   if (bounce)
     for (auto& b : buffers) b = AlignedBuffer(static_cast<size_t>(bounce_bytes));
