@@ -62,7 +62,7 @@ int64_t plan_row_block(const std::string& op, const std::string& operands, int64
                      std::to_string(per_row) + " bytes; raise it with jask.set_memory_budget(" +
                      std::to_string(per_row) + ")");
   }
-  return std::clamp<int64_t>(units_within(memory_budget(), per_row, buffers), 1,
+  return std::clamp<int64_t>(units_within(memory_budget(), per_row, kPipelineSlots * buffers), 1,
                              std::max<int64_t>(total_rows, 1));
 }
 

@@ -472,11 +472,7 @@ int64_t plan_rows(const Group& g) {
   const int64_t all = std::max<int64_t>(g.rows, 1);
   if (per_row == 0) return available >= 0 ? all : 0;
   if (available < per_row) return 0;
-  // Each block buffer's last page, where the budget has room for them.
-  const int64_t last_pages =
-      (streams * kPipelineSlots + locals) * static_cast<int64_t>(kIoAlignment);
-  const int64_t room = available - last_pages >= per_row ? available - last_pages : available;
-  return std::min(room / per_row, all);
+  return std::min(units_within(available, per_row, streams * kPipelineSlots + locals), all);
 }
 
 // One pass over row blocks: the reader fills every tall input's block t+1

@@ -49,8 +49,9 @@ void stream_rows(const std::string& op, const std::vector<ArrayRef>& inputs,
   const auto out_isz = static_cast<int64_t>(itemsize(out.info().dtype));
   row_bytes += out_row * out_isz;
   const int64_t per_row = kPipelineSlots * row_bytes + work_per_row;
-  const int64_t block = std::min(
-      rows, units_within(memory_budget(), per_row, static_cast<int64_t>(inputs.size()) + 1));
+  const int64_t block =
+      std::min(rows, units_within(memory_budget(), per_row,
+                                  kPipelineSlots * (static_cast<int64_t>(inputs.size()) + 1)));
   if (rows > 0 && block < 1) {
     throw ValueError(op + "(" + operands + "): one row needs " + std::to_string(per_row) +
                      " bytes, more than the memory budget of " + std::to_string(memory_budget()) +

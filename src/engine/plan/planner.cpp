@@ -71,7 +71,7 @@ int64_t plan_stream_block(const std::string& op, const std::string& operands, in
 
 int64_t units_within(int64_t room, int64_t per_unit, int64_t buffers) {
   per_unit = std::max<int64_t>(per_unit, 1);
-  const int64_t pages = kPipelineSlots * buffers * static_cast<int64_t>(kIoAlignment);
+  const int64_t pages = buffers * static_cast<int64_t>(kIoAlignment);
   return room - pages >= per_unit ? (room - pages) / per_unit : room / per_unit;
 }
 
@@ -93,7 +93,8 @@ std::vector<int64_t> plan_transpose_tile(const std::string& operands,
   if (nd == 0) return ext;
   // Input and output tiles, double-buffered.
   int64_t per_elem = itemsize * 2 * kPipelineSlots;
-  int64_t cap = units_within(memory_budget(), per_elem, 2);  // an input and an output tile
+  // An input and an output tile in every slot.
+  int64_t cap = units_within(memory_budget(), per_elem, 2 * kPipelineSlots);
   size_t last_in = nd - 1;
   size_t last_out = static_cast<size_t>(perm[nd - 1]);
   int64_t min_elems = std::min(shape[last_in], kMinTile) * std::min(shape[last_out], kMinTile);

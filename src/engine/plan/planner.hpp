@@ -26,9 +26,9 @@ struct BlockBuffers {
 int64_t mapped_bytes(int64_t bytes, int64_t n = 1);
 
 // How many units (rows, elements) of `per_unit` bytes in all fit `room`
-// bytes when they are held in `buffers` buffers per pipeline slot, each
-// mapped in whole pages: a page per buffer is left for its last one, where
-// `room` has that; a budget of a few pages gets room / per_unit.
+// bytes when they are held in `buffers` buffers, each mapped in whole pages:
+// a page per buffer is left for its last one, where `room` has that; a
+// budget of a few pages gets room / per_unit.
 int64_t units_within(int64_t room, int64_t per_unit, int64_t buffers);
 
 // Elements per block for a streaming op whose streams need `bytes_per_elem`
