@@ -111,17 +111,15 @@ def _new_bar(desc: str, total: int | None, done: int = 0, unit: str = "B"):
     )
 
 
-def _finish(bar, nbytes: int) -> None:
-    """Ends `bar` at 100% with `nbytes` done."""
-    bar.total = max(int(nbytes), bar.n)
-    bar.n = bar.total
+def _finish(bar, nbytes: int, failed: bool = False) -> None:
+    """Ends `bar` at 100% with `nbytes` done; the bar of what `failed` where it got to,
+    marked failed (never at 100%)."""
+    if failed:
+        bar.set_postfix_str("failed", refresh=False)
+    else:
+        bar.total = max(int(nbytes), bar.n)
+        bar.n = bar.total
     bar.close()  # draws it once more
-
-
-def _abandon(bar) -> None:
-    """Ends the bar of what failed where it got to, marked failed (never at 100%)."""
-    bar.set_postfix_str("failed", refresh=False)
-    bar.close()
 
 
 def _expected_s(elapsed: float, done: int, planned: int) -> float:
@@ -186,10 +184,7 @@ class _Task:
                 if _now_s() - self.start >= _threshold_s:
                     self.bar = _new_bar(self.name, self.total)
             if self.bar is not None:
-                if failed:
-                    _abandon(self.bar)
-                else:
-                    _finish(self.bar, self.total)
+                _finish(self.bar, self.total, failed)
                 self.bar = None
 
 
@@ -248,10 +243,7 @@ class _Bars:
         if self.task is not None or program:
             return  # the task's bar, or its program run's, shows it
         if self.bar is not None and self.bar_seq == seq:
-            if failed:
-                _abandon(self.bar)
-            else:
-                _finish(self.bar, nbytes)
+            _finish(self.bar, nbytes, failed)
             self.bar = None
         elif not failed and (end_ns - start_ns) * 1e-9 >= _threshold_s:
             # It ended between two polls before its bar opened: shown complete.
@@ -285,10 +277,8 @@ class _Bars:
         if self.task is not None:
             return
         if self.run_bar is not None and self.run_bar_seq == run["seq"]:
-            if run["failed"]:
-                _abandon(self.run_bar)
-            else:
-                _finish(self.run_bar, run["bytes"] if self.run_bar_bytes else run["calls_done"])
+            done = run["bytes"] if self.run_bar_bytes else run["calls_done"]
+            _finish(self.run_bar, done, run["failed"])
             self.run_bar = None
         elif not run["failed"] and (run["end_ns"] - run["start_ns"]) * 1e-9 >= _threshold_s:
             # It ended between two polls before its bar opened: shown complete.

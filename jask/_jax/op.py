@@ -49,6 +49,7 @@ def _ffi_target(result: str) -> str:
     return _ENGINE_CALLS[result][0]
 
 
+@functools.cache  # wrapped once per kind of result, not per call
 def _eager_call(result: str):
     return _progress.settled(getattr(_engine, _ENGINE_CALLS[result][1]))
 
