@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._dtypes import SUPPORTED
+from ._files import file_kind as file_kind
 
 INDEX = "index.json"
 FORMAT = "jask-checkpoint"
@@ -79,21 +80,6 @@ def open_regular(file: str, what: str) -> int:
         os.close(fd)
         raise
     return fd
-
-
-def file_kind(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISREG, "a regular file"),
-        (stat.S_ISDIR, "a folder"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISLNK, "a symbolic link"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return name
-    return "of an unknown kind"
 
 
 def read_index(folder: str) -> dict:
