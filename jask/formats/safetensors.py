@@ -19,6 +19,7 @@ import json
 import math
 import os
 import re
+import reprlib
 import secrets
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ import numpy as np
 from .. import _engine, _runtime
 from .._api.io import open_array
 from .._durable import fsync_folder
+from .._files import open_regular, read_regular
 from .._jax import compat
 from .._jax.diskarray import DiskArray
 
@@ -37,6 +39,8 @@ MAX_HEADER_BYTES = 100_000_000
 # save_safetensors starts the data area at this boundary, so direct I/O of a
 # tensor's aligned middle needs no shifted buffer for the first one.
 DATA_ALIGNMENT = 4096
+# The longest index Jask reads: a weight_map of a million tensors fits many times over.
+MAX_INDEX_BYTES = 100_000_000
 INDEX_SUFFIX = ".safetensors.index.json"
 INDEX_NAME = "model" + INDEX_SUFFIX
 _MAX_FILE_BYTES = 2**63 - 1
@@ -135,6 +139,8 @@ def safetensors_metadata(path) -> dict[str, str]:
 
 def _headers(path: str) -> list[_Header]:
     """The checked headers of the file, or of every shard of the checkpoint, at `path`."""
+    if "\0" in path:
+        raise ValueError(f"open_safetensors: the path {path!r} holds a NUL character")
     if os.path.isdir(path):
         path = _file_in_folder(path)
     if path.endswith(INDEX_SUFFIX):
@@ -172,24 +178,27 @@ def _index_headers(index_path: str) -> list[_Header]:
     for shard in sorted(by_shard):
         names = by_shard[shard]
         shard_path = os.path.join(folder, shard)
-        if not os.path.isfile(shard_path):
-            raise ValueError(
-                f"{index_path}: the weight_map puts tensor {names[0]!r} in {shard!r}, but "
-                f"{shard_path} does not exist"
+        try:
+            header = _read_header(
+                shard_path, f"safetensors shard of tensor {_brief(names[0])} in {index_path}:"
             )
-        header = _read_header(shard_path)
+        except FileNotFoundError:
+            raise ValueError(
+                f"{index_path}: the weight_map puts tensor {_brief(names[0])} in {_brief(shard)}, "
+                f"but {shard_path} does not exist"
+            ) from None
         held = {t.name for t in header.tensors}
         for name in names:
             if name not in held:
                 raise ValueError(
-                    f"{index_path}: the weight_map puts tensor {name!r} in {shard_path}, "
+                    f"{index_path}: the weight_map puts tensor {_brief(name)} in {shard_path}, "
                     "which does not hold it"
                 )
         mapped = set(names)
         for t in header.tensors:
             if t.name not in mapped:
                 raise ValueError(
-                    f"{shard_path}: holds tensor {t.name!r}, which the weight_map of "
+                    f"{shard_path}: holds tensor {_brief(t.name)}, which the weight_map of "
                     f"{index_path} does not put there"
                 )
         headers.append(header)
@@ -197,11 +206,8 @@ def _index_headers(index_path: str) -> list[_Header]:
 
 
 def _read_weight_map(index_path: str) -> dict[str, str]:
-    try:
-        with open(index_path, encoding="utf-8") as f:
-            index = json.load(f, object_pairs_hook=_unique_keys(index_path))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{index_path}: not a safetensors index (invalid JSON: {e})") from None
+    data = read_regular(index_path, "safetensors index", MAX_INDEX_BYTES)
+    index = _parse_json(data, index_path, "the safetensors index")
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict):
         raise ValueError(f"{index_path}: not a safetensors index (no 'weight_map' object)")
@@ -211,23 +217,28 @@ def _read_weight_map(index_path: str) -> dict[str, str]:
             not isinstance(shard, str)
             or shard != os.path.basename(shard)
             or shard in ("", ".", "..")
+            or "\0" in shard
         ):
             raise ValueError(
-                f"{index_path}: tensor {name!r} maps to {shard!r}, which is not the name of "
-                "a file beside the index"
+                f"{index_path}: tensor {_brief(name)} maps to {_brief(shard)}, which is not the "
+                "name of a file beside the index"
             )
     return weight_map
 
 
-def _read_header(path: str) -> _Header:
-    """The header of the safetensors file at `path`, every claim in it checked against the file."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
+def _read_header(path: str, what: str = "safetensors file") -> _Header:
+    """The header of the safetensors file at `path`, every claim in it checked against the file.
+
+    `what` starts the message of an error opening the file (the shard of which index).
+    """
+    fd = open_regular(path, what)
+    try:
+        size = os.fstat(fd).st_size
         if size < 8:
             raise ValueError(
                 f"{path}: not a safetensors file: {size} bytes, fewer than its 8-byte header length"
             )
-        n = int.from_bytes(f.read(8), "little")
+        n = int.from_bytes(_read_exactly(fd, 8, 0, path), "little")
         if n > MAX_HEADER_BYTES:
             raise ValueError(
                 f"{path}: header length {n} is over safetensors' limit of {MAX_HEADER_BYTES} bytes"
@@ -237,59 +248,191 @@ def _read_header(path: str) -> _Header:
                 f"{path}: header length {n} is more than the {size - 8} bytes after it "
                 "(truncated, or not a safetensors file)"
             )
-        raw = f.read(n)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: the safetensors header is not UTF-8 ({e})") from None
-    if not text.startswith("{"):
+        raw = _read_exactly(fd, n, 8, path)
+    finally:
+        os.close(fd)
+    if not raw.startswith(b"{"):
         raise ValueError(f"{path}: the safetensors header does not start with '{{'")
-    try:
-        entries = json.loads(text, object_pairs_hook=_unique_keys(path))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: the safetensors header is not valid JSON ({e})") from None
+    entries = _parse_json(raw, path, "the safetensors header")
     if not isinstance(entries, dict):
         raise ValueError(f"{path}: the safetensors header is not a JSON object")
-    metadata = _checked_metadata(entries.pop("__metadata__", {}), f"{path}: __metadata__")
+    metadata = entries.pop("__metadata__", None)
+    metadata = {} if metadata is None else _checked_metadata(metadata, f"{path}: __metadata__")
     data_bytes = size - 8 - n
     tensors = [_checked_tensor(path, name, info, data_bytes) for name, info in entries.items()]
     tensors.sort(key=lambda t: (t.begin, t.end))
-    _check_disjoint(path, tensors)
+    _check_layout(path, tensors, data_bytes)
     return _Header(path, 8 + n, tensors, metadata)
 
 
-def _unique_keys(path: str):
-    def pairs_to_dict(pairs):
-        out = {}
-        for key, value in pairs:
-            if key in out:
-                raise ValueError(f"{path}: the header names {key!r} twice")
-            out[key] = value
-        return out
+def _read_exactly(fd: int, n: int, offset: int, path: str) -> bytes:
+    chunks, done = [], 0
+    while done < n:
+        chunk = os.pread(fd, min(n - done, 1 << 24), offset + done)
+        if not chunk:
+            raise ValueError(
+                f"{path}: the file ended after {offset + done} bytes while it was read"
+            )
+        chunks.append(chunk)
+        done += len(chunk)
+    return b"".join(chunks)
 
-    return pairs_to_dict
+
+# -- JSON as safetensors' own parser (serde_json) reads it --------------------------------------
+
+# serde_json refuses JSON nested deeper than this (objects and arrays, the header's own included).
+_MAX_JSON_DEPTH = 127
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+class _JsonRefusal(ValueError):
+    """A JSON text Python's parser reads but safetensors' refuses (the reason, no path)."""
+
+
+def _parse_json(data: bytes, path: str, what: str):
+    """The JSON value in `data`; ValueError naming `path` for anything safetensors would refuse.
+
+    Python's json module reads a superset of what serde_json (the safetensors library's parser)
+    reads: NaN and Infinity, integers past 64 bits, lone surrogates, duplicate keys, any depth.
+    Each is refused here, so a file Jask opens is one the library opens.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: {what} is not UTF-8 ({e})") from None
+    try:
+        value = json.loads(
+            text,
+            object_pairs_hook=_unique_keys,
+            parse_int=_json_int,
+            parse_float=_json_float,
+            parse_constant=_json_constant,
+        )
+        if _SURROGATE_ESCAPE.search(text):
+            # A pair of escapes reads as one character; a lone half cannot be encoded.
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        _check_depth(value)
+    except _JsonRefusal as e:
+        raise ValueError(f"{path}: {what} {e}") from None
+    except UnicodeEncodeError:
+        raise ValueError(f"{path}: {what} holds a lone UTF-16 surrogate escape") from None
+    except RecursionError:
+        raise ValueError(
+            f"{path}: {what} nests arrays or objects deeper than the {_MAX_JSON_DEPTH} levels "
+            "safetensors reads"
+        ) from None
+    except MemoryError:
+        raise ValueError(
+            f"{path}: {what} ({len(data)} bytes) needs more memory to parse than this process "
+            "may use"
+        ) from None
+    except ValueError as e:  # json.JSONDecodeError
+        raise ValueError(f"{path}: {what} is not valid JSON ({e})") from None
+    return value
+
+
+def _unique_keys(pairs):
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise _JsonRefusal(f"names {_brief(key)} twice")
+        out[key] = value
+    return out
+
+
+class _WideInt(float):
+    """An integer past 64 bits, which serde_json reads as a float: refused wherever an int is
+    needed, as a number out of range (its repr is the integer as written)."""
+
+    def __new__(cls, text: str):
+        value = super().__new__(cls, _json_float(text))
+        value.text = text
+        return value
+
+    def __repr__(self) -> str:
+        return (
+            self.text if len(self.text) <= 40 else f"{self.text[:20]}...({len(self.text)} digits)"
+        )
+
+
+def _json_int(text: str):
+    # serde_json reads -0 as a float, and an integer outside i64/u64 too.
+    if text == "-0":
+        return -0.0
+    if len(text) <= 20:
+        value = int(text)
+        if -(2**63) <= value < 2**64:
+            return value
+    return _WideInt(text)
+
+
+def _json_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        shown = text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+        raise _JsonRefusal(f"holds the number {shown}, out of the range of a float64")
+    return value
+
+
+def _json_constant(text: str):
+    raise _JsonRefusal(f"holds {text}, which is not JSON")
+
+
+def _check_depth(value) -> None:
+    """_JsonRefusal if `value` nests deeper than _MAX_JSON_DEPTH (the outermost level is 1)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            items = item.values()
+        elif isinstance(item, list):
+            items = item
+        else:
+            continue
+        if depth > _MAX_JSON_DEPTH:
+            raise _JsonRefusal(
+                f"nests arrays or objects deeper than the {_MAX_JSON_DEPTH} levels safetensors "
+                "reads"
+            )
+        stack.extend((child, depth + 1) for child in items if isinstance(child, (dict, list)))
+
+
+def _brief(value) -> str:
+    """`repr(value)` cut to about 120 characters and three levels: a header's values in messages."""
+    return _REPR.repr(value)
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 120
+_REPR.maxlist = _REPR.maxdict = 8
+_REPR.maxlevel = 3
 
 
 def _checked_tensor(path: str, name: str, info, data_bytes: int) -> _Tensor:
-    where = f"{path}: tensor {name!r}"
+    where = f"{path}: tensor {_brief(name)}"
     if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= info.keys():
         raise ValueError(f"{where}: its entry must be an object with dtype, shape and data_offsets")
     dtype_name, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
     if not isinstance(dtype_name, str):
-        raise ValueError(f"{where}: dtype must be a string, got {dtype_name!r}")
+        raise ValueError(f"{where}: dtype must be a string, got {_brief(dtype_name)}")
     if dtype_name not in _DTYPES:
         raise TypeError(
-            f"{where} has dtype {dtype_name}, which Jask does not store; it stores {_STORED}"
+            f"{where} has dtype {_brief(dtype_name)[1:-1]}, which Jask does not store; it stores "
+            f"{_STORED}"
         )
-    if not isinstance(shape, list) or not all(_is_index(d) and d >= 0 for d in shape):
-        raise ValueError(f"{where}: shape must be a list of non-negative ints, got {shape!r}")
-    if not (isinstance(offsets, list) and len(offsets) == 2 and all(map(_is_index, offsets))):
-        raise ValueError(f"{where}: data_offsets must be two ints [begin, end], got {offsets!r}")
+    if not isinstance(shape, list) or not all(_is_written_int(d) and d >= 0 for d in shape):
+        raise ValueError(f"{where}: shape must be a list of non-negative ints, got {_brief(shape)}")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(map(_is_written_int, offsets))):
+        raise ValueError(
+            f"{where}: data_offsets must be two ints [begin, end], got {_brief(offsets)}"
+        )
     begin, end = offsets
     if not 0 <= begin <= end <= _MAX_FILE_BYTES:
-        raise ValueError(f"{where}: data_offsets {offsets} must satisfy 0 <= begin <= end < 2**63")
+        raise ValueError(
+            f"{where}: data_offsets {_brief(offsets)} must satisfy 0 <= begin <= end < 2**63"
+        )
     dtype = _DTYPES[dtype_name]
-    nbytes = dtype.itemsize * math.prod(shape)  # Python ints: no overflow
+    nbytes = _checked_nbytes(where, shape, dtype_name, dtype.itemsize)
     if end - begin != nbytes:
         raise ValueError(
             f"{where}: shape {tuple(shape)} of {dtype_name} is {nbytes} bytes, but data_offsets "
@@ -303,22 +446,50 @@ def _checked_tensor(path: str, name: str, info, data_bytes: int) -> _Tensor:
     return _Tensor(name, dtype, tuple(shape), begin, end)
 
 
+def _checked_nbytes(where: str, shape: list[int], dtype_name: str, itemsize: int) -> int:
+    """The bytes of `shape`; ValueError past a file offset, counting zero dimensions as one as
+    Jask's engine does (every product stays under 2**63: no huge-integer arithmetic)."""
+    bound = itemsize
+    for d in shape:
+        bound *= max(d, 1)
+        if bound > _MAX_FILE_BYTES:
+            raise ValueError(
+                f"{where}: shape {_brief(shape)} of {dtype_name} is more than the "
+                f"{_MAX_FILE_BYTES} bytes (2**63 - 1) a file offset can address"
+            )
+    return 0 if 0 in shape else bound
+
+
 def _is_index(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _check_disjoint(path: str, tensors: list[_Tensor]) -> None:
-    """No two tensors share a byte (`tensors` sorted by offset)."""
-    last = None
+def _is_written_int(value) -> bool:
+    """An int in the JSON text, in range or not (a range check follows)."""
+    return _is_index(value) or isinstance(value, _WideInt)
+
+
+def _check_layout(path: str, tensors: list[_Tensor], data_bytes: int) -> None:
+    """The tensors (sorted by offsets) lie back to back from 0 and fill the data area, as the
+    safetensors library requires: no gap, no shared byte, nothing after the last tensor."""
+    at, last = 0, None
     for t in tensors:
-        if t.begin == t.end:
-            continue
-        if last is not None and t.begin < last.end:
+        if t.begin < at:
             raise ValueError(
-                f"{path}: tensors {last.name!r} (bytes [{last.begin}, {last.end})) and "
-                f"{t.name!r} (bytes [{t.begin}, {t.end})) overlap"
+                f"{path}: tensors {_brief(last.name)} (bytes [{last.begin}, {last.end})) and "
+                f"{_brief(t.name)} (bytes [{t.begin}, {t.end})) overlap"
             )
-        last = t
+        if t.begin > at:
+            raise ValueError(
+                f"{path}: tensor {_brief(t.name)} starts at byte {t.begin} of the data area, but "
+                f"the tensors before it end at {at}; safetensors allows no gap between tensors"
+            )
+        at, last = t.end, t
+    if at != data_bytes:
+        raise ValueError(
+            f"{path}: the tensors end at byte {at} of the data area, which holds {data_bytes}; "
+            "safetensors allows no bytes after the last tensor"
+        )
 
 
 def _checked_metadata(metadata, what: str) -> dict[str, str]:
@@ -326,7 +497,7 @@ def _checked_metadata(metadata, what: str) -> dict[str, str]:
         isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
     )
     if not ok:
-        raise ValueError(f"{what} must map strings to strings, got {metadata!r}")
+        raise ValueError(f"{what} must map strings to strings, got {_brief(metadata)}")
     return metadata
 
 
@@ -595,7 +766,7 @@ def _refuse_foreign(path: str, is_ours) -> None:
 
 
 def _is_safetensors_file(path: str) -> bool:
-    with open(path, "rb") as f:
+    with os.fdopen(open_regular(path, "safetensors file"), "rb") as f:
         head = f.read(9)
         size = os.fstat(f.fileno()).st_size
     if len(head) < 9:
