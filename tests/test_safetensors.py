@@ -4,8 +4,10 @@ Every file is checked against the `safetensors` package: files it writes open wi
 dtypes, files Jask writes read back through `safetensors.safe_open` and `safetensors.numpy`.
 """
 
+import contextlib
 import json
 import os
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -325,6 +327,223 @@ def test_unsupported_dtypes_are_type_errors_naming_file_tensor_and_dtype(tmp_pat
         safetensors.numpy.save_file({"t": np.zeros(2, numpy_dtype)}, str(path))
     with pytest.raises(TypeError, match=f"{path}: tensor 't' has dtype {dtype}.*F32.*BOOL"):
         jask.open_safetensors(path)
+
+
+# -- hostile files: each case measured in issue 32 --------------------------------------------
+
+
+@contextlib.contextmanager
+def _unblocked_after(fifo, seconds=5.0):
+    """Yields a list that holds True if a reader blocked on `fifo` for `seconds`; the watchdog
+    then opens the FIFO's other end, so a regression fails the test instead of hanging it."""
+    blocked, stop = [], threading.Event()
+
+    def watch():
+        if stop.wait(seconds):
+            return
+        while not stop.is_set():
+            try:  # succeeds only while a reader waits
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+                blocked.append(True)
+            except OSError:
+                pass
+            stop.wait(0.05)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield blocked
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _fifo_checkpoint(folder, rng, fifo_name):
+    """A sharded checkpoint in `folder` whose file `fifo_name` is a FIFO; returns the FIFO."""
+    _write_shards(folder, rng)
+    fifo = folder / fifo_name
+    fifo.unlink()
+    os.mkfifo(fifo)
+    return fifo
+
+
+@pytest.mark.parametrize(
+    "role, fifo_name",
+    [
+        ("file", "m.safetensors"),
+        ("index", "model.safetensors.index.json"),
+        ("shard", "model-00002-of-00003.safetensors"),
+    ],
+)
+def test_a_fifo_as_file_index_or_shard_is_refused_without_blocking(tmp_path, rng, role, fifo_name):
+    if role == "file":
+        fifo = tmp_path / fifo_name
+        os.mkfifo(fifo)
+    else:
+        fifo = _fifo_checkpoint(tmp_path, rng, fifo_name)
+    for call in (jask.open_safetensors, jask.safetensors_metadata):
+        with _unblocked_after(fifo) as blocked, pytest.raises(OSError, match="is a FIFO") as error:
+            call(tmp_path if role != "file" else fifo)
+        assert not blocked, f"{call.__name__} blocked on the FIFO"
+        assert str(fifo) in str(error.value)
+    if role == "shard":  # the message says which index named the shard, and for which tensor
+        assert "model.safetensors.index.json" in str(error.value) and "'b." in str(error.value)
+
+
+def test_a_device_or_an_oversized_index_is_refused_unread(tmp_path, rng, monkeypatch):
+    _write_shards(tmp_path, rng)
+    index = tmp_path / "model.safetensors.index.json"
+    text = index.read_bytes()
+    index.unlink()
+    index.symlink_to("/dev/zero")  # read whole, it used to take every byte of memory
+    with pytest.raises(OSError, match=f"{index} is a character device, not a regular file"):
+        jask.open_safetensors(tmp_path)
+    index.unlink()
+    index.write_bytes(text)
+    monkeypatch.setattr(jask.formats.safetensors, "MAX_INDEX_BYTES", len(text) - 1)
+    with pytest.raises(ValueError, match=f"{index} is {len(text)} bytes, over Jask's limit of"):
+        jask.open_safetensors(tmp_path)
+
+
+A_TENSOR = '"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}'
+
+# Headers of the wrong shape or type at every level: each a ValueError or TypeError naming the
+# file (and the tensor), never a KeyError, AttributeError, IndexError or OverflowError.
+WRONG_HEADERS = {
+    "top-level array": ("[1]", "not a JSON object|does not start with"),
+    "tensor entry a number": ('{"a": 1}', "'a': its entry must be an object"),
+    "tensor entry a list": ('{"a": ["F32", [1], [0, 4]]}', "'a': its entry must be an object"),
+    "no dtype": ('{"a": {"shape": [1], "data_offsets": [0, 4]}}', "'a': its entry must be"),
+    "dtype a list": ('{"a": {"dtype": ["F32"], "shape": [1], "data_offsets": [0, 4]}}', "dtype"),
+    "dtype null": ('{"a": {"dtype": null, "shape": [1], "data_offsets": [0, 4]}}', "dtype"),
+    "shape an object": (
+        '{"a": {"dtype": "F32", "shape": {"0": 1}, "data_offsets": [0, 4]}}',
+        "shape",
+    ),
+    "shape of strings": (
+        '{"a": {"dtype": "F32", "shape": ["1"], "data_offsets": [0, 4]}}',
+        "shape",
+    ),
+    "shape of bools": ('{"a": {"dtype": "F32", "shape": [true], "data_offsets": [0, 4]}}', "shape"),
+    "offsets a number": (
+        '{"a": {"dtype": "F32", "shape": [1], "data_offsets": 4}}',
+        "data_offsets",
+    ),
+    "one offset": ('{"a": {"dtype": "F32", "shape": [1], "data_offsets": [4]}}', "data_offsets"),
+    "offsets -0": (
+        '{"a": {"dtype": "F32", "shape": [1], "data_offsets": [-0, 4]}}',
+        "data_offsets",
+    ),
+    "offset 2**64": (
+        '{"a": {"dtype": "F32", "shape": [1], "data_offsets": [18446744073709551616, 4]}}',
+        "18446744073709551616",
+    ),
+    "dim of 5000 digits": (
+        '{"a": {"dtype": "F32", "shape": [' + "9" * 5000 + '], "data_offsets": [0, 4]}}',
+        "out of the range of a float64",
+    ),
+    "dims past 2**63": (
+        '{"a": {"dtype": "F32", "shape": [' + "4, " * 40 + '0], "data_offsets": [0, 0]}}',
+        "more than the 9223372036854775807 bytes",
+    ),
+    "NaN": ('{"__metadata__": {}, ' + A_TENSOR[:-1] + ', "x": NaN}}', "holds NaN"),
+    "1e400": ("{" + A_TENSOR[:-1] + ', "x": 1e400}}', "1e400, out of the range"),
+    "lone surrogate": (
+        '{"\\ud800": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}',
+        "surrogate",
+    ),
+    "duplicate name": ("{" + A_TENSOR + ", " + A_TENSOR + "}", "names 'a' twice"),
+    "metadata a list": ('{"__metadata__": ["x"], ' + A_TENSOR + "}", "__metadata__ must map"),
+    "metadata value null": ('{"__metadata__": {"k": null}, ' + A_TENSOR + "}", "__metadata__ must"),
+    "nested 128 deep": ("{" + A_TENSOR[:-1] + ', "x": ' + "[" * 126 + "]" * 126 + "}}", "deeper"),
+    "nested 10**5 deep": ('{"a": ' + "[" * 10**5 + "]" * 10**5 + "}", "deeper than the 127 levels"),
+    "gap": (
+        '{"a": {"dtype": "F32", "shape": [0], "data_offsets": [2, 2]}, '
+        '"b": {"dtype": "BOOL", "shape": [2], "data_offsets": [0, 2]}, '
+        '"c": {"dtype": "BOOL", "shape": [1], "data_offsets": [3, 4]}}',
+        "'c' starts at byte 3 .* end at 2; safetensors allows no gap",
+    ),
+    "bytes after the last tensor": (
+        '{"a": {"dtype": "BOOL", "shape": [3], "data_offsets": [0, 3]}}',
+        "end at byte 3 of the data area, which holds 4",
+    ),
+    "empty tensor inside another": (
+        "{" + A_TENSOR + ', "e": {"dtype": "F32", "shape": [0], "data_offsets": [2, 2]}}',
+        "'a' .*and 'e' .* overlap",
+    ),
+}
+
+# Jask is stricter than the library here: it reads a name given twice (the last one wins), and
+# (serde's derived struct reader) a tensor's entry written as a list of its fields in order.
+LIBRARY_READS = {"duplicate name", "tensor entry a list"}
+
+
+@pytest.mark.parametrize("case", list(WRONG_HEADERS))
+def test_wrong_headers_are_refused_naming_the_file_as_the_library_refuses_them(tmp_path, case):
+    text, message = WRONG_HEADERS[case]
+    path = tmp_path / "m.safetensors"
+    raw = text.encode()
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + bytes(4))
+    for call in (jask.open_safetensors, jask.safetensors_metadata):
+        with pytest.raises((ValueError, TypeError), match=message) as error:
+            call(path)
+        assert str(path) in str(error.value)
+    if case not in LIBRARY_READS:
+        with pytest.raises(Exception):  # noqa: B017 (the library's own error type)
+            safetensors.numpy.load_file(str(path))
+
+
+def test_json_depth_safetensors_reads_jask_reads(tmp_path):
+    path = tmp_path / "m.safetensors"
+    raw = ("{" + A_TENSOR[:-1] + ', "x": ' + "[" * 125 + "]" * 125 + "}}").encode()  # 127 levels
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + bytes(4))
+    assert safetensors.numpy.load_file(str(path))["a"].shape == (1,)
+    assert jask.open_safetensors(path)["a"].shape == (1,)
+
+
+WRONG_INDEXES = {
+    "not JSON": (b"{", "is not valid JSON"),
+    "not UTF-8": (b'{"weight_map": {"\xff": "s"}}', "is not UTF-8"),
+    "a list": (b"[]", "no 'weight_map' object"),
+    "weight_map a list": (b'{"weight_map": [["a", "s"]]}', "no 'weight_map' object"),
+    "weight_map null": (b'{"weight_map": null}', "no 'weight_map' object"),
+    "shard a number": (b'{"weight_map": {"a": 1}}', "tensor 'a' maps to 1"),
+    "shard a list": (b'{"weight_map": {"a": ["s"]}}', r"tensor 'a' maps to \['s'\]"),
+    "shard ..": (b'{"weight_map": {"a": ".."}}', "tensor 'a' maps to '..'"),
+    "shard in a parent": (b'{"weight_map": {"a": "../m.safetensors"}}', "not the name of a file"),
+    "shard absolute": (b'{"weight_map": {"a": "/dev/zero"}}', "'/dev/zero', which is not"),
+    "shard with NUL": (b'{"weight_map": {"a": "s\\u0000"}}', "maps to 's\\\\x00'"),
+    "duplicate tensor": (b'{"weight_map": {"a": "s", "a": "t"}}', "names 'a' twice"),
+    "nested 10**5 deep": (b'{"weight_map": ' + b"[" * 10**5 + b"]" * 10**5 + b"}", "deeper"),
+    "NaN": (b'{"metadata": {"total_size": NaN}, "weight_map": {}}', "holds NaN"),
+}
+
+
+@pytest.mark.parametrize("case", list(WRONG_INDEXES))
+def test_wrong_indexes_are_value_errors_naming_the_index(tmp_path, case):
+    text, message = WRONG_INDEXES[case]
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_bytes(text)
+    with pytest.raises(ValueError, match=message) as error:
+        jask.open_safetensors(tmp_path)
+    assert str(index) in str(error.value)
+
+
+def test_a_shard_that_is_a_folder_or_a_dangling_link_is_refused_naming_it(tmp_path, rng):
+    _write_shards(tmp_path, rng)
+    shard = tmp_path / "model-00003-of-00003.safetensors"
+    shard.unlink()
+    shard.mkdir()
+    with pytest.raises(OSError, match=f"tensor .c. in .*index.json: {shard} is a folder"):
+        jask.open_safetensors(tmp_path)
+    shard.rmdir()
+    shard.symlink_to(tmp_path / "gone.safetensors")
+    with pytest.raises(ValueError, match=f"puts tensor 'c' in .*, but {shard} does not exist"):
+        jask.open_safetensors(tmp_path)
+    shard.unlink()
+    shard.symlink_to("model-00001-of-00003.safetensors")  # a link within the folder is followed
+    with pytest.raises(ValueError, match="puts tensor 'c' in .*, which does not hold it"):
+        jask.open_safetensors(tmp_path)
 
 
 # -- saving ---------------------------------------------------------------------------

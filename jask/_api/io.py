@@ -49,7 +49,9 @@ def open_array(path, *, shape=None, dtype=None, offset=0, mode="r") -> DiskArray
     """Opens a .npy or raw file in place (see DiskArray.open)."""
     if mode not in ("r", "r+"):
         raise ValueError(f"mode must be 'r' or 'r+', got {mode!r}")
-    path = os.fspath(path)
+    path = os.fsdecode(os.fspath(path))
+    if "\0" in path:  # the engine's C string would end there: another file's name
+        raise ValueError(f"jask.DiskArray.open: the path {path!r} holds a NUL character")
     writable = mode == "r+"
     if (shape is None) != (dtype is None):
         raise ValueError(

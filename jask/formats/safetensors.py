@@ -112,7 +112,7 @@ def open_safetensors(path, *, mode: str = "r") -> dict[str, DiskArray]:
     if mode not in ("r", "r+"):
         raise ValueError(f"open_safetensors: mode must be 'r' or 'r+', got {mode!r}")
     arrays = {}
-    for header in _headers(os.fspath(path)):
+    for header in _headers(os.fsdecode(os.fspath(path))):
         for t in header.tensors:
             arrays[t.name] = open_array(
                 header.path,
@@ -133,7 +133,7 @@ def safetensors_metadata(path) -> dict[str, str]:
     >>> jask.safetensors_metadata(p)
     {'format': 'pt'}
     """
-    headers = _headers(os.fspath(path))
+    headers = _headers(os.fsdecode(os.fspath(path)))
     return dict(headers[0].metadata) if headers else {}
 
 
