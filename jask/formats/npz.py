@@ -11,7 +11,9 @@ bytes, inflated as a stream with the .npy header skipped.
 
 from __future__ import annotations
 
+import errno
 import io
+import itertools
 import math
 import os
 import struct
@@ -26,7 +28,9 @@ from numpy.lib import format as npy_format
 from .._api.creation import zeros
 from .._api.io import open_array
 from .._dtypes import SUPPORTED, storage_dtype
+from .._files import open_regular
 from .._jax.diskarray import DiskArray
+from .._runtime import memory_budget
 from ._chunked import open_chunked
 
 # signature, version, flags, method, time, date, crc32, sizes, name and extra lengths.
@@ -35,6 +39,12 @@ _LOCAL_SIGNATURE = b"PK\x03\x04"
 # numpy.load's max_header_size, and the limit of Jask's own .npy reader.
 _MAX_NPY_HEADER = 10_000
 _MAX_NPY_PREFIX = 12 + _MAX_NPY_HEADER  # magic, version, length, header text
+_ENCRYPTED_OR_PATCHED = 0x61  # general purpose flags: encrypted, patched, strongly encrypted
+_UTF8_NAME = 0x800  # general purpose flag: the name is UTF-8 (else cp437)
+_MAX_DEFLATE_RATIO = 1032  # deflate writes at least one bit per 258 bytes of output
+_MAX_ELEMENTS = 1 << 60  # a shape's elements (zero-length axes counted as 1), at most
+# CRC-32 verification reads this many bytes at a time (an eighth of the budget, within these).
+_MIN_VERIFY_BLOCK, _MAX_VERIFY_BLOCK = 64 << 10, 16 << 20
 
 _R_PLUS_REFUSED = (
     "mode='r+' is not supported for .npz archives: a zip stores each member's CRC-32 (in its "
@@ -42,6 +52,10 @@ _R_PLUS_REFUSED = (
     "numpy.load and zipfile check it (zipfile.BadZipFile: Bad CRC-32). Open it with mode='r', "
     "or extract the member to a .npy file and open that with mode='r+'"
 )
+
+
+class UnsupportedNpzError(NotImplementedError, ValueError):
+    """A valid archive asking for what Jask does not read (encryption, a zip method, an order)."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +83,12 @@ def open_npz(path, *, mode: str = "r", members: Iterable[str] | None = None) -> 
     not). Big-endian members are read-only, byte-swapped as they are read.
     Member dtypes must be ones Jask stores, in C order (1-D members always are).
 
+    The open checks each opened member's CRC-32 over all its bytes, as numpy.load
+    does, so that a corrupt member is an error and never wrong values: a read
+    of a stored member's bytes, an inflate of a deflated one's (once per file:
+    opening the same unchanged file again skips it). Only regular files are
+    opened (a FIFO or a device is refused before it is read).
+
     Args:
       path: the .npz file.
       mode: "r" (default). "r+" is refused: update_ would leave the zip's
@@ -82,9 +102,12 @@ def open_npz(path, *, mode: str = "r", members: Iterable[str] | None = None) -> 
       DiskArray, in archive order.
 
     Raises:
-      ValueError: a truncated or inconsistent archive or member (naming it).
+      ValueError: a truncated, inconsistent or corrupt archive or member (a bad CRC-32),
+        naming it.
       TypeError: a member's dtype is not one Jask stores.
-      NotImplementedError: a Fortran-order, encrypted, or not stored/deflated member.
+      UnsupportedNpzError (a NotImplementedError and ValueError): a Fortran-order, encrypted,
+        or not stored/deflated member.
+      OSError: the path is not a regular file (a FIFO, a device), or cannot be read.
 
     >>> import numpy as np, jask, tempfile, os
     >>> p = os.path.join(tempfile.mkdtemp(), "a.npz")
@@ -102,14 +125,9 @@ def open_npz(path, *, mode: str = "r", members: Iterable[str] | None = None) -> 
 
 
 def _read_layouts(path: str, wanted: list[str] | None) -> dict:
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        try:
-            zf = zipfile.ZipFile(f)
-        except zipfile.BadZipFile as e:
-            raise ValueError(f"{path}: not a readable .npz (zip) archive: {e}") from None
-        with zf:
-            infos = {_member_name(i.filename): i for i in zf.infolist() if not i.is_dir()}
+    with os.fdopen(open_regular(path, ".npz archive"), "rb") as f:
+        st = os.fstat(f.fileno())
+        infos = _central_directory(f, path)
         if wanted is not None:
             missing = [n for n in wanted if n not in infos]
             if missing:
@@ -118,7 +136,27 @@ def _read_layouts(path: str, wanted: list[str] | None) -> dict:
                     f"the archive holds {', '.join(map(repr, infos)) or 'nothing'}"
                 )
             infos = {n: infos[n] for n in wanted}
-        return {name: (info, _layout(f, size, path, info)) for name, info in infos.items()}
+        layouts = {name: (info, _layout(f, st.st_size, path, info)) for name, info in infos.items()}
+        for info, m in layouts.values():
+            _verify_crc(f, st, path, info, m)
+        return layouts
+
+
+def _central_directory(f, path: str) -> dict:
+    """Member name -> ZipInfo, from the archive's central directory (zipfile's reading of it)."""
+    try:
+        with zipfile.ZipFile(f) as zf:
+            return {_member_name(i.filename): i for i in zf.infolist() if not i.is_dir()}
+    except MemoryError:
+        raise
+    except OSError as e:
+        if e.errno not in (None, errno.EINVAL):  # EINVAL: a seek before the start of the file
+            raise type(e)(e.errno, f"{path}: reading the archive failed: {e.strerror}") from None
+        raise ValueError(f"{path}: not a readable .npz (zip) archive: {e}") from None
+    except Exception as e:  # zipfile raises BadZipFile, struct.error, EOFError, ... on bad bytes
+        raise ValueError(
+            f"{path}: not a readable .npz (zip) archive: {type(e).__name__}: {e}"
+        ) from None
 
 
 def _member_name(filename: str) -> str:
@@ -127,14 +165,17 @@ def _member_name(filename: str) -> str:
 
 def _layout(f, file_size: int, path: str, info: zipfile.ZipInfo) -> _Member:
     where = f"{path}: member {info.filename!r}"
-    if info.flag_bits & 0x1:
-        raise NotImplementedError(f"{where} is encrypted; Jask reads unencrypted archives")
+    if info.flag_bits & _ENCRYPTED_OR_PATCHED:
+        raise UnsupportedNpzError(
+            f"{where} is encrypted or patched (zip flags {info.flag_bits:#x}); Jask reads "
+            "plain archives"
+        )
     if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-        raise NotImplementedError(
+        raise UnsupportedNpzError(
             f"{where} is compressed with zip method {info.compress_type}; Jask reads stored "
             "(np.savez) and deflated (np.savez_compressed) members"
         )
-    start = _data_start(f, file_size, where, info.header_offset)
+    start = _data_start(f, file_size, where, info)
     if start + info.compress_size > file_size:
         raise ValueError(
             f"{where}: its {info.compress_size} bytes at offset {start} run past the end of the "
@@ -146,11 +187,16 @@ def _layout(f, file_size: int, path: str, info: zipfile.ZipInfo) -> _Member:
             f"{where} is stored uncompressed, but the archive gives it {info.compress_size} "
             f"stored and {info.file_size} uncompressed bytes; the archive is corrupt"
         )
+    if deflated and info.file_size > _MAX_DEFLATE_RATIO * info.compress_size + 1024:
+        raise ValueError(
+            f"{where}: the archive says its {info.compress_size} deflated bytes inflate to "
+            f"{info.file_size}, more than deflate can ({_MAX_DEFLATE_RATIO} to 1); the archive "
+            "is corrupt"
+        )
     if deflated:
         prefix = _inflate_prefix(f, start, info.compress_size, where)
     else:
-        f.seek(start)
-        prefix = f.read(min(info.compress_size, _MAX_NPY_PREFIX))
+        prefix = os.pread(f.fileno(), min(info.compress_size, _MAX_NPY_PREFIX), start)
     shape, dtype, header_len, big_endian = _parse_npy_prefix(prefix, where)
     nbytes = math.prod(shape) * dtype.itemsize
     if info.file_size != header_len + nbytes:
@@ -164,21 +210,30 @@ def _layout(f, file_size: int, path: str, info: zipfile.ZipInfo) -> _Member:
     return _Member(shape, dtype, big_endian, False, start + header_len, nbytes, header_len)
 
 
-def _data_start(f, file_size: int, where: str, header_offset: int) -> int:
-    """The offset of a member's first byte, from its local file header."""
-    if header_offset + _LOCAL_HEADER.size > file_size:
+def _data_start(f, file_size: int, where: str, info: zipfile.ZipInfo) -> int:
+    """The offset of a member's first byte, from its local file header (checked as zipfile
+    checks it when numpy.load opens the member)."""
+    header_offset = info.header_offset
+    if header_offset < 0 or header_offset + _LOCAL_HEADER.size > file_size:
         raise ValueError(
             f"{where}: its local header at offset {header_offset} is beyond the end of the "
             f"file ({file_size} bytes); the archive is truncated"
         )
-    f.seek(header_offset)
-    signature, *_, name_len, extra_len = _LOCAL_HEADER.unpack(f.read(_LOCAL_HEADER.size))
+    header = os.pread(f.fileno(), _LOCAL_HEADER.size, header_offset)
+    signature, _, flags, *_, name_len, extra_len = _LOCAL_HEADER.unpack(header)
     if signature != _LOCAL_SIGNATURE:
         raise ValueError(
             f"{where}: no local file header at offset {header_offset} (the central directory "
             "points elsewhere than a member); the archive is corrupt"
         )
-    return header_offset + _LOCAL_HEADER.size + name_len + extra_len
+    name_at = header_offset + _LOCAL_HEADER.size
+    raw_name = os.pread(f.fileno(), name_len, name_at)
+    name = raw_name.decode("utf-8" if flags & _UTF8_NAME else "cp437", errors="replace")
+    if name != info.orig_filename:
+        raise ValueError(
+            f"{where}: its local header names it {name!r}; the archive is corrupt"
+        )
+    return name_at + name_len + extra_len
 
 
 def _inflate_prefix(f, start: int, compressed_size: int, where: str) -> bytes:
@@ -187,8 +242,9 @@ def _inflate_prefix(f, start: int, compressed_size: int, where: str) -> bytes:
     out = b""
     read = 0
     while len(out) < _MAX_NPY_PREFIX and read < compressed_size and not inflater.eof:
-        f.seek(start + read)
-        piece = f.read(min(4096, compressed_size - read))
+        piece = os.pread(f.fileno(), min(4096, compressed_size - read), start + read)
+        if not piece:
+            raise ValueError(f"{where}: the archive ends inside the member (truncated)")
         read += len(piece)
         try:
             out += inflater.decompress(piece, _MAX_NPY_PREFIX - len(out))
@@ -209,9 +265,13 @@ def _parse_npy_prefix(prefix: bytes, where: str) -> tuple[tuple[int, ...], np.dt
             header = npy_format.read_array_header_2_0(fp, max_header_size=_MAX_NPY_HEADER)
         else:
             raise ValueError(f"unknown .npy format version {version}")
-    except ValueError as e:
-        raise ValueError(f"{where} is not a readable .npy file: {e}") from None
+    except MemoryError:
+        raise
+    except Exception as e:  # numpy's parser lets tokenize, syntax and unicode errors out
+        raise ValueError(f"{where} is not a readable .npy file: {type(e).__name__}: {e}") from None
     shape, fortran_order, dtype = header
+    if any(d < 0 for d in shape) or math.prod(max(d, 1) for d in shape) > _MAX_ELEMENTS:
+        raise ValueError(f"{where}: its .npy header gives it an impossible shape {shape}")
     if dtype.hasobject:
         raise TypeError(
             f"{where} holds Python objects (dtype {dtype}, saved with pickle); Jask opens "
@@ -226,11 +286,85 @@ def _parse_npy_prefix(prefix: bytes, where: str) -> tuple[tuple[int, ...], np.dt
             "convert it, or pass members= to open the others"
         ) from None
     if fortran_order and sum(d > 1 for d in shape) > 1:
-        raise NotImplementedError(
+        raise UnsupportedNpzError(
             f"{where} is stored in Fortran order (shape {shape}, {dtype}); Jask opens C-order "
             "arrays: save it with np.ascontiguousarray(a)"
         )
     return tuple(shape), dtype, fp.tell(), big_endian
+
+
+# The members whose CRC-32 matched, by file identity: (device, inode, size, mtime, ctime,
+# the member's local header offset, its CRC-32).
+_VERIFIED: set[tuple] = set()
+
+
+def _verify_crc(f, st: os.stat_result, path: str, info: zipfile.ZipInfo, m: _Member) -> None:
+    """Checks the member's CRC-32 over all its bytes (inflated), once per file identity.
+
+    The engine reads a member's bytes at any offset, never all of them in order, so it cannot
+    check the CRC itself: this pass, at open, is what makes a corrupt member an error rather
+    than wrong values. Stored members cost a read of their bytes; deflated ones an inflate.
+    """
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    key += (info.header_offset, info.CRC)
+    if key in _VERIFIED:
+        return
+    where = f"{path}: member {info.filename!r}"
+    block = max(_MIN_VERIFY_BLOCK, min(memory_budget() // 8, _MAX_VERIFY_BLOCK))
+    start = m.data_offset if m.deflated else m.data_offset - m.header_len
+    blocks = _blocks(f.fileno(), start, info.compress_size, block, where)
+    crc = _inflated_crc(blocks, info.file_size, block, where) if m.deflated else _crc(blocks)
+    if crc != info.CRC:
+        raise ValueError(
+            f"{where}: its CRC-32 is {crc:#010x}, the archive says {info.CRC:#010x} (Bad "
+            "CRC-32, as numpy.load says); the member is corrupt"
+        )
+    _VERIFIED.add(key)
+
+
+def _blocks(fd: int, start: int, size: int, block: int, where: str):
+    """The bytes [start, start + size) of the file, in blocks of at most `block` bytes."""
+    done = 0
+    while done < size:
+        piece = os.pread(fd, min(block, size - done), start + done)
+        if not piece:
+            raise ValueError(f"{where}: the archive ends inside the member (truncated)")
+        done += len(piece)
+        yield piece
+
+
+def _crc(blocks) -> int:
+    crc = 0
+    for piece in blocks:
+        crc = zlib.crc32(piece, crc)
+    return crc
+
+
+def _inflated_crc(blocks, size: int, block: int, where: str) -> int:
+    """The CRC-32 of a raw deflate stream's output, which must be `size` bytes."""
+    inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+    crc = done = 0
+    try:
+        # A last empty piece drains what zlib still holds once every input byte is in.
+        for piece in itertools.chain(blocks, [b""]):
+            while not inflater.eof and done <= size:
+                out = inflater.decompress(piece, block)
+                piece = inflater.unconsumed_tail
+                if not out and not piece:
+                    break
+                done += len(out)
+                crc = zlib.crc32(out, crc)
+            if inflater.eof or done > size:
+                break
+    except zlib.error as e:
+        raise ValueError(f"{where}: corrupt deflate stream ({e})") from None
+    if done != size or not inflater.eof:
+        cut = "" if inflater.eof or done > size else " and is cut short"
+        raise ValueError(
+            f"{where}: its deflate stream inflates to {'more than ' * (done > size)}{done} "
+            f"bytes{cut}; the archive says {size}: the member is corrupt"
+        )
+    return crc
 
 
 def _open_member(path: str, info: zipfile.ZipInfo, m: _Member) -> DiskArray:

@@ -176,20 +176,32 @@ int window_bits(CodecKind kind) {
   return kind == CodecKind::kGzip ? 16 + 15 : kind == CodecKind::kDeflate ? -15 : 15;
 }
 
+// zlib counts a call's input and output in uInt (32 bits): buffers are passed in pieces.
+constexpr size_t kZlibPiece = size_t{1} << 30;
+
+uInt zlib_piece(size_t left) { return static_cast<uInt>(std::min(left, kZlibPiece)); }
+
 size_t inflate_all(CodecKind kind, ChunkBytes in, std::byte* out, size_t cap,
                    const std::string& what) {
   z_stream z{};
   if (inflateInit2(&z, window_bits(kind)) != Z_OK) throw std::bad_alloc();
   z.next_in = reinterpret_cast<Bytef*>(in.data);
-  z.avail_in = static_cast<uInt>(in.size);
   z.next_out = reinterpret_cast<Bytef*>(out);
-  z.avail_out = static_cast<uInt>(cap);
-  const int rc = ::inflate(&z, Z_FINISH);
-  const size_t n = cap - z.avail_out;
+  size_t in_left = in.size, out_left = cap;
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    z.avail_in = zlib_piece(in_left);
+    z.avail_out = zlib_piece(out_left);
+    const uInt in_given = z.avail_in, out_given = z.avail_out;
+    rc = ::inflate(&z, Z_NO_FLUSH);
+    in_left -= in_given - z.avail_in;
+    out_left -= out_given - z.avail_out;
+    if (rc == Z_BUF_ERROR && in_left > 0 && out_left > 0) rc = Z_OK;  // a piece ran out
+  }
   const char* msg = z.msg;
   inflateEnd(&z);
-  if (rc == Z_STREAM_END) return n;
-  if (rc == Z_BUF_ERROR && z.avail_out == 0)
+  if (rc == Z_STREAM_END) return cap - out_left;
+  if (rc == Z_BUF_ERROR && out_left == 0)
     corrupt(what, "it inflates to more than the " + std::to_string(cap) + " bytes expected");
   corrupt(what, std::string("inflate failed (") + (msg ? msg : "truncated data") + ")");
 }
@@ -200,14 +212,20 @@ size_t deflate_all(CodecKind kind, int level, const std::byte* in, size_t size, 
   if (deflateInit2(&z, level, Z_DEFLATED, window_bits(kind), 8, Z_DEFAULT_STRATEGY) != Z_OK)
     throw ValueError("zlib: bad compression level " + std::to_string(level));
   z.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(in));
-  z.avail_in = static_cast<uInt>(size);
   z.next_out = reinterpret_cast<Bytef*>(out);
-  z.avail_out = static_cast<uInt>(cap);
-  const int rc = ::deflate(&z, Z_FINISH);
-  const size_t n = cap - z.avail_out;
+  size_t in_left = size, out_left = cap;
+  int rc = Z_OK;
+  while (rc == Z_OK && out_left > 0) {
+    z.avail_in = zlib_piece(in_left);
+    z.avail_out = zlib_piece(out_left);
+    const uInt in_given = z.avail_in, out_given = z.avail_out;
+    rc = ::deflate(&z, in_left == in_given ? Z_FINISH : Z_NO_FLUSH);
+    in_left -= in_given - z.avail_in;
+    out_left -= out_given - z.avail_out;
+  }
   deflateEnd(&z);
   if (rc != Z_STREAM_END) throw std::logic_error("deflate: output bound too small");
-  return n;
+  return cap - out_left;
 }
 #endif
 
@@ -453,6 +471,7 @@ void InflateStream::reset() {
   inflateReset(&state_->z);
   state_->z.avail_in = 0;
   finished_ = false;
+  output_full_ = false;
 }
 
 void InflateStream::feed(const std::byte* in, size_t size) {
@@ -460,7 +479,9 @@ void InflateStream::feed(const std::byte* in, size_t size) {
   state_->z.avail_in = static_cast<uInt>(size);
 }
 
-bool InflateStream::more_input() const { return !finished_ && state_->z.avail_in == 0; }
+bool InflateStream::more_input() const {
+  return !finished_ && !output_full_ && state_->z.avail_in == 0;
+}
 
 size_t InflateStream::inflate(std::byte* out, size_t size, const std::string& what) {
   if (finished_ || size == 0) return 0;
@@ -473,6 +494,11 @@ size_t InflateStream::inflate(std::byte* out, size_t size, const std::string& wh
     finished_ = true;
   else if (rc != Z_OK && rc != Z_BUF_ERROR)
     corrupt(what, std::string("inflate failed (") + (z.msg ? z.msg : "bad data") + ")");
+  // A call that filled the output may have consumed every input byte and still hold output
+  // (the rest of a match, bits in zlib's accumulator): the stream wants no input until a call
+  // leaves output room. (Taking this for "wants input" refused the last bytes of valid members
+  // whose compressed end fell there as truncated.)
+  output_full_ = z.avail_out == 0;
   return asked - z.avail_out;
 }
 #else

@@ -75,7 +75,8 @@ class InflateStream {
   InflateStream& operator=(const InflateStream&) = delete;
   // Starts over from the first compressed byte.
   void reset();
-  // Feeds compressed bytes; `more_input()` says whether it wants them.
+  // Feeds compressed bytes; `more_input()` says whether it wants them: false after a call
+  // that filled its output (zlib may still hold output with no input left).
   void feed(const std::byte* in, size_t size);
   bool more_input() const;
   // Inflates up to `size` bytes into `out`, returning how many (0 at the
@@ -88,6 +89,7 @@ class InflateStream {
   State* state_;
   CodecKind kind_;
   bool finished_ = false;
+  bool output_full_ = false;  // the last call filled its output
 };
 
 }  // namespace jask
