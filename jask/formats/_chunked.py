@@ -14,7 +14,7 @@ import numpy as np
 from .. import _engine, _progress, _runtime
 from .._dtypes import dtype_code, dtype_from_code, storage_dtype
 from .._jax.diskarray import DiskArray, DiskArrayTy
-from .._shapes import as_int, as_shape
+from .._shapes import MAX_FILE_BYTES, as_int, as_shape, check_nbytes
 
 DECODERS = frozenset(
     {
@@ -68,6 +68,24 @@ def chunk_grid(shape, chunk_shape) -> tuple[int, ...]:
     return tuple(-(-s // c) for s, c in zip(shape, chunk_shape))
 
 
+def check_sizes(shape, chunk_shape, dtype: np.dtype, what: str) -> None:
+    """ValueError naming `what` unless the array's bytes and one chunk's fit a file offset
+    (int64): every size the engine derives from them (the grid, strides, offsets) then fits.
+
+    >>> check_sizes((2**62 + 1, 3), (2**62 + 1, 3), np.dtype(np.float32), "a.zarr")
+    Traceback (most recent call last):
+    ...
+    ValueError: a.zarr: shape (4611686018427387905, 3) of float32 is 55340232221128654860 bytes, more than the 9223372036854775807 (2**63 - 1) bytes a file offset can address
+    """
+    check_nbytes(tuple(shape), dtype, what)
+    chunk_bytes = math.prod(chunk_shape) * dtype.itemsize
+    if chunk_bytes > MAX_FILE_BYTES:
+        raise ValueError(
+            f"{what}: a chunk of {tuple(chunk_shape)} {dtype} is {chunk_bytes} bytes, more than "
+            f"the {MAX_FILE_BYTES} (2**63 - 1) bytes a file offset can address"
+        )
+
+
 def open_chunked(
     path, *, dtype, shape, chunk_shape, codecs, files, chunks, fill_value=0, name=None
 ) -> DiskArray:
@@ -83,7 +101,10 @@ def open_chunked(
       files: the paths holding chunk bytes.
       chunks: int64 array of shape (number of chunks, 3), one row per chunk of
         the grid in C order: ``(file index, offset, nbytes)``; file index -1:
-        not stored (reads as `fill_value`); nbytes -1: the rest of the file.
+        not stored (reads as `fill_value`); nbytes -1: the rest of the file. Or
+        of shape (n, 4), the stored chunks only: ``(chunk id, file index,
+        offset, nbytes)``, ids (C order in the grid) ascending; the grid may
+        then be far larger than any table of it.
       fill_value: the value of chunks not stored (NaN allowed for floats).
       name: the array's name inside `path` (a dataset, a member), for errors.
 
@@ -98,18 +119,23 @@ def open_chunked(
         dt = storage_dtype(dtype)
     except TypeError as e:
         raise TypeError(f"{what}: {e}") from None
+    check_sizes(shape, chunk_shape, dt, what)
     steps = _codec_list(codecs, what, DECODERS)
     files = [os.fspath(f) for f in files]
     table = np.asarray(chunks)
     n_chunks = math.prod(chunk_grid(shape, chunk_shape))
-    if table.dtype != np.int64 or table.shape != (n_chunks, 3):
+    dense = table.ndim == 2 and table.shape == (n_chunks, 3)
+    sparse = table.ndim == 2 and table.shape[1:] == (4,)
+    if table.dtype != np.int64 or not (dense or sparse):
         raise ValueError(
             f"{what}: chunks must be an int64 array of shape ({n_chunks}, 3) (a grid of "
-            f"{chunk_grid(shape, chunk_shape)} chunks), got {table.dtype} of shape {table.shape}"
+            f"{chunk_grid(shape, chunk_shape)} chunks) or (stored chunks, 4), got "
+            f"{table.dtype} of shape {table.shape}"
         )
     try:
-        fill = np.array(fill_value).astype(dt, casting="unsafe").tobytes()
-    except (TypeError, ValueError) as e:
+        with np.errstate(over="ignore"):  # a float fill past the dtype's range reads as inf
+            fill = np.array(fill_value).astype(dt, casting="unsafe").tobytes()
+    except (TypeError, ValueError, OverflowError) as e:
         raise ValueError(f"{what}: fill_value {fill_value!r} is not a {dt} value ({e})") from None
     _runtime.ensure_scratch()
     h = _engine.open_chunked(

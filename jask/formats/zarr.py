@@ -1,21 +1,29 @@
 """Zarr v2 and v3 arrays: opened in place and read chunk by chunk; written chunk by chunk.
 
 Only the metadata is handled here (json): it becomes a chunk table (which file, offset and size
-holds each chunk of the grid, a v3 shard's index included) and a codec pipeline, and the engine's
-chunked reader and writer (`jask/formats/_chunked.py`) decode and encode the chunks themselves.
-zarr-python is not needed.
+holds each stored chunk of the grid, a v3 shard's index included) and a codec pipeline, and the
+engine's chunked reader and writer (`jask/formats/_chunked.py`) decode and encode the chunks
+themselves. zarr-python is not needed.
+
+Metadata comes from files Jask did not write: every field is checked for its JSON type and range
+before use (ValueError naming the file and the key), every size computed from it is checked to
+fit int64, and the chunk grid is never listed whole: only the files stored are looked up, so an
+array of 2**40 chunks with a few stored opens as fast as one of a few chunks.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import itertools
 import json
 import math
 import os
 import re
+import reprlib
 import secrets
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,13 +32,20 @@ import numpy as np
 
 from .._dtypes import SUPPORTED, storage_dtype
 from .._durable import fsync_folder
+from .._files import NotRegularFileError, file_kind, open_regular, read_regular
 from .._jax import compat
 from .._jax.diskarray import DiskArray
 from .._runtime import memory_budget
-from ._chunked import chunk_grid, crc32c, open_chunked, write_chunked
+from ._chunked import check_sizes, chunk_grid, crc32c, open_chunked, write_chunked
 
 MiB = 1 << 20
 _EMPTY = (1 << 64) - 1  # a v3 shard index's (offset, nbytes) of a chunk that is not stored
+_METADATA_LIMIT = 64 * MiB  # the most bytes of a zarr.json or .zarray read
+_MAX_NDIM = 64  # NumPy's, so zarr-python's
+
+
+class UnsupportedZarrError(NotImplementedError, ValueError):
+    """Valid zarr metadata asking for what Jask does not read (a codec, a filter, a grid)."""
 
 
 @dataclass(frozen=True)
@@ -44,7 +59,7 @@ class ChunkedSpec:
     chunk_shape: tuple[int, ...]
     codecs: list[tuple[str, int]]  # the decoding pipeline
     files: list[str]
-    chunks: np.ndarray  # (n_chunks, 3) int64: file index, offset, nbytes
+    chunks: np.ndarray  # (n stored, 4) int64: chunk id (ascending), file index, offset, nbytes
     fill_value: float | int | bool
 
 
@@ -65,6 +80,13 @@ def open_zarr(path, *, name: str | None = None):
       A read-only DiskArray, or for a group a dict name → DiskArray of every array in it,
       nested groups included (names "/"-joined).
 
+    Raises:
+      ValueError: invalid metadata, a chunk or shard that does not match it (naming the file).
+      UnsupportedZarrError (a NotImplementedError and a ValueError): a codec, filter or chunk
+        grid Jask does not read.
+      TypeError: a dtype Jask does not store.
+      OSError: a file that cannot be read, or that is not a regular file (a FIFO, a device).
+
     >>> import numpy as np, jask, tempfile, os
     >>> p = os.path.join(tempfile.mkdtemp(), "x.zarr")
     >>> jask.DiskArray.from_numpy(np.arange(6, dtype=np.float32)).to_zarr(p, chunks=(4,))
@@ -72,7 +94,7 @@ def open_zarr(path, *, name: str | None = None):
     [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
     """
     root = Path(os.fspath(path))
-    if root.name in ("zarr.json", ".zarray", ".zgroup") and root.is_file():
+    if root.name in ("zarr.json", ".zarray", ".zgroup") and _exists(root):
         root = root.parent
     kind, _, _ = _node(root)
     if kind == "array":
@@ -90,45 +112,74 @@ def open_zarr(path, *, name: str | None = None):
 
 
 def group_arrays(root: Path) -> list[str]:
-    """The "/"-joined names of the arrays in the zarr group at `root`, nested groups included."""
-    found = []
-    for entry in sorted(os.scandir(root), key=lambda e: e.name):
-        if not entry.is_dir() or entry.name.startswith("."):
-            continue
-        kind, _, _ = _node(Path(entry.path), missing_ok=True)
-        if kind == "array":
-            found.append(entry.name)
-        elif kind == "group":
-            found += [f"{entry.name}/{n}" for n in group_arrays(Path(entry.path))]
-    return found
+    """The "/"-joined names of the arrays in the zarr group at `root`, nested groups included.
+
+    A folder reached twice (through a symbolic link) is refused: it would be listed forever."""
+    found, seen = [], set()
+    pending = [(Path(root), "")]
+    while pending:
+        folder, prefix = pending.pop()
+        _visit_once(folder, seen, "zarr group")
+        for entry in sorted(os.scandir(folder), key=lambda e: e.name, reverse=True):
+            if entry.name.startswith(".") or not entry.is_dir():
+                continue
+            kind, _, _ = _node(Path(entry.path), missing_ok=True)
+            if kind == "array":
+                found.append(prefix + entry.name)
+            elif kind == "group":
+                pending.append((Path(entry.path), f"{prefix}{entry.name}/"))
+    return sorted(found)
+
+
+def _visit_once(folder: Path, seen: set, what: str) -> None:
+    st = os.stat(folder)
+    if (st.st_dev, st.st_ino) in seen:
+        raise ValueError(f"{what} {folder} is a folder reached twice (a symbolic link loop)")
+    seen.add((st.st_dev, st.st_ino))
+
+
+def _exists(path: Path) -> bool:
+    """Whether anything is at `path` (links followed): a file of any kind, or a folder."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    return True
 
 
 def _node(folder: Path, missing_ok: bool = False) -> tuple[str | None, int, dict | None]:
     """("array" | "group", zarr format, the parsed zarr.json of a v3 node) of the node at `folder`."""
-    if (folder / "zarr.json").is_file():
+    if _exists(folder / "zarr.json"):
         meta = _load_json(folder / "zarr.json")
         kind = meta.get("node_type")
         if meta.get("zarr_format") != 3 or kind not in ("array", "group"):
             raise ValueError(
                 f"{folder / 'zarr.json'}: not zarr v3 metadata (zarr_format "
-                f"{meta.get('zarr_format')!r}, node_type {kind!r})"
+                f"{_show(meta.get('zarr_format'))}, node_type {_show(kind)})"
             )
         return kind, 3, meta
-    if (folder / ".zarray").is_file():
+    if _exists(folder / ".zarray"):
         return "array", 2, None
-    if (folder / ".zgroup").is_file():
+    if _exists(folder / ".zgroup"):
         return "group", 2, None
     if missing_ok:
         return None, 0, None
-    if not folder.exists():
-        raise FileNotFoundError(f"{folder}: no such zarr array or group")
+    if not _exists(folder):
+        raise FileNotFoundError(errno.ENOENT, f"{folder}: no such zarr array or group")
+    if not folder.is_dir():
+        raise NotADirectoryError(
+            errno.ENOTDIR, f"{folder}: not a folder; a zarr array or group is a folder"
+        )
     raise ValueError(f"{folder}: not a zarr array or group (no zarr.json, .zarray or .zgroup)")
 
 
 def _load_json(path: Path) -> dict:
+    data = read_regular(path, "zarr metadata", _METADATA_LIMIT)
     try:
-        meta = json.loads(path.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        meta = json.loads(data)
+    except RecursionError:
+        raise ValueError(f"{path}: invalid zarr metadata, its JSON is nested too deeply") from None
+    except ValueError as e:  # json.JSONDecodeError, UnicodeDecodeError, too long an int
         raise ValueError(f"{path}: invalid zarr metadata, not JSON ({e})") from None
     if not isinstance(meta, dict):
         raise ValueError(f"{path}: invalid zarr metadata, not a JSON object")
@@ -146,30 +197,70 @@ def read_spec(folder: Path, name: str | None = None) -> ChunkedSpec:
     return _v2_spec(folder, _load_json(folder / ".zarray"), name)
 
 
+_SHOW = reprlib.Repr()
+_SHOW.maxlevel, _SHOW.maxstring, _SHOW.maxother, _SHOW.maxlist, _SHOW.maxdict = 3, 60, 60, 8, 6
+
+
+def _show(value) -> str:
+    """A short repr of a metadata value (hostile ones are large or deeply nested)."""
+    return _SHOW.repr(value)
+
+
+_REQUIRED = object()
+
+
 class _Meta:
-    """Reads fields of one metadata file, naming it (and the array) in every error."""
+    """Reads fields of one metadata object, naming the file (and the array) in every error."""
 
-    def __init__(self, path: Path, name: str | None, meta: dict):
+    def __init__(self, path: Path, name: str | None, meta, where: str | None = None):
         self.path, self.name, self.meta = path, name, meta
-        self.where = f"{path}" + (f" (array {name!r})" if name else "")
+        self.where = where or f"{path}" + (f" (array {name!r})" if name else "")
 
-    def field(self, key, default=KeyError):
+    def error(self, key: str, value, want: str) -> ValueError:
+        return ValueError(
+            f"{self.where}: invalid zarr metadata: {key} must be {want}, got {_show(value)}"
+        )
+
+    def field(self, key: str, default=_REQUIRED):
         if key not in self.meta:
-            if default is KeyError:
+            if default is _REQUIRED:
                 raise ValueError(f"{self.where}: invalid zarr metadata, no {key!r}")
             return default
         return self.meta[key]
 
+    def text(self, key: str, default=_REQUIRED) -> str:
+        value = self.field(key, default)
+        if not isinstance(value, str):
+            raise self.error(key, value, "a string")
+        return value
+
+    def sub(self, key: str, default=_REQUIRED) -> _Meta:
+        """The JSON object at `key` (null or missing: `default`, an object's fields)."""
+        value = self.field(key, default)
+        if value is None and default is not _REQUIRED:
+            value = default
+        if not isinstance(value, dict):
+            raise self.error(key, value, "a JSON object")
+        return _Meta(self.path, self.name, value, f"{self.where} ({key})")
+
     def shape(self, key: str, positive: bool) -> tuple[int, ...]:
         value = self.field(key)
-        ok = isinstance(value, list) and all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= (1 if positive else 0)
-            for n in value
+        least = 1 if positive else 0
+        ok = (
+            isinstance(value, list)
+            and len(value) <= _MAX_NDIM
+            and all(
+                isinstance(n, int) and not isinstance(n, bool) and least <= n <= _INT64_MAX
+                for n in value
+            )
         )
         if not ok:
-            least = "positive" if positive else "non-negative"
-            raise ValueError(f"{self.where}: {key} must be a list of {least} ints, got {value!r}")
+            kind = "positive" if positive else "non-negative"
+            raise self.error(key, value, f"a list of at most {_MAX_NDIM} {kind} 64-bit ints")
         return tuple(value)
+
+
+_INT64_MAX = 2**63 - 1
 
 
 def _grid_shapes(m: _Meta, shape, chunk_shape, what="chunks") -> None:
@@ -184,7 +275,7 @@ def _unsupported_dtype(m: _Meta, dtype, numpy_name: str | None = None) -> TypeEr
     also = f" ({numpy_name})" if numpy_name and numpy_name != dtype else ""
     hint = "; open the group's other arrays with name=" if m.name else ""
     return TypeError(
-        f"{m.where}: zarr dtype {dtype!r}{also} is not supported; Jask stores "
+        f"{m.where}: zarr dtype {_show(dtype)}{also} is not supported; Jask stores "
         f"{', '.join(SUPPORTED)}{hint}"
     )
 
@@ -197,23 +288,25 @@ _V2_COMPRESSORS = ("zstd", "blosc", "gzip", "zlib")  # numcodecs ids; the engine
 def _v2_spec(folder: Path, meta: dict, name: str | None) -> ChunkedSpec:
     m = _Meta(folder / ".zarray", name, meta)
     if m.field("zarr_format") != 2:
-        raise ValueError(f"{m.where}: zarr_format is {meta['zarr_format']!r}, not 2")
+        raise m.error("zarr_format", meta["zarr_format"], "2")
     shape, chunk_shape = m.shape("shape", positive=False), m.shape("chunks", positive=True)
     _grid_shapes(m, shape, chunk_shape)
     dtype, big_endian = _v2_dtype(m, m.field("dtype"))
+    check_sizes(shape, chunk_shape, dtype, m.where)
     filters = m.field("filters", None)
+    if not isinstance(filters, (list, type(None))):
+        raise m.error("filters", filters, "a list or null")
     if filters:
         ids = [f.get("id") if isinstance(f, dict) else f for f in filters]
-        raise NotImplementedError(f"{m.where}: zarr v2 filters are not supported (has {ids})")
+        raise UnsupportedZarrError(
+            f"{m.where}: zarr v2 filters are not supported (has {_show(ids)})"
+        )
     codecs = []
-    compressor = m.field("compressor", None)
-    if compressor is not None:
-        if not isinstance(compressor, dict):
-            raise ValueError(f"{m.where}: compressor must be an object or null, got {compressor!r}")
-        cid = compressor.get("id")
+    if m.field("compressor", None) is not None:
+        cid = m.sub("compressor").field("id")
         if cid not in _V2_COMPRESSORS:
-            raise NotImplementedError(
-                f"{m.where}: zarr v2 compressor {cid!r} is not supported (Jask reads "
+            raise UnsupportedZarrError(
+                f"{m.where}: zarr v2 compressor {_show(cid)} is not supported (Jask reads "
                 f"{', '.join(_V2_COMPRESSORS)} or none)"
             )
         codecs.append((cid, 0))
@@ -221,28 +314,28 @@ def _v2_spec(folder: Path, meta: dict, name: str | None) -> ChunkedSpec:
         codecs.append(("byteswap", dtype.itemsize))
     order = m.field("order", "C")
     if order not in ("C", "F"):
-        raise ValueError(f"{m.where}: order must be 'C' or 'F', got {order!r}")
+        raise m.error("order", order, "'C' or 'F'")
     if order == "F" and len(shape) > 1:
         codecs.append(("order_f", 0))
-    separator = m.field("dimension_separator", ".")
+    separator = m.field("dimension_separator", None)
+    separator = "." if separator is None else separator
     if separator not in (".", "/"):
-        raise ValueError(f"{m.where}: dimension_separator must be '.' or '/', got {separator!r}")
+        raise m.error("dimension_separator", separator, "'.' or '/'")
     fill = _fill_value(m, m.field("fill_value", None), dtype)
-    keys = _chunk_keys(shape, chunk_shape, prefix=None, separator=separator)
-    files, chunks = _whole_file_chunks(folder, keys)
+    files, chunks = _whole_file_chunks(m, folder, chunk_grid(shape, chunk_shape), None, separator)
     return ChunkedSpec(str(m.path), name, dtype, shape, chunk_shape, codecs, files, chunks, fill)
 
 
 def _v2_dtype(m: _Meta, text) -> tuple[np.dtype, bool]:
     try:
-        raw = np.dtype(text) if isinstance(text, str) else None
-    except (TypeError, ValueError, SyntaxError):  # what np.dtype raises for garbage
+        raw = np.dtype(text) if isinstance(text, str) and len(text) < 64 else None
+    except (TypeError, ValueError, SyntaxError, OverflowError):  # what np.dtype raises for garbage
         raw = None
     if raw is None:
         raise _unsupported_dtype(m, text)
     try:
         dtype = storage_dtype(raw.newbyteorder("="))
-    except TypeError:
+    except (TypeError, ValueError):
         raise _unsupported_dtype(m, text, raw.name) from None
     return dtype, raw.byteorder == ">" and dtype.itemsize > 1
 
@@ -267,20 +360,25 @@ def _v3_spec(folder: Path, meta: dict, name: str | None) -> ChunkedSpec:
     if not isinstance(data_type, str) or data_type not in _V3_DTYPES:
         raise _unsupported_dtype(m, data_type)
     dtype = _V3_DTYPES[data_type]
-    grid = m.field("chunk_grid")
-    if not isinstance(grid, dict) or grid.get("name") != "regular":
-        raise NotImplementedError(f"{m.where}: chunk_grid {grid!r} is not supported (only regular)")
-    m_grid = _Meta(m.path, name, grid.get("configuration") or {})
-    outer_shape = m_grid.shape("chunk_shape", positive=True)
+    grid = m.sub("chunk_grid")
+    if grid.text("name") != "regular":
+        raise UnsupportedZarrError(
+            f"{m.where}: chunk_grid {_show(grid.meta)} is not supported (only regular)"
+        )
+    outer_shape = grid.sub("configuration").shape("chunk_shape", positive=True)
     _grid_shapes(m, shape, outer_shape, "chunk_grid chunk_shape")
-    if m.field("storage_transformers", []):
-        raise NotImplementedError(f"{m.where}: storage_transformers are not supported")
+    check_sizes(shape, outer_shape, dtype, m.where)
+    transformers = m.field("storage_transformers", [])
+    if not isinstance(transformers, list):
+        raise m.error("storage_transformers", transformers, "a list")
+    if transformers:
+        raise UnsupportedZarrError(f"{m.where}: storage_transformers are not supported")
     prefix, separator = _v3_key_encoding(m)
     fill = _fill_value(m, m.field("fill_value"), dtype)
     codecs, sharding = _v3_codecs(m, m.field("codecs"), dtype, len(shape))
-    keys = _chunk_keys(shape, outer_shape, prefix, separator)
+    grid = chunk_grid(shape, outer_shape)
     if sharding is None:
-        files, chunks = _whole_file_chunks(folder, keys)
+        files, chunks = _whole_file_chunks(m, folder, grid, prefix, separator)
         return ChunkedSpec(
             str(m.path), name, dtype, shape, outer_shape, codecs, files, chunks, fill
         )
@@ -291,77 +389,91 @@ def _v3_spec(folder: Path, meta: dict, name: str | None) -> ChunkedSpec:
             f"{m.where}: the shard shape {list(outer_shape)} is not a multiple of the inner "
             f"chunk shape {list(inner_shape)}"
         )
-    files, chunks = _shard_chunks(m, folder, keys, shape, outer_shape, inner_shape, index)
+    check_sizes(shape, inner_shape, dtype, m.where)
+    shards = _stored_chunks(m, folder, grid, prefix, separator)
+    files, chunks = _shard_chunks(m, shards, shape, outer_shape, inner_shape, index)
     return ChunkedSpec(str(m.path), name, dtype, shape, inner_shape, codecs, files, chunks, fill)
 
 
 def _v3_key_encoding(m: _Meta) -> tuple[str | None, str]:
-    encoding = m.field("chunk_key_encoding", {"name": "default"})
-    kind = encoding.get("name") if isinstance(encoding, dict) else None
+    encoding = m.sub("chunk_key_encoding", {"name": "default"})
+    kind = encoding.text("name")
     if kind not in ("default", "v2"):
-        raise NotImplementedError(f"{m.where}: chunk_key_encoding {encoding!r} is not supported")
-    separator = (encoding.get("configuration") or {}).get(
+        raise UnsupportedZarrError(
+            f"{m.where}: chunk_key_encoding {_show(encoding.meta)} is not supported"
+        )
+    separator = encoding.sub("configuration", {}).field(
         "separator", "/" if kind == "default" else "."
     )
     if separator not in (".", "/"):
-        raise ValueError(f"{m.where}: chunk key separator must be '.' or '/', got {separator!r}")
+        raise m.error("the chunk key separator", separator, "'.' or '/'")
     return ("c" if kind == "default" else None), separator
 
 
-def _v3_codecs(m: _Meta, codecs, dtype: np.dtype, ndim: int):
+def _codec(m: _Meta, codec, at: int) -> tuple[str, _Meta]:
+    """A codec object's name, and its configuration (an object; {} when absent or null)."""
+    c = _Meta(m.path, m.name, codec, f"{m.where} (codec {at})")
+    if not isinstance(codec, dict):
+        raise m.error(f"codec {at}", codec, "a JSON object")
+    return c.text("name"), c.sub("configuration", {})
+
+
+def _v3_codecs(m: _Meta, codecs, dtype: np.dtype, ndim: int, in_shard: bool = False):
     """The decoding pipeline of a v3 codec list, and for a sharded array the inner chunk shape,
     the inner decoding pipeline and the index's codecs: (codecs, None) or ([], (...))."""
-    if not isinstance(codecs, list) or not all(isinstance(c, dict) for c in codecs):
-        raise ValueError(f"{m.where}: codecs must be a list of objects, got {codecs!r}")
-    names = [c.get("name") for c in codecs]
+    if not isinstance(codecs, list):
+        raise m.error("codecs", codecs, "a list of objects")
+    parsed = [_codec(m, c, i) for i, c in enumerate(codecs)]
+    names = [name for name, _ in parsed]
     serializers = [i for i, n in enumerate(names) if n in ("bytes", "sharding_indexed")]
     if len(serializers) != 1:
-        raise NotImplementedError(
-            f"{m.where}: codecs {names} need exactly one of bytes or sharding_indexed"
+        raise UnsupportedZarrError(
+            f"{m.where}: codecs {_show(names)} need exactly one of bytes or sharding_indexed"
         )
     at = serializers[0]
-    before, serializer, after = codecs[:at], codecs[at], codecs[at + 1 :]
-    config = serializer.get("configuration") or {}
-    if serializer["name"] == "sharding_indexed":
-        if before or after:
-            raise NotImplementedError(
-                f"{m.where}: codecs {names}: only sharding_indexed alone is supported around a "
-                f"shard (no codec before or after it)"
+    before, (kind, config), after = parsed[:at], parsed[at], parsed[at + 1 :]
+    if kind == "sharding_indexed":
+        if before or after or in_shard:
+            raise UnsupportedZarrError(
+                f"{m.where}: codecs {_show(names)}: only sharding_indexed alone is supported "
+                f"around a shard (no codec before or after it, no sharding inside it)"
             )
-        return [], _sharding(m, config, dtype, ndim)
+        return [], _sharding(config, dtype, ndim)
     decode = []
-    for codec in reversed(after):
-        if codec["name"] not in _V3_BYTES_CODECS:
-            raise NotImplementedError(
-                f"{m.where}: zarr v3 codec {codec['name']!r} is not supported (Jask reads "
+    for name, _ in reversed(after):
+        if name not in _V3_BYTES_CODECS:
+            raise UnsupportedZarrError(
+                f"{m.where}: zarr v3 codec {_show(name)} is not supported (Jask reads "
                 f"bytes, transpose, {', '.join(_V3_BYTES_CODECS)}, sharding_indexed)"
             )
-        decode.append((codec["name"], 0))
-    endian = config.get("endian", "little" if dtype.itemsize == 1 else None)
-    if endian not in ("little", "big"):
-        raise ValueError(
-            f"{m.where}: the bytes codec's endian must be little or big, got {endian!r}"
-        )
-    if endian == "big" and dtype.itemsize > 1:
+        decode.append((name, 0))
+    if _endian(config, dtype) == "big" and dtype.itemsize > 1:
         decode.append(("byteswap", dtype.itemsize))
-    for codec in reversed(before):
-        decode += _transpose(m, codec, ndim)
+    for name, codec_config in reversed(before):
+        decode += _transpose(m, name, codec_config, ndim)
     return decode, None
 
 
-def _transpose(m: _Meta, codec: dict, ndim: int) -> list[tuple[str, int]]:
-    if codec["name"] != "transpose":
-        raise NotImplementedError(
-            f"{m.where}: zarr v3 codec {codec['name']!r} before bytes is not supported (only "
+def _endian(config: _Meta, dtype: np.dtype) -> str:
+    endian = config.field("endian", "little" if dtype.itemsize == 1 else None)
+    if endian not in ("little", "big"):
+        raise config.error("the bytes codec's endian", endian, "'little' or 'big'")
+    return endian
+
+
+def _transpose(m: _Meta, name: str, config: _Meta, ndim: int) -> list[tuple[str, int]]:
+    if name != "transpose":
+        raise UnsupportedZarrError(
+            f"{m.where}: zarr v3 codec {_show(name)} before bytes is not supported (only "
             f"transpose)"
         )
-    order = (codec.get("configuration") or {}).get("order")
+    order = config.field("order", None)
     if order == list(range(ndim)):
         return []
     if order == list(range(ndim))[::-1]:
         return [("order_f", 0)]
-    raise NotImplementedError(
-        f"{m.where}: transpose order {order!r} is not supported (only the identity and "
+    raise UnsupportedZarrError(
+        f"{m.where}: transpose order {_show(order)} is not supported (only the identity and "
         f"{list(range(ndim))[::-1]}, Fortran order)"
     )
 
@@ -373,107 +485,162 @@ class _ShardIndex:
     crc32c: bool
 
 
-def _sharding(m: _Meta, config: dict, dtype: np.dtype, ndim: int):
-    inner = _Meta(m.path, None, config)
-    inner.where = f"{m.where} (sharding_indexed)"
+def _sharding(inner: _Meta, dtype: np.dtype, ndim: int):
+    inner.where = f"{inner.where} (sharding_indexed)"
     inner_shape = inner.shape("chunk_shape", positive=True)
-    inner_codecs, nested = _v3_codecs(inner, inner.field("codecs"), dtype, ndim)
-    if nested is not None:
-        raise NotImplementedError(f"{inner.where}: nested sharding is not supported")
+    inner_codecs, _ = _v3_codecs(inner, inner.field("codecs"), dtype, ndim, in_shard=True)
     index_codecs = inner.field("index_codecs")
-    names = [c.get("name") if isinstance(c, dict) else c for c in index_codecs or []]
+    if not isinstance(index_codecs, list):
+        raise inner.error("index_codecs", index_codecs, "a list of objects")
+    parsed = [_codec(inner, c, i) for i, c in enumerate(index_codecs)]
+    names = [name for name, _ in parsed]
     if names not in (["bytes"], ["bytes", "crc32c"]):
-        raise NotImplementedError(
-            f"{inner.where}: index_codecs {names} are not supported (bytes, optionally crc32c)"
+        raise UnsupportedZarrError(
+            f"{inner.where}: index_codecs {_show(names)} are not supported (bytes, optionally "
+            f"crc32c)"
         )
-    endian = (index_codecs[0].get("configuration") or {}).get("endian", "little")
+    endian = _endian(parsed[0][1], np.dtype(np.uint64))
     location = inner.field("index_location", "end")
     if location not in ("start", "end"):
-        raise ValueError(f"{inner.where}: index_location must be start or end, got {location!r}")
+        raise inner.error("index_location", location, "'start' or 'end'")
     index = _ShardIndex(location == "end", endian == "big", len(names) == 2)
     return inner_shape, inner_codecs, index
 
 
 # -- the chunk table ----------------------------------------------------------------------------
 
-
-def _chunk_keys(shape, chunk_shape, prefix: str | None, separator: str) -> list[str]:
-    """Every chunk's key (its path under the array's folder), in C order of the grid."""
-    grid = chunk_grid(shape, chunk_shape)
-    parts = [] if prefix is None else [prefix]
-    if not grid:
-        return [prefix if prefix is not None else "0"]
-    return [
-        separator.join(parts + [str(i) for i in index])
-        for index in itertools.product(*(range(g) for g in grid))
-    ]
+_INDEX = re.compile(r"0|[1-9][0-9]{0,18}")  # a chunk index as zarr-python writes it
 
 
-def _stored_keys(folder: Path) -> set[str]:
-    """The relative paths ("/"-separated) of every file under `folder`: one walk, not a stat per
-    chunk."""
-    found = set()
-    for root, _, names in os.walk(folder):
-        rel = os.path.relpath(root, folder)
-        base = "" if rel == "." else rel.replace(os.sep, "/") + "/"
-        found.update(base + n for n in names)
+def _stored_chunks(m: _Meta, folder: Path, grid, prefix: str | None, separator: str):
+    """(chunk id, chunk index, path) of every chunk of `grid` stored under `folder`, by id.
+
+    Only the files stored are looked at (the grid may hold 2**40 chunks), and only names that
+    are a chunk's key count (zarr-python reads no other). A key naming a FIFO, a device or a
+    folder is refused (NotRegularFileError); a link to nothing is a chunk not stored.
+    """
+    if 0 in grid:
+        return []
+    # The parts of a key: the prefix, then one index per axis (an int: the axis); "0" for a
+    # 0-d array without a prefix.
+    parts = ([prefix] if prefix else []) + list(range(len(grid))) or ["0"]
+    found = []
+
+    def matches(part, name: str) -> bool:
+        if isinstance(part, str):
+            return name == part
+        return _INDEX.fullmatch(name) is not None and int(name) < grid[part]
+
+    def index_of(names) -> tuple[int, ...]:
+        return tuple(int(n) for p, n in zip(parts, names) if not isinstance(p, str))
+
+    def leaf(entry, names) -> None:
+        if not entry.is_file() and _dangling(entry, m):
+            return
+        index = index_of(names)
+        found.append((_ravel(index, grid), index, Path(entry.path)))
+
+    if separator == ".":
+        for entry in os.scandir(folder):
+            names = entry.name.split(".")
+            if len(names) == len(parts) and all(map(matches, parts, names)):
+                leaf(entry, names)
+    else:
+        seen = set()
+        pending = [(folder, [])]
+        while pending:
+            at, names = pending.pop()
+            part = parts[len(names)]
+            last = len(names) + 1 == len(parts)
+            if not last:
+                _visit_once(at, seen, f"{m.where}: chunk folder")
+            for entry in os.scandir(at):
+                if not matches(part, entry.name):
+                    continue
+                if last:
+                    leaf(entry, names + [entry.name])
+                elif entry.is_dir():
+                    pending.append((Path(entry.path), names + [entry.name]))
+    found.sort(key=lambda f: f[0])
     return found
 
 
-def _whole_file_chunks(folder: Path, keys: list[str]) -> tuple[list[str], np.ndarray]:
-    """One chunk per file (the whole file); a missing file is a chunk not stored."""
-    stored = _stored_keys(folder)
-    files = []
-    chunks = np.zeros((len(keys), 3), np.int64)
-    chunks[:, 2] = -1
-    for i, key in enumerate(keys):
-        if key in stored:
-            chunks[i, 0] = len(files)
-            files.append(str(folder / key))
-        else:
-            chunks[i, 0] = -1
-    return files, chunks
+def _dangling(entry: os.DirEntry, m: _Meta) -> bool:
+    """True for a link to nothing (a chunk not stored); raises for what is not a regular file."""
+    try:
+        mode = entry.stat().st_mode
+    except FileNotFoundError:
+        return True
+    if stat.S_ISREG(mode):
+        return False
+    raise NotRegularFileError(
+        errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL,
+        f"{m.where}: chunk {entry.path} is {file_kind(mode)}, not a regular file; Jask reads "
+        "regular files only",
+    )
 
 
-def _shard_chunks(m, folder, keys, shape, shard_shape, inner_shape, index: _ShardIndex):
+def _ravel(index, grid) -> int:
+    """The C-order id of chunk `index` of `grid` (below the grid's size, so it fits int64)."""
+    id = 0
+    for i, n in zip(index, grid):
+        id = id * n + i
+    return id
+
+
+def _whole_file_chunks(m: _Meta, folder: Path, grid, prefix, separator):
+    """One chunk per file (the whole file); a chunk without a file is not stored."""
+    stored = _stored_chunks(m, folder, grid, prefix, separator)
+    chunks = np.zeros((len(stored), 4), np.int64)
+    chunks[:, 3] = -1
+    for i, (id, _, _) in enumerate(stored):
+        chunks[i, :2] = id, i
+    return [str(path) for _, _, path in stored], chunks
+
+
+def _shard_chunks(m, shards, shape, shard_shape, inner_shape, index: _ShardIndex):
     """The chunk table over the inner chunk grid, from the index of every stored shard."""
     per_shard = tuple(s // c for s, c in zip(shard_shape, inner_shape))
     grid = chunk_grid(shape, inner_shape)
-    table = np.zeros(grid + (3,), np.int64)
-    table[..., 0] = -1
-    stored = _stored_keys(folder)
-    files = []
-    shard_grid = map(range, chunk_grid(shape, shard_shape))
-    for key, shard in zip(keys, itertools.product(*shard_grid)):
-        if key not in stored:
-            continue
-        path = folder / key
-        offsets = _read_shard_index(m, path, per_shard, index)
-        present = offsets[..., 0] != -1
-        rows = np.zeros(per_shard + (3,), np.int64)
-        rows[..., 0] = np.where(present, len(files), -1)
-        rows[..., 1:] = np.where(present[..., None], offsets, 0)
+    files, tables = [], []
+    for _, shard, path in shards:
+        offsets = _read_shard_index(m, path, math.prod(per_shard), index)
+        local = np.flatnonzero(offsets[:, 0] != -1)
+        if len(grid) == 0:
+            ids = local  # a 0-d array: one inner chunk, id 0
+        else:
+            where = np.unravel_index(local, per_shard)
+            at = [i + s * p for i, s, p in zip(where, shard, per_shard)]
+            inside = np.logical_and.reduce([a < n for a, n in zip(at, grid)])
+            local = local[inside]
+            ids = np.ravel_multi_index(tuple(a[inside] for a in at), grid)
+        rows = np.empty((len(local), 4), np.int64)
+        rows[:, 0], rows[:, 1], rows[:, 2:] = ids, len(files), offsets[local]
         files.append(str(path))
-        start = [s * p for s, p in zip(shard, per_shard)]
-        stop = [min(b + p, g) for b, p, g in zip(start, per_shard, grid)]
-        inside = tuple(slice(0, e - b) for b, e in zip(start, stop))
-        table[tuple(slice(b, e) for b, e in zip(start, stop))] = rows[inside]
-    return files, table.reshape(-1, 3)
+        tables.append(rows)
+    table = np.concatenate(tables) if tables else np.zeros((0, 4), np.int64)
+    return files, table[np.argsort(table[:, 0], kind="stable")]
 
 
-def _read_shard_index(m: _Meta, path: Path, per_shard, index: _ShardIndex) -> np.ndarray:
-    """A shard's (offset, nbytes) per inner chunk, int64; (-1, -1) where not stored."""
-    n = math.prod(per_shard)
+def _read_shard_index(m: _Meta, path: Path, n: int, index: _ShardIndex) -> np.ndarray:
+    """A shard's (offset, nbytes) per inner chunk, (n, 2) int64; (-1, -1) where not stored.
+
+    The index's size is checked against the shard file's before it is read: a shard of
+    2**40 inner chunks needs a 16 TiB file."""
     size = 16 * n + (4 if index.crc32c else 0)
-    with open(path, "rb") as f:
-        file_size = os.fstat(f.fileno()).st_size
+    fd = open_regular(path, f"{m.where}: zarr shard")
+    try:
+        file_size = os.fstat(fd).st_size
         if file_size < size:
             raise ValueError(
                 f"{m.where}: shard {path} is truncated: {file_size} bytes, less than its index "
                 f"of {n} chunks ({size} bytes)"
             )
-        f.seek(file_size - size if index.at_end else 0)
-        raw = f.read(size)
+        raw = os.pread(fd, size, file_size - size if index.at_end else 0)
+    finally:
+        os.close(fd)
+    if len(raw) != size:
+        raise ValueError(f"{m.where}: shard {path} shrank while its index was read")
     if index.crc32c:
         want = int.from_bytes(raw[-4:], "little")
         got = crc32c(raw[:-4])
@@ -496,7 +663,7 @@ def _read_shard_index(m: _Meta, path: Path, per_shard, index: _ShardIndex) -> np
         )
     out = pairs.astype(np.int64)
     out[empty] = -1
-    return out.reshape(per_shard + (2,))
+    return out
 
 
 # -- fill values --------------------------------------------------------------------------------
@@ -516,15 +683,18 @@ def _fill_value(m: _Meta, value, dtype: np.dtype):
             if np.iinfo(np.int32).min <= value <= np.iinfo(np.int32).max:
                 return value
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    elif value in _SPECIAL_FLOATS:
+        try:
+            return float(value)
+        except OverflowError:  # an int past float64's range
+            pass
+    elif isinstance(value, str) and value in _SPECIAL_FLOATS:
         return _SPECIAL_FLOATS[value]
-    elif isinstance(value, str) and re.fullmatch(r"0x[0-9a-fA-F]+", value):
+    elif isinstance(value, str) and re.fullmatch(r"0x[0-9a-fA-F]{1,16}", value):
         bits = int(value, 16)
         if bits < 1 << (8 * dtype.itemsize):
             uint = {2: np.uint16, 4: np.uint32, 8: np.uint64}[dtype.itemsize]
             return float(np.array([bits], uint).view(dtype)[0])
-    raise ValueError(f"{m.where}: invalid fill_value {value!r} for dtype {dtype.name}")
+    raise ValueError(f"{m.where}: invalid fill_value {_show(value)} for dtype {dtype.name}")
 
 
 # -- writing ------------------------------------------------------------------------------------
@@ -716,6 +886,29 @@ def _check_replaceable(path: Path, overwrite: bool) -> None:
                 f"jask.to_zarr: {path} holds {rel!r}, which is not part of a zarr array: not "
                 f"replacing it"
             )
+
+
+def _chunk_keys(shape, chunk_shape, prefix: str | None, separator: str) -> list[str]:
+    """Every chunk's key (its path under the array's folder), in C order of the grid: the
+    writer's, which writes every chunk."""
+    grid = chunk_grid(shape, chunk_shape)
+    parts = [] if prefix is None else [prefix]
+    if not grid:
+        return [prefix if prefix is not None else "0"]
+    return [
+        separator.join(parts + [str(i) for i in index])
+        for index in itertools.product(*(range(g) for g in grid))
+    ]
+
+
+def _stored_keys(folder: Path) -> set[str]:
+    """The relative paths ("/"-separated) of every file under `folder` (links not followed)."""
+    found = set()
+    for root, _, names in os.walk(folder):
+        rel = os.path.relpath(root, folder)
+        base = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+        found.update(base + n for n in names)
+    return found
 
 
 def _write_durably(path: Path, text: str) -> None:

@@ -179,10 +179,15 @@ int32_t open_chunked(const std::string& path, const std::string& name, int dtype
   t.chunk_shape = std::move(chunk_shape);
   t.codecs = codec_steps(codecs, name.empty() ? path : path + " (" + name + ")");
   t.files = std::move(files);
-  if (chunks.shape(1) != 3) throw ValueError(path + ": the chunk table must have 3 columns");
+  // 3 columns: a row per chunk of the grid; 4: (chunk id, ...) of the stored chunks only.
+  const size_t cols = chunks.shape(1);
+  if (cols != 3 && cols != 4) throw ValueError(path + ": the chunk table must have 3 or 4 columns");
+  t.sparse = cols == 4;
   const int64_t* rows = chunks.data();
-  for (size_t i = 0; i < chunks.shape(0); ++i)
-    t.chunks.push_back(ChunkLocation{rows[3 * i], rows[3 * i + 1], rows[3 * i + 2]});
+  for (size_t i = 0; i < chunks.shape(0); ++i, rows += cols) {
+    if (t.sparse) t.ids.push_back(*rows);
+    t.chunks.push_back(ChunkLocation{rows[cols - 3], rows[cols - 2], rows[cols - 1]});
+  }
   const auto* f = static_cast<const std::byte*>(static_cast<const void*>(fill.c_str()));
   t.fill.assign(f, f + fill.size());
   nb::gil_scoped_release unlocked;

@@ -23,11 +23,44 @@ constexpr size_t kOpenFilesKept = 256;
 // Compressed bytes read per step of a streamed (npz) member, at most.
 constexpr int64_t kStreamPiece = 1 << 20;
 
+// A chunk's decoded bytes at most: its workspace sizes (a few chunks, page
+// rounded) then stay far from int64's end.
+constexpr int64_t kMaxChunkBytes = int64_t{1} << 60;
+
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
+// The product of sizes whose whole product was checked to fit int64 (so a
+// zero anywhere makes it 0 before a partial product can wrap).
 int64_t product(const std::vector<int64_t>& v, size_t from = 0) {
+  if (std::find(v.begin() + static_cast<std::ptrdiff_t>(from), v.end(), 0) != v.end()) return 0;
   int64_t n = 1;
   for (size_t i = from; i < v.size(); ++i) n *= v[i];
+  return n;
+}
+
+int64_t checked_mul(int64_t a, int64_t b, const std::string& what) {
+  int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out))
+    throw ValueError(what + ": " + std::to_string(a) + " * " + std::to_string(b) +
+                     " overflows a 64-bit size");
+  return out;
+}
+
+int64_t checked_add(int64_t a, int64_t b, const std::string& what) {
+  int64_t out = 0;
+  if (__builtin_add_overflow(a, b, &out))
+    throw ValueError(what + ": " + std::to_string(a) + " + " + std::to_string(b) +
+                     " overflows a 64-bit size");
+  return out;
+}
+
+int64_t checked_product(const std::vector<int64_t>& v, const std::string& what) {
+  if (std::find(v.begin(), v.end(), 0) != v.end()) return 0;
+  int64_t n = 1;
+  for (int64_t d : v) {
+    if (__builtin_mul_overflow(n, d, &n))
+      throw ValueError(what + " " + shape_repr(v) + " has more elements than a 64-bit size holds");
+  }
   return n;
 }
 
@@ -152,38 +185,39 @@ ChunkedSource::ChunkedSource(ChunkTable table) : table_(std::move(table)) {
     if (table_.chunk_shape[d] <= 0 || info.shape[d] < 0)
       throw ValueError(what + ": bad chunk shape " + shape_repr(table_.chunk_shape) +
                        " for shape " + shape_repr(info.shape));
-    grid_.push_back((info.shape[d] + table_.chunk_shape[d] - 1) / table_.chunk_shape[d]);
-  }
-  chunk_numel_ = product(table_.chunk_shape);
-  const int64_t n_chunks = product(grid_);
-  if (static_cast<int64_t>(table_.chunks.size()) != n_chunks) {
-    throw ValueError(what + ": the chunk table has " + std::to_string(table_.chunks.size()) +
-                     " rows; a grid of " + shape_repr(grid_) + " chunks needs " +
-                     std::to_string(n_chunks));
-  }
-  for (size_t i = 0; i < table_.chunks.size(); ++i) {
-    const ChunkLocation& c = table_.chunks[i];
-    if (c.file < -1 || c.file >= static_cast<int64_t>(table_.files.size()) || c.offset < 0 ||
-        c.nbytes < -1) {
-      throw ValueError(what + ": chunk table row " + std::to_string(i) + " (" +
-                       std::to_string(c.file) + ", " + std::to_string(c.offset) + ", " +
-                       std::to_string(c.nbytes) + ") is out of range (" +
-                       std::to_string(table_.files.size()) + " files)");
-    }
+    const int64_t s = info.shape[d], c = table_.chunk_shape[d];
+    grid_.push_back(s / c + (s % c != 0));
   }
   const size_t isz = itemsize(info.dtype);
-  if (table_.fill.size() != isz) throw ValueError(what + ": the fill value is not one element");
-  size_t skipped = 0;
+  int64_t skipped = 0;
   raw_ = true;
   for (const CodecStep& s : table_.codecs) {
-    if (s.kind == CodecKind::kSkip) skipped += static_cast<size_t>(s.param);
+    if (s.kind == CodecKind::kSkip) skipped = checked_add(skipped, s.param, what);
     if (s.kind != CodecKind::kByteswap) raw_ = false;
   }
-  const size_t chunk_bytes = static_cast<size_t>(chunk_numel_) * isz;
-  decoded_cap_ = round_up(chunk_bytes + skipped + 8, 64);
+  // Every size below derives from these: checked, so a hostile chunk shape
+  // cannot wrap around to a small one.
+  chunk_numel_ = checked_product(table_.chunk_shape, what + ": the chunk shape");
+  chunk_bytes_ = checked_mul(chunk_numel_, static_cast<int64_t>(isz), what);
+  if (checked_add(chunk_bytes_, skipped, what) > kMaxChunkBytes) {
+    throw ValueError(what + ": a chunk of " + shape_repr(table_.chunk_shape) + " " +
+                     dtype_name(info.dtype) + " is " + std::to_string(chunk_bytes_) +
+                     " bytes, more than the " + std::to_string(kMaxChunkBytes) +
+                     " a chunk may hold");
+  }
+  const int64_t n_chunks = checked_product(grid_, what + ": the chunk grid");
+  check_rows(n_chunks);
+  if (table_.fill.size() != isz) throw ValueError(what + ": the fill value is not one element");
+  decoded_cap_ = round_up(static_cast<size_t>(chunk_bytes_ + skipped) + 8, 64);
   int64_t largest = 0;
   for (const ChunkLocation& c : table_.chunks) largest = std::max(largest, c.nbytes);
   stored_cap_ = round_up(std::max(decoded_cap_ + 64, static_cast<size_t>(largest)), 64);
+  // The largest stored chunk any encoder writes, with room for what other
+  // writers add (headers, padding); past it a chunk is refused unread.
+  size_t bound = static_cast<size_t>(chunk_bytes_ + skipped);
+  for (auto s = table_.codecs.rbegin(); s != table_.codecs.rend(); ++s)
+    bound = std::max(bound, encode_bound(*s, bound));
+  stored_limit_ = static_cast<int64_t>(std::min<size_t>(bound, kMaxChunkBytes)) * 2 + (64 << 10);
   bool rest_whole = true;  // every axis but the first whole in the chunk: C order agrees
   for (size_t d = 1; d < nd; ++d) rest_whole = rest_whole && table_.chunk_shape[d] == info.shape[d];
   streamable_ = n_chunks == 1 && rest_whole && !table_.codecs.empty() &&
@@ -193,6 +227,46 @@ ChunkedSource::ChunkedSource(ChunkTable table) : table_(std::move(table)) {
                 });
   open_files_.resize(table_.files.size());
   file_sizes_.resize(table_.files.size());
+}
+
+void ChunkedSource::check_rows(int64_t n_chunks) const {
+  const std::string what = describe();
+  if (table_.sparse ? table_.ids.size() != table_.chunks.size()
+                    : static_cast<int64_t>(table_.chunks.size()) != n_chunks) {
+    throw ValueError(what + ": the chunk table has " + std::to_string(table_.chunks.size()) +
+                     " rows" + (table_.sparse ? " and " + std::to_string(table_.ids.size()) +
+                                                    " chunk ids"
+                                              : "; a grid of " + shape_repr(grid_) +
+                                                    " chunks needs " + std::to_string(n_chunks)));
+  }
+  for (size_t i = 0; i < table_.chunks.size(); ++i) {
+    const ChunkLocation& c = table_.chunks[i];
+    int64_t end = 0;
+    const bool sparse_ok = !table_.sparse || (table_.ids[i] >= 0 && table_.ids[i] < n_chunks &&
+                                              (i == 0 || table_.ids[i] > table_.ids[i - 1]));
+    if (!sparse_ok || c.file < -1 || c.file >= static_cast<int64_t>(table_.files.size()) ||
+        c.offset < 0 || c.nbytes < -1 || __builtin_add_overflow(c.offset, c.nbytes, &end)) {
+      throw ValueError(what + ": chunk table row " + std::to_string(i) + " (" +
+                       (table_.sparse ? "chunk " + std::to_string(table_.ids[i]) + ", " : "") +
+                       std::to_string(c.file) + ", " + std::to_string(c.offset) + ", " +
+                       std::to_string(c.nbytes) + ") is out of range (" +
+                       std::to_string(table_.files.size()) + " files, " +
+                       std::to_string(n_chunks) + " chunks" +
+                       (table_.sparse ? ", ids ascending" : "") + ")");
+    }
+  }
+}
+
+const ChunkLocation* ChunkedSource::location(int64_t id) const {
+  const ChunkLocation* c = nullptr;
+  if (!table_.sparse) {
+    c = &table_.chunks[static_cast<size_t>(id)];
+  } else {
+    const auto it = std::lower_bound(table_.ids.begin(), table_.ids.end(), id);
+    if (it == table_.ids.end() || *it != id) return nullptr;
+    c = &table_.chunks[static_cast<size_t>(it - table_.ids.begin())];
+  }
+  return c->file < 0 ? nullptr : c;
 }
 
 ChunkedSource::~ChunkedSource() = default;
@@ -228,37 +302,48 @@ const File& ChunkedSource::file(int64_t index) const {
   return *f;
 }
 
-int64_t ChunkedSource::stored_size(int64_t id) const {
-  const ChunkLocation& c = table_.chunks[static_cast<size_t>(id)];
-  if (c.nbytes >= 0) return c.nbytes;
-  file(c.file);
-  return static_cast<int64_t>(file_sizes_[static_cast<size_t>(c.file)]) - c.offset;
-}
-
-// Reads `bytes` stored bytes of chunk `id` from byte `at` of it into `dst`;
-// bytes < 0: all of them (returns the count through `bytes`'s result).
-uint64_t ChunkedSource::stored_offset(int64_t id, int64_t at, int64_t bytes) const {
-  const ChunkLocation& c = table_.chunks[static_cast<size_t>(id)];
+int64_t ChunkedSource::stored_size(int64_t id, const ChunkLocation& c) const {
   file(c.file);
   const uint64_t size = file_sizes_[static_cast<size_t>(c.file)];
   const int64_t stored = c.nbytes >= 0 ? c.nbytes : static_cast<int64_t>(size) - c.offset;
-  if (stored < 0 || static_cast<uint64_t>(c.offset + stored) > size || at + bytes > stored) {
+  // c.offset + c.nbytes does not wrap (checked when the table was read).
+  if (stored < 0 || static_cast<uint64_t>(c.offset + stored) > size) {
     throw ValueError(chunk_what(id) + ": the chunk at offset " + std::to_string(c.offset) + " (" +
                      std::to_string(c.nbytes) + " bytes) of " +
                      table_.files[static_cast<size_t>(c.file)] + " runs past its end (" +
-                     std::to_string(size) + " bytes) or holds fewer than the " +
-                     std::to_string(at + bytes) + " bytes read");
+                     std::to_string(size) + " bytes)");
+  }
+  // An uncompressed chunk holds exactly its elements, edge chunks too (Zarr
+  // and HDF5 store them whole): more or fewer bytes would shift the values.
+  if (raw_ && stored != chunk_bytes_) {
+    throw ValueError(chunk_what(id) + ": the uncompressed chunk in " +
+                     table_.files[static_cast<size_t>(c.file)] + " holds " +
+                     std::to_string(stored) + " bytes; a chunk of " +
+                     shape_repr(table_.chunk_shape) + " " + dtype_name(table_.info.dtype) +
+                     " is exactly " + std::to_string(chunk_bytes_));
+  }
+  return stored;
+}
+
+uint64_t ChunkedSource::stored_offset(int64_t id, const ChunkLocation& c, int64_t at,
+                                      int64_t bytes) const {
+  const int64_t stored = stored_size(id, c);
+  if (at < 0 || bytes < 0 || at > stored || bytes > stored - at) {
+    throw ValueError(chunk_what(id) + ": the chunk at offset " + std::to_string(c.offset) +
+                     " of " + table_.files[static_cast<size_t>(c.file)] + " holds " +
+                     std::to_string(stored) + " bytes, fewer than the " +
+                     std::to_string(at + bytes) + " read");
   }
   return static_cast<uint64_t>(c.offset + at);
 }
 
-void ChunkedSource::read_stored(int64_t id, std::byte* dst, int64_t at, int64_t bytes) const {
-  const uint64_t offset = stored_offset(id, at, bytes);
-  file(table_.chunks[static_cast<size_t>(id)].file)
-      .read_at(dst, static_cast<size_t>(bytes), offset, io_policy());
+void ChunkedSource::read_stored(int64_t id, const ChunkLocation& c, std::byte* dst, int64_t at,
+                                int64_t bytes) const {
+  const uint64_t offset = stored_offset(id, c, at, bytes);
+  file(c.file).read_at(dst, static_cast<size_t>(bytes), offset, io_policy());
 }
 
-const std::byte* ChunkedSource::decoded_chunk(int64_t id) const {
+const std::byte* ChunkedSource::decoded_chunk(int64_t id, const ChunkLocation& c) const {
   Cache& cache = *cache_;
   if (auto it = cache.slot_of.find(id); it != cache.slot_of.end()) {
     cache.slot_used[static_cast<size_t>(it->second)] = ++cache.clock;
@@ -278,13 +363,18 @@ const std::byte* ChunkedSource::decoded_chunk(int64_t id) const {
   if (cache.slot_chunk[slot] >= 0) cache.slot_of.erase(cache.slot_chunk[slot]);
   cache.slot_chunk[slot] = -1;
 
-  const int64_t stored = stored_size(id);
+  const int64_t stored = stored_size(id, c);
   std::span<std::byte> in = cache.stored;
   if (stored > static_cast<int64_t>(in.size())) {  // larger than the table said: rare
+    if (stored > stored_limit_) {
+      throw ValueError(chunk_what(id) + ": the stored chunk is " + std::to_string(stored) +
+                       " bytes, more than any encoding of its " + std::to_string(chunk_bytes_) +
+                       " bytes takes (" + std::to_string(stored_limit_) + "): corrupt chunk");
+    }
     cache.overflow = AlignedBuffer(static_cast<size_t>(stored));
     in = {cache.overflow.data(), cache.overflow.size()};
   }
-  read_stored(id, in.data(), 0, stored);
+  read_stored(id, c, in.data(), 0, stored);
 
   std::byte* slot_bytes = cache.slots + slot * decoded_cap_;
   const std::string what = chunk_what(id);
@@ -296,7 +386,7 @@ const std::byte* ChunkedSource::decoded_chunk(int64_t id) const {
     const size_t cap = in_stored ? decoded_cap_ : in.size();
     cur = decode_step(step, cur, out, cap, table_.chunk_shape, isz, what);
   }
-  const size_t chunk_bytes = static_cast<size_t>(chunk_numel_) * isz;
+  const size_t chunk_bytes = static_cast<size_t>(chunk_bytes_);
   if (cur.size != chunk_bytes) {
     throw ValueError(what + ": decodes to " + std::to_string(cur.size) + " bytes, expected " +
                      std::to_string(chunk_bytes) + " (" + shape_repr(table_.chunk_shape) + " " +
@@ -335,20 +425,20 @@ void ChunkedSource::read_cached(void* dst, int64_t first, int64_t count) const {
   for_each_chunk_run(table_.info.shape, table_.chunk_shape, grid_, first, count,
                      [&](int64_t id, int64_t within, int64_t run, int64_t at) {
                        std::byte* to = out + at * isz;
-                       const ChunkLocation& c = table_.chunks[static_cast<size_t>(id)];
-                       if (c.file < 0) {
+                       const ChunkLocation* c = location(id);
+                       if (c == nullptr) {
                          fill_elements(to, run, table_.fill);
                        } else if (raw_) {
-                         const uint64_t offset = stored_offset(id, within * isz, run * isz);
-                         if (raw.bytes > 0 && raw.file == c.file &&
+                         const uint64_t offset = stored_offset(id, *c, within * isz, run * isz);
+                         if (raw.bytes > 0 && raw.file == c->file &&
                              raw.offset + raw.bytes == offset && raw.at + raw.bytes == at * isz) {
                            raw.bytes += run * isz;
                            return;
                          }
                          read_raw();
-                         raw = Pending{c.file, run * isz, at * isz, offset};
+                         raw = Pending{c->file, run * isz, at * isz, offset};
                        } else {
-                         std::memcpy(to, decoded_chunk(id) + within * isz,
+                         std::memcpy(to, decoded_chunk(id, *c) + within * isz,
                                      static_cast<size_t>(run * isz));
                        }
                      });
@@ -359,14 +449,15 @@ void ChunkedSource::read_streaming(void* dst, int64_t first, int64_t count) cons
   Cache& cache = *cache_;
   const size_t isz = itemsize(table_.info.dtype);
   const std::string what = chunk_what(0);
-  if (table_.chunks[0].file < 0) {
+  const ChunkLocation* c = location(0);
+  if (c == nullptr) {
     fill_elements(static_cast<std::byte*>(dst), count, table_.fill);
     return;
   }
   int64_t skipped = 0;
   for (const CodecStep& s : table_.codecs)
     if (s.kind == CodecKind::kSkip) skipped += s.param;
-  const int64_t stored = stored_size(0);
+  const int64_t stored = stored_size(0, *c);
   if (cache.stream == nullptr) {
     cache.stream = std::make_unique<InflateStream>(table_.codecs[0].kind);
     cache.stream_pos = cache.stream_in = 0;
@@ -382,7 +473,7 @@ void ChunkedSource::read_streaming(void* dst, int64_t first, int64_t count) cons
       if (cache.stream->more_input()) {
         const int64_t piece = std::min<int64_t>(cache.stored.size(), stored - cache.stream_in);
         if (piece <= 0) throw ValueError(what + ": corrupt chunk: the deflate stream is truncated");
-        read_stored(0, cache.stored.data(), cache.stream_in, piece);
+        read_stored(0, *c, cache.stored.data(), cache.stream_in, piece);
         cache.stream_in += piece;
         cache.stream->feed(cache.stored.data(), static_cast<size_t>(piece));
       }

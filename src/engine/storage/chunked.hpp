@@ -42,7 +42,13 @@ struct ChunkTable {
   std::vector<int64_t> chunk_shape;
   std::vector<CodecStep> codecs;  // decoding order
   std::vector<std::string> files;
+  // Dense (`ids` empty): one row per chunk of the grid, C order. Sparse: the
+  // rows of the stored chunks only, chunks[i] holding grid chunk ids[i]
+  // (ascending); every other chunk reads as fill, so a grid of 2**40 chunks
+  // with a few stored costs a few rows.
   std::vector<ChunkLocation> chunks;
+  bool sparse = false;
+  std::vector<int64_t> ids;  // sparse only
   std::vector<std::byte> fill;  // one element
 };
 
@@ -73,13 +79,19 @@ class ChunkedSource {
  private:
   struct Cache;
   std::string chunk_what(int64_t id) const;
+  void check_rows(int64_t n_chunks) const;  // ValueError for a row out of range
+  // Where chunk `id` of the grid is stored; null when it is not.
+  const ChunkLocation* location(int64_t id) const;
   const File& file(int64_t index) const;
-  int64_t stored_size(int64_t id) const;  // nbytes, or the rest of its file
-  const std::byte* decoded_chunk(int64_t id) const;
+  // The stored bytes of chunk `id` at `c`: nbytes, or the rest of its file;
+  // checked against the file's size (and, uncompressed, the chunk's size).
+  int64_t stored_size(int64_t id, const ChunkLocation& c) const;
+  const std::byte* decoded_chunk(int64_t id, const ChunkLocation& c) const;
   // The file offset of stored bytes [at, at + bytes) of chunk `id`, checked
-  // against the file's size; and their read.
-  uint64_t stored_offset(int64_t id, int64_t at, int64_t bytes) const;
-  void read_stored(int64_t id, std::byte* dst, int64_t at, int64_t bytes) const;
+  // against its stored size; and their read.
+  uint64_t stored_offset(int64_t id, const ChunkLocation& c, int64_t at, int64_t bytes) const;
+  void read_stored(int64_t id, const ChunkLocation& c, std::byte* dst, int64_t at,
+                   int64_t bytes) const;
   void read_cached(void* dst, int64_t first, int64_t count) const;
   void read_streaming(void* dst, int64_t first, int64_t count) const;
   void drop() const;
@@ -87,6 +99,8 @@ class ChunkedSource {
   ChunkTable table_;
   std::vector<int64_t> grid_;  // chunks per axis
   int64_t chunk_numel_ = 1;    // elements per chunk
+  int64_t chunk_bytes_ = 0;    // decoded bytes per chunk (checked: fits int64)
+  int64_t stored_limit_ = 0;   // the most stored bytes any encoding of a chunk takes
   size_t decoded_cap_ = 0;     // workspace bytes of one decoded chunk
   size_t stored_cap_ = 0;      // workspace bytes of one stored chunk
   bool raw_ = false;           // no codecs but byteswap: read runs straight from the file
