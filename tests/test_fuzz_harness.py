@@ -1,0 +1,56 @@
+"""The fuzz harness catches each way a trial can break the promise (so its passes mean something)."""
+
+import io
+
+import numpy as np
+import pytest
+from fuzz_harness import FIFO, Symlink, Trial, check_trials
+
+
+def npy(array):
+    buf = io.BytesIO()
+    np.save(buf, array)
+    return buf.getvalue()
+
+
+OPEN = "out = jask.DiskArray.open(P + '/a.npy')"
+LOAD = "out = np.load(P + '/a.npy')"
+GOOD = npy(np.arange(10, dtype=np.float32))
+
+
+def test_clean_refusals_and_equal_values_pass(tmp_path):
+    trials = [
+        Trial("good", {"a.npy": GOOD}, OPEN, LOAD),
+        Trial("fifo", {"a.npy": FIFO}, OPEN),
+        Trial("truncated", {"a.npy": GOOD[:-5]}, OPEN, LOAD),
+        Trial("device", {"a.npy": Symlink("/dev/zero")}, OPEN),
+    ]
+    counts = check_trials(trials, tmp_path)
+    assert counts["values"] == 1 and sum(counts.values()) == 4
+
+
+@pytest.mark.parametrize(
+    "trial, problem",
+    [
+        (Trial("wrong values", {"a.npy": GOOD}, OPEN, "out = np.load(P + '/a.npy') + 1"), "differ"),
+        (Trial("wrong dtype", {"a.npy": GOOD}, OPEN, LOAD + ".astype(np.float64)"), "float64"),
+        (Trial("accepted", {"a.npy": GOOD}, OPEN, "raise ValueError('no')"), "refuses"),
+        (Trial("key error", {"a.npy": GOOD}, "{}['k']"), "raised KeyError"),
+        (Trial("nameless", {"a.npy": GOOD}, "raise ValueError('bad file')"), "names no file"),
+        (Trial("crash", {"a.npy": GOOD}, "import os, signal; os.kill(os.getpid(), 9)"), "crashed"),
+        (
+            Trial("writes", {"a.npy": GOOD}, "open(P + '/a.npy', 'ab').write(b'x'); out = 1"),
+            "changed a.npy",
+        ),
+        (
+            Trial("outside", {"a.npy": GOOD}, "open(P + '/../../outside/x', 'w'); out = 1"),
+            "outside",
+        ),
+        (Trial("memory", {"a.npy": GOOD}, "out = np.ones(1 << 40)"), "MemoryError"),
+    ],
+    ids=lambda v: v.name if isinstance(v, Trial) else "",
+)
+def test_each_broken_promise_fails_naming_the_trial(tmp_path, trial, problem):
+    with pytest.raises(AssertionError, match=problem) as e:
+        check_trials([trial], tmp_path)
+    assert trial.name in str(e.value)
