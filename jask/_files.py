@@ -64,8 +64,9 @@ def open_regular(path, what: str, *, follow_links: bool = True) -> int:
         if not stat.S_ISREG(mode):
             code = errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL
             raise NotRegularFileError(
-                code, f"{what} {path} is {file_kind(mode)}, not a regular file; "
-                "Jask reads regular files only"
+                code,
+                f"{what} {path} is {file_kind(mode)}, not a regular file; "
+                "Jask reads regular files only",
             )
         os.set_blocking(fd, True)
     except BaseException:
