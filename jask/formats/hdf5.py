@@ -18,12 +18,15 @@ import numpy as np
 from .._api.creation import full
 from .._api.io import from_numpy, open_array
 from .._dtypes import SUPPORTED, storage_dtype
+from .._files import open_regular
 from .._jax.diskarray import DiskArray
+from .._runtime import memory_budget
 from ._chunked import chunk_grid, open_chunked
 
 # HDF5 filter ids (H5Zpublic.h) -> the engine's decoding step.
 _DEFLATE, _SHUFFLE, _FLETCHER32 = 1, 2, 3
 _FILTER_NAMES = {4: "szip", 5: "nbit", 6: "scaleoffset", 32000: "lzf", 32001: "blosc"}
+_MAX_BYTES = 1 << 62  # a dataset's bytes (zero-length axes counted as 1), at most
 
 
 def open_hdf5(path, dataset: str, *, mode: str = "r") -> DiskArray:
@@ -40,8 +43,8 @@ def open_hdf5(path, dataset: str, *, mode: str = "r") -> DiskArray:
       zlib speed: the engine decodes on one thread). Chunks never written read as the
       fill value. The open reads the chunk index through h5py (a Python call
       per stored chunk).
-    - contiguous but never written (no storage allocated): a new array of the
-      dataset's fill value (a scratch file, not the HDF5 file).
+    - never written (contiguous with no storage allocated, or chunked with no
+      chunk stored): the dataset's fill value, read from nowhere (no file written).
     - compact (data inside the object header, at most 64 KB): copied into a
       scratch array at open.
 
@@ -64,11 +67,16 @@ def open_hdf5(path, dataset: str, *, mode: str = "r") -> DiskArray:
 
     Raises:
       ImportError: h5py is not installed.
-      KeyError: no object of that name; TypeError: a group, or a dtype Jask does not store.
-      NotImplementedError: a filter other than deflate, shuffle and fletcher32, a
-        virtual dataset, external storage, or chunks stored with a filter skipped.
+      DatasetNotFoundError (a KeyError and ValueError): no object of that name.
+      TypeError: a group, or a dtype Jask does not store.
+      UnsupportedHdf5Error (a NotImplementedError and ValueError): a filter other than
+        deflate, shuffle and fletcher32, a virtual dataset, external storage, chunks stored
+        with a filter skipped, or a datatype whose bits h5py converts (a float that is not
+        IEEE binary16/32/64, an integer with padding bits): Jask reads bytes as they are.
       ValueError: mode="r+" on a dataset that cannot be written in place; a truncated or
-        corrupt file, or offsets past its end.
+        corrupt file, offsets past its end; a chunk grid whose table would not fit in the
+        memory budget.
+      OSError: the path is not a regular file (a FIFO, a device), or cannot be read.
 
     >>> import numpy as np, jask, tempfile, os, h5py
     >>> p = os.path.join(tempfile.mkdtemp(), "d.h5")
@@ -83,19 +91,22 @@ def open_hdf5(path, dataset: str, *, mode: str = "r") -> DiskArray:
     if mode not in ("r", "r+"):
         raise ValueError(f"mode must be 'r' or 'r+', got {mode!r}")
     path = os.fspath(path)
+    where = f"{path}: dataset {dataset!r}"
+    # Refused unless a regular file, before libhdf5 reads it; h5py then opens this descriptor's
+    # file (not the path again, which may have changed in between).
+    fd = open_regular(path, "HDF5 file")
     try:
-        file = h5py.File(path, "r")
-    except (FileNotFoundError, PermissionError, BlockingIOError):
-        raise
-    except OSError as e:  # libhdf5's "truncated file", "file signature not found", ...
-        raise ValueError(f"{path}: not a readable HDF5 file ({e})") from None
-    with file as f:
-        obj = f.get(dataset)
-        if obj is None:
-            raise KeyError(f"{path}: no dataset named {dataset!r}")
-        if not isinstance(obj, h5py.Dataset):
-            raise TypeError(f"{path}: {dataset!r} is a {type(obj).__name__}, not a dataset")
-        opener = _plan(h5py, path, dataset, obj, mode, os.path.getsize(path))
+        file_size = os.fstat(fd).st_size
+        file = _h5py_open(h5py, path, fd)
+        try:
+            with file as f:
+                opener = _plan(h5py, path, dataset, f, mode, file_size)
+        except Exception as e:  # libhdf5 on corrupt metadata: OSError, RuntimeError, ...
+            if isinstance(e, _OWN) and str(e).startswith(path):
+                raise  # a refusal of Jask's own, naming the file
+            raise ValueError(f"{where}: unreadable HDF5 metadata ({type(e).__name__}: {e})") from None
+    finally:
+        os.close(fd)
     try:
         return opener()  # after h5py's handle is closed: it holds HDF5's own lock on the file
     except BlockingIOError as e:
@@ -106,22 +117,60 @@ def open_hdf5(path, dataset: str, *, mode: str = "r") -> DiskArray:
         ) from None
 
 
-def _plan(h5py, path: str, name: str, ds, mode: str, file_size: int):
+class UnsupportedHdf5Error(NotImplementedError, ValueError):
+    """A valid HDF5 dataset Jask does not read (a filter, a layout, a datatype's bit layout)."""
+
+
+class DatasetNotFoundError(KeyError, ValueError):
+    """No dataset of that name in the file."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+# Jask's own refusals (their messages start with the path), raised while h5py has the file
+# open: passed through as they are; h5py's own errors are not.
+_OWN = (ValueError, TypeError, OSError, KeyError)
+
+
+def _h5py_open(h5py, path: str, fd: int):
+    fd_path = f"/proc/self/fd/{fd}"
+    try:
+        return h5py.File(fd_path if os.path.exists(fd_path) else path, "r")
+    except (PermissionError, BlockingIOError) as e:
+        raise type(e)(e.errno, f"{path}: {e}") from None
+    except Exception as e:  # libhdf5's "truncated file", "file signature not found", ...
+        raise ValueError(f"{path}: not a readable HDF5 file ({e})") from None
+
+
+def _plan(h5py, path: str, name: str, f, mode: str, file_size: int):
     """A function opening the dataset, from its metadata (read while h5py has the file open)."""
     where = f"{path}: dataset {name!r}"
-    shape, big_endian, dtype = tuple(ds.shape), *_dtype(ds, where)
+    try:
+        ds = f.get(name)
+    except (KeyError, ValueError):
+        ds = None
+    if ds is None:
+        raise DatasetNotFoundError(f"{path}: no dataset named {name!r}")
+    if not isinstance(ds, h5py.Dataset):
+        raise TypeError(f"{path}: {name!r} is a {type(ds).__name__}, not a dataset")
+    shape, big_endian, dtype = tuple(ds.shape), *_dtype(h5py, ds, where)
+    if math.prod(max(d, 1) for d in shape) * dtype.itemsize > _MAX_BYTES:
+        raise ValueError(f"{where}: its shape {shape} {dtype} is too large for Jask")
     plist = ds.id.get_create_plist()
     layout = plist.get_layout()
     if layout == h5py.h5d.VIRTUAL:
-        raise NotImplementedError(f"{where} is a virtual dataset; Jask opens stored datasets")
+        raise UnsupportedHdf5Error(f"{where} is a virtual dataset; Jask opens stored datasets")
     if plist.get_external_count() > 0:
-        raise NotImplementedError(f"{where} keeps its data in external files")
+        raise UnsupportedHdf5Error(f"{where} keeps its data in external files")
     read_only = layout != h5py.h5d.CONTIGUOUS or big_endian or ds.id.get_offset() is None
     if mode == "r+" and read_only:
         raise ValueError(f"{where} cannot be opened with mode='r+': {_why_read_only(ds, h5py)}")
     fill = ds.fillvalue.item() if ds.fillvalue is not None else 0
-    if math.prod(shape) == 0 or (layout == h5py.h5d.CONTIGUOUS and ds.id.get_offset() is None):
-        return lambda: full(shape, fill, dtype)  # never written (or empty): all fill value
+    if math.prod(shape) == 0:
+        return lambda: full(shape, fill, dtype)  # no elements
+    if layout == h5py.h5d.CONTIGUOUS and ds.id.get_offset() is None:
+        return lambda: _all_fill(path, name, shape, dtype, fill)  # never written
     if layout == h5py.h5d.COMPACT:
         data = np.ascontiguousarray(ds[()]).astype(dtype)  # tiny: inside the object header
         return lambda: from_numpy(data)
@@ -139,7 +188,10 @@ def _plan(h5py, path: str, name: str, ds, mode: str, file_size: int):
         codecs = _decoders(plist, where, dtype.itemsize)
         if big_endian:
             codecs.append(("byteswap", dtype.itemsize))
-        chunks = _chunk_table(ds, where, shape, chunk_shape)
+        stored = _stored_chunks(ds, where, shape, chunk_shape, file_size)
+        if len(stored) == 0:
+            return lambda: _all_fill(path, name, shape, dtype, fill)  # no chunk ever written
+        chunks = _dense_table(stored, where, shape, chunk_shape)
 
     def open_streamed():
         return open_chunked(
@@ -157,16 +209,70 @@ def _plan(h5py, path: str, name: str, ds, mode: str, file_size: int):
     return open_streamed
 
 
-def _dtype(ds, where: str) -> tuple[bool, np.dtype]:
+def _all_fill(path: str, name: str, shape: tuple, dtype: np.dtype, fill) -> DiskArray:
+    """The dataset's fill value everywhere, written nowhere: one chunk, the whole array, not
+    stored (a dataset of terabytes that was never written costs nothing until it is read)."""
+    return open_chunked(
+        path,
+        dtype=dtype,
+        shape=shape,
+        chunk_shape=shape,
+        codecs=[],
+        files=[path],
+        chunks=np.array([[-1, 0, 0]], dtype=np.int64),
+        fill_value=fill,
+        name=name,
+    )
+
+
+def _dtype(h5py, ds, where: str) -> tuple[bool, np.dtype]:
     """Whether the dataset is big-endian, and its dtype as Jask stores it."""
     dt = ds.dtype
     big_endian = dt.byteorder == ">" and dt.itemsize > 1
     try:
-        return big_endian, storage_dtype(dt.newbyteorder("<") if big_endian else dt)
+        stored = storage_dtype(dt.newbyteorder("<") if big_endian else dt)
     except TypeError:
         raise TypeError(
             f"{where} has dtype {dt} (shape {ds.shape}); Jask stores {', '.join(SUPPORTED)}"
         ) from None
+    _check_bit_layout(h5py, ds.id.get_type(), where, stored)
+    return big_endian, stored
+
+
+# IEEE binary16/32/64 by size: (sign, exponent position, exponent bits, mantissa position,
+# mantissa bits), and the exponent bias.
+_IEEE_FLOATS = {2: ((15, 10, 5, 0, 10), 15), 4: ((31, 23, 8, 0, 23), 127), 8: ((63, 52, 11, 0, 52), 1023)}
+
+
+def _check_bit_layout(h5py, tid, where: str, dtype: np.dtype) -> None:
+    """Refuses a datatype whose bits h5py converts (so reading its bytes as `dtype` would be
+    wrong): a float that is not IEEE, an integer with padding bits, a byte order not LE/BE."""
+    h5t = h5py.h5t
+    if tid.get_class() == h5t.ENUM:  # h5py's bool: an enum over an integer
+        tid = tid.get_super()
+    size, bits = tid.get_size(), 8 * tid.get_size()
+    problems = []
+    if size > 1 and tid.get_order() not in (h5t.ORDER_LE, h5t.ORDER_BE):
+        problems.append(f"byte order {tid.get_order()} (neither little- nor big-endian)")
+    if tid.get_precision() != bits or tid.get_offset() != 0:
+        problems.append(
+            f"{tid.get_precision()} significant bits at bit {tid.get_offset()} of its {bits}"
+        )
+    if tid.get_class() == h5t.FLOAT:
+        fields, bias = tid.get_fields(), tid.get_ebias()
+        if (fields, bias) != _IEEE_FLOATS.get(size) or tid.get_norm() != h5t.NORM_IMPLIED:
+            sign, epos, esize, mpos, msize = fields
+            problems.append(
+                f"sign bit {sign}, a {esize}-bit exponent at bit {epos} (bias {bias}) and a "
+                f"{msize}-bit mantissa at bit {mpos} (normalization {tid.get_norm()}): not "
+                f"IEEE binary{bits}"
+            )
+    if problems:
+        raise UnsupportedHdf5Error(
+            f"{where} has an HDF5 datatype of {size} bytes with {'; '.join(problems)}. h5py "
+            f"converts it to {dtype}; Jask reads the stored bytes as they are, so it refuses "
+            "it: convert the dataset with h5py (ds[...].astype) and save that"
+        )
 
 
 def _why_read_only(ds, h5py) -> str:
@@ -201,43 +307,71 @@ def _decoders(plist, where: str, itemsize: int) -> list[tuple[str, int]]:
             steps.append(("fletcher32", 0))
         else:
             label = filter_name.decode(errors="replace") or _FILTER_NAMES.get(code, "unknown")
-            raise NotImplementedError(
+            raise UnsupportedHdf5Error(
                 f"{where} uses the HDF5 filter {label!r} (id {code}); Jask decodes deflate "
                 "(gzip), shuffle and fletcher32: rewrite it with h5py using those"
             )
     return steps[::-1]
 
 
-def _chunk_table(ds, where: str, shape: tuple, chunk_shape: tuple) -> np.ndarray:
-    """(file_index, offset, nbytes) of every chunk of the grid in C order; (-1, 0, 0): not stored."""
+def _stored_chunks(ds, where: str, shape: tuple, chunk_shape: tuple, file_size: int) -> np.ndarray:
+    """(chunk id, offset, nbytes) of each stored chunk inside the grid, by chunk id, checked
+    against the file; as many rows as chunks the file stores, however large the grid."""
     grid = chunk_grid(shape, chunk_shape)
-    starts, offsets, sizes, masks = [], [], [], []
+    rows = []
 
     def visit(info):
-        starts.append(info.chunk_offset)
-        offsets.append(info.byte_offset)
-        sizes.append(info.size)
-        masks.append(info.filter_mask)
+        if info.byte_offset is None:  # HDF5's undefined address: not allocated
+            return
+        start = tuple(info.chunk_offset)
+        if info.filter_mask != 0:
+            raise UnsupportedHdf5Error(
+                f"{where}: the chunk at {start} was stored with filters skipped (filter mask "
+                f"{info.filter_mask:#x}); Jask reads chunks that went through every filter"
+            )
+        if len(start) != len(shape) or any(o % c for o, c in zip(start, chunk_shape)):
+            raise ValueError(f"{where}: a chunk at {start} is not on the chunk grid {chunk_shape}")
+        coords = [o // c for o, c in zip(start, chunk_shape)]
+        if any(k >= g for k, g in zip(coords, grid)):
+            return  # a shrunk dataset keeps the chunks outside its shape
+        offset, size = info.byte_offset, info.size
+        if not (0 <= offset and 0 < size and offset + size <= file_size):
+            raise ValueError(
+                f"{where}: the chunk at {start} claims {size} bytes at offset {offset}, outside "
+                f"the file ({file_size} bytes); the file is truncated or corrupt"
+            )
+        rows.append((_ravel(coords, grid), offset, size))
 
     if hasattr(ds.id, "chunk_iter"):  # HDF5 >= 1.12.3: one pass over the index
         ds.id.chunk_iter(visit)
     else:
         for i in range(ds.id.get_num_chunks()):
             visit(ds.id.get_chunk_info(i))
-    table = np.zeros((math.prod(grid), 3), dtype=np.int64)
-    table[:, 0] = -1
-    if not starts:
-        return table
-    bad = [i for i, m in enumerate(masks) if m != 0]
-    if bad:
-        raise NotImplementedError(
-            f"{where}: the chunk at {tuple(starts[bad[0]])} was stored with filters skipped "
-            f"(filter mask {masks[bad[0]]:#x}); Jask reads chunks that went through every filter"
+    table = np.array(sorted(rows), dtype=np.int64).reshape(-1, 3)
+    if len(table) > 1 and np.any(table[1:, 0] == table[:-1, 0]):
+        raise ValueError(f"{where}: its chunk index lists a chunk twice; the file is corrupt")
+    return table
+
+
+def _ravel(coords: list[int], grid: tuple) -> int:
+    index = 0
+    for k, g in zip(coords, grid):
+        index = index * g + k
+    return index
+
+
+def _dense_table(stored: np.ndarray, where: str, shape: tuple, chunk_shape: tuple) -> np.ndarray:
+    """The engine's table: a (file, offset, nbytes) row per chunk of the grid, (-1, 0, 0) where
+    none is stored; refused when its rows would not fit in the memory budget."""
+    n = math.prod(chunk_grid(shape, chunk_shape))
+    if n * 3 * 8 > memory_budget():
+        raise ValueError(
+            f"{where}: its grid of {n} chunks of {chunk_shape} ({len(stored)} stored) needs a "
+            f"chunk table of {n * 24} bytes, over the memory budget ({memory_budget()} bytes); "
+            "raise jask.set_memory_budget, or rechunk the dataset with larger chunks"
         )
-    coords = np.asarray(starts, dtype=np.int64) // np.asarray(chunk_shape, dtype=np.int64)
-    inside = np.all(coords < np.asarray(grid), axis=1)  # a shrunk dataset keeps outer chunks
-    index = np.ravel_multi_index(tuple(coords[inside].T), grid)
-    table[index, 0] = 0
-    table[index, 1] = np.asarray(offsets, dtype=np.int64)[inside]
-    table[index, 2] = np.asarray(sizes, dtype=np.int64)[inside]
+    table = np.zeros((n, 3), dtype=np.int64)
+    table[:, 0] = -1
+    table[stored[:, 0], 0] = 0
+    table[stored[:, 0], 1:] = stored[:, 1:]
     return table
