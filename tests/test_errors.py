@@ -185,3 +185,28 @@ def test_bad_open_arguments(tmp_path):
 def test_bad_transpose_axes(x):
     with pytest.raises(ValueError, match=r"not a permutation.*float32\[4,6\]"):
         jask.transpose(x, (0, 0))
+
+
+def test_an_unsupported_primitive_names_user_code_in_a_folder_named_like_a_library(tmp_path):
+    """User code is recognized by where the library packages are installed, not by folder names:
+    a script in a folder named `jask` (as README's clone) or `jax` is still the user's."""
+    import subprocess
+    import sys
+
+    for name in ("jask", "jax"):
+        folder = tmp_path / name / "examples"
+        folder.mkdir(parents=True)
+        script = folder / "user_script.py"
+        script.write_text(
+            "import numpy as np, jax.numpy as jnp, jask\n"
+            "def my_step(x):\n"
+            "    return jnp.linalg.svd(x)\n"
+            "try:\n"
+            "    my_step(jask.DiskArray.from_numpy(np.ones((3, 3), np.float32)))\n"
+            "except NotImplementedError as e:\n"
+            "    print(e)\n"
+        )
+        out = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, cwd=folder, timeout=120
+        )
+        assert f"in my_step ({script}:3)" in out.stdout, (out.stdout, out.stderr[-2000:])

@@ -14,6 +14,8 @@ import contextvars
 import functools
 import importlib
 import importlib.metadata
+import importlib.util
+import os
 import pkgutil
 import re
 import sys
@@ -491,12 +493,34 @@ def _describe_operand(x) -> str:
 _LIBRARY_PACKAGES = ("jax", "jaxlib", "jask", "optax", "flax", "equinox")
 
 
+@functools.cache
+def _library_folders() -> tuple[str, ...]:
+    """The install folders of the library packages (each with a trailing separator).
+
+    A frame is the library's by where its package is installed, not by a folder's name: user
+    code in a folder named `jask` or `jax` is still the user's.
+    """
+    folders = []
+    for package in _LIBRARY_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(package)
+        except (ImportError, ValueError):
+            continue
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            folders.append(os.path.join(os.path.realpath(folder), ""))
+    return tuple(folders)
+
+
+def _is_library_file(filename: str) -> bool:
+    return os.path.realpath(filename).startswith(_library_folders())
+
+
 def _user_frame() -> str:
-    """' in f (file.py:12)' for the innermost frame outside jax and jask, or ''."""
+    """' in f (file.py:12)' for the innermost frame outside the library packages, or ''."""
     frame = sys._getframe(2)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not any(f"/{package}/" in filename for package in _LIBRARY_PACKAGES):
+        if not _is_library_file(filename):
             return f" in {frame.f_code.co_name} ({filename}:{frame.f_lineno})"
         frame = frame.f_back
     return ""
