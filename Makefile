@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 CPP_BUILD := build/cpp-tests
 PY_BUILD := build/python
 
-.PHONY: demo test test-python test-cpp test-sanitize lint lint-cpp lint-python install bench clean
+.PHONY: demo test test-python test-cpp test-sanitize fuzz lint lint-cpp lint-python install bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,14 @@ test-cpp:
 	cmake -S . -B $$dir $$opts -DJASK_BUILD_TESTS=ON >/dev/null && \
 	cmake --build $$dir --target engine_tests -j2 && \
 	ctest --test-dir $$dir --output-on-failure
+
+# The hostile-file fuzzers (tests/test_trust_*.py, through tests/fuzz_harness.py) with thousands
+# of trials per format instead of make test's few hundred, and the slow valid-file tests (a deflated
+# .npz member over 1 GiB). The seeds are fixed: a run is repeatable.
+FUZZ_TRIALS ?= 3000
+fuzz: install
+	JASK_FUZZ_TRIALS=$(FUZZ_TRIALS) JASK_SLOW_TESTS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile \
+	  tests/test_fuzz_harness.py $(wildcard tests/test_trust_*.py)
 
 # The engine's GoogleTests under AddressSanitizer + UndefinedBehaviorSanitizer (all of
 # them), then under ThreadSanitizer (the threaded parts: pipeline, file I/O and scattered runs,
