@@ -15,7 +15,6 @@ import os
 
 import numpy as np
 
-from .._api.creation import full
 from .._api.io import from_numpy, open_array
 from .._dtypes import SUPPORTED, storage_dtype
 from .._files import open_regular
@@ -168,7 +167,7 @@ def _plan(h5py, path: str, name: str, f, mode: str, file_size: int):
         raise ValueError(f"{where} cannot be opened with mode='r+': {_why_read_only(ds, h5py)}")
     fill = ds.fillvalue.item() if ds.fillvalue is not None else 0
     if math.prod(shape) == 0:
-        return lambda: full(shape, fill, dtype)  # no elements
+        return lambda: _all_fill(path, name, shape, dtype, fill)  # no elements
     if layout == h5py.h5d.CONTIGUOUS and ds.id.get_offset() is None:
         return lambda: _all_fill(path, name, shape, dtype, fill)  # never written
     if layout == h5py.h5d.COMPACT:
@@ -211,15 +210,17 @@ def _plan(h5py, path: str, name: str, f, mode: str, file_size: int):
 
 def _all_fill(path: str, name: str, shape: tuple, dtype: np.dtype, fill) -> DiskArray:
     """The dataset's fill value everywhere, written nowhere: one chunk, the whole array, not
-    stored (a dataset of terabytes that was never written costs nothing until it is read)."""
+    stored (a dataset of terabytes that was never written costs nothing until it is read);
+    no elements: no chunk."""
+    empty = math.prod(shape) == 0
     return open_chunked(
         path,
         dtype=dtype,
         shape=shape,
-        chunk_shape=shape,
+        chunk_shape=tuple(max(d, 1) for d in shape),
         codecs=[],
-        files=[path],
-        chunks=np.array([[-1, 0, 0]], dtype=np.int64),
+        files=[] if empty else [path],
+        chunks=np.array([] if empty else [[-1, 0, 0]], dtype=np.int64).reshape(-1, 3),
         fill_value=fill,
         name=name,
     )

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib import format as npy_format
 
-from .._api.creation import zeros
 from .._api.io import open_array
 from .._dtypes import SUPPORTED, storage_dtype
 from .._files import open_regular
@@ -216,8 +215,8 @@ def _data_start(f, file_size: int, where: str, info: zipfile.ZipInfo) -> int:
     header_offset = info.header_offset
     if header_offset < 0 or header_offset + _LOCAL_HEADER.size > file_size:
         raise ValueError(
-            f"{where}: its local header at offset {header_offset} is beyond the end of the "
-            f"file ({file_size} bytes); the archive is truncated"
+            f"{where}: its local header at offset {header_offset} is outside the file "
+            f"({file_size} bytes); the archive is truncated or corrupt"
         )
     header = os.pread(f.fileno(), _LOCAL_HEADER.size, header_offset)
     signature, _, flags, *_, name_len, extra_len = _LOCAL_HEADER.unpack(header)
@@ -368,8 +367,17 @@ def _inflated_crc(blocks, size: int, block: int, where: str) -> int:
 
 
 def _open_member(path: str, info: zipfile.ZipInfo, m: _Member) -> DiskArray:
-    if math.prod(m.shape) == 0:
-        return zeros(m.shape, m.dtype)  # no elements: nothing to read
+    if math.prod(m.shape) == 0:  # no elements: a grid of no chunks, nothing to read
+        return open_chunked(
+            path,
+            dtype=m.dtype,
+            shape=m.shape,
+            chunk_shape=tuple(max(d, 1) for d in m.shape),
+            codecs=[],
+            files=[],
+            chunks=np.zeros((0, 3), dtype=np.int64),
+            name=info.filename,
+        )
     if not m.deflated and not m.big_endian:
         return open_array(path, shape=m.shape, dtype=m.dtype, offset=m.data_offset, mode="r")
     # One chunk, the whole member: the engine inflates one deflate stream as it reads (never
