@@ -45,6 +45,10 @@ def from_numpy(array) -> DiskArray:
     return out
 
 
+# NumPy's and so JAX's limit (NPY_MAXDIMS): an array with more dimensions could not be read.
+MAX_NDIM = 64
+
+
 def open_array(path, *, shape=None, dtype=None, offset=0, mode="r") -> DiskArray:
     """Opens a .npy or raw file in place (see DiskArray.open)."""
     if mode not in ("r", "r+"):
@@ -63,6 +67,11 @@ def open_array(path, *, shape=None, dtype=None, offset=0, mode="r") -> DiskArray
     else:
         what = f"jask.DiskArray.open({path!r})"
         shape = as_shape(shape, what)
+        if len(shape) > MAX_NDIM:
+            raise ValueError(
+                f"{what}: shape has {len(shape)} dimensions; NumPy and JAX arrays have at most "
+                f"{MAX_NDIM}"
+            )
         offset = as_int(offset, f"{what}: offset")
         if offset < 0:
             raise ValueError(f"{what}: offset must be non-negative, got {offset}")

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _engine, _runtime
-from .._api.io import open_array
+from .._api.io import MAX_NDIM, open_array
 from .._durable import fsync_folder
 from .._files import open_regular, read_regular
 from .._jax import compat
@@ -425,6 +425,11 @@ def _checked_tensor(path: str, name: str, info, data_bytes: int) -> _Tensor:
     if not (isinstance(offsets, list) and len(offsets) == 2 and all(map(_is_written_int, offsets))):
         raise ValueError(
             f"{where}: data_offsets must be two ints [begin, end], got {_brief(offsets)}"
+        )
+    if len(shape) > MAX_NDIM:
+        raise ValueError(
+            f"{where}: shape has {len(shape)} dimensions; NumPy and JAX arrays have at most "
+            f"{MAX_NDIM}"
         )
     begin, end = offsets
     if not 0 <= begin <= end <= _MAX_FILE_BYTES:

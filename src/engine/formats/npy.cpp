@@ -217,6 +217,10 @@ NpyHeader parse_npy_header(const std::string& bytes, const std::string& path) {
   if (!have_descr || !have_fortran || !have_shape) {
     reader.fail("the keys must be 'descr', 'fortran_order' and 'shape'");
   }
+  if (shape.size() > kMaxNpyDims) {
+    throw ValueError(path + ": the .npy shape has " + std::to_string(shape.size()) +
+                     " dimensions; NumPy reads at most " + std::to_string(kMaxNpyDims));
+  }
   if (fortran) {
     throw ValueError(path + ": Fortran-order .npy files are not supported; Jask reads C order");
   }

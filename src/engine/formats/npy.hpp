@@ -16,6 +16,8 @@ inline constexpr uint64_t kDataAlignment = 4096;
 // have: numpy.load's default max_header_size (_MAX_HEADER_SIZE), so Jask
 // opens the headers NumPy opens and never reads a huge one whole.
 inline constexpr uint64_t kMaxNpyHeaderText = 10000;
+// The most dimensions numpy.load reads (NPY_MAXDIMS): a longer shape is refused as it is.
+inline constexpr size_t kMaxNpyDims = 64;
 
 struct NpyHeader {
   DType dtype;
