@@ -141,6 +141,7 @@ def base_files(rng):
         f.create_dataset("b", data=rng.random(17) > 0.5)
         d = f.create_dataset("fill", shape=(40,), chunks=(8,), dtype="f4", fillvalue=-7)
         d[8:16] = 1.5
+
     return h5_bytes(build), ["contig", "gzip", "be", "f16", "b", "fill"]
 
 
@@ -153,7 +154,9 @@ def seeded_mutation(data: bytes, rnd: random.Random) -> bytes:
     elif kind == 1:  # a field (an address, a size) to an extreme value
         size = rnd.choice([2, 4, 8])
         at = rnd.randrange(len(out) - size)
-        value = rnd.choice([0, 1, 2**(8 * size - 1), 2**(8 * size) - 1, rnd.getrandbits(8 * size)])
+        value = rnd.choice(
+            [0, 1, 2 ** (8 * size - 1), 2 ** (8 * size) - 1, rnd.getrandbits(8 * size)]
+        )
         out[at : at + size] = value.to_bytes(size, "little")
     elif kind == 2:
         del out[rnd.randrange(len(out)) :]

@@ -271,7 +271,9 @@ def seeded_mutation(data: bytes, rnd: random.Random) -> bytes:
     elif kind == 1:  # a header field to an extreme value
         size = rnd.choice([2, 4, 8])
         at = rnd.randrange(max(1, len(out) - size))
-        value = rnd.choice([0, 1, 0xFF, 2**(8 * size - 1), 2**(8 * size) - 1, rnd.getrandbits(8 * size)])
+        value = rnd.choice(
+            [0, 1, 0xFF, 2 ** (8 * size - 1), 2 ** (8 * size) - 1, rnd.getrandbits(8 * size)]
+        )
         out[at : at + size] = value.to_bytes(size, "little")
     elif kind == 2:  # truncated
         del out[rnd.randrange(len(out)) :]
@@ -307,8 +309,10 @@ def mutation_trials(count: int, seed: int) -> list[Trial]:
 
 def test_valid_archives_open_with_numpys_values(tmp_path):
     rng = np.random.default_rng(0)
-    trials = [trial(f"valid {save.__name__}", archive_bytes(save, members(rng))) for save in (
-        np.savez, np.savez_compressed)]
+    trials = [
+        trial(f"valid {save.__name__}", archive_bytes(save, members(rng)))
+        for save in (np.savez, np.savez_compressed)
+    ]
     assert check_trials(trials, tmp_path) == {"values": 2}
 
 

@@ -103,7 +103,9 @@ def open_hdf5(path, dataset: str, *, mode: str = "r") -> DiskArray:
         except Exception as e:  # libhdf5 on corrupt metadata: OSError, RuntimeError, ...
             if isinstance(e, _OWN) and str(e).startswith(path):
                 raise  # a refusal of Jask's own, naming the file
-            raise ValueError(f"{where}: unreadable HDF5 metadata ({type(e).__name__}: {e})") from None
+            raise ValueError(
+                f"{where}: unreadable HDF5 metadata ({type(e).__name__}: {e})"
+            ) from None
     finally:
         os.close(fd)
     try:
@@ -242,7 +244,11 @@ def _dtype(h5py, ds, where: str) -> tuple[bool, np.dtype]:
 
 # IEEE binary16/32/64 by size: (sign, exponent position, exponent bits, mantissa position,
 # mantissa bits), and the exponent bias.
-_IEEE_FLOATS = {2: ((15, 10, 5, 0, 10), 15), 4: ((31, 23, 8, 0, 23), 127), 8: ((63, 52, 11, 0, 52), 1023)}
+_IEEE_FLOATS = {
+    2: ((15, 10, 5, 0, 10), 15),
+    4: ((31, 23, 8, 0, 23), 127),
+    8: ((63, 52, 11, 0, 52), 1023),
+}
 
 
 def _check_bit_layout(h5py, tid, where: str, dtype: np.dtype) -> None:

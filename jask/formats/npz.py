@@ -229,9 +229,7 @@ def _data_start(f, file_size: int, where: str, info: zipfile.ZipInfo) -> int:
     raw_name = os.pread(f.fileno(), name_len, name_at)
     name = raw_name.decode("utf-8" if flags & _UTF8_NAME else "cp437", errors="replace")
     if name != info.orig_filename:
-        raise ValueError(
-            f"{where}: its local header names it {name!r}; the archive is corrupt"
-        )
+        raise ValueError(f"{where}: its local header names it {name!r}; the archive is corrupt")
     return name_at + name_len + extra_len
 
 

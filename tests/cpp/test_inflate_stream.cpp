@@ -53,7 +53,8 @@ TEST(InflateStream, AStreamFedWholeInflatesToItsEndInAnyPieceSize) {
 
 TEST(InflateStream, ATruncatedStreamAsksForMoreInput) {
   std::vector<std::byte> data(1 << 16);
-  for (size_t i = 0; i < data.size(); ++i) data[i] = std::byte(static_cast<uint8_t>(i * 7 + i / 251));
+  for (size_t i = 0; i < data.size(); ++i)
+    data[i] = std::byte(static_cast<uint8_t>(i * 7 + i / 251));
   std::vector<std::byte> compressed = raw_deflate(data);
   compressed.resize(compressed.size() / 2);
   InflateStream stream(CodecKind::kDeflate);
