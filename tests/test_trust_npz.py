@@ -14,7 +14,10 @@ wrote (every dtype Jask stores, big-endian ones, 0-D to 3-D, empty).
 
 What the default run found: numpy.load refuses every member whose CRC-32 is wrong, Jask opened
 them (fixed: checked at open); zipfile's negative seek (OSError: Invalid argument, naming no
-file) and numpy's tokenize.TokenError escaped (fixed: ValueErrors naming the archive).
+file) and numpy's tokenize.TokenError escaped (fixed: ValueErrors naming the archive). Counts
+by outcome, default run: structured 46 trials: 35 ValueError, 3 TypeError, 2
+UnsupportedNpzError, 6 values; mutations (2 seeds x 150): 117 + 122 ValueError, 32 + 27 values
+equal to numpy.load's, 1 + 1 UnsupportedNpzError.
 """
 
 from __future__ import annotations
