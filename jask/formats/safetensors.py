@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import operator
 import os
 import re
 import reprlib
@@ -260,7 +261,7 @@ def _read_header(path: str, what: str = "safetensors file") -> _Header:
     metadata = {} if metadata is None else _checked_metadata(metadata, f"{path}: __metadata__")
     data_bytes = size - 8 - n
     tensors = [_checked_tensor(path, name, info, data_bytes) for name, info in entries.items()]
-    tensors.sort(key=lambda t: (t.begin, t.end))
+    tensors.sort(key=operator.attrgetter("begin", "end"))
     _check_layout(path, tensors, data_bytes)
     return _Header(path, 8 + n, tensors, metadata)
 
@@ -311,7 +312,6 @@ def _parse_json(data: bytes, path: str, what: str):
         if _SURROGATE_ESCAPE.search(text):
             # A pair of escapes reads as one character; a lone half cannot be encoded.
             json.dumps(value, ensure_ascii=False).encode("utf-8")
-        _check_depth(value)
     except _JsonRefusal as e:
         raise ValueError(f"{path}: {what} {e}") from None
     except UnicodeEncodeError:
@@ -378,9 +378,10 @@ def _json_constant(text: str):
     raise _JsonRefusal(f"holds {text}, which is not JSON")
 
 
-def _check_depth(value) -> None:
-    """_JsonRefusal if `value` nests deeper than _MAX_JSON_DEPTH (the outermost level is 1)."""
-    stack = [(value, 1)]
+def _too_deep(value, depth: int) -> bool:
+    """Whether `value`, at nesting level `depth` (the outermost level is 1), holds arrays or
+    objects deeper than _MAX_JSON_DEPTH."""
+    stack = [(value, depth)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict):
@@ -390,11 +391,21 @@ def _check_depth(value) -> None:
         else:
             continue
         if depth > _MAX_JSON_DEPTH:
-            raise _JsonRefusal(
-                f"nests arrays or objects deeper than the {_MAX_JSON_DEPTH} levels safetensors "
-                "reads"
-            )
+            return True
         stack.extend((child, depth + 1) for child in items if isinstance(child, (dict, list)))
+    return False
+
+
+class _Where:
+    """ "<path>: tensor <name>", formatted only when a message is (most headers raise none)."""
+
+    __slots__ = ("path", "name")
+
+    def __init__(self, path: str, name: str):
+        self.path, self.name = path, name
+
+    def __str__(self) -> str:
+        return f"{self.path}: tensor {_brief(self.name)}"
 
 
 def _brief(value) -> str:
@@ -408,10 +419,20 @@ _REPR.maxlist = _REPR.maxdict = 8
 _REPR.maxlevel = 3
 
 
+_FIELDS = frozenset(("dtype", "shape", "data_offsets"))
+
+
 def _checked_tensor(path: str, name: str, info, data_bytes: int) -> _Tensor:
-    where = f"{path}: tensor {_brief(name)}"
-    if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= info.keys():
+    where = _Where(path, name)
+    if not isinstance(info, dict) or not _FIELDS <= info.keys():
         raise ValueError(f"{where}: its entry must be an object with dtype, shape and data_offsets")
+    # Fields of other names are ignored, as the library ignores them, but read as it reads them:
+    # the rest of the header is typed, too shallow to nest too deep.
+    if len(info) > len(_FIELDS) and any(_too_deep(info[k], 3) for k in info.keys() - _FIELDS):
+        raise ValueError(
+            f"{where}: its entry nests arrays or objects deeper than the {_MAX_JSON_DEPTH} levels "
+            "safetensors reads"
+        )
     dtype_name, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
     if not isinstance(dtype_name, str):
         raise ValueError(f"{where}: dtype must be a string, got {_brief(dtype_name)}")
