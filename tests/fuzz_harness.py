@@ -10,8 +10,9 @@ an address-space and a file-size limit and a timeout. For every trial `check_tri
   a MemoryError only where it is Jask's budget refusing, naming the budget) whose message names
   the trial's folder or one of its files, or it returned values;
 - values returned equal the reference's, in dtype, shape and value (NaNs where the reference has
-  them); and where the reference refuses the file, Jask refuses it too, unless the trial says
-  that Jask may accept it (`jask_may_accept`);
+  them), in the reference's dtype or in that dtype canonicalized as `jnp.asarray` would
+  (float64 is float32 while x64 is off); and where the reference refuses the file, Jask refuses
+  it too, unless the trial says that Jask may accept it (`jask_may_accept`);
 - a read-only trial left every byte, name and link in its folder as it was;
 - nothing outside the trial's folder changed (a sibling folder of canary files is hashed around
   every trial), Jask's own scratch folder aside.
@@ -94,7 +95,8 @@ ADDRESS_SPACE_HEADROOM, FILE_SIZE_LIMIT, TRIAL_TIMEOUT_S = {limits}
 for module in {preload!r}:
     __import__(module)
 jask.set_memory_budget({budget!r}, scratch_dir={scratch!r})
-jax.devices()
+# No JAX computation here: a child forked from a process whose XLA client runs (its threads do not
+# survive the fork) hangs at its first JAX op; a client the child starts itself works.
 
 
 def vm_bytes():
@@ -261,12 +263,17 @@ def _names_the_file(message: str, folder: Path, trial: Trial) -> bool:
 
 def _same_values(actual: dict, expected: dict) -> str | None:
     """Why `actual` differs from `expected` (None if it does not)."""
+    import jax
     import numpy as np
 
     if actual.keys() != expected.keys():
         return f"leaves {sorted(actual)} where the reference has {sorted(expected)}"
     for key in expected:
         a, e = actual[key], expected[key]
+        # The reference's dtype, or what jnp.asarray makes of it (float64 is float32 with x64
+        # off): the values are then the reference's in that dtype.
+        if a.dtype != e.dtype and a.dtype == jax.dtypes.canonicalize_dtype(e.dtype):
+            e = e.astype(a.dtype)
         if a.dtype != e.dtype or a.shape != e.shape:
             return f"{key}: {a.dtype}{a.shape} where the reference has {e.dtype}{e.shape}"
         try:

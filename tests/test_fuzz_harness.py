@@ -33,7 +33,7 @@ def test_clean_refusals_and_equal_values_pass(tmp_path):
     "trial, problem",
     [
         (Trial("wrong values", {"a.npy": GOOD}, OPEN, "out = np.load(P + '/a.npy') + 1"), "differ"),
-        (Trial("wrong dtype", {"a.npy": GOOD}, OPEN, LOAD + ".astype(np.float64)"), "float64"),
+        (Trial("wrong dtype", {"a.npy": GOOD}, OPEN, LOAD + ".astype(np.int32)"), "int32"),
         (Trial("accepted", {"a.npy": GOOD}, OPEN, "raise ValueError('no')"), "refuses"),
         (Trial("key error", {"a.npy": GOOD}, "{}['k']"), "raised KeyError"),
         (Trial("nameless", {"a.npy": GOOD}, "raise ValueError('bad file')"), "names no file"),
