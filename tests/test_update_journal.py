@@ -4,7 +4,9 @@ in the process never see a torn array, and the next open replays or discards wha
 left."""
 
 import os
+import re
 import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -38,14 +40,16 @@ print("updated", flush=True)
 """
 
 # Each step of replace_data's in-place path (storage/journal.hpp) and what a kill there leaves:
-# whether the journal is at its final name, and whether the array is then new; then the mode the
-# file is opened with next (a read-only open replays too).
+# whether the journal is at its final name, and whether the array is then new.
 STEPS = {
-    "in_place_journal_written": (False, False, "r+"),  # header written, not flushed: a .part
-    "in_place_journal_flushed": (True, True, "r+"),  # past the commit point, not written in place
-    "in_place_half_written": (True, True, "r"),  # the first block written over the array
-    "in_place_written": (True, True, "r+"),  # written and flushed, the journal not yet removed
+    "in_place_journal_written": (False, False),  # header written, not flushed: a .part
+    "in_place_journal_flushed": (True, True),  # past the commit point, not written in place
+    "in_place_half_written": (True, True),  # the first block written over the array
+    "in_place_written": (True, True),  # written and flushed, the journal not yet removed
 }
+
+# What a read-only open says of a journal it reads without replaying it.
+READ_WITHOUT_REPLAY = r'(?s)shard\.bin\.jask-journal.*reads the new values.*mode="r\+"'
 
 
 def container_bytes():
@@ -106,23 +110,38 @@ def in_place():
     _engine.set_in_place_update_threshold(saved)
 
 
+def folder_bytes(folder):
+    return {f.name: f.read_bytes() for f in folder.iterdir() if f.is_file()}
+
+
 @pytest.mark.parametrize("point", list(STEPS))
 def test_a_kill_at_each_step_leaves_the_array_old_or_new_and_all_else_untouched(killed, point):
     path = killed[point]
     before = container_bytes()
-    journal_left, is_new, mode = STEPS[point]
+    journal_left, is_new = STEPS[point]
     raw = path.read_bytes()
     assert outside_array_1(raw) == outside_array_1(before), point
     assert ("shard.bin.jask-journal" in journal_files(path)) == journal_left, journal_files(path)
-    if point == "in_place_half_written":  # torn on disk until the next open replays it
+    if point == "in_place_half_written":  # torn on disk until a writable open replays it
         written = array_1(raw) == NEW_VALUE
         assert written.any() and not written.all()
+    expected = np.full(N, NEW_VALUE, np.float32) if is_new else array_1(before)
 
-    arrays = open_container(path, mode)  # replays or discards what the child left
+    # A read-only open reads the committed values and writes, renames and removes nothing.
+    files = folder_bytes(path.parent)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        arrays = open_container(path, "r")
+        np.testing.assert_array_equal(np.asarray(arrays[1]), expected)
+    assert folder_bytes(path.parent) == files, point
+    said = [str(w.message) for w in caught if re.search(READ_WITHOUT_REPLAY, str(w.message))]
+    assert bool(said) == journal_left, [str(w.message) for w in caught]
+    np.testing.assert_array_equal(np.asarray(arrays[0]), np.arange(N, dtype=np.float32))
+
+    arrays = open_container(path, "r+")  # replays or discards what the child left
     assert journal_files(path) == []
     raw = path.read_bytes()
     assert outside_array_1(raw) == outside_array_1(before), point
-    expected = np.full(N, NEW_VALUE, np.float32) if is_new else array_1(before)
     np.testing.assert_array_equal(array_1(raw), expected)
     values = np.asarray(arrays[1])
     assert values.dtype == np.float32
@@ -130,28 +149,32 @@ def test_a_kill_at_each_step_leaves_the_array_old_or_new_and_all_else_untouched(
     np.testing.assert_array_equal(np.asarray(arrays[2]), np.arange(N, dtype=np.float32) + 20.0)
 
 
-def test_a_corrupt_journal_is_discarded_without_touching_the_file(killed):
+def test_a_corrupt_journal_is_left_alone_and_reported_without_touching_the_file(killed):
     path = killed["corrupt"]
     before = container_bytes()
     journal = path.parent / "shard.bin.jask-journal"
     corrupt = bytearray(journal.read_bytes())
     corrupt[-5] ^= 0xFF  # a payload byte: its checksum no longer holds
     journal.write_bytes(bytes(corrupt))
-    arrays = open_container(path)
+    with pytest.warns(RuntimeWarning, match=r"shard\.bin\.jask-journal is not an intact journal"):
+        arrays = open_container(path)
     assert path.read_bytes() == before
-    assert journal_files(path) == []
+    assert journal.read_bytes() == bytes(corrupt)
     np.testing.assert_array_equal(np.asarray(arrays[1]), np.arange(N, dtype=np.float32) + 10.0)
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may write any file")
-def test_a_read_only_open_that_cannot_replay_raises_permission_error_naming_the_journal(killed):
+def test_a_read_only_open_of_a_file_it_may_not_write_reads_the_journal_and_says_so(killed):
     path = killed["not_writable"]
     path.chmod(0o444)
-    with pytest.raises(PermissionError, match=r"shard\.bin\.jask-journal.*mode=\"r\+\""):
-        jask.DiskArray.open(path, shape=(N,), dtype="float32", offset=OFFSETS[1])
-    path.chmod(0o644)
-    x = jask.DiskArray.open(path, shape=(N,), dtype="float32", offset=OFFSETS[1])
+    with pytest.warns(RuntimeWarning, match=READ_WITHOUT_REPLAY):
+        x = jask.DiskArray.open(path, shape=(N,), dtype="float32", offset=OFFSETS[1])
     np.testing.assert_array_equal(np.asarray(x), np.full(N, NEW_VALUE, np.float32))
+    assert path.read_bytes() == container_bytes()
+    path.chmod(0o644)
+    x = jask.DiskArray.open(path, shape=(N,), dtype="float32", offset=OFFSETS[1], mode="r+")
+    np.testing.assert_array_equal(np.asarray(x), np.full(N, NEW_VALUE, np.float32))
+    assert journal_files(path) == []
 
 
 def test_updates_within_one_file_write_in_place_and_keep_every_other_byte(tmp_path, in_place):

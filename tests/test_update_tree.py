@@ -6,6 +6,7 @@ import random
 import shutil
 import subprocess
 import sys
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -112,14 +113,21 @@ def start_state(folder):
         np.save(folder / name, np.zeros(SHAPE, np.float32))
 
 
-def steps_on_disk(folder):
-    """Each file's step (w = k, m = 2k, v = 3k), after a plain read-only open of each."""
-    steps = []
-    for scale, name in zip((1, 2, 3), FILES):
-        data = np.asarray(jask.DiskArray.open(folder / name))
+def steps_on_disk(folder, mode="r"):
+    """Each file's step (w = k, m = 2k, v = 3k), after an open of each with `mode`: read-only
+    reads the committed step and changes nothing (it warns of a step a dead writer committed);
+    mode="r+" finishes or undoes what a dead writer left."""
+    steps = {}
+    # Writable opens go last to first: the record lies beside the first leaf, and the open that
+    # finishes the last file of the step in that folder removes it.
+    order = list(zip((1, 2, 3), FILES))
+    for scale, name in order if mode == "r" else reversed(order):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "(?s).*mode=.r\\+. to finish", RuntimeWarning)
+            data = np.asarray(jask.DiskArray.open(folder / name, mode=mode))
         assert data.min() == data.max(), f"{name} torn: {data.min()} .. {data.max()}"
-        steps.append(float(data[0, 0]) / scale)
-    return steps
+        steps[name] = float(data[0, 0]) / scale
+    return [steps[name] for name in FILES]
 
 
 def kill_during_steps(folder, delay):
@@ -144,6 +152,7 @@ def test_sigkill_during_training_steps_leaves_every_leaf_at_one_step(tmp_path):
         steps = steps_on_disk(folder)
         assert len(set(steps)) == 1, f"{where}: leaves at different steps {steps}"
         assert steps[0] in (about_to_commit - 1, about_to_commit), f"{where}: at {steps}"
+        assert steps_on_disk(folder, mode="r+") == steps, where
         assert transaction_files(*{(folder / n).parent for n in FILES}) == [], where
         shutil.rmtree(folder)
     print(f"{sum(bool(r[1]) for r in results)} of {runs} kills left transaction files")
@@ -161,7 +170,9 @@ def killed_after_commit(folder, point):
     )
 
 
-def test_a_step_killed_after_its_commit_is_finished_by_a_read_only_open(tmp_path):
+def test_a_step_killed_after_its_commit_is_read_by_read_only_opens_and_finished_by_writable_ones(
+    tmp_path,
+):
     # Killed after the commit record, and after the first of the three renames.
     points = ["update_tree_committed", "update_tree_renamed_one"]
     folders = [tmp_path / point for point in points]
@@ -169,11 +180,17 @@ def test_a_step_killed_after_its_commit_is_finished_by_a_read_only_open(tmp_path
         children = list(pool.map(killed_after_commit, folders, points))
     for folder, point, child in zip(folders, points, children):
         assert child.returncode == -9, (point, child.stderr)
-        journals = [f for f in transaction_files(folder) if f.endswith(".journal")]
-        assert len(journals) == 1, (point, transaction_files(folder))
-        # Any one leaf, opened read-only, finishes the whole step.
-        np.testing.assert_array_equal(
-            np.asarray(jask.DiskArray.open(folder / FILES[2])), np.full(SHAPE, 3.0)
-        )
+        left = transaction_files(folder, folder / "sub", folder / "sub" / "deeper")
+        journals = [f for f in left if f.endswith(".journal")]
+        assert len(journals) == 1, (point, left)
+        # A read-only open reads the committed step and renames nothing.
+        with pytest.warns(RuntimeWarning, match=r"(?s)committed its new values.*mode=\"r\+\""):
+            x = jask.DiskArray.open(folder / FILES[2])
+        np.testing.assert_array_equal(np.asarray(x), np.full(SHAPE, 3.0))
+        assert steps_on_disk(folder) == [1.0, 1.0, 1.0], point
+        assert transaction_files(folder, folder / "sub", folder / "sub" / "deeper") == left, point
+        # Each leaf opened for writing finishes the step in its own folder; the last one (the
+        # first leaf, beside which the record lies) removes the record.
+        assert steps_on_disk(folder, mode="r+") == [1.0, 1.0, 1.0], point
         assert transaction_files(folder, folder / "sub", folder / "sub" / "deeper") == [], point
         assert steps_on_disk(folder) == [1.0, 1.0, 1.0], point

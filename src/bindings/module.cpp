@@ -389,10 +389,21 @@ NB_MODULE(_engine, m) {
          std::vector<int64_t> shape, uint64_t offset) {
         OpenOptions options{writable, std::nullopt, offset};
         if (dtype >= 0) options.info = ArrayInfo{checked_dtype(dtype), std::move(shape)};
-        return register_array(StoredArray::open(path, format, options));
+        ArrayRef array;
+        std::vector<std::string> notes;
+        {
+          nb::gil_scoped_release unlocked;
+          RecoveryNotes collected;
+          array = StoredArray::open(path, format, options);
+          notes = collected.take();
+        }
+        // What recovery left alone, or read without finishing: warned of once per process.
+        for (const std::string& note : notes)
+          if (PyErr_WarnEx(PyExc_RuntimeWarning, note.c_str(), 1) != 0) throw nb::python_error();
+        return register_array(std::move(array));
       },
       "path"_a, "format"_a, "writable"_a, "dtype"_a = -1, "shape"_a = std::vector<int64_t>(),
-      "offset"_a = 0, Unlocked());
+      "offset"_a = 0);
   m.def(
       "create",
       [](int dtype, std::vector<int64_t> shape) {

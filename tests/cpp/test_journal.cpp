@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -168,16 +169,40 @@ TEST(Journal, ACommittedJournalIsReplayedOverItsExtentOnlyAndReplayingTwiceIsHar
   recover_journal(path);
   EXPECT_EQ(test::read_file_bytes(path), after);
   EXPECT_FALSE(exists(journal));
-  // A read-only open replays too (this process may write the file).
+  // A read-only open writes nothing: it reads the payload over the extent.
   test::write_file_bytes(journal, saved);
   std::fstream(path, std::ios::in | std::ios::out | std::ios::binary)
       .write(before.data(), static_cast<std::streamsize>(before.size()));
+  RecoveryNotes notes;
   ArrayRef ro = test::open_raw(path, kInfo, offset_of(1), /*writable=*/false);
+  EXPECT_EQ(test::read_file_bytes(path), before);
+  EXPECT_EQ(test::read_file_bytes(journal), saved);
+  std::vector<char> read(kInfo.nbytes());
+  ro->read_elems(read.data(), 0, kInfo.numel());
+  EXPECT_EQ(read, payload);
+  for (int64_t first : {int64_t{0}, int64_t{1}, int64_t{999}}) {  // reads that start in it
+    std::vector<char> part(16);
+    ro->read_elems(part.data(), first, 4);
+    EXPECT_EQ(part,
+              std::vector<char>(payload.begin() + first * 4, payload.begin() + first * 4 + 16));
+  }
+  const std::vector<std::string> said = notes.take();
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_NE(said[0].find(journal), std::string::npos) << said[0];
+  EXPECT_NE(said[0].find("mode=\"r+\""), std::string::npos) << said[0];
+  // The neighbours read the file's own bytes.
+  ArrayRef next = test::open_raw(path, kInfo, offset_of(2), /*writable=*/false);
+  std::vector<char> own(kInfo.nbytes());
+  next->read_elems(own.data(), 0, kInfo.numel());
+  const auto own_at = before.begin() + static_cast<long>(offset_of(2));
+  EXPECT_EQ(own, std::vector<char>(own_at, own_at + static_cast<long>(kInfo.nbytes())));
+  // A writable open replays it.
+  ArrayRef rw = test::open_raw(path, kInfo, offset_of(1), /*writable=*/true);
   EXPECT_EQ(test::read_file_bytes(path), after);
   EXPECT_FALSE(exists(journal));
 }
 
-TEST(Journal, ACorruptJournalOrOneNamingAnotherFileIsRemovedWithoutTouchingTheFile) {
+TEST(Journal, ACorruptJournalOrOneNamingAnotherFileIsLeftAloneAndTheFileUntouched) {
   TempDir dir;
   const std::string path = dir.file("shard.bin");
   const std::string journal = path + ".jask-journal";
@@ -191,11 +216,17 @@ TEST(Journal, ACorruptJournalOrOneNamingAnotherFileIsRemovedWithoutTouchingTheFi
   std::vector<char> bad_header = good;
   bad_header[20] ^= 1;
   std::vector<char> short_payload(good.begin(), good.end() - 1);
+  RecoveryNotes notes;
   for (const auto& corrupt : {bad_payload, bad_header, short_payload}) {
     test::write_file_bytes(journal, corrupt);
     recover_journal(path);
     EXPECT_EQ(test::read_file_bytes(path), before);
-    EXPECT_FALSE(exists(journal));
+    EXPECT_EQ(test::read_file_bytes(journal), corrupt);
+    ArrayRef ro = test::open_raw(path, kInfo, offset_of(2), /*writable=*/false);
+    std::vector<char> read(kInfo.nbytes());
+    ro->read_elems(read.data(), 0, kInfo.numel());
+    const auto at = before.begin() + static_cast<long>(offset_of(2));
+    EXPECT_EQ(read, std::vector<char>(at, at + static_cast<long>(kInfo.nbytes())));
   }
   // The path now names another file (a new inode): the journal is not its.
   fs::copy_file(path, dir.file("copy.bin"));
@@ -203,7 +234,38 @@ TEST(Journal, ACorruptJournalOrOneNamingAnotherFileIsRemovedWithoutTouchingTheFi
   test::write_file_bytes(journal, good);
   recover_journal(path);
   EXPECT_EQ(test::read_file_bytes(path), before);
-  EXPECT_FALSE(exists(journal));
+  EXPECT_TRUE(exists(journal));
+  const std::vector<std::string> said = notes.take();
+  ASSERT_FALSE(said.empty());
+  EXPECT_NE(said[0].find(journal + " is not an intact journal"), std::string::npos) << said[0];
+}
+
+TEST(Journal, AFifoOrSymlinkUnderAJournalsNameNeitherBlocksNorIsActedOn) {
+  TempDir dir;
+  const std::string path = dir.file("shard.bin");
+  const std::vector<char> before = container_bytes();
+  test::write_file_bytes(path, before);
+  leave_committed_journal(path, 1, payload_bytes(3));
+  const std::string journal = path + ".jask-journal";
+  fs::rename(journal, dir.file("elsewhere"));
+  RecoveryNotes notes;
+  for (int kind = 0; kind < 2; ++kind) {
+    if (kind == 0) {
+      ASSERT_EQ(::mkfifo(journal.c_str(), 0600), 0);
+      ASSERT_EQ(::mkfifo((journal + ".part").c_str(), 0600), 0);
+    } else {
+      fs::create_symlink(dir.file("elsewhere"), journal);
+      fs::create_symlink(dir.file("elsewhere"), journal + ".part");
+    }
+    recover_journal(path);
+    ArrayRef ro = test::open_raw(path, kInfo, offset_of(1), /*writable=*/false);
+    EXPECT_EQ(test::read_file_bytes(path), before);
+    EXPECT_TRUE(fs::symlink_status(journal).type() != fs::file_type::not_found);
+    EXPECT_TRUE(fs::symlink_status(journal + ".part").type() != fs::file_type::not_found);
+    fs::remove(journal);
+    fs::remove(journal + ".part");
+  }
+  EXPECT_GE(notes.take().size(), 4u);
 }
 
 TEST(Journal, ADeadWritersPartIsRemovedAndALiveWritersPartKept) {

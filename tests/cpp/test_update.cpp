@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -23,6 +24,7 @@
 #include "io/file.hpp"
 #include "kernels/ops.hpp"
 #include "storage/file_table.hpp"
+#include "storage/journal.hpp"
 #include "storage/transaction.hpp"
 #include "test_util.hpp"
 
@@ -553,7 +555,7 @@ void update_tree_killed_at(const TempDir& dir, const char* point) {
   ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
 }
 
-TEST(UpdateTree, ACrashAfterTheCommitIsRolledForwardByTheNextOpenOfAnyFile) {
+TEST(UpdateTree, ACrashAfterTheCommitIsReadByReadOnlyOpensAndRolledForwardByWritableOnes) {
   for (const char* point : {"update_tree_committed", "update_tree_renamed_one"}) {
     ScratchDir scratch;
     TempDir dir;
@@ -562,36 +564,225 @@ TEST(UpdateTree, ACrashAfterTheCommitIsRolledForwardByTheNextOpenOfAnyFile) {
     open_npy_with(dir.file("sub/b.npy"), test_values(kNumel, 2));
     Registry::instance().clear();
     update_tree_killed_at(dir, point);
-    EXPECT_NE(transaction_files_in(dir.file("sub")), std::set<std::string>{}) << point;
-    // A read-only open of the second file finishes the step for both.
-    EXPECT_EQ(array_values(*test::open_npy(dir.file("sub/b.npy"), false)),
-              std::vector<double>(kNumel, 5))
-        << point;
+    const std::set<std::string> top = transaction_files_in(dir.path());
+    const std::set<std::string> sub = transaction_files_in(dir.file("sub"));
+    EXPECT_NE(sub, std::set<std::string>{}) << point;
+    {
+      // Read-only opens read the committed values and rename nothing.
+      RecoveryNotes notes;
+      EXPECT_EQ(array_values(*test::open_npy(dir.file("sub/b.npy"), false)),
+                std::vector<double>(kNumel, 5))
+          << point;
+      EXPECT_EQ(array_values(*test::open_npy(dir.file("a.npy"), false)),
+                std::vector<double>(kNumel, 4))
+          << point;
+      EXPECT_EQ(transaction_files_in(dir.path()), top) << point;
+      EXPECT_EQ(transaction_files_in(dir.file("sub")), sub) << point;
+      EXPECT_FALSE(notes.take().empty());
+    }
+    // A writable open finishes its own folder; the record beside a.npy goes with the last.
+    test::open_npy(dir.file("sub/b.npy"), true);
+    EXPECT_EQ(transaction_files_in(dir.file("sub")), std::set<std::string>{}) << point;
     EXPECT_EQ(array_values(*test::open_npy(dir.file("a.npy"), false)),
               std::vector<double>(kNumel, 4))
         << point;
+    test::open_npy(dir.file("a.npy"), true);
     EXPECT_EQ(transaction_files_in(dir.path()), std::set<std::string>{}) << point;
-    EXPECT_EQ(transaction_files_in(dir.file("sub")), std::set<std::string>{}) << point;
+    EXPECT_EQ(array_values(*test::open_npy(dir.file("sub/b.npy"), false)),
+              std::vector<double>(kNumel, 5));
   }
 }
 
-TEST(UpdateTree, AnUncommittedStepOfADeadProcessIsUndoneAtTheNextOpen) {
+// A transaction id of `pid`, as replace_all makes them.
+std::string txn_id(pid_t pid, const char* hex = "000000000badf00d") {
+  return std::to_string(pid) + "-" + hex;
+}
+
+TEST(UpdateTree, AnUncommittedStepOfADeadProcessIsUndoneAtTheNextWritableOpen) {
   ScratchDir scratch;
   TempDir dir;
   const std::string path = dir.file("a.npy");
   open_npy_with(path, test_values(kNumel, 1));
   Registry::instance().clear();
-  const std::string txn = path + ".jask-txn-" + std::to_string(dead_pid()) + "-0badf00d";
+  const std::string id = txn_id(dead_pid());
+  const std::string txn = path + ".jask-txn-" + id;
   test::write_file_bytes(txn, std::vector<char>(100, 'x'));
   const std::string journal = txn + ".journal";  // never written: not committed
-  test::write_file_bytes(txn + ".ptr", std::vector<char>(journal.begin(), journal.end()));
+  test::write_file_bytes(journal + ".part", std::vector<char>(10, 'x'));
+  const std::string pointer = encode_transaction_pointer(transaction_host(), journal);
+  test::write_file_bytes(txn + ".ptr", std::vector<char>(pointer.begin(), pointer.end()));
   // A live writer's pointer (locked) is left alone.
-  const std::string live = path + ".jask-txn-live";
-  test::write_file_bytes(live + ".ptr", std::vector<char>(journal.begin(), journal.end()));
+  const std::string live = path + ".jask-txn-" + txn_id(::getpid(), "00000000000011fe");
+  test::write_file_bytes(live + ".ptr", std::vector<char>(pointer.begin(), pointer.end()));
   File holder(live + ".ptr", OpenMode::kReadOnly);
   ASSERT_TRUE(holder.try_lock_exclusive());
+  const std::set<std::string> left = transaction_files_in(dir.path());
   EXPECT_EQ(array_values(*test::open_npy(path, false)), test_values(kNumel, 1));
-  EXPECT_EQ(transaction_files_in(dir.path()), std::set<std::string>{"a.npy.jask-txn-live.ptr"});
+  EXPECT_EQ(transaction_files_in(dir.path()), left);  // read-only: nothing removed
+  EXPECT_EQ(array_values(*test::open_npy(path, true)), test_values(kNumel, 1));
+  EXPECT_EQ(transaction_files_in(dir.path()),
+            std::set<std::string>{fs::path(live).filename().string() + ".ptr"});
+}
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+// A planted pointer of a dead pid, naming `record` with `contents`.
+void plant(const std::string& target, const std::string& id, const std::string& record,
+           const std::string& contents) {
+  const std::string pointer = encode_transaction_pointer(transaction_host(), record);
+  test::write_file_bytes(target + ".jask-txn-" + id + ".ptr",
+                         std::vector<char>(pointer.begin(), pointer.end()));
+  if (!contents.empty())
+    test::write_file_bytes(record, std::vector<char>(contents.begin(), contents.end()));
+}
+
+std::map<std::string, std::vector<char>> files_in(const std::string& dir) {
+  std::map<std::string, std::vector<char>> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_symlink())
+      out[name] = {'@'};
+    else if (e.is_regular_file())
+      out[name] = test::read_file_bytes(e.path().string());
+  }
+  return out;
+}
+
+TEST(UpdateTree, PlantedRecordsAreNeverActedOnAndAreReported) {
+  ScratchDir scratch;
+  TempDir dir;
+  fs::create_directory(dir.file("in"));
+  fs::create_directory(dir.file("out"));
+  const std::string target = dir.file("in/a.npy");
+  open_npy_with(target, test_values(kNumel, 1));
+  open_npy_with(dir.file("out/victim.npy"), test_values(kNumel, 2));
+  open_npy_with(dir.file("in/other.npy"), test_values(kNumel, 3));
+  Registry::instance().clear();
+  const std::string id = txn_id(dead_pid());
+  const std::string out_temp = dir.file("out/victim.npy.jask-txn-" + id);
+  test::write_file_bytes(out_temp, test::read_file_bytes(dir.file("in/other.npy")));
+  auto record = [&](std::vector<std::pair<std::string, std::string>> pairs) {
+    return encode_transaction_record(
+        TransactionRecord{id, transaction_host(), static_cast<int>(dead_pid()), std::move(pairs)});
+  };
+  const std::string in_temp = target + ".jask-txn-" + id;
+  test::write_file_bytes(in_temp, test::read_file_bytes(dir.file("in/other.npy")));
+  struct Case {
+    std::string name, record, contents;
+  };
+  const std::vector<Case> cases = {
+      // A record outside the folder, renaming a file there.
+      {"outside", dir.file("out/victim.npy.jask-txn-" + id + ".journal"),
+       record({{out_temp, dir.file("out/victim.npy")}})},
+      // A record in the folder renaming another file over the input.
+      {"over the input", target + ".jask-txn-" + id + ".journal",
+       record({{dir.file("in/other.npy"), target}})},
+      // A record with a path that climbs out.
+      {"dot-dot", target + ".jask-txn-" + id + ".journal",
+       record({{dir.file("in/../out/victim.npy.jask-txn-") + id,
+                dir.file("in/../out/victim.npy")}})},
+      // A version 1 record (no checksum) of the old form.
+      {"version 1", target + ".jask-txn-" + id + ".journal",
+       "jask-txn 1\n" + std::to_string(in_temp.size()) + ":" + in_temp +
+           std::to_string(target.size()) + ":" + target + "\n"},
+      // A checksum that fails.
+      {"bad checksum", target + ".jask-txn-" + id + ".journal",
+       record({{in_temp, target}}).substr(0, 20) + "X" + record({{in_temp, target}}).substr(21)},
+      // A record not named as Jask names it.
+      {"misnamed", dir.file("in/notes.txt"), record({{in_temp, target}})},
+      // Another host's writer is not presumed dead.
+      {"other host", target + ".jask-txn-" + id + ".journal",
+       encode_transaction_record(
+           TransactionRecord{id, "elsewhere", static_cast<int>(dead_pid()), {{in_temp, target}}})},
+  };
+  for (const Case& c : cases) {
+    if (c.name == "other host") {
+      const std::string pointer = encode_transaction_pointer("elsewhere", c.record);
+      test::write_file_bytes(target + ".jask-txn-" + id + ".ptr",
+                             std::vector<char>(pointer.begin(), pointer.end()));
+      test::write_file_bytes(c.record, std::vector<char>(c.contents.begin(), c.contents.end()));
+    } else {
+      plant(target, id, c.record, c.contents);
+    }
+    const auto in_before = files_in(dir.file("in"));
+    const auto out_before = files_in(dir.file("out"));
+    RecoveryNotes notes;
+    // Another host's committed step is read as committed (its writer may be renaming), but
+    // not finished from here.
+    EXPECT_EQ(array_values(*test::open_npy(target, false)),
+              test_values(kNumel, c.name == "other host" ? 3 : 1))
+        << c.name;
+    EXPECT_EQ(array_values(*test::open_npy(target, true)), test_values(kNumel, 1)) << c.name;
+    Registry::instance().clear();
+    EXPECT_EQ(files_in(dir.file("in")), in_before) << c.name;
+    EXPECT_EQ(files_in(dir.file("out")), out_before) << c.name;
+    const std::vector<std::string> said = notes.take();
+    EXPECT_FALSE(said.empty()) << c.name;
+    fs::remove(target + ".jask-txn-" + id + ".ptr");
+    fs::remove(c.record);
+  }
+}
+
+TEST(UpdateTree, APointerToAMissingRecordRemovesNoPartOutsideTheFolder) {
+  ScratchDir scratch;
+  TempDir dir;
+  fs::create_directory(dir.file("in"));
+  fs::create_directory(dir.file("out"));
+  const std::string target = dir.file("in/a.npy");
+  open_npy_with(target, test_values(kNumel, 1));
+  Registry::instance().clear();
+  const std::string id = txn_id(dead_pid());
+  const std::string record = dir.file("out/precious.jask-txn-" + id + ".journal");
+  test::write_file_bytes(record + ".part", std::vector<char>(10, 'p'));
+  plant(target, id, record, "");
+  {
+    RecoveryNotes notes;
+    test::open_npy(target, true);
+  }
+  EXPECT_TRUE(exists(record + ".part"));
+  EXPECT_FALSE(exists(target + ".jask-txn-" + id + ".ptr"));  // its own pointer: undone
+}
+
+TEST(UpdateTree, SymlinkedOrFifoPointersRecordsAndTempsNeitherBlockNorAreFollowed) {
+  ScratchDir scratch;
+  TempDir dir;
+  const std::string target = dir.file("a.npy");
+  open_npy_with(target, test_values(kNumel, 1));
+  open_npy_with(dir.file("new.npy"), test_values(kNumel, 9));
+  Registry::instance().clear();
+  const std::string id = txn_id(dead_pid());
+  const std::string temp = target + ".jask-txn-" + id;
+  const std::string record = temp + ".journal";
+  const std::string good = encode_transaction_record(
+      TransactionRecord{id, transaction_host(), static_cast<int>(dead_pid()), {{temp, target}}});
+  const std::string pointer = encode_transaction_pointer(transaction_host(), record);
+  test::write_file_bytes(dir.file("ptr.real"), std::vector<char>(pointer.begin(), pointer.end()));
+  test::write_file_bytes(dir.file("rec.real"), std::vector<char>(good.begin(), good.end()));
+  for (int kind = 0; kind < 4; ++kind) {
+    // 0: pointer a FIFO; 1: pointer a symlink; 2: record a symlink; 3: temp a symlink.
+    if (kind == 0) {
+      ASSERT_EQ(::mkfifo((temp + ".ptr").c_str(), 0600), 0);
+    }
+    if (kind == 1) fs::create_symlink(dir.file("ptr.real"), temp + ".ptr");
+    if (kind >= 2)
+      test::write_file_bytes(temp + ".ptr", std::vector<char>(pointer.begin(), pointer.end()));
+    if (kind == 2) fs::create_symlink(dir.file("rec.real"), record);
+    if (kind == 3) {
+      test::write_file_bytes(record, std::vector<char>(good.begin(), good.end()));
+      fs::create_symlink(dir.file("new.npy"), temp);
+    }
+    const auto before = files_in(dir.path());
+    RecoveryNotes notes;
+    EXPECT_EQ(array_values(*test::open_npy(target, false)), test_values(kNumel, 1)) << kind;
+    EXPECT_EQ(array_values(*test::open_npy(target, true)), test_values(kNumel, 1)) << kind;
+    Registry::instance().clear();
+    EXPECT_EQ(files_in(dir.path()), before) << kind;
+    EXPECT_FALSE(notes.take().empty()) << kind;
+    for (const std::string& p : {temp + ".ptr", record, temp}) fs::remove(p);
+  }
 }
 
 }  // namespace

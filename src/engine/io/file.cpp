@@ -241,17 +241,24 @@ void AlignedBuffer::Unmap::operator()(std::byte* p) const {
   g_buffer_bytes -= static_cast<int64_t>(length);
 }
 
-File::File(const std::string& path, OpenMode mode) : path_(path) {
+File::File(const std::string& path, OpenMode mode, Links links) : path_(path) {
   // A FIFO or device is refused before it is opened (opening one may block
   // or act on the device); O_NONBLOCK and the fstat after the open cover a
   // path swapped for one in between.
+  const int nofollow = links == Links::kRefuse ? O_NOFOLLOW : 0;
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0) refuse_non_regular(st, path);
-  int flags = open_flags(mode) | O_CLOEXEC | O_NONBLOCK;
+  if ((links == Links::kRefuse ? ::lstat : ::stat)(path.c_str(), &st) == 0) {
+    if (S_ISLNK(st.st_mode))
+      throw IoError(path + " is a symbolic link; Jask does not follow links to its own files");
+    refuse_non_regular(st, path);
+  }
+  int flags = open_flags(mode) | O_CLOEXEC | O_NONBLOCK | nofollow;
   mode_t perms = mode == OpenMode::kCreateExclusive ? 0600 : 0644;
   fd_ = ::open(path.c_str(), flags, perms);
   if (fd_ < 0) {
     int err = errno;
+    if (err == ELOOP && nofollow != 0)
+      throw IoError(path + " is a symbolic link; Jask does not follow links to its own files");
     if (err == ENOENT) throw NotFoundError("No such file: " + path);
     if (err == EISDIR) throw DirectoryError(path + " is a directory, not a file");
     throw IoError(errno_message("open", path, err));
@@ -272,7 +279,7 @@ File::File(const std::string& path, OpenMode mode) : path_(path) {
   ::posix_fadvise(fd_, 0, 0, POSIX_FADV_NOREUSE);
   // Files that refuse O_DIRECT (tmpfs, some network file systems) keep the
   // buffered descriptor only.
-  int dflags = (writable_ ? O_RDWR : O_RDONLY) | O_DIRECT | O_CLOEXEC | O_NONBLOCK;
+  int dflags = (writable_ ? O_RDWR : O_RDONLY) | O_DIRECT | O_CLOEXEC | O_NONBLOCK | nofollow;
   direct_fd_ = ::open(path.c_str(), dflags);
   // Kept only if it is the file fd_ has open (the path may have changed).
   if (direct_fd_ >= 0 && !(same_inode(direct_fd_, st) && clear_nonblocking(direct_fd_))) {
@@ -433,8 +440,13 @@ void File::calibrating_read(std::byte* dst, size_t n, uint64_t offset, const IoP
 }
 
 void File::read_at(void* dst_v, size_t n, uint64_t offset, const IoPolicy& io) const {
-  if (!io.header) count(io.counters, &IoCounters::read_bytes, n);
   auto* dst = static_cast<std::byte*>(dst_v);
+  read_own(dst, n, offset, io);
+  if (overlay_) overlay_->apply(dst, n, offset);
+}
+
+void File::read_own(std::byte* dst, size_t n, uint64_t offset, const IoPolicy& io) const {
+  if (!io.header) count(io.counters, &IoCounters::read_bytes, n);
   // Split into [unaligned head][aligned middle][unaligned tail]; the middle
   // may go direct when the memory it lands in is aligned too.
   uint64_t mid_start = (offset + kIoAlignment - 1) / kIoAlignment * kIoAlignment;
@@ -469,7 +481,8 @@ void File::read_at_through(void* dst_v, size_t n, uint64_t offset, const IoPolic
   const uint64_t end = (offset + n + kIoAlignment - 1) / kIoAlignment * kIoAlignment;
   const bool same_alignment =
       (reinterpret_cast<uintptr_t>(dst) - offset) % kIoAlignment == 0;  // read_at goes direct
-  if (same_alignment || end - start > bounce.size() || !reads_around_direct(n, end, io)) {
+  if (same_alignment || end - start > bounce.size() || !reads_around_direct(n, end, io) ||
+      overlay_) {
     return read_at(dst, n, offset, io);
   }
   if (!io.header) count(io.counters, &IoCounters::read_bytes, n);
@@ -484,7 +497,8 @@ void File::read_in_place(void* dst_v, size_t n, uint64_t offset, const IoPolicy&
   const uint64_t start = offset / kIoAlignment * kIoAlignment;
   const uint64_t end = (offset + n + kIoAlignment - 1) / kIoAlignment * kIoAlignment;
   const bool same_alignment = (reinterpret_cast<uintptr_t>(dst) - offset) % kIoAlignment == 0;
-  if (!same_alignment || !reads_around_direct(n, end, io)) return read_at(dst, n, offset, io);
+  if (!same_alignment || !reads_around_direct(n, end, io) || overlay_)
+    return read_at(dst, n, offset, io);
   if (!io.header) count(io.counters, &IoCounters::read_bytes, n);
   if (!try_direct_read(dst - (offset - start), end - start, start, io.counters)) {
     buffered_read(dst, n, offset, io.counters);
@@ -522,6 +536,11 @@ void File::write_at(const void* src_v, size_t n, uint64_t offset, const IoPolicy
   });
   if (!done) buffered_write(mid, mid_end - mid_start, mid_start, io.counters);
   if (end > mid_end) buffered_write(src + (mid_end - offset), end - mid_end, mid_end, io.counters);
+}
+
+void File::set_overlay(std::shared_ptr<const ReadOverlay> overlay) {
+  if (writable_) throw ValueError(path_ + ": a read overlay needs a read-only open");
+  overlay_ = std::move(overlay);
 }
 
 uint64_t File::size() const {

@@ -157,11 +157,24 @@ struct FileVersion {
   bool operator==(const FileVersion&) const = default;
 };
 
+// Bytes a read-only File shows in place of its own: the new values of a
+// committed update not yet written into the file (storage/journal.hpp), read
+// without writing the file.
+class ReadOverlay {
+ public:
+  virtual ~ReadOverlay() = default;
+  // Overwrites the bytes of [offset, offset + n) the overlay covers in `dst`.
+  virtual void apply(std::byte* dst, size_t n, uint64_t offset) const = 0;
+};
+
+// Whether a path's last component may be a symbolic link.
+enum class Links { kFollow, kRefuse };
+
 class File {
  public:
   // kCreateExclusive makes a private (0600) file; kCreateTruncate and kCreate make a
-  // user-visible file (0644 less umask).
-  File(const std::string& path, OpenMode mode);
+  // user-visible file (0644 less umask). kRefuse: a symbolic link at `path` is an IoError.
+  File(const std::string& path, OpenMode mode, Links links = Links::kFollow);
   ~File();
   File(const File&) = delete;
   File& operator=(const File&) = delete;
@@ -204,10 +217,15 @@ class File {
   // closes. File systems without flock() report true (nothing to hold).
   bool try_lock_exclusive() const;
   bool writable() const { return writable_; }
+  // Every read from now on sees `overlay`'s bytes over the file's. Only on a
+  // read-only File no other thread uses yet.
+  void set_overlay(std::shared_ptr<const ReadOverlay> overlay);
   bool has_direct() const { return direct_fd_ >= 0 && !direct_failed_.load(); }
   const std::string& path() const { return path_; }
 
  private:
+  // read_at of the file's own bytes (no overlay).
+  void read_own(std::byte* dst, size_t n, uint64_t offset, const IoPolicy& io) const;
   void buffered_read(std::byte* dst, size_t n, uint64_t offset, IoCounters* counters) const;
   // Several buffered reads at once.
   void parallel_buffered_read(std::byte* dst, size_t n, uint64_t offset,
@@ -227,6 +245,7 @@ class File {
   int fd_ = -1;
   int direct_fd_ = -1;
   bool writable_ = false;
+  std::shared_ptr<const ReadOverlay> overlay_;
   mutable std::atomic<bool> direct_failed_{false};
   mutable std::atomic<uint64_t> writes_started_{0}, writes_ended_{0};
 };

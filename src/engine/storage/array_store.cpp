@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <utility>
 
 #include "base/errors.hpp"
@@ -53,6 +54,32 @@ void release_to_pool(const File& last) {
   ScratchPool::instance().release(last.path(), bytes, allocated);
 }
 
+// A read-only open of the file at `path` as its writers last committed it,
+// touching nothing: where a dead writer's update_tree_ committed a new file
+// not yet renamed over it, that file; where an update_ in place committed its
+// journal, the file with the journal's payload over its runs. Either is a
+// private open (no other array shares it, and updates through the table do
+// not reach it); otherwise the table's shared one.
+std::shared_ptr<SharedFile> open_committed(const std::string& path) {
+  std::shared_ptr<File> file;
+  if (std::optional<std::string> replacement = committed_replacement(path)) {
+    try {
+      file = std::make_shared<File>(*replacement, OpenMode::kReadOnly, Links::kRefuse);
+    } catch (const NotFoundError&) {
+      // Renamed over the path meanwhile: the path holds the new values.
+    }
+  }
+  const bool replaced = file != nullptr;
+  if (!replaced) {
+    if (!journal_present(path)) return FileTable::instance().open(path, OpenMode::kReadOnly);
+    file = std::make_shared<File>(path, OpenMode::kReadOnly);
+  }
+  std::shared_ptr<const ReadOverlay> overlay = committed_overlay(path, *file);
+  if (overlay == nullptr && !replaced) return FileTable::instance().open(path, OpenMode::kReadOnly);
+  if (overlay != nullptr) file->set_overlay(std::move(overlay));
+  return SharedFile::unlisted(std::move(file), /*scratch=*/false);
+}
+
 }  // namespace
 
 ArrayRef StoredArray::create_file(const std::string& path, const ArrayInfo& info) {
@@ -91,13 +118,17 @@ ArrayRef StoredArray::create_scratch(const ArrayInfo& info, const std::string& t
 
 ArrayRef StoredArray::open(const std::string& path, std::string_view format_name,
                            const OpenOptions& options) {
-  // A dead process's update_tree_ is finished (or undone) before any read.
-  recover_transactions(path);
-  // ... and a dead process's update_ in place replayed or discarded.
-  recover_journal(path);
-  if (options.writable) remove_stale_replacements(path);
-  std::shared_ptr<SharedFile> shared = FileTable::instance().open(
-      path, options.writable ? OpenMode::kReadWrite : OpenMode::kReadOnly);
+  std::shared_ptr<SharedFile> shared;
+  if (options.writable) {
+    // A dead process's update_tree_ is finished (or undone) before any read,
+    // and a dead process's update_ in place replayed.
+    recover_transactions(path);
+    recover_journal(path);
+    remove_stale_replacements(path);
+    shared = FileTable::instance().open(path, OpenMode::kReadWrite);
+  } else {
+    shared = open_committed(path);
+  }
   std::shared_ptr<const File> file = shared->current();
   const IoPolicy io = header_io_policy();
   const Format* format = nullptr;

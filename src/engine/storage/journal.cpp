@@ -11,7 +11,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <cstdio>
 #include <filesystem>
+#include <mutex>
+#include <set>
 #include <utility>
 
 #include "base/errors.hpp"
@@ -101,45 +104,17 @@ uint32_t get_u32(std::string_view in, size_t at) {
   return static_cast<uint32_t>(get_le(in, at, 4));
 }
 
-// An open descriptor, closed on destruction.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-// flock(LOCK_EX) on `fd`, waiting for the holder when `wait`. False if
-// another open holds it (not waiting). File systems without flock() report
-// true: nothing says a writer lives.
-bool lock(int fd, bool wait, const std::string& path) {
-  while (::flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0) {
-    if (errno == EINTR) continue;
-    if (errno == EWOULDBLOCK) return false;
-    if (errno == ENOLCK || errno == EOPNOTSUPP || errno == ENOSYS) return true;
-    throw IoError(errno_message("flock", path, errno));
-  }
-  return true;
-}
-
-// `path` still names the file `fd` has open (it was not unlinked or
-// replaced since it was opened).
-bool still_at(const std::string& path, int fd) {
-  struct stat open_st {};
-  struct stat path_st {};
-  return ::fstat(fd, &open_st) == 0 && ::stat(path.c_str(), &path_st) == 0 &&
-         open_st.st_dev == path_st.st_dev && open_st.st_ino == path_st.st_ino;
-}
-
 // Removes the .part of a dead writer: it never reached its commit point, so
 // the file was never touched. A live writer's is kept (it holds the lock).
 void remove_dead_part(const std::string& part) {
-  Fd fd(::open(part.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.fd < 0) return;
-  if (lock(fd.fd, /*wait=*/false, part) && still_at(part, fd.fd)) ::unlink(part.c_str());
+  RecoveryFile f(part);
+  if (f.state() == RecoveryFile::State::kRefused) {
+    note_recovery(part + " is " + f.refusal() +
+                  "; it is not a journal Jask wrote, so it was left alone");
+    return;
+  }
+  if (f.state() == RecoveryFile::State::kOpen && f.lock(/*wait=*/false) && f.still_at())
+    ::unlink(part.c_str());
 }
 
 std::string folder_of(const std::string& path) { return fs::path(path).parent_path().string(); }
@@ -191,58 +166,97 @@ uint32_t payload_crc_on_disk(const File& journal, const JournalHeader& h) {
   return crc;
 }
 
-// Whether the journal's header names the file at `target` as it is: the
-// same inode and size. The device numbers of one file system may change
-// across a reboot, so a header whose device differs still names the file
-// when the journal, found beside it, is on the file's device now.
-bool names_file(const JournalHeader& h, const struct stat& file, const struct stat& journal) {
-  return h.file.inode == static_cast<uint64_t>(file.st_ino) &&
-         h.file_size == static_cast<uint64_t>(file.st_size) &&
-         (h.file.device == static_cast<uint64_t>(file.st_dev) || journal.st_dev == file.st_dev);
+// Whether the journal's header names `file` as it is: the same inode and
+// size. The device numbers of one file system may change across a reboot, so
+// a header whose device differs still names the file when the journal, found
+// beside it, is on the file's device now.
+bool names_file(const JournalHeader& h, FileIdentity file, uint64_t file_size,
+                FileIdentity journal) {
+  return h.file.inode == file.inode && h.file_size == file_size &&
+         (h.file.device == file.device || journal.device == file.device);
 }
 
-// A locked journal no live writer holds: replayed if intact and naming the
-// file, else removed (the file was never touched).
-void replay_or_discard(int locked, const std::string& journal, const std::string& target) {
-  File jf(journal, OpenMode::kReadOnly);
-  struct stat journal_st {};
-  struct stat target_st {};
-  if (::fstat(locked, &journal_st) != 0) throw IoError(errno_message("fstat", journal, errno));
-  if (::stat(target.c_str(), &target_st) != 0) throw IoError(errno_message("stat", target, errno));
-  std::optional<JournalHeader> h;
-  if (jf.size() >= JournalHeader::kHeaderBytes) {
-    std::string bytes(JournalHeader::kHeaderBytes, '\0');
-    jf.read_at(bytes.data(), bytes.size(), 0, io_policy());
-    const uint64_t size = JournalHeader::size_from(bytes);
-    if (size > bytes.size() && size <= jf.size()) {
-      bytes.resize(static_cast<size_t>(size));
-      jf.read_at(bytes.data(), bytes.size(), 0, io_policy());
-    }
-    h = JournalHeader::decode(bytes);
+// The header of `journal` if it is whole and intact, names `file` as it is
+// now and its payload's checksum holds; else nothing.
+std::optional<JournalHeader> valid_header(const File& journal, const File& file) {
+  const uint64_t journal_size = journal.size();
+  if (journal_size < JournalHeader::kHeaderBytes) return std::nullopt;
+  std::string bytes(JournalHeader::kHeaderBytes, '\0');
+  journal.read_at(bytes.data(), bytes.size(), 0, header_io_policy());
+  const uint64_t size = JournalHeader::size_from(bytes);
+  if (size > bytes.size() && size <= journal_size) {
+    bytes.resize(static_cast<size_t>(size));
+    journal.read_at(bytes.data(), bytes.size(), 0, header_io_policy());
   }
-  const bool valid = h && names_file(*h, target_st, journal_st) &&
-                     jf.size() >= h->payload_offset + h->length() &&
-                     payload_crc_on_disk(jf, *h) == h->payload_crc;
-  if (!valid) {
-    ::unlink(journal.c_str());
-    return;
-  }
+  std::optional<JournalHeader> h = JournalHeader::decode(bytes);
+  if (!h || !names_file(*h, file.identity(), file.size(), journal.identity()) ||
+      journal_size < h->payload_offset + h->length() ||
+      payload_crc_on_disk(journal, *h) != h->payload_crc)
+    return std::nullopt;
+  return h;
+}
+
+// The journal `f` (opened, regular) as a File, checked to be the same file.
+std::shared_ptr<File> open_journal(const RecoveryFile& f) {
+  auto jf = std::make_shared<File>(f.path(), OpenMode::kReadOnly, Links::kRefuse);
+  struct stat st {};
+  if (::fstat(f.fd(), &st) != 0) throw IoError(errno_message("fstat", f.path(), errno));
+  const FileIdentity id{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+  if (jf->identity() != id) throw IoError(f.path() + " was replaced while it was read");
+  return jf;
+}
+
+std::string left_alone(const std::string& journal, const std::string& target) {
+  return journal + " is not an intact journal of " + target +
+         " as it is now (a checksum fails, or it names another file or size); it was left alone "
+         "and the file read as it is. Remove it if no update_ of the file is under way";
+}
+
+// Writes a journal's payload into the file (steps 2 and 3 again: writing the
+// same bytes twice is harmless).
+void replay(const File& journal, const JournalHeader& h, const std::string& path,
+            const std::string& target) {
   if (::access(target.c_str(), W_OK) != 0) {
     const int err = errno;
-    throw ReadOnlyError(target + ": an update_ that did not finish left its journal " + journal +
-                        ", whose new values must be written into the file before it is read, "
-                        "and this process may not write the file (" +
+    throw ReadOnlyError(target + ": an update_ that did not finish left its journal " + path +
+                        ", whose new values must be written into the file, and this process may "
+                        "not write the file (" +
                         std::strerror(err) +
                         "). A writable open replays the journal: open the file with mode=\"r+\" "
                         "as a user who may write to it");
   }
   File file(target, OpenMode::kReadWrite);
-  copy_payload(jf, file, *h, /*writer=*/false);
+  if (!valid_header(journal, file)) return note_recovery(left_alone(path, target));
+  copy_payload(journal, file, h, /*writer=*/false);
   file.sync();
-  if (::unlink(journal.c_str()) != 0 && errno != ENOENT)
-    throw IoError(errno_message("unlink", journal, errno));
-  sync_directory(folder_of(journal));
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    throw IoError(errno_message("unlink", path, errno));
+  sync_directory(folder_of(path));
 }
+
+// Serves reads of the runs a committed journal replaces from its payload.
+class JournalOverlay : public ReadOverlay {
+ public:
+  JournalOverlay(std::shared_ptr<File> journal, JournalHeader h)
+      : journal_(std::move(journal)), header_(std::move(h)) {}
+  void apply(std::byte* dst, size_t n, uint64_t offset) const override {
+    const uint64_t end = offset + n;
+    uint64_t payload_at = header_.payload_offset;
+    for (const ByteRun& run : header_.runs) {
+      const uint64_t lo = std::max(offset, run.offset);
+      const uint64_t hi = std::min(end, run.offset + run.length);
+      if (lo < hi) {
+        journal_->read_at(dst + (lo - offset), static_cast<size_t>(hi - lo),
+                          payload_at + (lo - run.offset), io_policy());
+      }
+      payload_at += run.length;
+    }
+  }
+
+ private:
+  std::shared_ptr<File> journal_;
+  JournalHeader header_;
+};
 
 }  // namespace
 
@@ -488,21 +502,183 @@ void recover_journal(const std::string& target) {
   const std::string journal = resolved.string() + std::string(kJournalSuffix);
   remove_dead_part(journal + std::string(kPartSuffix));
   for (;;) {
-    Fd fd(::open(journal.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.fd < 0) {
-      const int err = errno;
-      if (err == ENOENT) return;
-      const std::string message = errno_message("open", journal, err) +
-                                  " (the journal of an update_ of " + resolved.string() +
-                                  " that did not finish; a writable open replays it)";
-      if (err == EACCES || err == EPERM) throw ReadOnlyError(message);
-      throw IoError(message);
+    RecoveryFile f(journal);
+    if (f.state() == RecoveryFile::State::kAbsent) return;
+    if (f.state() == RecoveryFile::State::kRefused) {
+      return note_recovery(journal + " is " + f.refusal() +
+                           ", not a journal Jask wrote; it was left alone");
     }
+    std::shared_ptr<File> jf = open_journal(f);
+    std::optional<JournalHeader> h;
+    {
+      File file(resolved.string(), OpenMode::kReadOnly);
+      h = valid_header(*jf, file);
+    }
+    if (!h) return note_recovery(left_alone(journal, resolved.string()));
     // A live writer's journal: wait for it to finish, then look again.
-    lock(fd.fd, /*wait=*/true, journal);
-    if (!still_at(journal, fd.fd)) continue;
-    return replay_or_discard(fd.fd, journal, resolved.string());
+    f.lock(/*wait=*/true);
+    if (!f.still_at()) continue;
+    return replay(*jf, *h, journal, resolved.string());
   }
+}
+
+bool journal_present(const std::string& target) {
+  std::error_code ec;
+  const fs::path resolved = fs::canonical(target, ec);
+  struct stat st {};
+  return !ec && ::lstat((resolved.string() + std::string(kJournalSuffix)).c_str(), &st) == 0;
+}
+
+std::shared_ptr<const ReadOverlay> committed_overlay(const std::string& target, const File& file) {
+  std::error_code ec;
+  const fs::path resolved = fs::canonical(target, ec);
+  if (ec) return nullptr;
+  const std::string journal = resolved.string() + std::string(kJournalSuffix);
+  RecoveryFile f(journal);
+  if (f.state() == RecoveryFile::State::kAbsent) return nullptr;
+  if (f.state() == RecoveryFile::State::kRefused) {
+    note_recovery(journal + " is " + f.refusal() + ", not a journal Jask wrote; it was ignored");
+    return nullptr;
+  }
+  std::shared_ptr<File> jf;
+  std::optional<JournalHeader> h;
+  try {
+    jf = open_journal(f);
+    h = valid_header(*jf, file);
+  } catch (const IoError& e) {
+    note_recovery(journal + " could not be read (" + e.what() + "); it was ignored");
+    return nullptr;
+  }
+  if (!h) {
+    note_recovery(left_alone(journal, resolved.string()));
+    return nullptr;
+  }
+  // Past its commit point: the file's committed state is the payload over
+  // the runs, whether or not they were written in yet.
+  if (!f.held_by_writer()) {
+    note_recovery(resolved.string() + ": an update_ that did not finish left its journal " +
+                  journal +
+                  "; this read-only open reads the new values from it without writing the file. "
+                  "Open the file with mode=\"r+\" to finish the update");
+  }
+  return std::make_shared<JournalOverlay>(std::move(jf), std::move(*h));
+}
+
+namespace {
+std::mutex g_notes_mu;
+std::set<std::string>& notes_given() {
+  static std::set<std::string> given;
+  return given;
+}
+thread_local RecoveryNotes* t_notes = nullptr;
+}  // namespace
+
+RecoveryNotes::RecoveryNotes() : outer_(std::exchange(t_notes, this)) {}
+RecoveryNotes::~RecoveryNotes() { t_notes = outer_; }
+
+void note_recovery(const std::string& message) {
+  {
+    std::lock_guard<std::mutex> lock(g_notes_mu);
+    if (!notes_given().insert(message).second) return;
+  }
+  if (t_notes != nullptr) {
+    t_notes->notes_.push_back(message);
+  } else {
+    std::fprintf(stderr, "jask: %s\n", message.c_str());
+  }
+}
+
+std::string file_kind(unsigned mode) {
+  return S_ISLNK(mode)    ? "a symbolic link"
+         : S_ISDIR(mode)  ? "a directory"
+         : S_ISFIFO(mode) ? "a FIFO"
+         : S_ISCHR(mode)  ? "a character device"
+         : S_ISBLK(mode)  ? "a block device"
+         : S_ISSOCK(mode) ? "a socket"
+                          : "a special file";
+}
+
+RecoveryFile::RecoveryFile(std::string path) : path_(std::move(path)) {
+  struct stat lst {};
+  if (::lstat(path_.c_str(), &lst) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return;
+    state_ = State::kRefused;
+    refusal_ = std::string("unreadable (") + std::strerror(errno) + ")";
+    return;
+  }
+  if (!S_ISREG(lst.st_mode)) {
+    state_ = State::kRefused;
+    refusal_ = file_kind(lst.st_mode) + ", not a regular file";
+    return;
+  }
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd_ < 0) {
+    if (errno == ENOENT) return;
+    state_ = State::kRefused;
+    refusal_ = errno == ELOOP ? std::string("a symbolic link, not a regular file")
+                              : std::string("unreadable (") + std::strerror(errno) + ")";
+    return;
+  }
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) || st.st_ino != lst.st_ino ||
+      st.st_dev != lst.st_dev) {
+    ::close(std::exchange(fd_, -1));
+    state_ = State::kRefused;
+    refusal_ = "not a regular file (it changed while it was opened)";
+    return;
+  }
+  state_ = State::kOpen;
+}
+
+RecoveryFile::~RecoveryFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::string RecoveryFile::read(size_t limit) const {
+  std::string out;
+  char buf[4096];
+  while (out.size() < limit) {
+    const ssize_t n = ::pread(fd_, buf, std::min(sizeof buf, limit - out.size()),
+                              static_cast<off_t>(out.size()));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw IoError(errno_message("read", path_, errno));
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+bool RecoveryFile::lock(bool wait) const {
+  while (::flock(fd_, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0) {
+    if (errno == EINTR) continue;
+    if (errno == EWOULDBLOCK) return false;
+    if (errno == ENOLCK || errno == EOPNOTSUPP || errno == ENOSYS) return true;
+    throw IoError(errno_message("flock", path_, errno));
+  }
+  return true;
+}
+
+bool RecoveryFile::held_by_writer() const {
+  // A descriptor of its own: its lock goes when it closes, at once.
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool held = false;
+  while (::flock(fd, LOCK_SH | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    held = errno == EWOULDBLOCK;
+    break;
+  }
+  ::close(fd);
+  return held;
+}
+
+bool RecoveryFile::still_at() const {
+  struct stat open_st {};
+  struct stat path_st {};
+  return fd_ >= 0 && ::fstat(fd_, &open_st) == 0 && ::lstat(path_.c_str(), &path_st) == 0 &&
+         open_st.st_dev == path_st.st_dev && open_st.st_ino == path_st.st_ino;
 }
 
 }  // namespace jask

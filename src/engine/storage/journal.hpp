@@ -143,10 +143,82 @@ class JournalWriter {
   std::vector<Piece> pieces_;
 };
 
-// Finishes or discards a journal a dead process left beside `target` (see
-// above). A replay writes the file: where this process may not, a
-// ReadOnlyError names the journal and says that a writable open must replay
-// it.
+// Finishes a journal a dead process left beside `target` (see above); a
+// .part no live writer holds is removed. A replay writes the file: where this
+// process may not, a ReadOnlyError names the journal and says that a writable
+// open must replay it. A journal that is not a regular file, or whose
+// checksums fail or that names another file, is left alone and reported
+// (note_recovery): it may be a stranger's file, and the file was never
+// touched by it. Only for writable opens and updates.
 void recover_journal(const std::string& target);
+
+// What a read-only open of `target`, opened as `file`, reads instead of
+// replaying a journal it may not write: the payload of the intact journal
+// naming `file` over its runs, or null when there is none. Writes, renames and
+// removes nothing; a journal whose writer is dead is reported (a writable open
+// finishes it), one it ignores too.
+std::shared_ptr<const ReadOverlay> committed_overlay(const std::string& target, const File& file);
+
+// Whether anything (of any kind) is at `target`'s journal's name.
+bool journal_present(const std::string& target);
+
+// --- Shared by journal and transaction recovery ---------------------------
+
+// Files recovery left alone, and committed states a read-only open read
+// without finishing them: each message once per process. The innermost
+// RecoveryNotes of the thread collects them (the binding layer makes them
+// Python warnings); without one they go to stderr.
+void note_recovery(const std::string& message);
+class RecoveryNotes {
+ public:
+  RecoveryNotes();
+  ~RecoveryNotes();
+  RecoveryNotes(const RecoveryNotes&) = delete;
+  RecoveryNotes& operator=(const RecoveryNotes&) = delete;
+  std::vector<std::string> take() { return std::move(notes_); }
+
+ private:
+  friend void note_recovery(const std::string& message);
+  std::vector<std::string> notes_;
+  RecoveryNotes* outer_;
+};
+
+// A file recovery reads (a journal, a pointer, a commit record), opened
+// read-only with O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC and kept only if fstat
+// says it is a regular file: a FIFO or a link under a recovery file's name
+// neither blocks nor is followed. Closed on destruction.
+class RecoveryFile {
+ public:
+  enum class State { kAbsent, kOpen, kRefused };
+  explicit RecoveryFile(std::string path);
+  ~RecoveryFile();
+  RecoveryFile(const RecoveryFile&) = delete;
+  RecoveryFile& operator=(const RecoveryFile&) = delete;
+
+  State state() const { return state_; }
+  // Why it was refused ("a FIFO, not a regular file").
+  const std::string& refusal() const { return refusal_; }
+  const std::string& path() const { return path_; }
+  int fd() const { return fd_; }
+  // Its first `limit` bytes at most.
+  std::string read(size_t limit) const;
+  // flock(LOCK_EX) taken (waiting for the holder when `wait`); false if
+  // another open holds it. File systems without flock() report true.
+  bool lock(bool wait) const;
+  // Another open holds a flock() on it: its writer lives. Takes no lock
+  // that outlasts the call.
+  bool held_by_writer() const;
+  // The path still names the file opened (neither removed nor replaced).
+  bool still_at() const;
+
+ private:
+  std::string path_;
+  State state_ = State::kAbsent;
+  std::string refusal_;
+  int fd_ = -1;
+};
+
+// What a non-regular file is, for messages ("a FIFO", "a symbolic link").
+std::string file_kind(unsigned mode);
 
 }  // namespace jask

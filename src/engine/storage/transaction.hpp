@@ -12,13 +12,26 @@
 //     folder fsync'ed: the commit point;
 //  3. each new file renamed over its target, the folders fsync'ed; then J
 //     and the pointers removed.
-// Recovery (recover_transactions) starts from any target's pointer files: a
+// Recovery (recover_transactions, at writable opens and updates) starts from
+// the target's own pointer files and acts only in the target's folder: a
 // pointer no live writer holds whose record exists is rolled forward (the
-// renames of step 3 redone); one without a record is undone (its new file
-// removed). Cost over update_ of each array: one small pointer file per
-// file, one commit record and its fsync, and one fsync per folder.
+// renames of step 3 redone for the files in that folder; the record goes
+// once no file of it is left); one without a record is undone (its new file
+// and, beside it, the record's .part removed). Pointer and record are
+// checksummed (CRC32C) and name the writer's host (the record its pid too);
+// every path they name must be Jask's own: the record
+// <first target>.jask-txn-<id>.journal of the pointer's <id>, each new file
+// <target>.jask-txn-<id> beside its target, all regular files (opened
+// O_NOFOLLOW | O_NONBLOCK, checked with fstat). Anything else, a writer on
+// another host, or a record of version 1 (an older Jask, no checksum) is left
+// alone and reported (note_recovery, storage/journal.hpp). A read-only open
+// acts on nothing: committed_replacement says which file holds the committed
+// values. Cost over update_ of each array: one small pointer file per file,
+// one commit record and its fsync, and one fsync per folder.
 #pragma once
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "storage/array_store.hpp"
@@ -37,9 +50,29 @@ struct ArrayUpdate {
 void replace_all(const std::vector<ArrayUpdate>& updates);
 
 // Finishes or undoes the transactions of dead writers that involve the file
-// at `target` (above). Rolling forward renames files in their folders: where
-// that is refused, an IoError says how to finish it. Called at every open and
-// update of a file.
+// at `target` (above), in its folder. Rolling forward renames files there:
+// where that is refused, an IoError says how to finish it. Called at every
+// writable open and update of a file.
 void recover_transactions(const std::string& target);
+
+// The new file of a committed transaction of `target` that is not yet
+// renamed over it (<target>.jask-txn-<id>): what a read-only open reads in
+// its place, so that it sees the committed values without renaming
+// anything. Nothing when no such transaction is found (the target holds the
+// latest committed values). Reports a dead writer's transaction (a writable
+// open finishes it) and files it ignored; writes, renames and removes nothing.
+std::optional<std::string> committed_replacement(const std::string& target);
+
+// The contents of a pointer file and of a commit record as replace_all
+// writes them (for tests that plant them). `id` is "<pid>-<16 hex digits>".
+struct TransactionRecord {
+  std::string id, host;
+  int pid = 0;
+  std::vector<std::pair<std::string, std::string>> pairs;  // (new file, target)
+};
+std::string encode_transaction_pointer(const std::string& host, const std::string& record);
+std::string encode_transaction_record(const TransactionRecord& record);
+// This machine's name as records give it.
+const std::string& transaction_host();
 
 }  // namespace jask
