@@ -25,6 +25,7 @@ from ._jax.diskarray import (
     OPERATORS,
     DiskArray,
     DiskArrayTy,
+    check_fits_in_memory,
     from_in_memory,
     install_methods,
     is_disk_array,
@@ -61,6 +62,7 @@ def install() -> None:
             in_memory_tree=_serialization.in_memory_tree,
             when_imported=_serialization.when_imported,
             to_disk=from_in_memory,
+            to_memory=_to_memory,
             in_memory_if_0d=_in_memory_if_0d,
             primitive_rules=primitives.RULES,
             new_program_slot=_runtime.new_program_slot,
@@ -69,6 +71,13 @@ def install() -> None:
     )
     _serialization.install()  # orbax.checkpoint and flax.serialization, once imported
     _installed = True
+
+
+def _to_memory(x, what: str):
+    check_fits_in_memory(
+        x, what, "pass the DiskArray itself (jax.jit, jax.grad and jax.numpy take it)"
+    )
+    return io.materialize(x)
 
 
 def _in_memory_if_0d(x):

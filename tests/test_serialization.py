@@ -93,9 +93,10 @@ def test_pickling_a_raw_file_keeps_its_offset_dtype_and_mode(tmp_path):
     check(y, values)
 
 
-def test_pickling_a_scratch_array_names_save():
-    x = disk(grid())
-    with pytest.raises(pickle.PicklingError, match=r"x\.save\(path\).*DiskArray\.open"):
+def test_pickling_a_scratch_array_over_the_budget_names_save(small_budget):
+    x = disk(grid((40, 40)))
+    small_budget("4KB")
+    with pytest.raises(pickle.PicklingError, match=r"6400 bytes.*4096.*x\.save\(path\).*Disk"):
         pickle.dumps({"w": x})
 
 

@@ -199,6 +199,8 @@ def _index_rows(rows_, axes: int, rest):
 
 def _reject_mask(k) -> None:
     if isinstance(k, (bool, np.bool_)) or getattr(k, "dtype", None) == np.bool_:
+        if compat.is_tracer(k):  # JAX's own error for a traced mask (of any array)
+            raise jax.errors.NonConcreteBooleanIndexError(compat.ShapedArray(k.shape, np.bool_))
         raise NotImplementedError(
             "boolean mask indices are not supported: a mask selects a "
             "data-dependent number of elements, so the result has no "

@@ -62,6 +62,25 @@ MappingSpec = _hijax_src.MappingSpec
 ShapedArray = _core.ShapedArray
 Tracer = _core.Tracer
 typeof = _core.typeof
+# jax.Array's checks before bool(), int(), float() and operator.index() of an array (the errors
+# JAX raises for an array that is not one element, or not an integer scalar)
+check_bool_conversion = _core.check_bool_conversion
+check_scalar_conversion = _core.check_scalar_conversion
+check_integer_conversion = _core.check_integer_conversion
+
+
+def dot_general_dtype(lhs_dtype, rhs_dtype, preferred_element_type=None):
+    """The dtype jax.lax.dot_general gives operands of these dtypes (XLA's rule: the operand
+    type of higher precision, not NumPy's promotion; TypeError for two it does not order)."""
+    lhs, rhs = ShapedArray((), lhs_dtype), ShapedArray((), rhs_dtype)
+    return _lax._dot_general_dtype_rule(
+        lhs,
+        rhs,
+        dimension_numbers=None,
+        precision=None,
+        preferred_element_type=preferred_element_type,
+        out_sharding=None,
+    )
 
 
 def is_tracer(x) -> bool:
@@ -155,6 +174,10 @@ class Hooks:
     """(module name, register) -> calls register(module) once that module is imported."""
     to_disk: Callable
     """An in-memory array (or its tracer) written to a new DiskArray."""
+    to_memory: Callable
+    """(x, what) -> the DiskArray x (or its tracer) read into an in-memory jax.Array, a
+    ValueError naming `what`, the size and the budget when x is larger than the memory
+    budget."""
     in_memory_if_0d: Callable
     """A rule's result as the primitive returns it: a 0-d DiskArray as a 0-d jax.Array (what
     jax.grad differentiates; a scalar is never worth a file), anything else as it is."""
@@ -579,11 +602,12 @@ def _traced_disk_arrays_are_arrays(hooks: Hooks) -> None:
 @_patch(
     "device_put",
     "jax.device_put",
-    "device_put only knows in-memory arrays; a DiskArray put on the CPU is itself (its "
-    "values stay in its file)",
+    "device_put only knows in-memory arrays; a DiskArray put on a device is its values in "
+    "memory there, as for a jax.Array, within the memory budget (a ValueError naming its "
+    "size and the budget past it)",
 )
-def _device_put_keeps_disk_arrays(hooks: Hooks) -> None:
-    is_hi = hooks.is_hi
+def _device_put_disk_arrays(hooks: Hooks) -> None:
+    is_hi, to_memory = hooks.is_hi, hooks.to_memory
     original = _api.device_put
     if getattr(original, "_jask_original", None):
         return
@@ -593,26 +617,40 @@ def _device_put_keeps_disk_arrays(hooks: Hooks) -> None:
         leaves, treedef = jax.tree_util.tree_flatten(x)
         if not any(is_hi(leaf) for leaf in leaves):
             return original(x, device, *args, **kwargs)
-        for leaf in leaves:
-            if is_hi(leaf):
-                _check_cpu_target(leaf, device)
-        put = [leaf if is_hi(leaf) else original(leaf, device, *args, **kwargs) for leaf in leaves]
-        return jax.tree_util.tree_unflatten(treedef, put)
+        leaves = [to_memory(v, "jax.device_put") if is_hi(v) else v for v in leaves]
+        return original(jax.tree_util.tree_unflatten(treedef, leaves), device, *args, **kwargs)
 
     device_put._jask_original = original
     _api.device_put = device_put
     jax.device_put = device_put
 
 
-def _check_cpu_target(x, device) -> None:
-    devices = getattr(device, "device_set", None) or ({device} if device is not None else set())
-    for d in devices:
-        if getattr(d, "platform", "cpu") != "cpu":
-            raise ValueError(
-                f"jax.device_put of a DiskArray {x.shape} to {d}: a DiskArray streams from its "
-                f"file through host memory; use jask.materialize(x) for an in-memory copy to put "
-                f"on a device"
-            )
+@_patch(
+    "device_get",
+    "jax.device_get",
+    "device_get reads an array through its __array__, which for a DiskArray reads it whole "
+    "whatever its size; within the memory budget it gives the NumPy array as for a jax.Array, "
+    "past it a ValueError naming its size and the budget",
+)
+def _device_get_disk_arrays(hooks: Hooks) -> None:
+    is_hi, to_memory = hooks.is_hi, hooks.to_memory
+    original = _api.device_get
+    if getattr(original, "_jask_original", None):
+        return
+
+    @functools.wraps(original)
+    def device_get(x):
+        leaves, treedef = jax.tree_util.tree_flatten(x)
+        if not any(is_hi(leaf) and not is_tracer(leaf) for leaf in leaves):
+            return original(x)
+        leaves = [
+            to_memory(v, "jax.device_get") if is_hi(v) and not is_tracer(v) else v for v in leaves
+        ]
+        return original(jax.tree_util.tree_unflatten(treedef, leaves))
+
+    device_get._jask_original = original
+    _api.device_get = device_get
+    jax.device_get = device_get
 
 
 @_patch(
@@ -629,9 +667,8 @@ def _fill_like_disk_arrays(hooks: Hooks) -> None:
 
     @functools.wraps(original)
     def lax_full_like(x, fill_value, dtype=None, shape=None, sharding=None):
-        same_shape = shape is None or tuple(shape) == tuple(x.shape)
         disk = is_hi(x) or isinstance(x, hooks.hi_type)  # a DiskArray, or its type (eval_shape)
-        if disk and same_shape and not is_hi(fill_value):
+        if disk and not is_hi(fill_value) and (shape is None or tuple(shape) == x.shape):
             return full_like(x, fill_value, dtype)
         return original(x, fill_value, dtype, shape, sharding)
 
@@ -641,27 +678,36 @@ def _fill_like_disk_arrays(hooks: Hooks) -> None:
 
 
 @_patch(
-    "broadcast_arrays_keep_disk_shapes",
-    "jax._src.numpy.util._broadcast_arrays (jnp.where, jnp.broadcast_arrays, indexing)",
+    "where_keeps_disk_shapes",
+    "jax._src.numpy.util._where (jnp.where and the jax.numpy functions written with it)",
     "jnp.where broadcasts every operand to the result's shape, in memory for a scalar next to a "
     "DiskArray; with a DiskArray among them each operand only gains the result's rank and "
-    "Jask's ops broadcast the size-1 axes as they stream",
+    "Jask's select broadcasts the size-1 axes as it streams",
 )
-def _broadcast_to_rank_only(hooks: Hooks) -> None:
+def _where_to_rank_only(hooks: Hooks) -> None:
     is_hi = hooks.is_hi
-    original = _numpy_util._broadcast_arrays
+    original = _numpy_util._where
     if getattr(original, "_jask_original", None):
         return
 
     @functools.wraps(original)
-    def broadcast_arrays(*args):
-        if not any(is_hi(a) for a in args):
-            return original(*args)
-        rank = max(len(jax.numpy.shape(a)) for a in args)
-        return [_lax.broadcast_to_rank(_lax.asarray(a), rank) for a in args]
+    def where(condition, x, y):
+        if not any(is_hi(a) for a in (condition, x, y)):
+            return original(condition, x, y)
+        # util._where's steps, with rank promotion in place of broadcasting
+        condition, x, y = _numpy_util.ensure_arraylike("where", condition, x, y)
+        if not jax.numpy.issubdtype(condition.dtype, jax.numpy.bool_):
+            condition = _lax.ne(condition, _lax._zero(condition))
+        x, y = _numpy_util.promote_dtypes(x, y)
+        rank = max(len(jax.numpy.shape(a)) for a in (condition, x, y))
+        if jax.numpy.ndim(condition) != 0:
+            condition = _lax.broadcast_to_rank(condition, rank)
+        return _lax.select(condition, *(_lax.broadcast_to_rank(a, rank) for a in (x, y)))
 
-    broadcast_arrays._jask_original = original
-    _numpy_util._broadcast_arrays = broadcast_arrays
+    where._jask_original = original
+    for module in list(sys.modules.values()):  # util and the modules that imported its _where
+        if module.__name__.startswith("jax.") and getattr(module, "_where", None) is original:
+            module._where = where
 
 
 HIGHER_ORDER_PRIMITIVES = frozenset(

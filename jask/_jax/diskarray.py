@@ -8,6 +8,7 @@ once for every array of the same shape and dtype.
 
 from __future__ import annotations
 
+import operator
 import os
 import pickle
 from typing import Any
@@ -112,6 +113,14 @@ class DiskArrayTy(compat.HiType):
     _getitem = staticmethod(lambda x, key: _op("getitem")(x, key))
     # iterating a traced DiskArray (`a, b = x` under jit): its rows, as for a jax.Array
     _iter = staticmethod(lambda x: (x[i] for i in range(x.shape[0])))
+    # len(), bool(), int(), float(), operator.index() of a tracer: what a jax.Array tracer's
+    # type answers (its length; JAX's concretization errors for the conversions)
+    _len = compat.ShapedArray._len
+    _bool = compat.ShapedArray._bool
+    _int = compat.ShapedArray._int
+    _float = compat.ShapedArray._float
+    _complex = compat.ShapedArray._complex
+    _index = compat.ShapedArray._index
 
 
 class _ScanSlices(compat.MappingSpec):
@@ -129,6 +138,32 @@ def is_disk_array(x) -> bool:
 def from_in_memory(x) -> DiskArray:
     """An in-memory array (or its tracer) written to a new DiskArray."""
     return _op("from_numpy")(x)
+
+
+def check_fits_in_memory(x, what: str, instead: str) -> None:
+    """ValueError when reading `x` whole into memory (for `what`) would exceed the memory
+    budget, naming its size, the budget and what to do `instead`."""
+    budget, nbytes = _runtime.memory_budget(), x.size * x.dtype.itemsize  # x may be a tracer
+    if nbytes > budget:
+        raise ValueError(
+            f"{what} reads the whole DiskArray {x.dtype.name}{list(x.shape)} ({nbytes} bytes) "
+            f"into memory, more than the memory budget of {budget} bytes "
+            f"(jask.set_memory_budget): {instead}, or read it into memory anyway with "
+            f"jask.materialize(x)"
+        )
+
+
+# The ufuncs NumPy calls for the operators of an ndarray (or NumPy scalar) and a DiskArray
+# (`ndarray + x` is np.add(ndarray, x)), and the jax.numpy functions x's own operators use.
+_OPERATOR_UFUNCS = {
+    name: getattr(jnp, name)
+    for name in (
+        *("add", "subtract", "multiply", "divide", "floor_divide", "remainder", "power"),
+        *("matmul", "divmod", "equal", "not_equal", "less", "less_equal", "greater"),
+        *("greater_equal", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift"),
+        "right_shift",
+    )
+}
 
 
 def _not_under_trace(what: str):
@@ -159,7 +194,6 @@ class DiskArray(jax.Array, metaclass=_DiskArrayMeta):
     """
 
     __slots__ = ("_ty", "_handle", "_lo", "_owned")
-    __array_ufunc__ = None  # numpy defers to our reflected operators
     __array_priority__ = 1000
 
     def __init__(self, ty: DiskArrayTy, handle):
@@ -273,16 +307,75 @@ class DiskArray(jax.Array, metaclass=_DiskArrayMeta):
 
     def __len__(self):
         if not self.shape:
-            raise TypeError("len() of a 0-d DiskArray")
+            raise TypeError("len() of unsized object")  # jax.Array's (and NumPy's) message
         return self.shape[0]
 
     # bridges -------------------------------------------------------------
     def __array__(self, dtype=None, copy=None):
+        """np.asarray(x), np.array(x): the whole array read into memory (the explicit bridge,
+        as jask.materialize; conversions JAX or NumPy make on their own check the budget)."""
         if copy is False:
             raise ValueError("a DiskArray cannot be viewed as a NumPy array without a copy")
         out = np.empty(self.shape, self.dtype)
         _progress.settled(_engine.read_into)(self.handle, out.reshape(-1).view(np.uint8))
         return out if dtype is None else out.astype(dtype)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """NumPy ufuncs. One that is an operator (np.add, np.multiply, np.less, ...) called on
+        two operands is that operator, as `ndarray + x` must be (NumPy calls np.add for it):
+        a DiskArray, as `x + ndarray` is. Any other (np.sin, np.exp, np.add.reduce, an `out=`)
+        computes in memory on the values, as for a jax.Array, within the memory budget."""
+        operator = _OPERATOR_UFUNCS.get(ufunc.__name__)
+        if operator is not None and method == "__call__" and len(inputs) == 2 and not kwargs:
+            return operator(*inputs)
+        what = f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+        instead = f"jnp.{ufunc.__name__}" if hasattr(jnp, ufunc.__name__) else "jax.numpy"
+        for value in (*inputs, *kwargs.get("out", ())):
+            if isinstance(value, DiskArray):
+                check_fits_in_memory(value, what, f"use {instead}, which streams it")
+        if any(isinstance(v, DiskArray) for v in kwargs.get("out", ())):
+            raise TypeError(f"{what}: a DiskArray cannot be an `out=` array; use {instead}")
+        values = [np.asarray(v) if isinstance(v, DiskArray) else v for v in inputs]
+        return getattr(ufunc, method)(*values, **kwargs)
+
+    def tolist(self):
+        """The values as nested Python lists, as jax.Array.tolist (within the memory budget)."""
+        check_fits_in_memory(self, "DiskArray.tolist()", "iterate over slices of it")
+        return np.asarray(self).tolist()
+
+    def item(self, *args):
+        """One element as a Python scalar, as jax.Array.item."""
+        if not args and self.size != 1:  # NumPy's error, without reading the array
+            raise ValueError("can only convert an array of size 1 to a Python scalar")
+        if args:
+            check_fits_in_memory(self, "DiskArray.item(index)", "index it: x[i].item()")
+        return np.asarray(self).item(*args)
+
+    def copy_to_host_async(self) -> None:
+        """jax.Array's: nothing to start, a DiskArray's values are in its file."""
+
+    def _scalar(self) -> np.ndarray:
+        return np.asarray(self)  # bool(), int(), ...: checked to be one element first
+
+    def __bool__(self):
+        compat.check_bool_conversion(self)
+        return bool(self._scalar())
+
+    def __int__(self):
+        compat.check_scalar_conversion(self)
+        return int(self._scalar())
+
+    def __float__(self):
+        compat.check_scalar_conversion(self)
+        return float(self._scalar())
+
+    def __complex__(self):
+        compat.check_scalar_conversion(self)
+        return complex(self._scalar())
+
+    def __index__(self):
+        compat.check_integer_conversion(self)
+        return operator.index(self._scalar())
 
     def save(self, path) -> None:
         """Writes a copy of this array to a new .npy file at `path`."""
@@ -308,13 +401,10 @@ class DiskArray(jax.Array, metaclass=_DiskArrayMeta):
         """
         return _op("update_")(self, new)
 
-    __hash__ = object.__hash__  # jax.Array's operators make == elementwise
+    __hash__ = None  # unhashable, as jax.Array: == is elementwise
 
     def __getitem__(self, key):
         return _op("getitem")(self, key)
-
-    def __bool__(self):
-        raise TypeError(f"the truth value of a DiskArray of shape {self.shape} is ambiguous")
 
     def block_until_ready(self) -> DiskArray:
         """Returns this array: a concrete DiskArray's file is written before it exists."""
@@ -351,9 +441,12 @@ class DiskArray(jax.Array, metaclass=_DiskArrayMeta):
         return copied
 
     def __reduce__(self):
-        """pickle: a reference to the array's file (path, shape, dtype, byte offset, mode),
-        reopened in place by unpickling; the values are not copied into the pickle. A scratch
-        array's file goes with the process, so pickling one raises pickle.PicklingError."""
+        """pickle. A scratch array (its file goes with the process) within the memory budget
+        is pickled by value and unpickles as a new scratch DiskArray of equal values, shape and
+        dtype in the unpickling process (as a jax.Array unpickles as a jax.Array); a larger
+        one raises pickle.PicklingError naming x.save and jask.save_tree. An opened file is
+        pickled as a reference to it (path, shape, dtype, byte offset, mode), reopened in place
+        by unpickling; its values are not copied into the pickle."""
         if not self._owned:
             raise TypeError("a traced DiskArray cannot be pickled; pickle the concrete result")
         _, _, path, offset, writable, scratch = _engine.info(self.handle)
@@ -364,14 +457,23 @@ class DiskArray(jax.Array, metaclass=_DiskArrayMeta):
                 f"open it again, or write it with x.save(path) and pickle jask.DiskArray.open(path)"
             )
         if scratch:
-            raise pickle.PicklingError(
-                f"cannot pickle a scratch DiskArray ({self._ty.str_short()}, {path!r}): its file "
-                f"is deleted when this process ends. Write it to a file first with "
-                f"x.save(path) (or a tree with jask.save_tree) and pickle "
-                f"jask.DiskArray.open(path), which refers to that file"
-            )
+            budget = _runtime.memory_budget()
+            if self.nbytes > budget:
+                raise pickle.PicklingError(
+                    f"cannot pickle a scratch DiskArray ({self._ty.str_short()}, {path!r}) of "
+                    f"{self.nbytes} bytes by value: it is larger than the memory budget of "
+                    f"{budget} bytes, and its file is deleted when this process ends. Write it "
+                    f"to a file first with x.save(path) (or a tree with jask.save_tree) and "
+                    f"pickle jask.DiskArray.open(path), which refers to that file"
+                )
+            return _from_pickled_values, (np.asarray(self),)
         mode = "r+" if writable else "r"
         return DiskArray.open, (path, self.shape, self.dtype.name, offset, mode)
+
+
+def _from_pickled_values(values: np.ndarray) -> DiskArray:
+    """Unpickling a DiskArray pickled by value: a new scratch array of this process."""
+    return _op("from_numpy")(values)
 
 
 # Jask's own members; everything else jax.Array offers comes from jax.numpy's definitions.
@@ -382,7 +484,8 @@ _OWN_MEMBERS = frozenset(
     or name
     in (
         *("__getitem__", "__bool__", "__len__", "__array__", "__repr__", "__init__", "__del__"),
-        *("__copy__", "__deepcopy__", "__reduce__"),
+        *("__copy__", "__deepcopy__", "__reduce__", "__hash__", "__array_ufunc__"),
+        *("__int__", "__float__", "__complex__", "__index__"),
     )
 )
 
