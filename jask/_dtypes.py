@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -34,3 +35,12 @@ def dtype_code(dtype) -> int:
 
 def dtype_from_code(code: int) -> np.dtype:
     return _BY_CODE[code]
+
+
+def jax_dtype(dtype) -> np.dtype:
+    """The dtype JAX gives values of `dtype` (jnp.asarray's): float64 is float32 and int64 is
+    int32 while jax_enable_x64 is off. A dtype JAX does not know is returned as it is."""
+    try:
+        return np.dtype(jax.dtypes.canonicalize_dtype(dtype))
+    except (TypeError, ValueError):
+        return np.dtype(dtype)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .._dtypes import storage_dtype
+from .._dtypes import jax_dtype, storage_dtype
 from .._jax.diskarray import DiskArray
 from .._jax.op import apply
 from .._shapes import as_shape, check_nbytes
@@ -19,7 +19,7 @@ def full(shape, fill_value, dtype="float32") -> DiskArray:
     >>> float(jask.sum(jask.full((2, 2), 3.0)))
     12.0
     """
-    dt = storage_dtype(dtype)
+    dt = storage_dtype(jax_dtype(dtype))  # float64 is float32 without x64, as in jnp.full
     shape = as_shape(shape, "jask.full")
     check_nbytes(shape, dt, "jask.full")
     value = jnp.asarray(fill_value, dtype=jax.dtypes.canonicalize_dtype(dt))

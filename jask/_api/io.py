@@ -8,12 +8,12 @@ import jax
 import numpy as np
 
 from .. import _engine, _progress, _runtime
-from .._dtypes import dtype_code, dtype_from_code, storage_dtype
+from .._dtypes import dtype_code, dtype_from_code, jax_dtype, storage_dtype
 from .._jax import compat
 from .._jax.diskarray import DiskArray, DiskArrayTy
 from .._jax.op import apply, describe
 from .._shapes import as_int, as_shape, check_nbytes
-from ..ops import FromInMemory, ToInMemory
+from ..ops import Astype, FromInMemory, ToInMemory
 from .operands import check_disk
 
 
@@ -34,11 +34,12 @@ def from_numpy(array) -> DiskArray:
         raise TypeError("jask.DiskArray.from_numpy: the argument is already a DiskArray")
     if compat.is_tracer(array):
         return apply(FromInMemory, array.astype(storage_dtype(array.dtype)))
-    # Concrete data goes straight to the engine: through JAX, float64 would
-    # be narrowed when x64 is off.
+    # Concrete data goes straight to the engine, in the dtype jnp.asarray would give it
+    # (float64 is float32 while jax_enable_x64 is off).
     arr = np.asarray(array)
+    dt = storage_dtype(jax_dtype(arr.dtype))
+    arr = arr.astype(dt, copy=False)
     arr = arr if arr.flags.c_contiguous else arr.copy(order="C")  # ascontiguousarray makes 0-d 1-d
-    dt = storage_dtype(arr.dtype)
     _runtime.ensure_scratch()
     out = DiskArray(DiskArrayTy(arr.shape, dt), _engine.create(dtype_code(dt), list(arr.shape)))
     _progress.settled(_engine.write_from)(out.handle, arr.reshape(-1).view(np.uint8))
@@ -82,7 +83,25 @@ def open_array(path, *, shape=None, dtype=None, offset=0, mode="r") -> DiskArray
         check_nbytes(shape, dt, what, offset)
         h = _engine.open(path, "raw", writable, dtype_code(dt), list(shape), offset)
     code, shp, *_ = _engine.info(h)
-    return DiskArray(DiskArrayTy(tuple(shp), dtype_from_code(code)), h)
+    return _in_jax_dtype(DiskArray(DiskArrayTy(tuple(shp), dtype_from_code(code)), h), path)
+
+
+def _in_jax_dtype(x: DiskArray, path: str) -> DiskArray:
+    """An opened file's array as JAX would hold its values: a float64 file opened while
+    jax_enable_x64 is off is read into a float32 scratch array (the file is left as it is),
+    as jnp.asarray(np.load(path)) gives float32; with mode="r+" it is refused, since updates
+    could not reach the file."""
+    dtype = jax_dtype(x.dtype)
+    if dtype == x.dtype:
+        return x
+    if x.writable:
+        raise TypeError(
+            f"{path}: holds {x.dtype.name} values, which JAX holds as {dtype.name} while "
+            f"jax_enable_x64 is off, so mode='r+' cannot update the file in place; enable x64 "
+            f"(jax.config.update('jax_enable_x64', True)) or open it with mode='r' (a "
+            f"{dtype.name} copy in scratch)"
+        )
+    return apply(Astype, x, dtype=dtype)
 
 
 def update_(target, new) -> DiskArray:

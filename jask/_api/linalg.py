@@ -6,6 +6,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
+from .._jax import compat
 from .._jax.diskarray import DiskArray
 from .._jax.op import apply, describe
 from ..ops import FromInMemory, Matmul, Reduce
@@ -156,10 +157,12 @@ def dot_general(lhs, rhs, dimension_numbers, preferred_element_type=None):
     )
     lhs, rhs = (v if isinstance(v, DiskArray) else jnp.asarray(v) for v in (lhs, rhs))
     _check_dimension_numbers(lhs, rhs, lc, rc, lb, rb)
-    if preferred_element_type is None:
-        dtype = np.result_type(lhs.dtype, rhs.dtype)
-    else:
-        dtype = np.dtype(preferred_element_type)
+    dtype = np.dtype(compat.dot_general_dtype(lhs.dtype, rhs.dtype, preferred_element_type))
+    if dtype == np.bool_:  # any(lhs & rhs) over the contracted axes: a count of both-True pairs
+        counts = dot_general(
+            *(_as_dtype(v, np.dtype(np.int32)) for v in (lhs, rhs)), dimension_numbers
+        )
+        return counts != 0
     lhs, rhs = (_as_dtype(v, dtype) for v in (lhs, rhs))
     lf = tuple(d for d in range(lhs.ndim) if d not in lc and d not in lb)
     rf = tuple(d for d in range(rhs.ndim) if d not in rc and d not in rb)
