@@ -235,10 +235,8 @@ class _Meta:
         return value
 
     def sub(self, key: str, default=_REQUIRED) -> _Meta:
-        """The JSON object at `key` (null or missing: `default`, an object's fields)."""
+        """The JSON object at `key` (missing: `default`, an object's fields)."""
         value = self.field(key, default)
-        if value is None and default is not _REQUIRED:
-            value = default
         if not isinstance(value, dict):
             raise self.error(key, value, "a JSON object")
         return _Meta(self.path, self.name, value, f"{self.where} ({key})")
@@ -312,16 +310,15 @@ def _v2_spec(folder: Path, meta: dict, name: str | None) -> ChunkedSpec:
         codecs.append((cid, 0))
     if big_endian:
         codecs.append(("byteswap", dtype.itemsize))
-    order = m.field("order", "C")
+    order = m.field("order")  # required, as fill_value: zarr-python refuses metadata without
     if order not in ("C", "F"):
         raise m.error("order", order, "'C' or 'F'")
     if order == "F" and len(shape) > 1:
         codecs.append(("order_f", 0))
-    separator = m.field("dimension_separator", None)
-    separator = "." if separator is None else separator
+    separator = m.field("dimension_separator", ".")
     if separator not in (".", "/"):
         raise m.error("dimension_separator", separator, "'.' or '/'")
-    fill = _fill_value(m, m.field("fill_value", None), dtype)
+    fill = _fill_value(m, m.field("fill_value"), dtype, version=2)
     files, chunks = _whole_file_chunks(m, folder, chunk_grid(shape, chunk_shape), None, separator)
     return ChunkedSpec(str(m.path), name, dtype, shape, chunk_shape, codecs, files, chunks, fill)
 
@@ -374,7 +371,7 @@ def _v3_spec(folder: Path, meta: dict, name: str | None) -> ChunkedSpec:
     if transformers:
         raise UnsupportedZarrError(f"{m.where}: storage_transformers are not supported")
     prefix, separator = _v3_key_encoding(m)
-    fill = _fill_value(m, m.field("fill_value"), dtype)
+    fill = _fill_value(m, m.field("fill_value"), dtype, version=3)
     codecs, sharding = _v3_codecs(m, m.field("codecs"), dtype, len(shape))
     grid = chunk_grid(shape, outer_shape)
     if sharding is None:
@@ -396,26 +393,67 @@ def _v3_spec(folder: Path, meta: dict, name: str | None) -> ChunkedSpec:
 
 
 def _v3_key_encoding(m: _Meta) -> tuple[str | None, str]:
-    encoding = m.sub("chunk_key_encoding", {"name": "default"})
+    encoding = m.sub("chunk_key_encoding")
     kind = encoding.text("name")
     if kind not in ("default", "v2"):
         raise UnsupportedZarrError(
             f"{m.where}: chunk_key_encoding {_show(encoding.meta)} is not supported"
         )
-    separator = encoding.sub("configuration", {}).field(
-        "separator", "/" if kind == "default" else "."
-    )
+    config = encoding.sub("configuration", {})
+    if config.meta.keys() - {"separator"}:
+        raise config.error("keys", sorted(config.meta), "['separator'] or none")
+    separator = config.field("separator", "/" if kind == "default" else ".")
     if separator not in (".", "/"):
         raise m.error("the chunk key separator", separator, "'.' or '/'")
     return ("c" if kind == "default" else None), separator
 
 
+def _int(v) -> bool:
+    return isinstance(v, int)  # zarr-python's test: a bool passes
+
+
+# Per codec: whether zarr-python requires its configuration, and the keys it takes with the
+# values it accepts (it refuses any other key). Jask decodes without the compressors' settings,
+# but refuses the metadata zarr-python refuses.
+_V3_CONFIGS = {
+    "zstd": (True, {"level": lambda v: _int(v) and v <= 22, "checksum": lambda v: isinstance(v, bool)}),
+    "gzip": (True, {"level": lambda v: _int(v) and 0 <= v <= 9}),
+    "blosc": (
+        True,
+        {
+            "typesize": lambda v: _int(v) and v > 0,
+            "cname": lambda v: v in ("lz4", "lz4hc", "blosclz", "zstd", "snappy", "zlib"),
+            "clevel": _int,
+            "shuffle": lambda v: v in ("noshuffle", "shuffle", "bitshuffle"),
+            "blocksize": _int,
+        },
+    ),
+    "crc32c": (False, {}),
+    "bytes": (False, {"endian": lambda v: v in ("little", "big", None)}),
+    "transpose": (True, {"order": lambda v: isinstance(v, list)}),
+    "sharding_indexed": (
+        True,
+        {k: lambda v: True for k in ("chunk_shape", "codecs", "index_codecs", "index_location")},
+    ),
+}
+
+
 def _codec(m: _Meta, codec, at: int) -> tuple[str, _Meta]:
-    """A codec object's name, and its configuration (an object; {} when absent or null)."""
+    """A codec object's name, and its configuration (an object; {} when absent)."""
     c = _Meta(m.path, m.name, codec, f"{m.where} (codec {at})")
     if not isinstance(codec, dict):
         raise m.error(f"codec {at}", codec, "a JSON object")
-    return c.text("name"), c.sub("configuration", {})
+    name = c.text("name")
+    required, keys = _V3_CONFIGS.get(name, (False, None))
+    if required and "configuration" not in codec:
+        raise ValueError(f"{c.where}: invalid zarr metadata, codec {name} has no 'configuration'")
+    config = c.sub("configuration", {})
+    for key, value in config.meta.items() if keys is not None else ():
+        if key not in keys:
+            raise ValueError(f"{config.where}: invalid zarr metadata: {name} takes no {key!r}")
+        if not keys[key](value):
+            raise config.error(key, value, f"a valid {name} {key}")
+    return name, config
 
 
 def _v3_codecs(m: _Meta, codecs, dtype: np.dtype, ndim: int, in_shard: bool = False):
@@ -455,7 +493,11 @@ def _v3_codecs(m: _Meta, codecs, dtype: np.dtype, ndim: int, in_shard: bool = Fa
 
 
 def _endian(config: _Meta, dtype: np.dtype) -> str:
-    endian = config.field("endian", "little" if dtype.itemsize == 1 else None)
+    """The bytes codec's endian: little when absent (zarr-python's default on every system Jask
+    runs on); null only for one-byte dtypes."""
+    endian = config.field("endian", "little")
+    if endian is None and dtype.itemsize == 1:
+        return "little"
     if endian not in ("little", "big"):
         raise config.error("the bytes codec's endian", endian, "'little' or 'big'")
     return endian
@@ -671,9 +713,10 @@ def _read_shard_index(m: _Meta, path: Path, n: int, index: _ShardIndex) -> np.nd
 _SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
-def _fill_value(m: _Meta, value, dtype: np.dtype):
-    """A Python scalar of `dtype` for a zarr fill_value (null: 0, as zarr-python reads it)."""
-    if value is None:
+def _fill_value(m: _Meta, value, dtype: np.dtype, version: int):
+    """A Python scalar of `dtype` for a zarr fill_value: in v2, null reads as 0 (as zarr-python
+    reads it) and floats have no hex form; v3 has no null."""
+    if value is None and version == 2:
         return False if dtype == np.bool_ else 0
     if dtype == np.bool_:
         if isinstance(value, bool):
@@ -689,7 +732,7 @@ def _fill_value(m: _Meta, value, dtype: np.dtype):
             pass
     elif isinstance(value, str) and value in _SPECIAL_FLOATS:
         return _SPECIAL_FLOATS[value]
-    elif isinstance(value, str) and re.fullmatch(r"0x[0-9a-fA-F]{1,16}", value):
+    elif version == 3 and isinstance(value, str) and re.fullmatch(r"0x[0-9a-fA-F]{1,16}", value):
         bits = int(value, 16)
         if bits < 1 << (8 * dtype.itemsize):
             uint = {2: np.uint16, 4: np.uint32, 8: np.uint64}[dtype.itemsize]

@@ -1,7 +1,9 @@
 // Chunked arrays: codec round trips, CRC32C's known values, element ranges
 // mapped onto a 3-D chunk grid (odd ranges, edge chunks, missing chunks read
 // as the fill), corrupt chunks named in the error, and one decode per chunk
-// for a sequential stream.
+// for a sequential stream; a sparse table over a grid of 2**40 chunks,
+// chunk shapes whose bytes wrap int64, and uncompressed chunks of the wrong
+// length refused.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -261,6 +263,90 @@ TEST(Chunked, DeflatedMemberStreamsForwardAndRestartsBehind) {
       ASSERT_EQ(got[static_cast<size_t>(i)], values[static_cast<size_t>(first + i)]) << first;
   }
   EXPECT_LE(peak_buffer_bytes() - base, 32 << 10);  // never the whole member
+}
+
+// A float32 array of `shape` in uncompressed chunks of `chunk`, one file per
+// stored chunk (each holding `bytes` bytes of float 7), sparse table.
+ChunkTable raw_table(const TempDir& dir, std::vector<int64_t> shape, std::vector<int64_t> chunk,
+                     const std::vector<int64_t>& ids, size_t bytes) {
+  ChunkTable t;
+  t.path = dir.file("zarr.json");
+  test::write_file_bytes(t.path, std::vector<char>{'{', '}'});  // the file table opens it
+  t.info = ArrayInfo{DType::f32, std::move(shape)};
+  t.chunk_shape = std::move(chunk);
+  t.sparse = true;
+  t.fill.resize(4);
+  for (int64_t id : ids) {
+    const std::string file = dir.file(std::to_string(id));
+    std::vector<float> sevens((bytes + 3) / 4, 7.f);
+    std::vector<char> data(bytes);
+    std::memcpy(data.data(), sevens.data(), bytes);
+    test::write_file_bytes(file, data);
+    t.ids.push_back(id);
+    t.chunks.push_back({static_cast<int64_t>(t.files.size()), 0, -1});
+    t.files.push_back(file);
+  }
+  return t;
+}
+
+TEST(Chunked, SparseTableOverAGridOf2To40Chunks) {
+  ScratchDir scratch;
+  TempDir dir;
+  test::BudgetGuard budget(1 << 20);
+  const int64_t side = int64_t{1} << 20;
+  ArrayRef a = StoredArray::open_chunked(raw_table(dir, {side, side}, {1, 1}, {5 * side + 11}, 4));
+  std::vector<float> got(4);
+  a->read_elems(got.data(), 5 * side + 9, 4);  // (5, 9) .. (5, 12): one stored chunk
+  EXPECT_EQ(got, (std::vector<float>{0.f, 0.f, 7.f, 0.f}));
+}
+
+TEST(Chunked, TableRowsOutOfRangeAreRefused) {
+  TempDir dir;
+  ChunkTable t = raw_table(dir, {8}, {2}, {1, 3}, 8);
+  t.ids = {3, 1};  // not ascending
+  EXPECT_THROW(ChunkedSource{t}, ValueError);
+  t.ids = {1, 4};  // past the grid of 4 chunks
+  EXPECT_THROW(ChunkedSource{t}, ValueError);
+  t.ids = {1, 3};
+  t.chunks[0] = {0, int64_t{1} << 62, int64_t{3} << 61};  // offset + nbytes wraps
+  EXPECT_THROW(ChunkedSource{t}, ValueError);
+}
+
+TEST(Chunked, ChunkBytesThatWrapInt64AreRefused) {
+  TempDir dir;
+  // (2**62 + 1) * 3 float32 is 12 bytes after wrapping: a heap read if unchecked.
+  ChunkTable t = raw_table(dir, {2, 3}, {(int64_t{1} << 62) + 1, 3}, {0}, 12);
+  try {
+    ChunkedSource source(t);
+    FAIL() << "a wrapped chunk size was accepted";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("zarr.json"), std::string::npos) << e.what();
+  }
+  t = raw_table(dir, {3}, {int64_t{1} << 61}, {0}, 12);  // 2**63 bytes: past int64
+  EXPECT_THROW(ChunkedSource{t}, ValueError);
+}
+
+TEST(Chunked, UncompressedChunkOfTheWrongLengthIsRefused) {
+  ScratchDir scratch;
+  TempDir dir;
+  test::BudgetGuard budget(1 << 20);
+  std::vector<float> got(5);
+  for (size_t bytes : {size_t{4}, size_t{12}}) {  // a (2,) float32 chunk is exactly 8 bytes
+    ArrayRef a = StoredArray::open_chunked(raw_table(dir, {5}, {2}, {0, 1, 2}, 8));
+    a->read_elems(got.data(), 0, 5);
+    EXPECT_EQ(got, std::vector<float>(5, 7.f));
+    // The edge chunk (2,) holds one element of the array but is stored whole.
+    ChunkTable t = raw_table(dir, {5}, {2}, {0, 1, 2}, 8);
+    std::vector<char> data(bytes, 0);
+    test::write_file_bytes(t.files[2], data);
+    ArrayRef b = StoredArray::open_chunked(t);
+    try {
+      b->read_elems(got.data(), 0, 5);
+      FAIL() << bytes << " bytes were read as a chunk of 8";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("exactly 8"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace
