@@ -16,14 +16,19 @@ file, Jask returns its dtypes and values or refuses the file; where the library 
 Jask refuses it. A sharded checkpoint's reference reads the index with `json` and each shard
 with the library, as Hugging Face loaders do.
 
-What the default run found (JASK_FUZZ_TRIALS scales the mutation trials): Python's json reads
-what serde_json (the library's parser) refuses, so Jask opened files the library refuses: NaN,
-1e400, integers past 64 bits, -0, lone surrogate escapes, nesting past 127 levels; Jask also
-opened files with gaps between tensors or bytes after the last one. All are refused now.
+The .npy cases of the same issue follow, with seeded mutations of np.save files against
+numpy.load on the same harness.
+
+What the fuzzers found (JASK_FUZZ_TRIALS scales the mutation trials): Python's json reads what
+serde_json (the library's parser) refuses, so Jask opened files the library refuses: NaN, 1e400,
+integers past 64 bits, -0, lone surrogate escapes, nesting past 127 levels; it also opened files
+with gaps between tensors or bytes after the last one, and a tensor of 5000 dimensions that
+np.asarray could not read. All are refused now.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import random
@@ -518,4 +523,47 @@ def test_structured_hostile_headers_and_indexes(tmp_path):
 def test_seeded_mutations_of_library_files_and_checkpoints(tmp_path):
     counts = check_trials(_mutation_trials(fuzz_trials(200), seed=0), tmp_path, preload=PRELOAD)
     print(f"mutation trials: {dict(counts)}")
+    assert counts["values"] > 0 and counts["refused: ValueError"] > 0
+
+
+# Jask's .npy open against numpy.load, on the same harness (x64 on: float64 files stay float64).
+JASK_NPY = """
+jax.config.update("jax_enable_x64", True)
+out = jask.DiskArray.open(os.path.join(P, "x.npy"))
+"""
+REFERENCE_NPY = """
+out = np.load(os.path.join(P, "x.npy"), allow_pickle=False)
+"""
+
+
+def _npy_mutation_trials(count: int, seed: int) -> list[Trial]:
+    rng_np = np.random.default_rng(seed)
+    bases = []
+    for dtype, shape in [("float32", (3, 4)), ("float64", (5,)), ("int32", ()), ("bool", (2, 0))]:
+        buffer = io.BytesIO()
+        np.save(buffer, _values(rng_np, dtype, shape))
+        bases.append(buffer.getvalue())
+    trials = []
+    for i in range(count):
+        rng = random.Random(f"npy-{seed}-{i}")
+        data = bytearray(rng.choice(bases))
+        header_end = 10 + int.from_bytes(data[8:10], "little")
+        for _ in range(rng.choice([1, 1, 2])):
+            where = rng.random()
+            if where < 0.5:  # the header dict
+                at = rng.randrange(8, min(header_end, len(data)))
+            elif where < 0.9 and header_end < len(data):  # the values
+                at = rng.randrange(header_end, len(data))
+            else:
+                at = rng.randrange(len(data))
+            data[at] = rng.choice(ALPHABET + b"()'<>fiLTFu")
+        if rng.random() < 0.1:
+            del data[rng.randrange(len(data)) :]
+        trials.append(Trial(f"npy mutation {i}", {"x.npy": bytes(data)}, JASK_NPY, REFERENCE_NPY))
+    return trials
+
+
+def test_seeded_mutations_of_npy_files_against_numpy_load(tmp_path):
+    counts = check_trials(_npy_mutation_trials(fuzz_trials(60), seed=0), tmp_path)
+    print(f"npy mutation trials: {dict(counts)}")
     assert counts["values"] > 0 and counts["refused: ValueError"] > 0

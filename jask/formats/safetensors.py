@@ -99,10 +99,17 @@ def open_safetensors(path, *, mode: str = "r") -> dict[str, DiskArray]:
       `__metadata__` is `jask.safetensors_metadata(path)`.
 
     Raises:
-      ValueError: the header or index is not a valid safetensors one (each
-        message names the file and the tensor).
+      ValueError: the header or index is not a valid safetensors one, or is
+        one the safetensors library refuses (each message names the file and
+        the tensor or index entry): JSON it does not read (NaN, integers past
+        64 bits, nesting past 127 levels), sizes past the file, tensors that
+        do not lie back to back filling the data area, an index over 100 MB
+        or naming a shard outside its folder.
       TypeError: a tensor's dtype is not one Jask stores (F32, F16, BF16, F64,
         I32, BOOL).
+      OSError: the file or index is missing or unreadable, or a file, index
+        or shard is not a regular file (a FIFO or a device is refused before
+        it is read; a missing shard is a ValueError naming the index).
 
     >>> import numpy as np, jask, tempfile, os, safetensors.numpy
     >>> p = os.path.join(tempfile.mkdtemp(), "m.safetensors")
