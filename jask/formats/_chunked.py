@@ -176,6 +176,7 @@ def write_chunked(x: DiskArray, *, chunk_shape, codecs, paths) -> list[int]:
         raise TypeError(f"write_chunked expects a DiskArray, got {type(x).__name__}")
     what = "write_chunked"
     chunk_shape = _chunk_shape(x.shape, chunk_shape, what)
+    check_sizes(x.shape, chunk_shape, np.dtype(x.dtype), what)
     steps = _codec_list(codecs, what, ENCODERS)
     paths = [None if p is None else os.fspath(p) for p in paths]
     n_chunks = math.prod(chunk_grid(x.shape, chunk_shape))

@@ -161,6 +161,12 @@ def _node(folder: Path, missing_ok: bool = False) -> tuple[str | None, int, dict
     if _exists(folder / ".zarray"):
         return "array", 2, None
     if _exists(folder / ".zgroup"):
+        _v2_attributes(folder)
+        group = _load_json(folder / ".zgroup")
+        if group.get("zarr_format") != 2:
+            raise _Meta(folder / ".zgroup", None, group).error(
+                "zarr_format", group.get("zarr_format"), "2"
+            )
         return "group", 2, None
     if missing_ok:
         return None, 0, None
@@ -171,6 +177,12 @@ def _node(folder: Path, missing_ok: bool = False) -> tuple[str | None, int, dict
             errno.ENOTDIR, f"{folder}: not a folder; a zarr array or group is a folder"
         )
     raise ValueError(f"{folder}: not a zarr array or group (no zarr.json, .zarray or .zgroup)")
+
+
+def _v2_attributes(folder: Path) -> None:
+    """Checks a v2 node's .zattrs, when there is one, as zarr-python reads it: a JSON object."""
+    if _exists(folder / ".zattrs"):
+        _load_json(folder / ".zattrs")
 
 
 def _load_json(path: Path) -> dict:
@@ -285,6 +297,7 @@ _V2_COMPRESSORS = ("zstd", "blosc", "gzip", "zlib")  # numcodecs ids; the engine
 
 def _v2_spec(folder: Path, meta: dict, name: str | None) -> ChunkedSpec:
     m = _Meta(folder / ".zarray", name, meta)
+    _v2_attributes(folder)
     if m.field("zarr_format") != 2:
         raise m.error("zarr_format", meta["zarr_format"], "2")
     shape, chunk_shape = m.shape("shape", positive=False), m.shape("chunks", positive=True)
@@ -827,7 +840,9 @@ def _chunk_shape(x, chunks, path: Path) -> tuple[int, ...]:
                 f"jask.to_zarr({str(path)!r}): chunks must be {x.ndim} positive "
                 f"ints for an array of shape {x.shape}, got {chunks!r}"
             )
-        return tuple(int(c) for c in chunks)
+        chunks = tuple(int(c) for c in chunks)
+        check_sizes(x.shape, chunks, np.dtype(x.dtype), f"jask.to_zarr({str(path)!r})")
+        return chunks
     # A chunk is decoded whole into memory when read: keep it a small part of the budget.
     target = max(x.dtype.itemsize, min(8 * MiB, memory_budget() // 16))
     out = [max(1, n) for n in x.shape]

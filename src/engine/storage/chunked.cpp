@@ -647,7 +647,10 @@ std::vector<int64_t> write_chunked(const std::shared_ptr<StoredArray>& source,
       throw ValueError(what + ": bad chunk shape " + shape_repr(chunk_shape));
     grid.push_back((shape[d] + chunk_shape[d] - 1) / chunk_shape[d]);
   }
-  const int64_t n_chunks = product(grid);
+  const int64_t n_chunks = checked_product(grid, what + ": the chunk grid");
+  if (checked_mul(checked_product(chunk_shape, what + ": the chunk shape"),
+                  static_cast<int64_t>(isz), what) > kMaxChunkBytes)
+    throw ValueError(what + ": a chunk of " + shape_repr(chunk_shape) + " is too large");
   if (static_cast<int64_t>(paths.size()) != n_chunks)
     throw ValueError(what + ": " + std::to_string(paths.size()) + " paths for a grid of " +
                      shape_repr(grid) + " (" + std::to_string(n_chunks) + " chunks)");

@@ -182,7 +182,7 @@ constexpr size_t kZlibPiece = size_t{1} << 30;
 uInt zlib_piece(size_t left) { return static_cast<uInt>(std::min(left, kZlibPiece)); }
 
 size_t inflate_all(CodecKind kind, ChunkBytes in, std::byte* out, size_t cap,
-                   const std::string& what) {
+                   const std::string& what, size_t* unused = nullptr) {
   z_stream z{};
   if (inflateInit2(&z, window_bits(kind)) != Z_OK) throw std::bad_alloc();
   z.next_in = reinterpret_cast<Bytef*>(in.data);
@@ -200,10 +200,25 @@ size_t inflate_all(CodecKind kind, ChunkBytes in, std::byte* out, size_t cap,
   }
   const char* msg = z.msg;
   inflateEnd(&z);
-  if (rc == Z_STREAM_END) return cap - out_left;
+  if (rc == Z_STREAM_END) {
+    if (unused != nullptr) *unused = in_left;
+    return cap - out_left;
+  }
   if (rc == Z_BUF_ERROR && out_left == 0)
     corrupt(what, "it inflates to more than the " + std::to_string(cap) + " bytes expected");
   corrupt(what, std::string("inflate failed (") + (msg ? msg : "truncated data") + ")");
+}
+
+// A zarr gzip chunk: one gzip member, then nothing but zero padding (what
+// Python's gzip module, so numcodecs and zarr-python, reads; other bytes
+// there are "Not a gzipped file").
+size_t gunzip_chunk(ChunkBytes in, std::byte* out, size_t cap, const std::string& what) {
+  size_t unused = 0;
+  const size_t n = inflate_all(CodecKind::kGzip, in, out, cap, what, &unused);
+  std::byte* tail = in.data + (in.size - unused);
+  if (!std::all_of(tail, in.data + in.size, [](std::byte b) { return b == std::byte{0}; }))
+    corrupt(what, "gzip: " + std::to_string(unused) + " bytes after the member are not padding");
+  return n;
 }
 
 size_t deflate_all(CodecKind kind, int level, const std::byte* in, size_t size, std::byte* out,
@@ -303,6 +318,7 @@ ChunkBytes decode_step(const CodecStep& step, ChunkBytes in, std::byte* out, siz
     case CodecKind::kGzip:
     case CodecKind::kDeflate:
 #if JASK_HAVE_ZLIB
+      if (step.kind == CodecKind::kGzip) return {out, gunzip_chunk(in, out, out_cap, what)};
       return {out, inflate_all(step.kind, in, out, out_cap, what)};
 #else
       missing_library("zlib", "zlib1g-dev");
