@@ -48,6 +48,11 @@ def _assert_same(got: dict, want: dict):
         np.testing.assert_array_equal(array, value, err_msg=name)
 
 
+def _in_jax_dtypes(arrays: dict) -> dict:
+    """The arrays as JAX holds them: float64 as float32 while x64 is off."""
+    return {k: v.astype(jax.dtypes.canonicalize_dtype(v.dtype)) for k, v in arrays.items()}
+
+
 def _safe_open_all(path) -> dict:
     with safe_open(str(path), "np") as f:
         return {name: f.get_tensor(name) for name in f.keys()}
@@ -73,7 +78,8 @@ def test_files_the_package_writes_open_in_place_with_its_values_and_dtypes(tmp_p
     want = _sample(rng)
     path = tmp_path / "m.safetensors"
     safetensors.numpy.save_file(want, str(path), metadata={"format": "np", "note": "x"})
-    got = jask.open_safetensors(path)
+    with jax.enable_x64(True):  # JAX holds float64 only with x64
+        got = jask.open_safetensors(path)
     assert all(isinstance(a, jask.DiskArray) for a in got.values())
     _assert_same(got, want)
     n, header = _header(path)
@@ -84,6 +90,17 @@ def test_files_the_package_writes_open_in_place_with_its_values_and_dtypes(tmp_p
     assert jask.safetensors_metadata(path) == {"format": "np", "note": "x"}
     # In place: the arrays are views of the file, and no bytes were copied to scratch.
     assert all(a.path == str(path) for a in got.values())
+
+
+def test_float64_tensors_open_as_float32_copies_while_x64_is_off(tmp_path, rng):
+    want = _sample(rng)
+    path = tmp_path / "m.safetensors"
+    safetensors.numpy.save_file(want, str(path))
+    got = jask.open_safetensors(path)
+    _assert_same(got, _in_jax_dtypes(want))
+    assert got["w64"].path != str(path) and got["w32"].path == str(path)
+    with pytest.raises(TypeError, match=f"{path}: holds float64 values.*mode='r\\+'"):
+        jask.open_safetensors(path, mode="r+")
 
 
 def test_direct_io_reads_tensors_at_unaligned_offsets(tmp_path, rng, small_budget):
@@ -155,6 +172,7 @@ def test_ops_and_gradients_on_safetensors_weights(tmp_path, rng, small_budget):
     np.testing.assert_array_equal(np.asarray(w[5:23]), params["l0.w"][5:23])
 
 
+@jax.enable_x64(True)  # mode="r+" of a file holding float64 needs x64 (JAX's float64)
 def test_update_of_one_tensor_leaves_every_other_byte_alone(tmp_path, rng):
     # Over 1 MiB besides the updated tensor: an engine that writes big files in place does so here.
     want = _sample(rng) | {"pad": rng.standard_normal(300_000).astype(np.float32)}
@@ -580,13 +598,14 @@ def test_save_writes_what_safe_open_reads_from_disk_and_memory_leaves(tmp_path, 
     with safe_open(str(path), "np") as f:
         assert f.metadata() == {"format": "pt"}
     _assert_same(safetensors.numpy.load_file(str(path)), want)
-    _assert_same(jask.open_safetensors(path), want)
+    _assert_same(jask.open_safetensors(path), _in_jax_dtypes(want))
     assert os.listdir(tmp_path) == ["out.safetensors"]  # no temporary file left
 
     jask.save_safetensors(path, {"x": np.ones(3, np.float32)})  # over its own kind of file
     _assert_same(_safe_open_all(path), {"x": np.ones(3, np.float32)})
 
 
+@jax.enable_x64(True)  # float64 tensors stay float64
 def test_save_a_tree_of_safetensors_arrays_over_their_own_file(tmp_path, rng):
     path = tmp_path / "m.safetensors"
     want = _sample(rng)
