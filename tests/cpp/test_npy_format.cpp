@@ -178,6 +178,16 @@ TEST(NpyHeader, RejectsAShapeDimensionTooLargeForInt64WithValueError) {
   EXPECT_THROW(parse_npy_header(header, "big.npy"), ValueError);
 }
 
+TEST(NpyHeader, RefusesMoreDimensionsThanNumpyReads) {
+  auto dict = [](size_t ndim) {
+    std::string shape;
+    for (size_t i = 0; i < ndim; ++i) shape += "1, ";
+    return "{'descr': '<f4', 'fortran_order': False, 'shape': (" + shape + "), }";
+  };
+  EXPECT_EQ(parse_npy_header(v1_header(dict(kMaxNpyDims)), "d.npy").shape.size(), kMaxNpyDims);
+  EXPECT_THROW(parse_npy_header(v1_header(dict(kMaxNpyDims + 1)), "d.npy"), ValueError);
+}
+
 TEST(NpyHeader, RejectsUnknownFormatVersionWithValueError) {
   std::string header = make_npy_header(DType::f32, {2});
   header[6] = '\x07';
