@@ -188,7 +188,7 @@ def _index_headers(index_path: str) -> list[_Header]:
         shard_path = os.path.join(folder, shard)
         try:
             header = _read_header(
-                shard_path, f"safetensors shard of tensor {_brief(names[0])} in {index_path}:"
+                shard_path, f"safetensors shard (of tensor {_brief(names[0])}, by {index_path})"
             )
         except FileNotFoundError:
             raise ValueError(
