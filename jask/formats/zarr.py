@@ -292,7 +292,13 @@ def _unsupported_dtype(m: _Meta, dtype, numpy_name: str | None = None) -> TypeEr
 
 # -- zarr v2 ------------------------------------------------------------------------------------
 
-_V2_COMPRESSORS = ("zstd", "blosc", "gzip", "zlib")  # numcodecs ids; the engine's codec names
+# numcodecs ids (the engine's codec names) and the settings numcodecs takes (it refuses others).
+_V2_COMPRESSORS = {
+    "zstd": {"level", "checksum"},
+    "blosc": {"cname", "clevel", "shuffle", "blocksize", "typesize"},
+    "gzip": {"level"},
+    "zlib": {"level"},
+}
 
 
 def _v2_spec(folder: Path, meta: dict, name: str | None) -> ChunkedSpec:
@@ -314,12 +320,15 @@ def _v2_spec(folder: Path, meta: dict, name: str | None) -> ChunkedSpec:
         )
     codecs = []
     if m.field("compressor", None) is not None:
-        cid = m.sub("compressor").field("id")
-        if cid not in _V2_COMPRESSORS:
+        compressor = m.sub("compressor")
+        cid = compressor.field("id")
+        if not isinstance(cid, str) or cid not in _V2_COMPRESSORS:
             raise UnsupportedZarrError(
                 f"{m.where}: zarr v2 compressor {_show(cid)} is not supported (Jask reads "
                 f"{', '.join(_V2_COMPRESSORS)} or none)"
             )
+        for key in compressor.meta.keys() - {"id"} - _V2_COMPRESSORS[cid]:
+            raise ValueError(f"{compressor.where}: invalid zarr metadata: {cid} takes no {key!r}")
         codecs.append((cid, 0))
     if big_endian:
         codecs.append(("byteswap", dtype.itemsize))
@@ -363,8 +372,18 @@ _V3_DTYPES = {
 _V3_BYTES_CODECS = ("zstd", "gzip", "blosc", "crc32c")  # the engine's codec names too
 
 
+_V3_ARRAY_KEYS = {
+    "zarr_format", "node_type", "data_type", "shape", "chunk_grid", "chunk_key_encoding",
+    "fill_value", "codecs", "attributes", "storage_transformers", "dimension_names",
+}  # fmt: skip
+
+
 def _v3_spec(folder: Path, meta: dict, name: str | None) -> ChunkedSpec:
     m = _Meta(folder / "zarr.json", name, meta)
+    for key in meta.keys() - _V3_ARRAY_KEYS:
+        # The spec's rule for extensions: one a reader may ignore says so.
+        if not (isinstance(meta[key], dict) and meta[key].get("must_understand") is False):
+            raise m.error(key, meta[key], 'absent (unknown), or {"must_understand": false}')
     shape = m.shape("shape", positive=False)
     data_type = m.field("data_type")
     if not isinstance(data_type, str) or data_type not in _V3_DTYPES:
@@ -429,7 +448,10 @@ def _int(v) -> bool:
 # values it accepts (it refuses any other key). Jask decodes without the compressors' settings,
 # but refuses the metadata zarr-python refuses.
 _V3_CONFIGS = {
-    "zstd": (True, {"level": lambda v: _int(v) and v <= 22, "checksum": lambda v: isinstance(v, bool)}),
+    "zstd": (
+        True,
+        {"level": lambda v: _int(v) and v <= 22, "checksum": lambda v: isinstance(v, bool)},
+    ),
     "gzip": (True, {"level": lambda v: _int(v) and 0 <= v <= 9}),
     "blosc": (
         True,
@@ -519,8 +541,7 @@ def _endian(config: _Meta, dtype: np.dtype) -> str:
 def _transpose(m: _Meta, name: str, config: _Meta, ndim: int) -> list[tuple[str, int]]:
     if name != "transpose":
         raise UnsupportedZarrError(
-            f"{m.where}: zarr v3 codec {_show(name)} before bytes is not supported (only "
-            f"transpose)"
+            f"{m.where}: zarr v3 codec {_show(name)} before bytes is not supported (only transpose)"
         )
     order = config.field("order", None)
     if order == list(range(ndim)):
@@ -637,10 +658,10 @@ def _dangling(entry: os.DirEntry, m: _Meta) -> bool:
 
 def _ravel(index, grid) -> int:
     """The C-order id of chunk `index` of `grid` (below the grid's size, so it fits int64)."""
-    id = 0
+    chunk_id = 0
     for i, n in zip(index, grid):
-        id = id * n + i
-    return id
+        chunk_id = chunk_id * n + i
+    return chunk_id
 
 
 def _whole_file_chunks(m: _Meta, folder: Path, grid, prefix, separator):
@@ -648,8 +669,8 @@ def _whole_file_chunks(m: _Meta, folder: Path, grid, prefix, separator):
     stored = _stored_chunks(m, folder, grid, prefix, separator)
     chunks = np.zeros((len(stored), 4), np.int64)
     chunks[:, 3] = -1
-    for i, (id, _, _) in enumerate(stored):
-        chunks[i, :2] = id, i
+    for i, (chunk_id, _, _) in enumerate(stored):
+        chunks[i, :2] = chunk_id, i
     return [str(path) for _, _, path in stored], chunks
 
 
