@@ -119,6 +119,9 @@ def leaves(out, prefix=""):
 
 
 def child(code, P, fd):
+    # A scratch root of the child's own: a forked child keeps writing into its parent's scratch
+    # folder, whose file names its siblings take too (log.md, known gaps).
+    jask.set_memory_budget({budget!r}, scratch_dir=os.path.join({scratch!r}, str(os.getpid())))
     headroom = vm_bytes() + ADDRESS_SPACE_HEADROOM
     resource.setrlimit(resource.RLIMIT_AS, (headroom, headroom))
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))

@@ -29,6 +29,12 @@ def test_clean_refusals_and_equal_values_pass(tmp_path):
     assert counts["values"] == 1 and sum(counts.values()) == 4
 
 
+def test_each_child_has_a_scratch_folder_of_its_own(tmp_path):
+    write = "out = jask.DiskArray.from_numpy(np.arange(3.0, dtype=np.float32)) + 1"
+    counts = check_trials([Trial(f"scratch {i}", {"a": b""}, write) for i in range(3)], tmp_path)
+    assert counts["values"] == 3
+
+
 @pytest.mark.parametrize(
     "trial, problem",
     [
