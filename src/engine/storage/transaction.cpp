@@ -63,10 +63,6 @@ bool valid_id(std::string_view id) {
   return std::atoll(std::string(id.substr(0, dash)).c_str()) > 0;
 }
 
-pid_t pid_of(std::string_view id) {
-  return static_cast<pid_t>(std::atoll(std::string(id.substr(0, id.find('-'))).c_str()));
-}
-
 bool process_exists(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno != ESRCH); }
 
 const std::string& this_host() {
@@ -455,9 +451,10 @@ void recover_pointer(const std::string& pointer, const std::string& id,
   const PointerState s = inspect(file, id, target);
   switch (s.kind) {
     case PointerState::kUnwritten:
-      // Created, not yet written (its writer waits for this lock), or its
-      // writer died then: the step was not committed.
-      if (!process_exists(pid_of(id))) remove_own(pointer);
+      // Created, not yet written and not locked: its writer died then, or
+      // waits for this lock, and on getting it finds its pointer gone and
+      // gives up (replace_all). Either way the step was not committed.
+      remove_own(pointer);
       return;
     case PointerState::kUntrusted: return note_recovery(left_alone(pointer, s.fault));
     default: break;
@@ -609,6 +606,16 @@ void replace_all(const std::vector<ArrayUpdate>& updates) {
       pointers.paths.push_back(p);
       pointers.fds.push_back(
           write_new_file(p, encode_pointer(Pointer{this_host(), journal}), /*lock=*/true));
+      // A recovery that found it empty and unlocked (before our flock) took
+      // it for a dead writer's and removed it: the step cannot go on.
+      struct stat open_st {};
+      struct stat path_st {};
+      if (::fstat(pointers.fds.back().fd, &open_st) != 0 || ::lstat(p.c_str(), &path_st) != 0 ||
+          open_st.st_ino != path_st.st_ino || open_st.st_dev != path_st.st_dev) {
+        throw IoError("update_tree_: its pointer file " + p +
+                      " was removed by another process's recovery as it was made; nothing was "
+                      "changed: call update_tree_ again");
+      }
     }
   }
 
