@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 
+import jax
 import numpy as np
 import pytest
 from numpy.lib import format as npy_format
@@ -54,7 +55,10 @@ def test_full_of_a_size_that_wraps_64_bits_is_refused_before_writing(scratch_roo
     before = set(scratch_root.rglob("*"))
     with pytest.raises(ValueError, match=r"jask.full: shape \(2048, 2251799813685249\) of float32"):
         jask.full(WRAPS, 1.0)
-    with pytest.raises(ValueError, match=r"\(4294967296, 4294967296\) of float64"):
+    with (
+        jax.enable_x64(True),
+        pytest.raises(ValueError, match=r"\(4294967296, 4294967296\) of float64"),
+    ):
         jask.zeros((2**32, 2**32), "float64")
     with pytest.raises(ValueError, match="negative dimension"):
         jask.zeros((3, -1))
@@ -273,9 +277,11 @@ def test_fifos_devices_and_folders_are_refused_at_open_without_blocking(tmp_path
 FUZZ_WORKER = textwrap.dedent(
     """
     import json, os, sys, warnings
-    import numpy as np, jask
+    import jax, numpy as np, jask
     from jask import _engine
     warnings.simplefilter("ignore")
+    # With x64 on, a float64 file is opened in place (off, it is read into a float32 copy).
+    jax.config.update("jax_enable_x64", True)
     jask.set_memory_budget("16MB", scratch_dir=sys.argv[2])
     SUPPORTED = {np.dtype(t) for t in ("float32", "float64", "float16", "int32", "bool")}
 
