@@ -629,6 +629,21 @@ bool exists(const std::string& path) {
   return ::lstat(path.c_str(), &st) == 0;
 }
 
+TEST(UpdateTree, AnEmptyUnlockedPointerIsRemovedByAWritableOpenWhateverItsPid) {
+  ScratchDir scratch;
+  TempDir dir;
+  const std::string path = dir.file("a.npy");
+  open_npy_with(path, test_values(kNumel, 1));
+  Registry::instance().clear();
+  // Its writer died between creating it and locking it; its pid may name another process now.
+  const std::string pointer = path + ".jask-txn-" + txn_id(::getpid()) + ".ptr";
+  test::write_file_bytes(pointer, {});
+  EXPECT_EQ(array_values(*test::open_npy(path, false)), test_values(kNumel, 1));
+  EXPECT_TRUE(exists(pointer));
+  EXPECT_EQ(array_values(*test::open_npy(path, true)), test_values(kNumel, 1));
+  EXPECT_FALSE(exists(pointer));
+}
+
 // A planted pointer of a dead pid, naming `record` with `contents`.
 void plant(const std::string& target, const std::string& id, const std::string& record,
            const std::string& contents) {
