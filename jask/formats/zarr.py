@@ -120,7 +120,9 @@ def group_arrays(root: Path) -> list[str]:
     while pending:
         folder, prefix = pending.pop()
         _visit_once(folder, seen, "zarr group")
-        for entry in sorted(os.scandir(folder), key=lambda e: e.name, reverse=True):
+        with os.scandir(folder) as entries:
+            children = sorted(entries, key=lambda e: e.name, reverse=True)
+        for entry in children:
             if entry.name.startswith(".") or not entry.is_dir():
                 continue
             kind, _, _ = _node(Path(entry.path), missing_ok=True)
@@ -617,10 +619,11 @@ def _stored_chunks(m: _Meta, folder: Path, grid, prefix: str | None, separator: 
         found.append((_ravel(index, grid), index, Path(entry.path)))
 
     if separator == ".":
-        for entry in os.scandir(folder):
-            names = entry.name.split(".")
-            if len(names) == len(parts) and all(map(matches, parts, names)):
-                leaf(entry, names)
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                names = entry.name.split(".")
+                if len(names) == len(parts) and all(map(matches, parts, names)):
+                    leaf(entry, names)
     else:
         seen = set()
         pending = [(folder, [])]
@@ -630,13 +633,14 @@ def _stored_chunks(m: _Meta, folder: Path, grid, prefix: str | None, separator: 
             last = len(names) + 1 == len(parts)
             if not last:
                 _visit_once(at, seen, f"{m.where}: chunk folder")
-            for entry in os.scandir(at):
-                if not matches(part, entry.name):
-                    continue
-                if last:
-                    leaf(entry, names + [entry.name])
-                elif entry.is_dir():
-                    pending.append((Path(entry.path), names + [entry.name]))
+            with os.scandir(at) as entries:
+                for entry in entries:
+                    if not matches(part, entry.name):
+                        continue
+                    if last:
+                        leaf(entry, names + [entry.name])
+                    elif entry.is_dir():
+                        pending.append((Path(entry.path), names + [entry.name]))
     found.sort(key=lambda f: f[0])
     return found
 
