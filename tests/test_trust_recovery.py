@@ -567,6 +567,18 @@ def relocate(folder: Path, old: Path):
             p.write_bytes(bytes(header) + raw[4096:])
 
 
+def parses(raw: bytes) -> bool:
+    """Whether `raw` is a record or pointer whose fields parse (its checksum aside)."""
+    try:
+        if raw.startswith(b"jask-txn 2\n"):
+            parse_record(raw)
+        elif raw.startswith(b"jask-txn-pointer 2\n"):
+            parse_pointer(raw)
+        return True
+    except (ValueError, IndexError, UnicodeDecodeError):
+        return False
+
+
 def mutate(rng: random.Random, data: Path, elsewhere: Path):
     files = [
         p
@@ -601,6 +613,8 @@ def mutate(rng: random.Random, data: Path, elsewhere: Path):
             os.symlink(real, p)
         elif how == "dir":
             p.mkdir()
+    elif how == "resealed" and not parses(raw):
+        p.write_bytes(raw[::-1])  # mutated already: no fields to reseal
     elif how == "resealed" and raw.startswith(b"jask-txn 2\n"):
         # A record with a valid checksum naming hostile paths.
         txn_id, pid, host, pairs = parse_record(raw)
