@@ -697,8 +697,8 @@ TEST(UpdateTree, PlantedRecordsAreNeverActedOnAndAreReported) {
        record({{dir.file("in/other.npy"), target}})},
       // A record with a path that climbs out.
       {"dot-dot", target + ".jask-txn-" + id + ".journal",
-       record({{dir.file("in/../out/victim.npy.jask-txn-") + id,
-                dir.file("in/../out/victim.npy")}})},
+       record(
+           {{dir.file("in/../out/victim.npy.jask-txn-") + id, dir.file("in/../out/victim.npy")}})},
       // A version 1 record (no checksum) of the old form.
       {"version 1", target + ".jask-txn-" + id + ".journal",
        "jask-txn 1\n" + std::to_string(in_temp.size()) + ":" + in_temp +

@@ -9,9 +9,9 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cstdio>
 #include <filesystem>
 #include <mutex>
 #include <set>
@@ -638,8 +638,8 @@ std::string RecoveryFile::read(size_t limit) const {
   std::string out;
   char buf[4096];
   while (out.size() < limit) {
-    const ssize_t n = ::pread(fd_, buf, std::min(sizeof buf, limit - out.size()),
-                              static_cast<off_t>(out.size()));
+    const ssize_t n =
+        ::pread(fd_, buf, std::min(sizeof buf, limit - out.size()), static_cast<off_t>(out.size()));
     if (n < 0) {
       if (errno == EINTR) continue;
       throw IoError(errno_message("read", path_, errno));

@@ -289,7 +289,7 @@ std::string record_fault(const Record& r, const std::string& path, const std::st
 struct PointerState {
   enum Kind { kUnwritten, kUncommitted, kCommitted, kUntrusted } kind = kUntrusted;
   Pointer pointer;
-  Record record;     // kCommitted
+  Record record;      // kCommitted
   std::string fault;  // kUntrusted: what is wrong, for the message
 };
 
@@ -302,8 +302,9 @@ PointerState inspect(const RecoveryFile& file, const std::string& id, const std:
   }
   std::optional<Pointer> p = decode_pointer(text);
   if (!p) {
-    s.fault = "it is not a pointer this version of Jask writes (no intact checksum; an older Jask "
-              "wrote the bare path of its record)";
+    s.fault =
+        "it is not a pointer this version of Jask writes (no intact checksum; an older Jask "
+        "wrote the bare path of its record)";
     return s;
   }
   s.pointer = *p;
@@ -398,19 +399,21 @@ void roll_forward(const Record& r, const std::string& record, const std::string&
     struct stat st {};
     if (::lstat(temp.c_str(), &st) != 0) continue;  // renamed in already
     if (!S_ISREG(st.st_mode)) {
-      return note_recovery(left_alone(temp, "it is " + file_kind(st.st_mode) +
-                                                ", not the regular file update_tree_ writes"));
+      return note_recovery(left_alone(
+          temp, "it is " + file_kind(st.st_mode) + ", not the regular file update_tree_ writes"));
     }
     if (::lstat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-      return note_recovery(left_alone(temp, "its target " + target + " is " +
-                                                file_kind(st.st_mode) + ", not a regular file"));
+      return note_recovery(left_alone(
+          temp, "its target " + target + " is " + file_kind(st.st_mode) + ", not a regular file"));
     }
     if (::rename(temp.c_str(), target.c_str()) != 0 && errno != ENOENT) {
       const int err = errno;
       throw IoError("cannot finish the update of " + target + ": jask.update_tree_ committed it (" +
                     record + ") but its process died before renaming " + temp + " over it (" +
-                    std::strerror(err) + "). Open one of its arrays with mode=\"r+\" as a user who "
-                    "may write to " + folder + " to finish it");
+                    std::strerror(err) +
+                    "). Open one of its arrays with mode=\"r+\" as a user who "
+                    "may write to " +
+                    folder + " to finish it");
     }
     renamed = true;
   }
@@ -435,8 +438,7 @@ void roll_back(const std::string& pointer, const PointerState& s, const std::str
 }
 
 // One pointer file of a transaction that may have no live writer.
-void recover_pointer(const std::string& pointer, const std::string& id,
-                     const std::string& target) {
+void recover_pointer(const std::string& pointer, const std::string& id, const std::string& target) {
   RecoveryFile file(pointer);
   if (file.state() == RecoveryFile::State::kAbsent) return;
   if (file.state() == RecoveryFile::State::kRefused)
@@ -536,8 +538,7 @@ std::optional<std::string> committed_replacement(const std::string& target) {
       continue;
     }
     const PointerState s = inspect(file, id, t);
-    if (s.kind == PointerState::kUntrusted)
-      note_recovery(pointer + " was ignored: " + s.fault);
+    if (s.kind == PointerState::kUntrusted) note_recovery(pointer + " was ignored: " + s.fault);
     if (s.kind != PointerState::kCommitted) continue;  // the old values stand
     const std::string temp = t + std::string(kTxnTag) + id;
     struct stat st {};
