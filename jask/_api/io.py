@@ -128,9 +128,11 @@ def update_(target, new) -> DiskArray:
     shard, a raw file of several arrays, an HDF5 file), the new values go to
     a journal beside it (``<path>.jask-journal``), which is flushed and then
     copied over the array's bytes in place: the rest of the file is never
-    rewritten, and the next open of the file finishes an update a crash
-    interrupted. Readers in this process wait during the copy; other
-    processes reading the file meanwhile may see it half-written.
+    rewritten, and the next writable open (``mode="r+"``) or update of the
+    file finishes an update a crash interrupted; a read-only open reads the
+    committed values through the journal and changes nothing. Readers in
+    this process wait during the copy; other processes reading the file
+    meanwhile may see it half-written.
     """
     if compat.is_tracer(getattr(target, "_handle", None)):
         raise TypeError(
@@ -159,9 +161,11 @@ def update_tree_(targets, new_values):
 
     A crash cannot tear it: after a process is killed at any moment, every
     array holds its old values or every array holds its new ones, as seen by
-    the next open of any of their files (which finishes or undoes the step a
-    dead process left; finishing it renames files in their folders, so an
-    open by a user who may not write there raises an OSError saying so).
+    the next open of any of their files. A writable open (``mode="r+"``) or
+    update finishes or undoes the step a dead process left (finishing it
+    renames files in their folders, so an open by a user who may not write
+    there raises an OSError saying so); a read-only open reads the committed
+    values and changes nothing.
     Readers in other threads see each array all old or all new. Each leaf's
     values go to a new file beside it, as for `update_`; then one small
     commit record (``<first file>.jask-txn-<id>.journal``) is flushed, the new
