@@ -59,6 +59,7 @@ from ._checkpoint_index import FORMAT, INDEX, MAX_DEPTH, MAX_INT, VERSION
 from ._durable import fsync_folder
 from ._jax import compat
 from ._jax.diskarray import DiskArray
+from .formats._npy import read_header
 
 LOAD_MODES = ("copy", "r")
 _SIBLING_PATTERN = r"\.(tmp|old)-(\d{1,10})-[0-9a-f]{1,32}"
@@ -620,10 +621,7 @@ def _read_in_memory(file: str, record: dict) -> np.ndarray:
     dtype = jnp.dtype(record["dtype"])
     fd = checked.open_regular(file, f"load_tree: leaf {record['path']}")
     with os.fdopen(fd, "rb") as f:
-        try:
-            shape, saved_dtype = _npy_header(f)
-        except ValueError as e:
-            raise ValueError(f"load_tree: {file} is not a .npy file np.save writes: {e}") from None
+        shape, _, saved_dtype = read_header(f, f"load_tree: leaf {record['path']}'s file {file}")
         # np.save writes dtypes NumPy does not know (bfloat16) as raw bytes of their size.
         raw = saved_dtype.type is np.void and not saved_dtype.fields and dtype.type is not np.void
         if raw and saved_dtype.itemsize == dtype.itemsize:
@@ -641,17 +639,6 @@ def _read_in_memory(file: str, record: dict) -> np.ndarray:
     if raw:
         return array.view(dtype)
     return array.astype(dtype) if array.dtype != dtype else array  # byte order only
-
-
-def _npy_header(f) -> tuple[tuple[int, ...], np.dtype]:
-    version = np.lib.format.read_magic(f)
-    if version == (1, 0):
-        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
-    elif version == (2, 0):
-        shape, _, dtype = np.lib.format.read_array_header_2_0(f)
-    else:
-        raise ValueError(f"format version {version}, not 1.0 or 2.0")
-    return shape, dtype
 
 
 def _check_file_matches(shape, dtype, record: dict, file: str) -> None:

@@ -308,6 +308,22 @@ def test_a_truncated_in_memory_leaf_is_refused_before_it_is_read(saved):
         jask.load_tree(path)
 
 
+def test_an_in_memory_leaf_whose_header_numpy_cannot_tokenize_is_a_value_error(saved):
+    """numpy's header parser raises tokenize.TokenError for an unterminated string: load_tree
+    says which leaf and file instead."""
+    import tokenize
+
+    path, _ = saved
+    text = "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), 'x': '''\n" + " " * 10
+    header = text.encode("latin1")
+    leaf = path / "leaf_00001.npy"
+    leaf.write_bytes(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header)
+    with pytest.raises(tokenize.TokenError):
+        np.load(leaf)
+    with pytest.raises(ValueError, match=r"leaf_00001\.npy is not a readable \.npy file"):
+        jask.load_tree(path)
+
+
 # -- the fuzzer --------------------------------------------------------------------------
 
 DEEP, HUGE = "\x01deep\x01", "\x01huge\x01"

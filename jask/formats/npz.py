@@ -23,7 +23,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.lib import format as npy_format
 
 from .._api.io import open_array
 from .._dtypes import SUPPORTED, storage_dtype
@@ -31,13 +30,13 @@ from .._files import open_regular
 from .._jax.diskarray import DiskArray
 from .._runtime import memory_budget
 from ._chunked import open_chunked
+from ._npy import MAX_HEADER, read_header
 
 # signature, version, flags, method, time, date, crc32, sizes, name and extra lengths.
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
 _LOCAL_SIGNATURE = b"PK\x03\x04"
 # numpy.load's max_header_size, and the limit of Jask's own .npy reader.
-_MAX_NPY_HEADER = 10_000
-_MAX_NPY_PREFIX = 12 + _MAX_NPY_HEADER  # magic, version, length, header text
+_MAX_NPY_PREFIX = 12 + MAX_HEADER  # magic, version, length, header text
 _ENCRYPTED_OR_PATCHED = 0x61  # general purpose flags: encrypted, patched, strongly encrypted
 _UTF8_NAME = 0x800  # general purpose flag: the name is UTF-8 (else cp437)
 _MAX_DEFLATE_RATIO = 1032  # deflate writes at least one bit per 258 bytes of output
@@ -254,19 +253,7 @@ def _parse_npy_prefix(prefix: bytes, where: str) -> tuple[tuple[int, ...], np.dt
     """Shape, dtype (little-endian), header length and whether the data are big-endian, from
     the first bytes of a .npy file, checked for Jask."""
     fp = io.BytesIO(prefix)
-    try:
-        version = npy_format.read_magic(fp)
-        if version == (1, 0):
-            header = npy_format.read_array_header_1_0(fp, max_header_size=_MAX_NPY_HEADER)
-        elif version in ((2, 0), (3, 0)):
-            header = npy_format.read_array_header_2_0(fp, max_header_size=_MAX_NPY_HEADER)
-        else:
-            raise ValueError(f"unknown .npy format version {version}")
-    except MemoryError:
-        raise
-    except Exception as e:  # numpy's parser lets tokenize, syntax and unicode errors out
-        raise ValueError(f"{where} is not a readable .npy file: {type(e).__name__}: {e}") from None
-    shape, fortran_order, dtype = header
+    shape, fortran_order, dtype = read_header(fp, where)
     if any(d < 0 for d in shape) or math.prod(max(d, 1) for d in shape) > _MAX_ELEMENTS:
         raise ValueError(f"{where}: its .npy header gives it an impossible shape {shape}")
     if dtype.hasobject:
