@@ -29,6 +29,19 @@ def file_kind(mode: int) -> str:
     return "of an unknown kind"
 
 
+class UnsupportedFileError(NotImplementedError, ValueError):
+    """A valid file asking for what Jask does not read: a codec, a filter, a layout, a zip
+    method, a datatype's bit layout. A ValueError, as every refusal of a file's contents is."""
+
+
+class NotInFileError(KeyError, ValueError):
+    """A name asked for is not in the file or store (a dataset, an array of a group): a KeyError,
+    as a missing key of a mapping is, and a ValueError, as every refusal of a file is."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 class NotRegularFileError(OSError):
     """A path Jask reads names a FIFO, a device, a socket or a folder, not a regular file."""
 

@@ -114,7 +114,7 @@ def test_conversions_of_tracers_raise_jaxs_errors():
         d, j = both(a)
         for f in (bool, int, float, lambda v: [1, 2][v]):
 
-            def error(x):
+            def error(x, f=f):
                 with pytest.raises(Exception) as info:
                     jax.jit(lambda v: f(v.sum() if v.size == 1 else v))(x)
                 return type(info.value), str(info.value).splitlines()[0]
@@ -134,8 +134,9 @@ def test_len_of_tracers_under_every_transformation():
         return x * len(x)
 
     for t in (jax.jit, jax.grad, jax.vmap):
-        g = (lambda h: t(lambda x: h(x).sum())) if t is jax.grad else t
-        same(jask.materialize(g(f)(d)) if isinstance(g(f)(d), jask.DiskArray) else g(f)(d), g(f)(j))
+        g = (lambda h, t=t: t(lambda x: h(x).sum())) if t is jax.grad else t
+        out = g(f)(d)
+        same(jask.materialize(out) if isinstance(out, jask.DiskArray) else out, g(f)(j))
     got = jax.jvp(f, (d,), (d,))
     want = jax.jvp(f, (j,), (j,))
     for g, w in zip(got, want):

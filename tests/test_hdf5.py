@@ -13,6 +13,15 @@ import jask
 from conftest import assert_close
 
 
+@pytest.fixture(autouse=True)
+def x64():
+    """With x64 on, float64 data keeps the file's own dtype, so these tests see the format's
+    decoding exactly; with it off every opener gives float32, as jnp.asarray would
+    (tests/test_formats_x64.py)."""
+    with jax.enable_x64(True):
+        yield
+
+
 def data(rng, shape, dtype):
     if np.dtype(dtype) == np.bool_:
         return rng.random(shape) > 0.5

@@ -11,8 +11,8 @@ seeded byte mutations of files h5py wrote (contiguous, chunked, gzip + shuffle +
 big-endian, float16/32/64, int32, bool, fill values).
 
 What the default run found (2 seeds x 150 mutations; counts by outcome): seed 0: 112 values
-equal to h5py's, 36 ValueError, 2 DatasetNotFoundError; seed 1: 123 values, 26 ValueError, 1
-DatasetNotFoundError; no crash, hang, unclean error or wrong value after the fixes above.
+equal to h5py's, 36 ValueError, 2 NotInFileError; seed 1: 123 values, 26 ValueError, 1
+NotInFileError; no crash, hang, unclean error or wrong value after the fixes above.
 """
 
 from __future__ import annotations

@@ -83,13 +83,13 @@ def open_array(path, *, shape=None, dtype=None, offset=0, mode="r") -> DiskArray
         check_nbytes(shape, dt, what, offset)
         h = _engine.open(path, "raw", writable, dtype_code(dt), list(shape), offset)
     code, shp, *_ = _engine.info(h)
-    return _in_jax_dtype(DiskArray(DiskArrayTy(tuple(shp), dtype_from_code(code)), h), path)
+    return in_jax_dtype(DiskArray(DiskArrayTy(tuple(shp), dtype_from_code(code)), h), path)
 
 
-def _in_jax_dtype(x: DiskArray, path: str) -> DiskArray:
-    """An opened file's array as JAX would hold its values: a float64 file opened while
-    jax_enable_x64 is off is read into a float32 scratch array (the file is left as it is),
-    as jnp.asarray(np.load(path)) gives float32; with mode="r+" it is refused, since updates
+def in_jax_dtype(x: DiskArray, path) -> DiskArray:
+    """An opened file's array as JAX would hold its values (every opener's last step): a float64
+    file opened while jax_enable_x64 is off is read into a float32 scratch array (the file is
+    left as it is), as jnp.asarray(np.load(path)) gives float32; with mode="r+" it is refused, since updates
     could not reach the file."""
     dtype = jax_dtype(x.dtype)
     if dtype == x.dtype:

@@ -12,6 +12,7 @@ import os
 import numpy as np
 
 from .. import _engine, _progress, _runtime
+from .._api.io import in_jax_dtype
 from .._dtypes import dtype_code, dtype_from_code, storage_dtype
 from .._jax.diskarray import DiskArray, DiskArrayTy
 from .._shapes import MAX_FILE_BYTES, as_int, as_shape, check_nbytes
@@ -150,7 +151,7 @@ def open_chunked(
         fill,
     )
     code, shp, *_ = _engine.info(h)
-    return DiskArray(DiskArrayTy(tuple(shp), dtype_from_code(code)), h)
+    return in_jax_dtype(DiskArray(DiskArrayTy(tuple(shp), dtype_from_code(code)), h), path)
 
 
 def write_chunked(x: DiskArray, *, chunk_shape, codecs, paths) -> list[int]:

@@ -17,7 +17,7 @@ import numpy as np
 
 from .._api.io import from_numpy, open_array
 from .._dtypes import SUPPORTED, storage_dtype
-from .._files import open_regular
+from .._files import NotInFileError, UnsupportedFileError, open_regular
 from .._jax.diskarray import DiskArray
 from .._runtime import memory_budget
 from ._chunked import chunk_grid, open_chunked
@@ -66,9 +66,9 @@ def open_hdf5(path, dataset: str, *, mode: str = "r") -> DiskArray:
 
     Raises:
       ImportError: h5py is not installed.
-      DatasetNotFoundError (a KeyError and ValueError): no object of that name.
+      NotInFileError (a KeyError and ValueError): no object of that name.
       TypeError: a group, or a dtype Jask does not store.
-      UnsupportedHdf5Error (a NotImplementedError and ValueError): a filter other than
+      UnsupportedFileError (a NotImplementedError and ValueError): a filter other than
         deflate, shuffle and fletcher32, a virtual dataset, external storage, chunks stored
         with a filter skipped, or a datatype whose bits h5py converts (a float that is not
         IEEE binary16/32/64, an integer with padding bits): Jask reads bytes as they are.
@@ -118,17 +118,6 @@ def open_hdf5(path, dataset: str, *, mode: str = "r") -> DiskArray:
         ) from None
 
 
-class UnsupportedHdf5Error(NotImplementedError, ValueError):
-    """A valid HDF5 dataset Jask does not read (a filter, a layout, a datatype's bit layout)."""
-
-
-class DatasetNotFoundError(KeyError, ValueError):
-    """No dataset of that name in the file."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
-
-
 # Jask's own refusals (their messages start with the path), raised while h5py has the file
 # open: passed through as they are; h5py's own errors are not.
 _OWN = (ValueError, TypeError, OSError, KeyError)
@@ -152,7 +141,7 @@ def _plan(h5py, path: str, name: str, f, mode: str, file_size: int):
     except (KeyError, ValueError):
         ds = None
     if ds is None:
-        raise DatasetNotFoundError(f"{path}: no dataset named {name!r}")
+        raise NotInFileError(f"{path}: no dataset named {name!r}")
     if not isinstance(ds, h5py.Dataset):
         raise TypeError(f"{path}: {name!r} is a {type(ds).__name__}, not a dataset")
     shape, big_endian, dtype = tuple(ds.shape), *_dtype(h5py, ds, where)
@@ -161,9 +150,9 @@ def _plan(h5py, path: str, name: str, f, mode: str, file_size: int):
     plist = ds.id.get_create_plist()
     layout = plist.get_layout()
     if layout == h5py.h5d.VIRTUAL:
-        raise UnsupportedHdf5Error(f"{where} is a virtual dataset; Jask opens stored datasets")
+        raise UnsupportedFileError(f"{where} is a virtual dataset; Jask opens stored datasets")
     if plist.get_external_count() > 0:
-        raise UnsupportedHdf5Error(f"{where} keeps its data in external files")
+        raise UnsupportedFileError(f"{where} keeps its data in external files")
     read_only = layout != h5py.h5d.CONTIGUOUS or big_endian or ds.id.get_offset() is None
     if mode == "r+" and read_only:
         raise ValueError(f"{where} cannot be opened with mode='r+': {_why_read_only(ds, h5py)}")
@@ -275,7 +264,7 @@ def _check_bit_layout(h5py, tid, where: str, dtype: np.dtype) -> None:
                 f"IEEE binary{bits}"
             )
     if problems:
-        raise UnsupportedHdf5Error(
+        raise UnsupportedFileError(
             f"{where} has an HDF5 datatype of {size} bytes with {'; '.join(problems)}. h5py "
             f"converts it to {dtype}; Jask reads the stored bytes as they are, so it refuses "
             "it: convert the dataset with h5py (ds[...].astype) and save that"
@@ -314,7 +303,7 @@ def _decoders(plist, where: str, itemsize: int) -> list[tuple[str, int]]:
             steps.append(("fletcher32", 0))
         else:
             label = filter_name.decode(errors="replace") or _FILTER_NAMES.get(code, "unknown")
-            raise UnsupportedHdf5Error(
+            raise UnsupportedFileError(
                 f"{where} uses the HDF5 filter {label!r} (id {code}); Jask decodes deflate "
                 "(gzip), shuffle and fletcher32: rewrite it with h5py using those"
             )
@@ -332,7 +321,7 @@ def _stored_chunks(ds, where: str, shape: tuple, chunk_shape: tuple, file_size: 
             return
         start = tuple(info.chunk_offset)
         if info.filter_mask != 0:
-            raise UnsupportedHdf5Error(
+            raise UnsupportedFileError(
                 f"{where}: the chunk at {start} was stored with filters skipped (filter mask "
                 f"{info.filter_mask:#x}); Jask reads chunks that went through every filter"
             )

@@ -26,7 +26,7 @@ import numpy as np
 
 from .._api.io import open_array
 from .._dtypes import SUPPORTED, storage_dtype
-from .._files import open_regular
+from .._files import UnsupportedFileError, open_regular
 from .._jax.diskarray import DiskArray
 from .._runtime import memory_budget
 from ._chunked import open_chunked
@@ -50,10 +50,6 @@ _R_PLUS_REFUSED = (
     "numpy.load and zipfile check it (zipfile.BadZipFile: Bad CRC-32). Open it with mode='r', "
     "or extract the member to a .npy file and open that with mode='r+'"
 )
-
-
-class UnsupportedNpzError(NotImplementedError, ValueError):
-    """A valid archive asking for what Jask does not read (encryption, a zip method, an order)."""
 
 
 @dataclass(frozen=True)
@@ -103,7 +99,7 @@ def open_npz(path, *, mode: str = "r", members: Iterable[str] | None = None) -> 
       ValueError: a truncated, inconsistent or corrupt archive or member (a bad CRC-32),
         naming it.
       TypeError: a member's dtype is not one Jask stores.
-      UnsupportedNpzError (a NotImplementedError and ValueError): a Fortran-order, encrypted,
+      UnsupportedFileError (a NotImplementedError and ValueError): a Fortran-order, encrypted,
         or not stored/deflated member.
       OSError: the path is not a regular file (a FIFO, a device), or cannot be read.
 
@@ -164,12 +160,12 @@ def _member_name(filename: str) -> str:
 def _layout(f, file_size: int, path: str, info: zipfile.ZipInfo) -> _Member:
     where = f"{path}: member {info.filename!r}"
     if info.flag_bits & _ENCRYPTED_OR_PATCHED:
-        raise UnsupportedNpzError(
+        raise UnsupportedFileError(
             f"{where} is encrypted or patched (zip flags {info.flag_bits:#x}); Jask reads "
             "plain archives"
         )
     if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-        raise UnsupportedNpzError(
+        raise UnsupportedFileError(
             f"{where} is compressed with zip method {info.compress_type}; Jask reads stored "
             "(np.savez) and deflated (np.savez_compressed) members"
         )
@@ -270,7 +266,7 @@ def _parse_npy_prefix(prefix: bytes, where: str) -> tuple[tuple[int, ...], np.dt
             "convert it, or pass members= to open the others"
         ) from None
     if fortran_order and sum(d > 1 for d in shape) > 1:
-        raise UnsupportedNpzError(
+        raise UnsupportedFileError(
             f"{where} is stored in Fortran order (shape {shape}, {dtype}); Jask opens C-order "
             "arrays: save it with np.ascontiguousarray(a)"
         )

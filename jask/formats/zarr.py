@@ -32,7 +32,14 @@ import numpy as np
 
 from .._dtypes import SUPPORTED, storage_dtype
 from .._durable import fsync_folder
-from .._files import NotRegularFileError, file_kind, open_regular, read_regular
+from .._files import (
+    NotInFileError,
+    NotRegularFileError,
+    UnsupportedFileError,
+    file_kind,
+    open_regular,
+    read_regular,
+)
 from .._jax import compat
 from .._jax.diskarray import DiskArray
 from .._runtime import memory_budget
@@ -42,10 +49,6 @@ MiB = 1 << 20
 _EMPTY = (1 << 64) - 1  # a v3 shard index's (offset, nbytes) of a chunk that is not stored
 _METADATA_LIMIT = 64 * MiB  # the most bytes of a zarr.json or .zarray read
 _MAX_NDIM = 64  # NumPy's, so zarr-python's
-
-
-class UnsupportedZarrError(NotImplementedError, ValueError):
-    """Valid zarr metadata asking for what Jask does not read (a codec, a filter, a grid)."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,7 @@ def open_zarr(path, *, name: str | None = None):
 
     Raises:
       ValueError: invalid metadata, a chunk or shard that does not match it (naming the file).
-      UnsupportedZarrError (a NotImplementedError and a ValueError): a codec, filter or chunk
+      UnsupportedFileError (a NotImplementedError and a ValueError): a codec, filter or chunk
         grid Jask does not read.
       TypeError: a dtype Jask does not store.
       OSError: a file that cannot be read, or that is not a regular file (a FIFO, a device).
@@ -106,7 +109,9 @@ def open_zarr(path, *, name: str | None = None):
     names = group_arrays(root)
     if name is not None:
         if name not in names:
-            raise KeyError(f"{root}: the zarr group has no array {name!r}; it has {sorted(names)}")
+            raise NotInFileError(
+                f"{root}: the zarr group has no array {name!r}; it has {sorted(names)}"
+            )
         return open_chunked(**vars(read_spec(root / name, name=name)))
     return {n: open_chunked(**vars(read_spec(root / n, name=n))) for n in sorted(names)}
 
@@ -317,7 +322,7 @@ def _v2_spec(folder: Path, meta: dict, name: str | None) -> ChunkedSpec:
         raise m.error("filters", filters, "a list or null")
     if filters:
         ids = [f.get("id") if isinstance(f, dict) else f for f in filters]
-        raise UnsupportedZarrError(
+        raise UnsupportedFileError(
             f"{m.where}: zarr v2 filters are not supported (has {_show(ids)})"
         )
     codecs = []
@@ -325,7 +330,7 @@ def _v2_spec(folder: Path, meta: dict, name: str | None) -> ChunkedSpec:
         compressor = m.sub("compressor")
         cid = compressor.field("id")
         if not isinstance(cid, str) or cid not in _V2_COMPRESSORS:
-            raise UnsupportedZarrError(
+            raise UnsupportedFileError(
                 f"{m.where}: zarr v2 compressor {_show(cid)} is not supported (Jask reads "
                 f"{', '.join(_V2_COMPRESSORS)} or none)"
             )
@@ -393,7 +398,7 @@ def _v3_spec(folder: Path, meta: dict, name: str | None) -> ChunkedSpec:
     dtype = _V3_DTYPES[data_type]
     grid = m.sub("chunk_grid")
     if grid.text("name") != "regular":
-        raise UnsupportedZarrError(
+        raise UnsupportedFileError(
             f"{m.where}: chunk_grid {_show(grid.meta)} is not supported (only regular)"
         )
     outer_shape = grid.sub("configuration").shape("chunk_shape", positive=True)
@@ -403,7 +408,7 @@ def _v3_spec(folder: Path, meta: dict, name: str | None) -> ChunkedSpec:
     if not isinstance(transformers, list):
         raise m.error("storage_transformers", transformers, "a list")
     if transformers:
-        raise UnsupportedZarrError(f"{m.where}: storage_transformers are not supported")
+        raise UnsupportedFileError(f"{m.where}: storage_transformers are not supported")
     prefix, separator = _v3_key_encoding(m)
     fill = _fill_value(m, m.field("fill_value"), dtype, version=3)
     codecs, sharding = _v3_codecs(m, m.field("codecs"), dtype, len(shape))
@@ -430,7 +435,7 @@ def _v3_key_encoding(m: _Meta) -> tuple[str | None, str]:
     encoding = m.sub("chunk_key_encoding")
     kind = encoding.text("name")
     if kind not in ("default", "v2"):
-        raise UnsupportedZarrError(
+        raise UnsupportedFileError(
             f"{m.where}: chunk_key_encoding {_show(encoding.meta)} is not supported"
         )
     config = encoding.sub("configuration", {})
@@ -502,14 +507,14 @@ def _v3_codecs(m: _Meta, codecs, dtype: np.dtype, ndim: int, in_shard: bool = Fa
     names = [name for name, _ in parsed]
     serializers = [i for i, n in enumerate(names) if n in ("bytes", "sharding_indexed")]
     if len(serializers) != 1:
-        raise UnsupportedZarrError(
+        raise UnsupportedFileError(
             f"{m.where}: codecs {_show(names)} need exactly one of bytes or sharding_indexed"
         )
     at = serializers[0]
     before, (kind, config), after = parsed[:at], parsed[at], parsed[at + 1 :]
     if kind == "sharding_indexed":
         if before or after or in_shard:
-            raise UnsupportedZarrError(
+            raise UnsupportedFileError(
                 f"{m.where}: codecs {_show(names)}: only sharding_indexed alone is supported "
                 f"around a shard (no codec before or after it, no sharding inside it)"
             )
@@ -517,7 +522,7 @@ def _v3_codecs(m: _Meta, codecs, dtype: np.dtype, ndim: int, in_shard: bool = Fa
     decode = []
     for name, _ in reversed(after):
         if name not in _V3_BYTES_CODECS:
-            raise UnsupportedZarrError(
+            raise UnsupportedFileError(
                 f"{m.where}: zarr v3 codec {_show(name)} is not supported (Jask reads "
                 f"bytes, transpose, {', '.join(_V3_BYTES_CODECS)}, sharding_indexed)"
             )
@@ -542,7 +547,7 @@ def _endian(config: _Meta, dtype: np.dtype) -> str:
 
 def _transpose(m: _Meta, name: str, config: _Meta, ndim: int) -> list[tuple[str, int]]:
     if name != "transpose":
-        raise UnsupportedZarrError(
+        raise UnsupportedFileError(
             f"{m.where}: zarr v3 codec {_show(name)} before bytes is not supported (only transpose)"
         )
     order = config.field("order", None)
@@ -550,7 +555,7 @@ def _transpose(m: _Meta, name: str, config: _Meta, ndim: int) -> list[tuple[str,
         return []
     if order == list(range(ndim))[::-1]:
         return [("order_f", 0)]
-    raise UnsupportedZarrError(
+    raise UnsupportedFileError(
         f"{m.where}: transpose order {_show(order)} is not supported (only the identity and "
         f"{list(range(ndim))[::-1]}, Fortran order)"
     )
@@ -573,7 +578,7 @@ def _sharding(inner: _Meta, dtype: np.dtype, ndim: int):
     parsed = [_codec(inner, c, i) for i, c in enumerate(index_codecs)]
     names = [name for name, _ in parsed]
     if names not in (["bytes"], ["bytes", "crc32c"]):
-        raise UnsupportedZarrError(
+        raise UnsupportedFileError(
             f"{inner.where}: index_codecs {_show(names)} are not supported (bytes, optionally "
             f"crc32c)"
         )
