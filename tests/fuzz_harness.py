@@ -182,8 +182,11 @@ for code, P in jobs:
 """
 
 
-def _run_server(jobs, work: Path, preload, budget) -> list:
-    """Runs (code, folder) jobs in one server; a job the server never reached is ("timeout",)."""
+def run_jobs(jobs, work: Path, preload, budget) -> list:
+    """Runs (code, folder) jobs in one server, each in a sandboxed child; returns their results:
+    ("values", {leaf: array}), ("error", [exception type and bases], message, traceback),
+    ("timeout",) or ("crash", why). For trials `check_trials` cannot lay out (a file patched
+    after the others exist); `check_trials` is the usual way in."""
     jobs_file, results_file = work / "jobs.pickle", work / "results.pickle"
     jobs_file.write_bytes(pickle.dumps(jobs))
     source = SERVER.format(
@@ -353,7 +356,7 @@ def check_trials(
     outside_before = snapshot(outside)
     jobs = [(t.jask, str(f)) for t, f in zip(trials, folders)]
     jobs += [(t.reference, str(f)) for t, f in zip(trials, folders) if t.reference is not None]
-    results = _run_server(jobs, work, preload, budget)
+    results = run_jobs(jobs, work, preload, budget)
     results += [("timeout",)] * (len(jobs) - len(results))
     references = iter(results[len(trials) :])
     failures, counts = [], collections.Counter()

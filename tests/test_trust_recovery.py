@@ -25,7 +25,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from fuzz_harness import CANARIES, _run_server, fuzz_trials, snapshot
+from fuzz_harness import CANARIES, fuzz_trials, run_jobs, snapshot
 from test_update_crash import child_env
 
 import jask
@@ -353,7 +353,7 @@ def run_cases(cases, tmp_path: Path) -> list[str]:
     jobs = [(c.code, str(f / "data")) for c, f in zip(cases, folders)]
     work = root / "work"
     work.mkdir()
-    results = _run_server(jobs, work, (), "1MB")
+    results = run_jobs(jobs, work, (), "1MB")
     results += [("timeout",)] * (len(jobs) - len(results))
     failures = []
     for case, folder, before, elsewhere, result in zip(
