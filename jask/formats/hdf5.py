@@ -19,7 +19,6 @@ from .._api.io import from_numpy, open_array
 from .._dtypes import SUPPORTED, storage_dtype
 from .._files import NotInFileError, UnsupportedFileError, open_regular
 from .._jax.diskarray import DiskArray
-from .._runtime import memory_budget
 from ._chunked import chunk_grid, open_chunked
 
 # HDF5 filter ids (H5Zpublic.h) -> the engine's decoding step.
@@ -41,7 +40,7 @@ def open_hdf5(path, dataset: str, *, mode: str = "r") -> DiskArray:
       of the array reads and decodes its chunks again (gzip at one core's
       zlib speed: the engine decodes on one thread). Chunks never written read as the
       fill value. The open reads the chunk index through h5py (a Python call
-      per stored chunk).
+      per stored chunk) and keeps a row per stored chunk, however large the grid.
     - never written (contiguous with no storage allocated, or chunked with no
       chunk stored): the dataset's fill value, read from nowhere (no file written).
     - compact (data inside the object header, at most 64 KB): copied into a
@@ -73,8 +72,7 @@ def open_hdf5(path, dataset: str, *, mode: str = "r") -> DiskArray:
         with a filter skipped, or a datatype whose bits h5py converts (a float that is not
         IEEE binary16/32/64, an integer with padding bits): Jask reads bytes as they are.
       ValueError: mode="r+" on a dataset that cannot be written in place; a truncated or
-        corrupt file, offsets past its end; a chunk grid whose table would not fit in the
-        memory budget.
+        corrupt file, offsets past its end.
       OSError: the path is not a regular file (a FIFO, a device), or cannot be read.
 
     >>> import numpy as np, jask, tempfile, os, h5py
@@ -171,17 +169,16 @@ def _plan(h5py, path: str, name: str, f, mode: str, file_size: int):
             return lambda: open_array(path, shape=shape, dtype=dtype, offset=offset, mode=mode)
         # One chunk, the whole dataset: the engine reads byte-swap-only chunks in runs, in place.
         chunk_shape = shape
-        chunks = np.array([[0, offset, math.prod(shape) * dtype.itemsize]], dtype=np.int64)
+        chunks = np.array([[0, 0, offset, math.prod(shape) * dtype.itemsize]], dtype=np.int64)
         codecs = [("byteswap", dtype.itemsize)]
     else:
         chunk_shape = tuple(ds.chunks)
         codecs = _decoders(plist, where, dtype.itemsize)
         if big_endian:
             codecs.append(("byteswap", dtype.itemsize))
-        stored = _stored_chunks(ds, where, shape, chunk_shape, file_size)
-        if len(stored) == 0:
+        chunks = _stored_chunks(ds, where, shape, chunk_shape, file_size)
+        if len(chunks) == 0:
             return lambda: _all_fill(path, name, shape, dtype, fill)  # no chunk ever written
-        chunks = _dense_table(stored, where, shape, chunk_shape)
 
     def open_streamed():
         return open_chunked(
@@ -311,8 +308,9 @@ def _decoders(plist, where: str, itemsize: int) -> list[tuple[str, int]]:
 
 
 def _stored_chunks(ds, where: str, shape: tuple, chunk_shape: tuple, file_size: int) -> np.ndarray:
-    """(chunk id, offset, nbytes) of each stored chunk inside the grid, by chunk id, checked
-    against the file; as many rows as chunks the file stores, however large the grid."""
+    """The engine's sparse chunk table: (chunk id, file index 0, offset, nbytes) of each stored
+    chunk inside the grid, by chunk id, checked against the file; as many rows as chunks the
+    file stores, however large the grid (chunks not listed read as the fill value)."""
     grid = chunk_grid(shape, chunk_shape)
     rows = []
 
@@ -336,14 +334,14 @@ def _stored_chunks(ds, where: str, shape: tuple, chunk_shape: tuple, file_size: 
                 f"{where}: the chunk at {start} claims {size} bytes at offset {offset}, outside "
                 f"the file ({file_size} bytes); the file is truncated or corrupt"
             )
-        rows.append((_ravel(coords, grid), offset, size))
+        rows.append((_ravel(coords, grid), 0, offset, size))
 
     if hasattr(ds.id, "chunk_iter"):  # HDF5 >= 1.12.3: one pass over the index
         ds.id.chunk_iter(visit)
     else:
         for i in range(ds.id.get_num_chunks()):
             visit(ds.id.get_chunk_info(i))
-    table = np.array(sorted(rows), dtype=np.int64).reshape(-1, 3)
+    table = np.array(sorted(rows), dtype=np.int64).reshape(-1, 4)
     if len(table) > 1 and np.any(table[1:, 0] == table[:-1, 0]):
         raise ValueError(f"{where}: its chunk index lists a chunk twice; the file is corrupt")
     return table
@@ -355,19 +353,3 @@ def _ravel(coords: list[int], grid: tuple) -> int:
         index = index * g + k
     return index
 
-
-def _dense_table(stored: np.ndarray, where: str, shape: tuple, chunk_shape: tuple) -> np.ndarray:
-    """The engine's table: a (file, offset, nbytes) row per chunk of the grid, (-1, 0, 0) where
-    none is stored; refused when its rows would not fit in the memory budget."""
-    n = math.prod(chunk_grid(shape, chunk_shape))
-    if n * 3 * 8 > memory_budget():
-        raise ValueError(
-            f"{where}: its grid of {n} chunks of {chunk_shape} ({len(stored)} stored) needs a "
-            f"chunk table of {n * 24} bytes, over the memory budget ({memory_budget()} bytes); "
-            "raise jask.set_memory_budget, or rechunk the dataset with larger chunks"
-        )
-    table = np.zeros((n, 3), dtype=np.int64)
-    table[:, 0] = -1
-    table[stored[:, 0], 0] = 0
-    table[stored[:, 0], 1:] = stored[:, 1:]
-    return table
