@@ -698,3 +698,19 @@ def test_wrong_json_types_name_the_file_and_key(tmp_path):
         with pytest.raises((ValueError, TypeError), match=match) as info:
             jask.open_zarr(path)
         assert "zarr.json" in str(info.value)
+
+
+def test_a_sparse_shard_claiming_a_huge_index_is_refused_by_the_budget_before_it_is_read(tmp_path):
+    # A shard of 2**32 inner chunks has a 64 GiB index; a sparse file claims that size for free.
+    # It was read whole with one os.pread: a bare MemoryError() naming nothing (or, within the
+    # address space, gigabytes of zeros read past the memory budget).
+    n = 2**16
+    path = tmp_path / "a.zarr"
+    (path / "c" / "0").mkdir(parents=True)
+    (path / "zarr.json").write_bytes(_v3_meta([n, n], [n, n], codecs=_sharding([1, 1])))
+    with open(path / "c" / "0" / "0", "wb") as f:
+        f.truncate(16 * n * n)
+    start = time.perf_counter()
+    with pytest.raises(MemoryError, match=r"c/0/0: its index of 4294967296 inner chunks.*budget"):
+        jask.open_zarr(path)
+    assert time.perf_counter() - start < 5.0

@@ -721,7 +721,23 @@ def _read_shard_index(m: _Meta, path: Path, n: int, index: _ShardIndex) -> np.nd
                 f"{m.where}: shard {path} is truncated: {file_size} bytes, less than its index "
                 f"of {n} chunks ({size} bytes)"
             )
-        raw = os.pread(fd, size, file_size - size if index.at_end else 0)
+        # The index is read whole into memory: a sparse file can claim any size for free.
+        budget = memory_budget()
+        if size > budget:
+            raise MemoryError(
+                f"{m.where}: shard {path}: its index of {n} inner chunks is {size} bytes, more "
+                f"than the memory budget of {budget} bytes; raise it with "
+                f"jask.set_memory_budget() to open this array"
+            )
+        start = file_size - size if index.at_end else 0
+        pieces, done = [], 0
+        while done < size:  # one read returns at most about 2 GiB
+            piece = os.pread(fd, min(size - done, 1 << 30), start + done)
+            if not piece:
+                break
+            pieces.append(piece)
+            done += len(piece)
+        raw = b"".join(pieces)
     finally:
         os.close(fd)
     if len(raw) != size:
