@@ -207,6 +207,34 @@ def test_zipfiles_negative_seek_is_a_value_error_naming_the_archive(tmp_path):
         jask.open_npz(path)
 
 
+@pytest.mark.parametrize("zip64", [False, True], ids=["zip32", "zip64"])
+def test_a_central_directory_claimed_past_jasks_limit_is_refused_unread(tmp_path, zip64):
+    # A sparse archive whose end record claims the file's bytes before it as its central
+    # directory: zipfile read it whole (4 GiB of zeros into memory, 20 s; zip64 records can
+    # claim more, a bare MemoryError).
+    path = tmp_path / "a.npz"
+    size = (2**32 if zip64 else 2**32 - 1) + 22
+    with open(path, "wb") as f:
+        if zip64:
+            cd = size + 56 + 20 - 22 - 2**20  # what the zip64 end record claims, up to it
+            at = size - 22 - 20 - 56
+            f.truncate(at)
+            f.seek(at)
+            f.write(struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, 1, 1, cd, 0))
+            f.write(struct.pack("<4sLQL", b"PK\x06\x07", 0, at, 1))
+            f.write(
+                struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, *(2 * [2**32 - 1]), 0)
+            )
+        else:
+            f.truncate(size - 22)
+            f.seek(size - 22)
+            f.write(struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 1, 1, size - 22, 0, 0))
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=r"a\.npz: .*central directory is \d+ bytes, over Jask"):
+        jask.open_npz(path)
+    assert time.perf_counter() - start < 5.0
+
+
 def test_numpys_tokenize_errors_are_value_errors_naming_the_member(tmp_path):
     path = tmp_path / "a.npz"
     header = "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), 'x': '''\n"

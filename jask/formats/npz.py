@@ -43,6 +43,9 @@ _MAX_DEFLATE_RATIO = 1032  # deflate writes at least one bit per 258 bytes of ou
 _MAX_ELEMENTS = 1 << 60  # a shape's elements (zero-length axes counted as 1), at most
 # CRC-32 verification reads this many bytes at a time (an eighth of the budget, within these).
 _MIN_VERIFY_BLOCK, _MAX_VERIFY_BLOCK = 64 << 10, 16 << 20
+# The longest central directory Jask reads (zipfile reads it whole): a million members at
+# 100 bytes each fit.
+_MAX_CENTRAL_DIRECTORY = 256 << 20
 
 _R_PLUS_REFUSED = (
     "mode='r+' is not supported for .npz archives: a zip stores each member's CRC-32 (in its "
@@ -136,10 +139,41 @@ def _read_layouts(path: str, wanted: list[str] | None) -> dict:
         return layouts
 
 
+class _CappedReads:
+    """The archive as zipfile reads it, each read refused past `limit` bytes: zipfile reads the
+    central directory whole, at the size the end record gives (a sparse file can claim any
+    size for free: 4 GiB of zeros were read into memory, a zip64 record's more a bare
+    MemoryError)."""
+
+    def __init__(self, f, limit: int):
+        self._f, self._limit = f, limit
+
+    def read(self, n: int | None = -1) -> bytes:
+        if n is None or n < 0:  # to the end: only ever its last bytes (the end records)
+            data = self._f.read(self._limit + 1)
+            if len(data) > self._limit:
+                raise ValueError(f"a read to the end of over {self._limit} bytes")
+            return data
+        if n > self._limit:
+            raise ValueError(
+                f"its central directory is {n} bytes, over Jask's limit of {self._limit} bytes"
+            )
+        return self._f.read(n)
+
+    def seek(self, *args) -> int:
+        return self._f.seek(*args)
+
+    def tell(self) -> int:
+        return self._f.tell()
+
+    def seekable(self) -> bool:
+        return True
+
+
 def _central_directory(f, path: str) -> dict:
     """Member name -> ZipInfo, from the archive's central directory (zipfile's reading of it)."""
     try:
-        with zipfile.ZipFile(f) as zf:
+        with zipfile.ZipFile(_CappedReads(f, _MAX_CENTRAL_DIRECTORY)) as zf:
             return {_member_name(i.filename): i for i in zf.infolist() if not i.is_dir()}
     except MemoryError:
         raise
