@@ -18,8 +18,11 @@ NotInFileError; no crash, hang, unclean error or wrong value after the fixes abo
 from __future__ import annotations
 
 import io
+import os
 import random
 import struct
+import tempfile
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -204,3 +207,387 @@ def test_seeded_mutations_of_h5py_files(tmp_path, seed):
     ]
     counts = check_trials(trials, tmp_path, preload=PRELOAD)
     print(f"hdf5 mutation trials (seed {seed}): {dict(counts)}")
+
+
+# --- structured hostile cases -----------------------------------------------------------------
+
+# Opens and reads a structured case; a refusal must name the dataset too (the file is valid HDF5).
+STRICT = """
+name = {name!r}
+try:
+    d = jask.open_hdf5(os.path.join(P, {rel!r}), name)
+    out = {{"shape": np.array(d.shape, np.int64), "values": np.asarray(d{index})}}
+except (ValueError, TypeError) as e:
+    if repr(name) not in str(e):
+        raise RuntimeError(f"a refusal that names no dataset: {{e}}") from None
+    raise
+"""
+STRICT_REFERENCE = """
+import h5py
+with h5py.File(os.path.join(P, {rel!r}), "r") as f:
+    d = f[{name!r}]
+    v = np.asarray(d{index} if {index!r} else d[()])
+    shape = np.array(d.shape, np.int64)
+out = {{"shape": shape, "values": v.astype(v.dtype.newbyteorder("<")) if v.dtype.byteorder == ">" else v}}
+"""
+
+
+def case(label, build, name, index="", files=None, reference=True, libver=None):
+    """A trial of one dataset of a file h5py builds (`build(f)`), beside `files`."""
+    with tempfile.TemporaryDirectory() as folder:  # h5py leaves a BytesIO short of an object ref
+        path = os.path.join(folder, FILE)
+        with h5py.File(path, "w", libver=libver) as f:
+            build(f)
+        data = Path(path).read_bytes()
+    return Trial(
+        label,
+        {FILE: data, **(files or {})},
+        STRICT.format(rel=FILE, name=name, index=index),
+        STRICT_REFERENCE.format(rel=FILE, name=name, index=index) if reference else None,
+    )
+
+
+def dataset(data=None, **kw):
+    return lambda f: f.create_dataset("d", data=data, **kw)
+
+
+INT_TYPES = [f"{o}{k}{n}" for o in "<>" for k in "iu" for n in (1, 2, 4, 8)]
+FLOAT_TYPES = [f"{o}f{n}" for o in "<>" for n in (2, 4, 8)]
+
+
+def datatype_cases():
+    rng = np.random.default_rng(0)
+    out = []
+    for t in INT_TYPES:
+        info = np.iinfo(t)
+        values = np.array([info.min, info.max, 0, 1, -1 if info.min else 2], dtype=t)
+        out.append(case(f"int {t}", dataset(values), "d"))
+        out.append(case(f"int {t} chunked", dataset(values, chunks=(2,)), "d"))
+    for t in FLOAT_TYPES:
+        values = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.5, np.finfo(t).max], dtype=t)
+        out.append(case(f"float {t}", dataset(values), "d"))
+        out.append(case(f"float {t} gzip", dataset(values, chunks=(3,), compression="gzip"), "d"))
+    others = {
+        "longdouble": np.ones(3, np.longdouble),
+        "bool": rng.random(9) > 0.5,
+        "complex64": np.ones(3, np.complex64),
+        "complex128": np.ones(3, np.complex128),
+        "compound": np.zeros(3, [("a", "<f4"), ("b", ">i4")]),
+        "bytes": np.array([b"ab", b"cde"], "S5"),
+        "opaque": np.zeros(3, "V8"),
+        "subarray": np.zeros(3, [("a", "<f4", (2,))])["a"],
+    }
+    for label, values in others.items():
+        out.append(case(f"dtype {label}", dataset(values), "d"))
+    typed = {
+        "vlen str": (h5py.string_dtype(), ["a", "bcd"]),
+        "fixed ascii": (h5py.string_dtype("ascii", 4), [b"ab", b"cd"]),
+        "vlen int": (h5py.vlen_dtype("i4"), None),
+        "enum i1": (h5py.enum_dtype({"a": 0, "b": 7}, basetype="i1"), [0, 7]),
+        "enum i4": (h5py.enum_dtype({"a": 0, "b": 7, "c": -3}, basetype="<i4"), [0, 7, -3]),
+        "enum >i4": (h5py.enum_dtype({"a": 0, "b": 7}, basetype=">i4"), [7, 0]),
+        "bool-like enum 0/2": (h5py.enum_dtype({"FALSE": 0, "TRUE": 2}, basetype="i1"), [2, 0]),
+        "array (3,) f4": (np.dtype(("<f4", (3,))), np.ones((2, 3), np.float32)),
+        "object ref": (h5py.ref_dtype, None),
+        "region ref": (h5py.regionref_dtype, None),
+    }
+    for label, (dt, values) in typed.items():
+
+        def build(f, dt=dt, values=values):
+            d = f.create_dataset("d", shape=(2,) if values is None else (len(values),), dtype=dt)
+            if values is not None:
+                d[...] = values
+
+        out.append(case(f"dtype {label}", build, "d"))
+
+    def refs(f):
+        f["x"] = np.ones(3, np.float32)
+        d = f.create_dataset("d", shape=(2,), dtype=h5py.ref_dtype)
+        d[0] = f["x"].ref
+
+    out.append(case("dtype object ref written", refs, "d"))
+    return out
+
+
+def shape_cases():
+    f4 = np.float32
+    out = [
+        case("scalar", dataset(np.float32(3.5)), "d"),
+        case("scalar i4", dataset(np.int32(-7)), "d"),
+        case("empty (0,)", dataset(np.zeros(0, f4)), "d"),
+        case(
+            "empty (0, 5) chunked",
+            dataset(shape=(0, 5), dtype=f4, chunks=(2, 5), maxshape=(None, 5)),
+            "d",
+        ),
+        case("empty (5, 0, 3)", dataset(np.zeros((5, 0, 3), f4)), "d"),
+        case("ones (1,)*8", dataset(np.ones((1,) * 8, f4)), "d"),
+        case("rank 32", dataset(np.arange(2, dtype=f4).reshape((2,) + (1,) * 31)), "d"),
+        case("rank 32 chunked", dataset(np.ones((1,) * 32, f4), chunks=(1,) * 32), "d"),
+        case("odd (7, 1, 3)", dataset(np.arange(21, dtype=f4).reshape(7, 1, 3)), "d"),
+        case("edge chunks", dataset(np.arange(70, dtype=f4).reshape(10, 7), chunks=(3, 4)), "d"),
+        case(
+            "chunk over shape",
+            dataset(np.arange(3, dtype=f4), chunks=(1000,), maxshape=(None,)),
+            "d",
+        ),
+        case(
+            "unlimited", dataset(np.arange(15, dtype=f4).reshape(5, 3), maxshape=(None, None)), "d"
+        ),
+        case("huge maxshape", dataset(np.arange(6, dtype=f4), chunks=(4,), maxshape=(2**62,)), "d"),
+        case("too large", dataset(shape=(2**62,), dtype=f4, chunks=(1,)), "d", "[:2]"),
+        case(
+            "2**60 bytes never written",
+            dataset(shape=(2**40, 2**18), dtype=f4, chunks=(1, 2**10), fillvalue=2),
+            "d",
+            "[-2:, -3:]",
+        ),
+    ]
+
+    def partly(f):
+        d = f.create_dataset("d", shape=(2**30, 4), chunks=(1, 4), dtype="f4", fillvalue=-1)
+        d[0], d[7], d[-1] = [1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12]
+
+    for index in ("[:9]", "[2**29:2**29 + 5]", "[-4:]", "[5:9, 1:3]"):
+        out.append(case(f"huge grid, 3 chunks written {index}", partly, "d", index))
+
+    def cube(f):
+        d = f.create_dataset("d", shape=(2**20, 2**20, 2**10), chunks=(1, 1, 1), dtype="i4")
+        d[-1, -1, -1], d[3, 4, 5] = 5, -6
+
+    out.append(case("chunks of 1, grid of 2**50", cube, "d", "[2:5, 3:5, 4:7]"))
+    out.append(case("chunks of 1, grid of 2**50, the end", cube, "d", "[-2:, -1:, -3:]"))
+
+    def resized(f):
+        d = f.create_dataset("g", data=np.arange(20, dtype=f4), chunks=(3,), maxshape=(None,))
+        d.resize((40,))
+        d = f.create_dataset("s", data=np.arange(20, dtype=f4), chunks=(3,), maxshape=(None,))
+        d.resize((7,))
+
+    out += [case(f"resized {n}", resized, n) for n in ("g", "s")]
+    return out
+
+
+def filter_cases():
+    rng = np.random.default_rng(1)
+    data = {
+        "f4": rng.standard_normal((13, 6)).astype("f4"),
+        ">f8": rng.standard_normal((13, 6)).astype(">f8"),
+        "i4": rng.integers(-1000, 1000, (13, 6)).astype("i4"),
+        "f2": rng.standard_normal((13, 6)).astype("f2"),
+        "bool": rng.random((13, 6)) > 0.5,
+    }
+    out = []
+    for level in range(10):
+        out.append(
+            case(
+                f"gzip {level}",
+                dataset(data["f4"], chunks=(4, 4), compression="gzip", compression_opts=level),
+                "d",
+            )
+        )
+    for label, values in data.items():
+        for kw in (
+            {"shuffle": True},
+            {"fletcher32": True},
+            {"shuffle": True, "fletcher32": True, "compression": "gzip"},
+        ):
+            out.append(case(f"{label} {sorted(kw)}", dataset(values, chunks=(5, 4), **kw), "d"))
+    for label, kw in {
+        "scaleoffset int": {"scaleoffset": 0},
+        "lzf": {"compression": "lzf"},
+    }.items():
+        out.append(case(label, dataset(data["i4"], chunks=(5, 4), **kw), "d"))
+    out.append(case("scaleoffset float", dataset(data["f4"], chunks=(5, 4), scaleoffset=2), "d"))
+
+    def nbit(f):
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_chunk((5, 4))
+        dcpl.set_filter(h5py.h5z.FILTER_NBIT)
+        h5py.h5d.create(f.id, b"d", h5py.h5t.STD_I32LE, h5py.h5s.create_simple((13, 6)), dcpl=dcpl)
+        f["d"][...] = data["i4"]
+
+    out.append(case("nbit", nbit, "d"))
+    if h5py.h5z.filter_avail(h5py.h5z.FILTER_SZIP):
+        out.append(case("szip", dataset(data["i4"], chunks=(5, 4), compression="szip"), "d"))
+    return out
+
+
+def fill_cases():
+    out = []
+    for label, dt, fill in [
+        ("unset f4", "f4", None),
+        ("7.5 f4", "f4", 7.5),
+        ("NaN f4", "f4", np.nan),
+        ("-inf >f8", ">f8", -np.inf),
+        ("-0.0 f8", "f8", -0.0),
+        ("-1 i4", "i4", -1),
+        ("2**31-1 >i4", ">i4", 2**31 - 1),
+        ("True bool", "bool", True),
+        ("6.5e4 f2", "f2", 65504.0),
+    ]:
+        for layout in ("chunked", "contiguous"):
+
+            def build(f, dt=dt, fill=fill, layout=layout):
+                chunks = (3, 2) if layout == "chunked" else None
+                d = f.create_dataset("d", shape=(8, 5), dtype=dt, chunks=chunks, fillvalue=fill)
+                if layout == "chunked":
+                    d[1:3, 1:3] = 1
+
+            out.append(case(f"fill {label} {layout}", build, "d"))
+
+    def never(f):
+        d = f.create_dataset(
+            "d", shape=(8, 5), dtype="f4", chunks=(3, 2), fillvalue=4, fill_time="never"
+        )
+        d[0:3, 0:2] = 1
+
+    out.append(case("fill time never", never, "d", "[0:3, 0:2]"))
+    return out
+
+
+def _compact(f):
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_layout(h5py.h5d.COMPACT)
+    space = h5py.h5s.create_simple((3, 4))
+    h5py.h5d.create(f.id, b"d", h5py.h5t.IEEE_F64BE, space, dcpl=dcpl)
+    f["d"][...] = np.arange(12.0).reshape(3, 4)
+    h5py.h5d.create(f.id, b"empty", h5py.h5t.STD_I32LE, space, dcpl=dcpl)
+
+
+def _virtual(source):
+    def build(f):
+        f["src"] = np.arange(6, dtype="f4")
+        layout = h5py.VirtualLayout(shape=(2, 6), dtype="f4")
+        layout[0] = h5py.VirtualSource(".", "src", shape=(6,))
+        layout[1] = h5py.VirtualSource(source, "x", shape=(6,))
+        f.create_virtual_dataset("d", layout, fillvalue=-1)
+
+    return build
+
+
+def _external(name: str, size: int):
+    """A dataset in external file `name`: written under a placeholder name of the same length
+    (h5py never touches the real one), patched in by `patched`."""
+    placeholder = "Q" * len(name)
+
+    def build(f):
+        f.create_dataset("d", shape=(size // 4,), dtype="<i4", external=[(placeholder, 0, size)])
+
+    return build
+
+
+def external_case(label, name, files, reference=True):
+    t = case(label, _external(name, 64), "d", files=files, reference=reference)
+    t.files[FILE] = t.files[FILE].replace(b"Q" * len(name), name.encode())
+    return t
+
+
+def layout_cases():
+    raw = np.arange(16, dtype="<i4").tobytes()
+    out = [
+        case("compact big-endian", _compact, "d"),
+        case("compact never written", _compact, "empty"),
+        case("contiguous never written", dataset(shape=(5,), dtype="f4", fillvalue=np.nan), "d"),
+        case("virtual in file", _virtual("."), "d"),
+        case(
+            "virtual to a sibling",
+            _virtual("b.h5"),
+            "d",
+            files={"b.h5": h5_bytes(lambda f: f.create_dataset("x", data=np.ones(6, "f4")))},
+        ),
+        case("virtual to /etc/passwd", _virtual("/etc/passwd"), "d"),
+        case("virtual to outside", _virtual("../../outside/notes.txt"), "d"),
+        case(
+            "virtual to a FIFO", _virtual("fifo.h5"), "d", files={"fifo.h5": FIFO}, reference=False
+        ),
+        external_case("external beside", "raw.bin", {"raw.bin": raw}),
+        external_case("external /etc/passwd", "/etc/passwd", {}),
+        external_case("external outside", "../../outside/victim.npy", {}),
+        external_case("external FIFO", "fifo", {"fifo": FIFO}, reference=False),
+        external_case("external /dev/zero", "/dev/zero", {}, reference=False),
+        case(
+            "latest format chunked",
+            dataset(np.arange(40, dtype="f4").reshape(8, 5), chunks=(3, 2), maxshape=(None, 5)),
+            "d",
+            libver="latest",
+        ),
+        case(
+            "latest format one chunk",
+            dataset(np.arange(40, dtype="f4"), chunks=(40,)),
+            "d",
+            libver="latest",
+        ),
+        case(
+            "latest format fixed array",
+            dataset(np.arange(40, dtype="f4"), chunks=(7,)),
+            "d",
+            libver="latest",
+        ),
+    ]
+    return out
+
+
+def link_cases():
+    other = h5_bytes(lambda f: f.create_dataset("x", data=np.arange(100, 105, dtype="f4")))
+
+    def links(f):
+        f.create_dataset("g/x", data=np.arange(5, dtype="f4"))
+        f["soft"] = h5py.SoftLink("/g/x")
+        f["g/rel"] = h5py.SoftLink("x")
+        f["to_group"] = h5py.SoftLink("/g")
+        f["through"] = h5py.SoftLink("/to_group/x")
+        f["dangling"] = h5py.SoftLink("/nowhere")
+        f["loop_a"], f["loop_b"] = h5py.SoftLink("/loop_b"), h5py.SoftLink("/loop_a")
+        for i in range(20):
+            f[f"chain{i}"] = h5py.SoftLink(f"/chain{i + 1}" if i < 19 else "/g/x")
+        f["ext"] = h5py.ExternalLink("b.h5", "/x")
+        f["ext_group"] = h5py.ExternalLink("b.h5", "/")
+        f["ext_fifo"] = h5py.ExternalLink("fifo.h5", "/x")
+        f["ext_passwd"] = h5py.ExternalLink("/etc/passwd", "/x")
+        f["ext_self"] = h5py.ExternalLink(FILE, "/g/x")
+        f["soft_to_ext"] = h5py.SoftLink("/ext_group/x")
+        f["g"].attrs["big"] = np.zeros(1 << 20, "f8")  # 8 MB: dense attribute storage
+        for i in range(300):
+            f["g/x"].attrs[f"a{i}"] = np.arange(i % 7)
+
+    files = {"b.h5": other, "fifo.h5": FIFO}
+    fifo_reached = {"ext_fifo"}  # h5py would block on the FIFO
+    names = [
+        "soft",
+        "g/rel",
+        "through",
+        "to_group",
+        "dangling",
+        "loop_a",
+        "chain0",
+        "chain5",
+        "ext",
+        "ext_group/x",
+        "ext_fifo",
+        "ext_passwd",
+        "ext_self",
+        "soft_to_ext",
+        "/",
+        "g",
+        "g/",
+        "/g//x",
+        "./g/./x",
+        "",
+        ".",
+        "g/x/y",
+        "nope",
+    ]
+    return [
+        case(f"link {n!r}", links, n, files=files, libver="latest", reference=n not in fifo_reached)
+        for n in names
+    ]
+
+
+@pytest.mark.parametrize(
+    "cases", [datatype_cases, shape_cases, filter_cases, fill_cases, layout_cases, link_cases]
+)
+def test_structured_hostile_cases(tmp_path, monkeypatch, cases):
+    monkeypatch.setenv("JAX_ENABLE_X64", "1")  # the children see float64 data exactly
+    counts = check_trials(cases(), tmp_path, preload=PRELOAD)
+    print(f"hdf5 structured {cases.__name__}: {dict(counts)}")

@@ -67,12 +67,12 @@ def open_hdf5(path, dataset: str, *, mode: str = "r") -> DiskArray:
       ImportError: h5py is not installed.
       NotInFileError (a KeyError and ValueError): no object of that name.
       TypeError: a group, or a dtype Jask does not store.
-      UnsupportedFileError (a NotImplementedError and ValueError): a filter other than
-        deflate, shuffle and fletcher32, a virtual dataset, external storage, chunks stored
-        with a filter skipped, or a datatype whose bits h5py converts (a float that is not
+      UnsupportedFileError (a NotImplementedError and ValueError): an external link on the
+        dataset's path, a filter other than deflate, shuffle and fletcher32, a virtual
+        dataset, external storage, chunks stored with a filter skipped, or a datatype whose bits h5py converts (a float that is not
         IEEE binary16/32/64, an integer with padding bits): Jask reads bytes as they are.
       ValueError: mode="r+" on a dataset that cannot be written in place; a truncated or
-        corrupt file, offsets past its end.
+        corrupt file, offsets past its end; more than 16 soft links on the dataset's path.
       OSError: the path is not a regular file (a FIFO, a device), or cannot be read.
 
     >>> import numpy as np, jask, tempfile, os, h5py
@@ -134,8 +134,9 @@ def _h5py_open(h5py, path: str, fd: int):
 def _plan(h5py, path: str, name: str, f, mode: str, file_size: int):
     """A function opening the dataset, from its metadata (read while h5py has the file open)."""
     where = f"{path}: dataset {name!r}"
+    hard_path = _path_in_file(h5py, f, path, name)
     try:
-        ds = f.get(name)
+        ds = f.get(hard_path)
     except (KeyError, ValueError):
         ds = None
     if ds is None:
@@ -194,6 +195,47 @@ def _plan(h5py, path: str, name: str, f, mode: str, file_size: int):
         )
 
     return open_streamed
+
+
+_MAX_SOFT_LINKS = 16  # libhdf5's default (H5Pset_nlinks)
+
+
+def _path_in_file(h5py, f, path: str, name: str) -> str:
+    """`name` as a path of hard links, its soft links resolved here: an external link is refused
+    before libhdf5 follows it (it would open another file, a FIFO included, and the dataset's
+    offsets would be that file's)."""
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if not parts:
+        return name
+    here: list[str] = []
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        try:
+            link = f.get("/" + "/".join([*here, part]), getlink=True)
+        except (KeyError, ValueError, TypeError):
+            link = None
+        if isinstance(link, h5py.SoftLink):
+            hops += 1
+            if hops > _MAX_SOFT_LINKS:
+                raise ValueError(
+                    f"{path}: dataset {name!r} goes through more than {_MAX_SOFT_LINKS} soft "
+                    "links (a cycle?)"
+                )
+            here = [] if link.path.startswith("/") else here
+            parts = [p for p in link.path.split("/") if p not in ("", ".")] + parts
+        elif isinstance(link, h5py.HardLink):
+            here.append(part)
+        elif link is None:
+            raise NotInFileError(f"{path}: no dataset named {name!r}")
+        else:
+            target = getattr(link, "filename", "?")
+            raise UnsupportedFileError(
+                f"{path}: dataset {name!r} leads through {type(link).__name__} "
+                f"{'/'.join([*here, part])!r} (to file {target!r}); Jask opens datasets stored "
+                "in the file it is given"
+            )
+    return "/" + "/".join(here)
 
 
 def _all_fill(path: str, name: str, shape: tuple, dtype: np.dtype, fill) -> DiskArray:
@@ -352,4 +394,3 @@ def _ravel(coords: list[int], grid: tuple) -> int:
     for k, g in zip(coords, grid):
         index = index * g + k
     return index
-
