@@ -239,6 +239,35 @@ def test_read_only_opens_read_the_committed_values_and_change_nothing(crashed, n
         np.testing.assert_array_equal(np.asarray(values[kind]), expected, err_msg=name)
 
 
+STRANGER = 12345  # a uid that is neither the files' owner, root nor this process's user
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving files to another user needs root")
+@pytest.mark.parametrize("name", ["tree_committed", "npz_journal_flushed"])
+def test_recovery_files_of_another_user_are_never_trusted(crashed, tmp_path, name):
+    """In a folder shared with other users (a sticky /tmp), anyone can plant intact recovery files
+    of Jask's names: a record renaming files the victim owns, a journal writing into one. Files
+    owned by neither the target's owner, root nor this process's user are never acted on or read
+    from: both modes read the old values, warn naming the owner, and change nothing."""
+    folder = tmp_path / name
+    shutil.copytree(crashed[0][name], folder, symlinks=True)
+    planted = recovery_files(folder)
+    assert planted
+    for rel in planted:
+        os.lchown(folder / rel, STRANGER, STRANGER)
+    before = hashes(folder)
+    for mode in ("r", "r+"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            values = {k: np.asarray(x) for k, x in open_all(folder, mode).items()}
+        assert hashes(folder) == before, f"{name}: a {mode} open acted on another user's files"
+        assert recovery_files(folder) == planted
+        for kind in KINDS:
+            np.testing.assert_array_equal(values[kind], old_values(kind), err_msg=f"{name} {mode}")
+        told = [str(w.message) for w in caught]
+        assert any(f"owned by uid {STRANGER}" in m for m in told), (mode, told)
+
+
 # --- The engine's recovery files, as Python writes them (for planting) ----------------------
 
 

@@ -106,8 +106,8 @@ uint32_t get_u32(std::string_view in, size_t at) {
 
 // Removes the .part of a dead writer: it never reached its commit point, so
 // the file was never touched. A live writer's is kept (it holds the lock).
-void remove_dead_part(const std::string& part) {
-  RecoveryFile f(part);
+void remove_dead_part(const std::string& part, const std::string& target) {
+  RecoveryFile f(part, target);
   if (f.state() == RecoveryFile::State::kRefused) {
     note_recovery(part + " is " + f.refusal() +
                   "; it is not a journal Jask wrote, so it was left alone");
@@ -399,7 +399,7 @@ JournalWriter::JournalWriter(const std::string& target, const File& file, std::v
   const uint64_t length = header_.length();
   struct stat st {};
   if (::stat(target.c_str(), &st) != 0) throw IoError(errno_message("stat", target, errno));
-  remove_dead_part(part_);
+  remove_dead_part(part_, target);
   // A recovery in another process may catch the new .part between its
   // creation and its lock, and remove it: then it is made again.
   for (int attempt = 0;; ++attempt) {
@@ -500,9 +500,9 @@ void recover_journal(const std::string& target) {
   const fs::path resolved = fs::canonical(target, ec);
   if (ec) return;
   const std::string journal = resolved.string() + std::string(kJournalSuffix);
-  remove_dead_part(journal + std::string(kPartSuffix));
+  remove_dead_part(journal + std::string(kPartSuffix), resolved.string());
   for (;;) {
-    RecoveryFile f(journal);
+    RecoveryFile f(journal, resolved.string());
     if (f.state() == RecoveryFile::State::kAbsent) return;
     if (f.state() == RecoveryFile::State::kRefused) {
       return note_recovery(journal + " is " + f.refusal() +
@@ -534,7 +534,7 @@ std::shared_ptr<const ReadOverlay> committed_overlay(const std::string& target, 
   const fs::path resolved = fs::canonical(target, ec);
   if (ec) return nullptr;
   const std::string journal = resolved.string() + std::string(kJournalSuffix);
-  RecoveryFile f(journal);
+  RecoveryFile f(journal, resolved.string());
   if (f.state() == RecoveryFile::State::kAbsent) return nullptr;
   if (f.state() == RecoveryFile::State::kRefused) {
     note_recovery(journal + " is " + f.refusal() + ", not a journal Jask wrote; it was ignored");
@@ -598,7 +598,16 @@ std::string file_kind(unsigned mode) {
                           : "a special file";
 }
 
-RecoveryFile::RecoveryFile(std::string path) : path_(std::move(path)) {
+std::string untrusted_owner(unsigned uid, const std::string& target) {
+  struct stat st {};
+  if (::stat(target.c_str(), &st) != 0) return "";  // no target: nothing to protect
+  if (uid == st.st_uid || uid == 0 || uid == ::geteuid()) return "";
+  return "owned by uid " + std::to_string(uid) + ", neither the owner of " + target + " (uid " +
+         std::to_string(st.st_uid) + "), root nor this process's user (uid " +
+         std::to_string(::geteuid()) + "), so it may have been planted by another user";
+}
+
+RecoveryFile::RecoveryFile(std::string path, const std::string& target) : path_(std::move(path)) {
   struct stat lst {};
   if (::lstat(path_.c_str(), &lst) != 0) {
     if (errno == ENOENT || errno == ENOTDIR) return;
@@ -626,6 +635,14 @@ RecoveryFile::RecoveryFile(std::string path) : path_(std::move(path)) {
     state_ = State::kRefused;
     refusal_ = "not a regular file (it changed while it was opened)";
     return;
+  }
+  if (!target.empty()) {
+    refusal_ = untrusted_owner(st.st_uid, target);
+    if (!refusal_.empty()) {
+      ::close(std::exchange(fd_, -1));
+      state_ = State::kRefused;
+      return;
+    }
   }
   state_ = State::kOpen;
 }

@@ -187,10 +187,19 @@ class RecoveryNotes {
 // read-only with O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC and kept only if fstat
 // says it is a regular file: a FIFO or a link under a recovery file's name
 // neither blocks nor is followed. Closed on destruction.
+// Who may have written a recovery file that Jask acts on or reads values from,
+// for the file `target` (a journal, pointer, record or staged new file beside
+// it): the target's owner, root, or this process's user. In a folder shared
+// with other users (a sticky /tmp), anyone can plant files of Jask's names;
+// none of theirs is trusted. An empty string if `uid` may; else why not.
+std::string untrusted_owner(unsigned uid, const std::string& target);
+
 class RecoveryFile {
  public:
   enum class State { kAbsent, kOpen, kRefused };
-  explicit RecoveryFile(std::string path);
+  // Refused too (State::kRefused) when `target` is given and the file's owner
+  // may not have written a recovery file for it (untrusted_owner).
+  explicit RecoveryFile(std::string path, const std::string& target = "");
   ~RecoveryFile();
   RecoveryFile(const RecoveryFile&) = delete;
   RecoveryFile& operator=(const RecoveryFile&) = delete;

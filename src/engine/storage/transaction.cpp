@@ -312,7 +312,7 @@ PointerState inspect(const RecoveryFile& file, const std::string& id, const std:
     s.fault = "the commit record it names, " + p->record + ", is not named as Jask names one";
     return s;
   }
-  RecoveryFile record(p->record);
+  RecoveryFile record(p->record, target);
   if (record.state() == RecoveryFile::State::kAbsent) {
     s.kind = PointerState::kUncommitted;
     return s;
@@ -402,6 +402,8 @@ void roll_forward(const Record& r, const std::string& record, const std::string&
       return note_recovery(left_alone(
           temp, "it is " + file_kind(st.st_mode) + ", not the regular file update_tree_ writes"));
     }
+    if (const std::string why = untrusted_owner(st.st_uid, target); !why.empty())
+      return note_recovery(left_alone(temp, why));
     if (::lstat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
       return note_recovery(left_alone(
           temp, "its target " + target + " is " + file_kind(st.st_mode) + ", not a regular file"));
@@ -439,7 +441,7 @@ void roll_back(const std::string& pointer, const PointerState& s, const std::str
 
 // One pointer file of a transaction that may have no live writer.
 void recover_pointer(const std::string& pointer, const std::string& id, const std::string& target) {
-  RecoveryFile file(pointer);
+  RecoveryFile file(pointer, target);
   if (file.state() == RecoveryFile::State::kAbsent) return;
   if (file.state() == RecoveryFile::State::kRefused)
     return note_recovery(left_alone(pointer, "it is " + file.refusal()));
@@ -475,7 +477,7 @@ void recover_pointer(const std::string& pointer, const std::string& id, const st
 // once no file of its transaction is left to rename and its writer is dead.
 void remove_finished_record(const std::string& record, const std::string& id,
                             const std::string& target) {
-  RecoveryFile file(record);
+  RecoveryFile file(record, target);
   if (file.state() == RecoveryFile::State::kAbsent) return;
   if (file.state() == RecoveryFile::State::kRefused)
     return note_recovery(left_alone(record, "it is " + file.refusal()));
@@ -530,7 +532,7 @@ std::optional<std::string> committed_replacement(const std::string& target) {
   for (const auto& [id, has] : own_files(resolved).by_id) {
     if (!has.first) continue;
     const std::string pointer = pointer_path(t, id);
-    RecoveryFile file(pointer);
+    RecoveryFile file(pointer, t);
     if (file.state() == RecoveryFile::State::kAbsent) continue;
     if (file.state() == RecoveryFile::State::kRefused) {
       note_recovery(pointer + " is " + file.refusal() +
@@ -546,6 +548,10 @@ std::optional<std::string> committed_replacement(const std::string& target) {
     if (!S_ISREG(st.st_mode)) {
       note_recovery(temp + " is " + file_kind(st.st_mode) +
                     ", not the regular file update_tree_ writes; it was ignored");
+      return std::nullopt;
+    }
+    if (const std::string why = untrusted_owner(st.st_uid, t); !why.empty()) {
+      note_recovery(temp + " was ignored: " + why);
       return std::nullopt;
     }
     if (!file.held_by_writer()) {
