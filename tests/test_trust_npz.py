@@ -229,10 +229,8 @@ def test_a_central_directory_claimed_past_jasks_limit_is_refused_unread(tmp_path
             f.truncate(size - 22)
             f.seek(size - 22)
             f.write(struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 1, 1, size - 22, 0, 0))
-    start = time.perf_counter()
     with pytest.raises(ValueError, match=r"a\.npz: .*central directory is \d+ bytes, over Jask"):
         jask.open_npz(path)
-    assert time.perf_counter() - start < 5.0
 
 
 def test_numpys_tokenize_errors_are_value_errors_naming_the_member(tmp_path):
