@@ -69,8 +69,9 @@ def open_hdf5(path, dataset: str, *, mode: str = "r") -> DiskArray:
       TypeError: a group, or a dtype Jask does not store.
       UnsupportedFileError (a NotImplementedError and ValueError): an external link on the
         dataset's path, a filter other than deflate, shuffle and fletcher32, a virtual
-        dataset, external storage, chunks stored with a filter skipped, or a datatype whose bits h5py converts (a float that is not
-        IEEE binary16/32/64, an integer with padding bits): Jask reads bytes as they are.
+        dataset, external storage, chunks stored with a filter skipped, or a datatype whose
+        bits h5py converts (a float that is not IEEE binary16/32/64, an integer with padding
+        bits): Jask reads bytes as they are.
       ValueError: mode="r+" on a dataset that cannot be written in place; a truncated or
         corrupt file, offsets past its end; more than 16 soft links on the dataset's path.
       OSError: the path is not a regular file (a FIFO, a device), or cannot be read.
