@@ -60,3 +60,15 @@ def test_each_broken_promise_fails_naming_the_trial(tmp_path, trial, problem):
     with pytest.raises(AssertionError, match=problem) as e:
         check_trials([trial], tmp_path)
     assert trial.name in str(e.value)
+
+
+def test_a_trial_that_hangs_fails_after_a_second_try_and_a_slow_one_passes(tmp_path, monkeypatch):
+    import fuzz_harness
+
+    monkeypatch.setattr(fuzz_harness, "TRIAL_TIMEOUT_S", 2)
+    slow = Trial("slow", {"a": b""}, "import time; time.sleep(3); out = 1")  # 2 s, then 8 s alone
+    counts = check_trials([slow], tmp_path / "slow")
+    assert counts == {"values": 1}  # timed out at 2 s, then passed alone with 8 s
+    hangs = Trial("hangs", {"a": b""}, "import time; time.sleep(60)")
+    with pytest.raises(AssertionError, match="hangs .*hung"):
+        check_trials([hangs], tmp_path / "hangs")
