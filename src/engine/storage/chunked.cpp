@@ -233,11 +233,11 @@ void ChunkedSource::check_rows(int64_t n_chunks) const {
   const std::string what = describe();
   if (table_.sparse ? table_.ids.size() != table_.chunks.size()
                     : static_cast<int64_t>(table_.chunks.size()) != n_chunks) {
-    throw ValueError(what + ": the chunk table has " + std::to_string(table_.chunks.size()) +
-                     " rows" + (table_.sparse ? " and " + std::to_string(table_.ids.size()) +
-                                                    " chunk ids"
-                                              : "; a grid of " + shape_repr(grid_) +
-                                                    " chunks needs " + std::to_string(n_chunks)));
+    throw ValueError(
+        what + ": the chunk table has " + std::to_string(table_.chunks.size()) + " rows" +
+        (table_.sparse
+             ? " and " + std::to_string(table_.ids.size()) + " chunk ids"
+             : "; a grid of " + shape_repr(grid_) + " chunks needs " + std::to_string(n_chunks)));
   }
   for (size_t i = 0; i < table_.chunks.size(); ++i) {
     const ChunkLocation& c = table_.chunks[i];
@@ -250,9 +250,8 @@ void ChunkedSource::check_rows(int64_t n_chunks) const {
                        (table_.sparse ? "chunk " + std::to_string(table_.ids[i]) + ", " : "") +
                        std::to_string(c.file) + ", " + std::to_string(c.offset) + ", " +
                        std::to_string(c.nbytes) + ") is out of range (" +
-                       std::to_string(table_.files.size()) + " files, " +
-                       std::to_string(n_chunks) + " chunks" +
-                       (table_.sparse ? ", ids ascending" : "") + ")");
+                       std::to_string(table_.files.size()) + " files, " + std::to_string(n_chunks) +
+                       " chunks" + (table_.sparse ? ", ids ascending" : "") + ")");
     }
   }
 }
@@ -329,8 +328,8 @@ uint64_t ChunkedSource::stored_offset(int64_t id, const ChunkLocation& c, int64_
                                       int64_t bytes) const {
   const int64_t stored = stored_size(id, c);
   if (at < 0 || bytes < 0 || at > stored || bytes > stored - at) {
-    throw ValueError(chunk_what(id) + ": the chunk at offset " + std::to_string(c.offset) +
-                     " of " + table_.files[static_cast<size_t>(c.file)] + " holds " +
+    throw ValueError(chunk_what(id) + ": the chunk at offset " + std::to_string(c.offset) + " of " +
+                     table_.files[static_cast<size_t>(c.file)] + " holds " +
                      std::to_string(stored) + " bytes, fewer than the " +
                      std::to_string(at + bytes) + " read");
   }

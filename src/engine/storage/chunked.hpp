@@ -48,7 +48,7 @@ struct ChunkTable {
   // with a few stored costs a few rows.
   std::vector<ChunkLocation> chunks;
   bool sparse = false;
-  std::vector<int64_t> ids;  // sparse only
+  std::vector<int64_t> ids;     // sparse only
   std::vector<std::byte> fill;  // one element
 };
 
