@@ -194,11 +194,22 @@ def test_sort_and_argsort_every_axis(budget_, rng, small_budget):
 def test_sort_other_dtypes(dtype, rng):
     a = rng.integers(-3, 4, SHAPE) if dtype in (np.int32, np.bool_) else rng.random(SHAPE)
     a = a.astype(dtype)
+    if dtype != np.float64:
+        return sorts_as_numpy(a)
+    # float64 stays float64 only with x64 on, where argsort's indices are int64: not a stored
+    # dtype yet (log.md, issue 33).
+    with jax.enable_x64(True):
+        sorts_as_numpy(a, argsort=False)
+
+
+def sorts_as_numpy(a, argsort=True):
     x = jask.DiskArray.from_numpy(a)
+    assert x.dtype == a.dtype
     np.testing.assert_array_equal(np.asarray(jnp.sort(x, axis=1)), np.sort(a, axis=1))
-    np.testing.assert_array_equal(
-        np.asarray(jnp.argsort(x, axis=0, stable=True)), np.argsort(a, axis=0, kind="stable")
-    )
+    if argsort:
+        np.testing.assert_array_equal(
+            np.asarray(jnp.argsort(x, axis=0, stable=True)), np.argsort(a, axis=0, kind="stable")
+        )
 
 
 def test_sort_with_several_keys_and_operands(rng):

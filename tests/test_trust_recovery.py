@@ -250,7 +250,7 @@ def test_recovery_files_of_another_user_are_never_trusted(crashed, tmp_path, nam
     owned by neither the target's owner, root nor this process's user are never acted on or read
     from: both modes read the old values, warn naming the owner, and change nothing."""
     folder = tmp_path / name
-    shutil.copytree(crashed[0][name], folder, symlinks=True)
+    shutil.copytree(crashed[1][name], folder, symlinks=True)  # the crash as it was left
     planted = recovery_files(folder)
     assert planted
     for rel in planted:
