@@ -40,6 +40,15 @@ def gradient_budget(request):
 
 
 @pytest.fixture
+def x64():
+    """x64 on for one test: float64 data keeps the file's own dtype, so a format's tests see its
+    float64 decoding exactly (with x64 off every opener gives float32, as jnp.asarray would:
+    tests/test_formats_x64.py)."""
+    with jax.enable_x64(True):
+        yield
+
+
+@pytest.fixture
 def small_budget():
     """Sets a tiny budget for one test."""
 

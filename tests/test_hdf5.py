@@ -12,14 +12,7 @@ import jask
 
 from conftest import assert_close
 
-
-@pytest.fixture(autouse=True)
-def x64():
-    """With x64 on, float64 data keeps the file's own dtype, so these tests see the format's
-    decoding exactly; with it off every opener gives float32, as jnp.asarray would
-    (tests/test_formats_x64.py)."""
-    with jax.enable_x64(True):
-        yield
+pytestmark = pytest.mark.usefixtures("x64")  # float64 data keeps its dtype (conftest.x64)
 
 
 def data(rng, shape, dtype):
