@@ -40,6 +40,7 @@ import numpy as np
 import pytest
 import zarr
 from fuzz_harness import DIR, FIFO, Symlink, Trial, check_trials, fuzz_trials
+from test_zarr import _data
 from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, ShardingCodec, ZstdCodec
 
 import jask
@@ -85,15 +86,6 @@ def _trial(name, files, reference=True, **options) -> Trial:
 
 
 # -- base stores, written by zarr-python ------------------------------------------------------
-
-
-def _data(shape, dtype, seed=0):
-    rng = np.random.default_rng(seed)
-    if np.dtype(dtype) == np.bool_:
-        return rng.random(shape) < 0.5
-    if np.dtype(dtype).kind == "i":
-        return rng.integers(-1000, 1000, shape).astype(dtype)
-    return (rng.standard_normal(shape) * 3).astype(dtype)
 
 
 # name → (shape, dtype, zarr.create_array options, rows written (None: all))
