@@ -1,0 +1,916 @@
+"""Client programs written as the libraries' own docs and examples write them (flax nnx and linen
+transformers, CNN classifiers, a U-Net, recurrent nets, PCA, ridge, k-means, GMM EM, notebook
+habits), each run once on DiskArrays (data and/or weights) at a small budget and once on
+jax.Arrays: results, dtypes and shapes must match, gradients w.r.t. DiskArrays are DiskArrays.
+
+A program that fails for a known missing feature is a strict xfail naming the error, so that
+the fix flips it."""
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from flax import nnx
+from flax.training import train_state
+from jax import lax
+
+import jask
+
+from conftest import assert_trees_match
+
+# 64KB: the programs' data and weights (a few KB to a few hundred KB) are many blocks each.
+BUDGET = "64KB"
+RTOL = 2e-4
+
+
+@pytest.fixture(autouse=True)
+def small_blocks(small_budget):
+    small_budget(BUDGET)
+
+
+# Known missing features: each program that needs one is a strict xfail, so a fix flips it.
+def missing(reason):
+    return pytest.mark.xfail(strict=True, reason=reason)
+
+
+CONV = missing(
+    "NotImplementedError: jax.lax.conv_general_dilated on a DiskArray is not supported "
+    "(convolution has no rule; pooling's reduce_window neither)"
+)
+VMAP_WHERE = missing(
+    "AssertionError in jax's _select_batch_rule: jnp.where on a DiskArray under vmap "
+    "(jax.nn.dot_product_attention vmaps its masked softmax)"
+)
+LOOP_CARRY = missing(
+    "TypeError: scan/while_loop body function carry input and carry output must have equal "
+    "types: an in-memory initial carry (zeros, a small slice) comes back as a DiskArray "
+    "(disk:float32[...]) after a product with a DiskArray; loop carries are not promoted"
+)
+SCAN_YS = missing(
+    "TypeError: jax.lax.scan cannot stack a body's DiskArray output into its ys "
+    "(NotImplementedError: jax.lax.scan on a DiskArray is not supported under grad)"
+)
+GATHER_DISK_INDICES = missing(
+    "NotImplementedError: jax.lax.gather with DiskArray indices int32[...] DiskArray; "
+    "indices must be in memory (nn.Embed of token ids stored on disk)"
+)
+BOOL_MASK = missing(
+    "NotImplementedError: boolean mask indices are not supported (jnp selects by a concrete "
+    "mask eagerly)"
+)
+EVAL_SHAPE = missing(
+    "ValueError from lineax: jax.eval_shape(lambda: b) of a DiskArray gives DiskArrayTy, not "
+    "jax.ShapeDtypeStruct, so 'Vector and operator structures do not match'"
+)
+
+
+def narrow_dtype(name):
+    return missing(
+        f"TypeError: dtype {name} is not supported; Jask stores float32, float64, "
+        "float16, bfloat16, int32, bool"
+    )
+
+
+def linalg(primitive):
+    return missing(f"NotImplementedError: jax.lax.{primitive} on a DiskArray is not supported")
+
+
+def disk(a):
+    return jask.DiskArray.from_numpy(np.asarray(a))
+
+
+def disk_tree(tree):
+    return jax.tree.map(disk, tree)
+
+
+def assert_on_disk(tree, what=""):
+    leaves = jax.tree_util.tree_leaves_with_path(tree)
+    assert leaves, what
+    for path, leaf in leaves:
+        assert isinstance(leaf, jask.DiskArray), (what, jax.tree_util.keystr(path), type(leaf))
+
+
+def nnx_params_on_disk(model):
+    """The same module with its nnx.Param values written to DiskArrays (as loading a checkpoint
+    onto disk would); its other state (rng counters) as it was."""
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    return nnx.merge(graphdef, disk_tree(params), rest)
+
+
+def nnx_copy(model):
+    graphdef, state = nnx.split(model)
+    return nnx.merge(graphdef, state)
+
+
+def images(shape, seed=0):
+    return np.random.default_rng(seed).normal(size=shape).astype(np.float32)
+
+
+def labels(n, classes, seed=1):
+    return np.random.default_rng(seed).integers(0, classes, size=n).astype(np.int32)
+
+
+# ---------------------------------------------------------------------------------------------
+# flax nnx: a pre-LayerNorm transformer block classifier, trained with nnx.Optimizer
+
+
+class TransformerBlock(nnx.Module):
+    def __init__(self, dim, heads, *, rngs):
+        self.ln1 = nnx.LayerNorm(dim, rngs=rngs)
+        self.attn = nnx.MultiHeadAttention(
+            num_heads=heads, in_features=dim, decode=False, rngs=rngs
+        )
+        self.ln2 = nnx.LayerNorm(dim, rngs=rngs)
+        self.fc1 = nnx.Linear(dim, 4 * dim, rngs=rngs)
+        self.fc2 = nnx.Linear(4 * dim, dim, rngs=rngs)
+        self.dropout = nnx.Dropout(0.1, rngs=rngs)
+
+    def __call__(self, x, mask=None):
+        x = x + self.dropout(self.attn(self.ln1(x), mask=mask))
+        h = nnx.gelu(self.fc1(self.ln2(x)))
+        return x + self.dropout(self.fc2(h))
+
+
+class TinyViT(nnx.Module):
+    def __init__(self, dim=16, heads=2, classes=5, causal=False, *, rngs):
+        self.block = TransformerBlock(dim, heads, rngs=rngs)
+        self.ln = nnx.LayerNorm(dim, rngs=rngs)
+        self.head = nnx.Linear(dim, classes, rngs=rngs)
+        self.causal = causal
+
+    def __call__(self, x):
+        mask = nnx.make_causal_mask(jnp.ones(x.shape[:2])) if self.causal else None
+        x = self.block(x, mask=mask)
+        return self.head(self.ln(x).mean(axis=1))
+
+
+@pytest.mark.parametrize(
+    "causal", [False, pytest.param(True, marks=VMAP_WHERE)], ids=["no_mask", "causal_mask"]
+)
+def test_nnx_transformer_block_training_step(causal):
+    x_np, y_np = images((8, 12, 16)), labels(8, 5)
+    model = TinyViT(causal=causal, rngs=nnx.Rngs(0))
+    model.eval()  # dropout off, as when evaluating or fine-tuning deterministically
+    # (SGD, not Adam: the key projection's bias has a zero gradient up to rounding, which Adam
+    # would scale up to full steps of either sign.)
+
+    def loss_fn(model, x, y):
+        logits = model(x)
+        return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+    @nnx.jit
+    def train_step(model, optimizer, x, y):
+        loss, grads = nnx.value_and_grad(loss_fn)(model, x, y)
+        optimizer.update(model, grads)
+        return loss, grads
+
+    def train(model, x, y):
+        optimizer = nnx.Optimizer(model, optax.sgd(0.1, momentum=0.9), wrt=nnx.Param)
+        losses = []
+        for _ in range(2):
+            loss, grads = train_step(model, optimizer, x, y)
+            losses.append(loss)
+        return losses, grads, nnx.state(model, nnx.Param), nnx.state(optimizer.opt_state)
+
+    out = train(nnx_params_on_disk(model), disk(x_np), jnp.asarray(y_np))
+    ref = train(nnx_copy(model), jnp.asarray(x_np), jnp.asarray(y_np))
+    assert_trees_match(out, ref, RTOL)
+    assert_on_disk(out[1], "grads")
+    assert_on_disk(out[2], "params")
+
+
+# ---------------------------------------------------------------------------------------------
+# flax linen: a transformer encoder language model, init/apply, optax SGD with clipping
+
+
+class EncoderLayer(nn.Module):
+    dim: int
+    heads: int
+
+    @nn.compact
+    def __call__(self, x, deterministic=True):
+        y = nn.LayerNorm()(x)
+        y = nn.MultiHeadDotProductAttention(num_heads=self.heads)(y, y)
+        x = x + nn.Dropout(0.1)(y, deterministic=deterministic)
+        y = nn.LayerNorm()(x)
+        y = nn.Dense(4 * self.dim)(y)
+        y = nn.gelu(y)
+        y = nn.Dense(self.dim)(y)
+        return x + nn.Dropout(0.1)(y, deterministic=deterministic)
+
+
+class Encoder(nn.Module):
+    vocab: int = 40
+    dim: int = 16
+    heads: int = 2
+    layers: int = 2
+    max_len: int = 32
+
+    @nn.compact
+    def __call__(self, tokens, deterministic=True):
+        x = nn.Embed(self.vocab, self.dim)(tokens)
+        pos = self.param("pos", nn.initializers.normal(0.02), (self.max_len, self.dim))
+        x = x + pos[None, : tokens.shape[1]]
+        for _ in range(self.layers):
+            x = EncoderLayer(self.dim, self.heads)(x, deterministic)
+        return nn.Dense(self.vocab)(nn.LayerNorm()(x))
+
+
+def test_linen_transformer_encoder_training():
+    tokens_np = np.random.default_rng(2).integers(0, 40, size=(6, 10)).astype(np.int32)
+    model = Encoder(layers=1)
+    params = jax.jit(model.init)(jax.random.key(0), jnp.asarray(tokens_np))
+    tx = optax.chain(optax.clip_by_global_norm(1.0), optax.sgd(0.1, momentum=0.9))
+
+    @jax.jit
+    def train_step(params, opt_state, tokens):
+        def loss_fn(params):
+            logits = model.apply(params, tokens[:, :-1])
+            return optax.softmax_cross_entropy_with_integer_labels(logits, tokens[:, 1:]).mean()
+
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss, grads
+
+    def train(params, tokens):
+        opt_state = tx.init(params)
+        losses = []
+        for _ in range(2):
+            params, opt_state, loss, grads = train_step(params, opt_state, tokens)
+            losses.append(loss)
+        logits = model.apply(params, tokens)
+        return losses, grads, params, logits
+
+    out = train(disk_tree(params), jnp.asarray(tokens_np))
+    ref = train(params, jnp.asarray(tokens_np))
+    assert_trees_match(out, ref, RTOL)
+    assert_on_disk(out[1], "grads")
+    assert_on_disk(out[2], "params")
+
+
+@GATHER_DISK_INDICES
+def test_linen_encoder_on_token_ids_stored_on_disk():
+    tokens_np = np.random.default_rng(2).integers(0, 40, size=(6, 10)).astype(np.int32)
+    model = Encoder(layers=1)
+    params = jax.jit(model.init)(jax.random.key(0), jnp.asarray(tokens_np))
+    apply = jax.jit(model.apply)
+    out = apply(disk_tree(params), disk(tokens_np))
+    assert_trees_match(out, apply(params, jnp.asarray(tokens_np)), RTOL)
+    assert isinstance(out, jask.DiskArray)
+
+
+# ---------------------------------------------------------------------------------------------
+# CNN classifiers: nnx (Conv, avg_pool, Linear) and linen (Conv, max_pool, Dense)
+
+
+class NnxCNN(nnx.Module):
+    def __init__(self, *, rngs):
+        self.conv1 = nnx.Conv(1, 8, kernel_size=(3, 3), rngs=rngs)
+        self.conv2 = nnx.Conv(8, 8, kernel_size=(3, 3), rngs=rngs)
+        self.linear = nnx.Linear(3 * 3 * 8, 10, rngs=rngs)
+
+    def __call__(self, x):
+        x = nnx.avg_pool(nnx.relu(self.conv1(x)), window_shape=(2, 2), strides=(2, 2))
+        x = nnx.max_pool(nnx.relu(self.conv2(x)), window_shape=(2, 2), strides=(2, 2))
+        x = x.reshape(x.shape[0], -1)
+        return self.linear(x)
+
+
+@CONV
+def test_nnx_cnn_classifier_training_step():
+    x_np, y_np = images((16, 12, 12, 1)), labels(16, 10)
+    model = NnxCNN(rngs=nnx.Rngs(0))
+
+    def loss_fn(model, x, y):
+        logits = model(x)
+        loss = optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+        return loss, logits
+
+    @nnx.jit
+    def train_step(model, optimizer, metrics, x, y):
+        grad_fn = nnx.value_and_grad(loss_fn, has_aux=True)
+        (loss, logits), grads = grad_fn(model, x, y)
+        metrics.update(loss=loss, logits=logits, labels=y)
+        optimizer.update(model, grads)
+        return grads
+
+    def train(model, x, y):
+        optimizer = nnx.Optimizer(model, optax.sgd(0.05, momentum=0.9), wrt=nnx.Param)
+        metrics = nnx.MultiMetric(accuracy=nnx.metrics.Accuracy(), loss=nnx.metrics.Average("loss"))
+        for _ in range(2):
+            grads = train_step(model, optimizer, metrics, x, y)
+        return metrics.compute(), grads, nnx.state(model, nnx.Param), model(x)
+
+    out = train(nnx_params_on_disk(model), disk(x_np), jnp.asarray(y_np))
+    ref = train(nnx_copy(model), jnp.asarray(x_np), jnp.asarray(y_np))
+    assert_trees_match(out, ref, RTOL)
+    assert_on_disk(out[1], "grads")
+
+
+class LinenCNN(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        x = nn.Conv(features=8, kernel_size=(3, 3))(x)
+        x = nn.relu(x)
+        x = nn.max_pool(x, window_shape=(2, 2), strides=(2, 2))
+        x = nn.Conv(features=8, kernel_size=(3, 3), padding="VALID")(x)
+        x = nn.relu(x)
+        x = nn.avg_pool(x, window_shape=(2, 2), strides=(2, 2))
+        x = x.reshape((x.shape[0], -1))
+        x = nn.Dense(features=16)(x)
+        x = nn.relu(x)
+        return nn.Dense(features=10)(x)
+
+
+@CONV
+def test_linen_cnn_classifier_train_state():
+    x_np, y_np = images((16, 14, 14, 1), seed=3), labels(16, 10, seed=4)
+    cnn = LinenCNN()
+    params = cnn.init(jax.random.key(0), jnp.ones((1, 14, 14, 1)))["params"]
+
+    @jax.jit
+    def train_step(state, batch):
+        def loss_fn(params):
+            logits = state.apply_fn({"params": params}, batch["image"])
+            loss = optax.softmax_cross_entropy_with_integer_labels(logits, batch["label"])
+            return loss.mean(), logits
+
+        (loss, logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+        accuracy = jnp.mean(jnp.argmax(logits, -1) == batch["label"])
+        return state.apply_gradients(grads=grads), loss, accuracy, grads
+
+    def train(params, batch):
+        state = train_state.TrainState.create(
+            apply_fn=cnn.apply, params=params, tx=optax.adam(1e-2)
+        )
+        history = []
+        for _ in range(2):
+            state, loss, accuracy, grads = train_step(state, batch)
+            history.append((loss, accuracy))
+        return history, grads, state.params
+
+    out = train(disk_tree(params), {"image": disk(x_np), "label": jnp.asarray(y_np)})
+    ref = train(params, {"image": jnp.asarray(x_np), "label": jnp.asarray(y_np)})
+    assert_trees_match(out, ref, RTOL)
+    assert_on_disk(out[1], "grads")
+
+
+# ---------------------------------------------------------------------------------------------
+# A small U-Net (linen): Conv, max_pool, ConvTranspose, concatenated skip connections
+
+
+class ConvBlock(nn.Module):
+    features: int
+
+    @nn.compact
+    def __call__(self, x):
+        x = nn.relu(nn.Conv(self.features, (3, 3))(x))
+        return nn.relu(nn.Conv(self.features, (3, 3))(x))
+
+
+class UNet(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        s1 = ConvBlock(4)(x)
+        s2 = ConvBlock(8)(nn.max_pool(s1, (2, 2), strides=(2, 2)))
+        b = ConvBlock(16)(nn.max_pool(s2, (2, 2), strides=(2, 2)))
+        u2 = nn.ConvTranspose(8, (2, 2), strides=(2, 2))(b)
+        u2 = ConvBlock(8)(jnp.concatenate([u2, s2], axis=-1))
+        u1 = nn.ConvTranspose(4, (2, 2), strides=(2, 2))(u2)
+        u1 = ConvBlock(4)(jnp.concatenate([u1, s1], axis=-1))
+        return nn.Conv(1, (1, 1))(u1)
+
+
+@CONV
+def test_linen_unet_segmentation_loss_and_grads():
+    x_np = images((4, 16, 16, 2), seed=5)
+    mask_np = (images((4, 16, 16, 1), seed=6) > 0).astype(np.float32)
+    model = UNet()
+    params = model.init(jax.random.key(0), jnp.asarray(x_np[:1]))
+
+    @jax.jit
+    def loss_and_grads(params, x, mask):
+        def loss_fn(params):
+            logits = model.apply(params, x)
+            return optax.sigmoid_binary_cross_entropy(logits, mask).mean(), logits
+
+        return jax.value_and_grad(loss_fn, has_aux=True)(params)
+
+    out = loss_and_grads(disk_tree(params), disk(x_np), jnp.asarray(mask_np))
+    ref = loss_and_grads(params, jnp.asarray(x_np), jnp.asarray(mask_np))
+    assert_trees_match(out, ref, RTOL)
+    assert_on_disk(out[1], "grads")
+
+
+# ---------------------------------------------------------------------------------------------
+# Recurrent nets: a hand-written LSTM cell in lax.scan, nnx.RNN(LSTMCell), linen nn.RNN(GRUCell)
+
+
+def lstm_init(key, inputs, hidden):
+    k1, k2 = jax.random.split(key)
+    return {
+        "wx": jax.random.normal(k1, (inputs, 4 * hidden)) / jnp.sqrt(inputs),
+        "wh": jax.random.normal(k2, (hidden, 4 * hidden)) / jnp.sqrt(hidden),
+        "b": jnp.zeros((4 * hidden,)),
+    }
+
+
+def lstm_forward(params, xs):
+    """xs: (time, batch, features); returns the last hidden state."""
+    batch, hidden = xs.shape[1], params["wh"].shape[0]
+
+    def cell(carry, x):
+        h, c = carry
+        gates = x @ params["wx"] + h @ params["wh"] + params["b"]
+        i, f, g, o = jnp.split(gates, 4, axis=-1)
+        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+        h = jax.nn.sigmoid(o) * jnp.tanh(c)
+        return (h, c), h
+
+    init = (jnp.zeros((batch, hidden)), jnp.zeros((batch, hidden)))
+    (h, _), hs = lax.scan(cell, init, xs)
+    return h, hs
+
+
+@SCAN_YS
+def test_scan_lstm_sequence_regression():
+    xs_np = images((20, 8, 6), seed=7)
+    y_np = images((8, 1), seed=8)
+    params = lstm_init(jax.random.key(0), 6, 12)
+    params["out"] = jax.random.normal(jax.random.key(1), (12, 1)) * 0.1
+
+    @jax.jit
+    def loss_fn(params, xs, y):
+        h, _ = lstm_forward(params, xs)
+        return jnp.mean((h @ params["out"] - y) ** 2)
+
+    step = jax.jit(jax.value_and_grad(loss_fn))
+
+    def train(params, xs, y):
+        losses = []
+        for _ in range(2):
+            loss, grads = step(params, xs, y)
+            params = jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+            losses.append(loss)
+        return losses, grads, params, lstm_forward(params, xs)[1]
+
+    out = train(disk_tree(params), disk(xs_np), jnp.asarray(y_np))
+    ref = train(params, jnp.asarray(xs_np), jnp.asarray(y_np))
+    assert_trees_match(out, ref, RTOL)
+    assert_on_disk(out[1], "grads")
+
+
+class NnxLSTMClassifier(nnx.Module):
+    def __init__(self, *, rngs):
+        self.rnn = nnx.RNN(nnx.LSTMCell(6, 12, rngs=rngs))
+        self.head = nnx.Linear(12, 3, rngs=rngs)
+
+    def __call__(self, x):  # (batch, time, features)
+        return self.head(self.rnn(x)[:, -1])
+
+
+@LOOP_CARRY
+def test_nnx_rnn_lstm_classifier_grads():
+    x_np, y_np = images((8, 15, 6), seed=9), labels(8, 3, seed=10)
+    model = NnxLSTMClassifier(rngs=nnx.Rngs(0))
+
+    @nnx.jit
+    def loss_and_grads(model, x, y):
+        def loss_fn(model):
+            return optax.softmax_cross_entropy_with_integer_labels(model(x), y).mean()
+
+        return nnx.value_and_grad(loss_fn)(model)
+
+    out = loss_and_grads(nnx_params_on_disk(model), disk(x_np), jnp.asarray(y_np))
+    ref = loss_and_grads(nnx_copy(model), jnp.asarray(x_np), jnp.asarray(y_np))
+    assert_trees_match(out, ref, RTOL)
+    assert_on_disk(out[1], "grads")
+
+
+class LinenGRU(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        h = nn.RNN(nn.GRUCell(features=10))(x)
+        return nn.Dense(1)(h[:, -1])
+
+
+@LOOP_CARRY
+def test_linen_rnn_gru_regression_grads():
+    x_np, y_np = images((8, 15, 4), seed=11), images((8, 1), seed=12)
+    model = LinenGRU()
+    params = model.init(jax.random.key(0), jnp.asarray(x_np))
+
+    @jax.jit
+    def loss_and_grads(params, x, y):
+        return jax.value_and_grad(lambda p: jnp.mean((model.apply(p, x) - y) ** 2))(params)
+
+    out = loss_and_grads(disk_tree(params), disk(x_np), jnp.asarray(y_np))
+    ref = loss_and_grads(params, jnp.asarray(x_np), jnp.asarray(y_np))
+    assert_trees_match(out, ref, RTOL)
+    assert_on_disk(out[1], "grads")
+
+
+# ---------------------------------------------------------------------------------------------
+# Classical methods on a DiskArray data matrix: PCA (eigh, svd), ridge, k-means, GMM EM
+
+
+def data_matrix(n=300, d=10, seed=13):
+    rng = np.random.default_rng(seed)
+    # Well separated spectrum: eigenvectors are determined up to sign.
+    scales = np.linspace(3.0, 0.3, d).astype(np.float32)
+    return (rng.normal(size=(n, d)).astype(np.float32) * scales) @ np.linalg.qr(
+        rng.normal(size=(d, d))
+    )[0].astype(np.float32)
+
+
+def align_signs(vectors, reference):
+    """Columns of `vectors` flipped to agree in sign with `reference`'s (eigenvectors and
+    singular vectors are determined up to sign)."""
+    signs = np.sign(np.sum(np.asarray(vectors) * np.asarray(reference), axis=0))
+    return np.asarray(vectors) * signs
+
+
+@linalg("eigh")
+def test_pca_by_covariance_eigh():
+    X_np = data_matrix()
+
+    def pca(X, k=3):
+        X_centered = X - jnp.mean(X, axis=0, keepdims=True)
+        cov = X_centered.T @ X_centered / (X.shape[0] - 1)
+        eigvals, eigvecs = jnp.linalg.eigh(cov)
+        order = jnp.argsort(eigvals)[::-1]
+        eigvals, eigvecs = eigvals[order], eigvecs[:, order]
+        explained = eigvals / jnp.sum(eigvals)
+        return eigvals, eigvecs[:, :k], explained, X_centered @ eigvecs[:, :k]
+
+    vals, vecs, explained, proj = pca(disk(X_np))
+    ref_vals, ref_vecs, ref_explained, ref_proj = pca(jnp.asarray(X_np))
+    assert_trees_match((vals, explained), (ref_vals, ref_explained), RTOL)
+    assert_trees_match(align_signs(vecs, ref_vecs), np.asarray(ref_vecs), 1e-3)
+    assert_trees_match(align_signs(proj, ref_proj), np.asarray(ref_proj), 1e-3)
+
+
+@linalg("svd")
+def test_pca_by_svd():
+    X_np = data_matrix(seed=14)
+
+    @jax.jit
+    def pca(X):
+        X_centered = X - X.mean(axis=0)
+        U, S, Vt = jnp.linalg.svd(X_centered, full_matrices=False)
+        return S, Vt, U[:, :2] * S[:2]
+
+    S, Vt, scores = pca(disk(X_np))
+    ref_S, ref_Vt, ref_scores = pca(jnp.asarray(X_np))
+    assert_trees_match(S, ref_S, RTOL)
+    assert_trees_match(align_signs(np.asarray(Vt).T, ref_Vt.T), np.asarray(ref_Vt).T, 1e-3)
+    assert_trees_match(align_signs(scores, ref_scores), np.asarray(ref_scores), 1e-3)
+
+
+@linalg("lu")
+def test_ridge_regression_closed_form_and_grad():
+    X_np = data_matrix(seed=15)
+    w_true = np.arange(10, dtype=np.float32) / 10
+    y_np = X_np @ w_true + 0.01 * images((300,), seed=16)
+
+    def ridge(X, y, lam=0.5):
+        A = X.T @ X + lam * jnp.eye(X.shape[1], dtype=X.dtype)
+        return jnp.linalg.solve(A, X.T @ y)
+
+    def validation_loss(X, y):
+        w = ridge(X[:200], y[:200])
+        return jnp.mean((X[200:] @ w - y[200:]) ** 2)
+
+    out = (
+        jax.jit(ridge)(disk(X_np), disk(y_np)),
+        jax.value_and_grad(validation_loss)(disk(X_np), disk(y_np)),
+    )
+    ref = (
+        jax.jit(ridge)(X_np, y_np),
+        jax.value_and_grad(validation_loss)(jnp.asarray(X_np), jnp.asarray(y_np)),
+    )
+    assert_trees_match(out, ref, 1e-3)
+    assert_on_disk(out[1][1], "grad")
+
+
+@LOOP_CARRY
+def test_kmeans_lloyd_in_fori_loop():
+    rng = np.random.default_rng(17)
+    centers = np.asarray([[0, 0], [5, 5], [-5, 5], [5, -5]], np.float32)
+    X_np = (centers[rng.integers(0, 4, 400)] + rng.normal(size=(400, 2))).astype(np.float32)
+
+    @jax.jit
+    def kmeans(X, k=4, iters=6):
+        def step(_, centroids):
+            d2 = (
+                jnp.sum(X**2, axis=1, keepdims=True)
+                - 2 * X @ centroids.T
+                + jnp.sum(centroids**2, axis=1)[None, :]
+            )
+            assign = jnp.argmin(d2, axis=1)
+            one_hot = jax.nn.one_hot(assign, k, dtype=X.dtype)
+            counts = one_hot.sum(axis=0)
+            return (one_hot.T @ X) / jnp.maximum(counts, 1)[:, None]
+
+        centroids = lax.fori_loop(0, iters, step, X[:k])
+        assign = jnp.argmin(jnp.linalg.norm(X[:, None, :] - centroids[None], axis=-1), axis=1)
+        inertia = jnp.sum((X - centroids[assign]) ** 2)
+        return centroids, assign, inertia
+
+    out = kmeans(disk(X_np))
+    ref = kmeans(jnp.asarray(X_np))
+    assert_trees_match(out, ref, RTOL)
+
+
+def test_gmm_expectation_maximization():
+    rng = np.random.default_rng(18)
+    X_np = np.concatenate([rng.normal(-2, 0.5, (150, 3)), rng.normal(2, 1.0, (150, 3))]).astype(
+        np.float32
+    )
+
+    def log_gaussian(X, means, variances):
+        diff = X[:, None, :] - means[None, :, :]
+        return -0.5 * jnp.sum(
+            diff**2 / variances[None] + jnp.log(2 * jnp.pi * variances[None]), axis=-1
+        )
+
+    @jax.jit
+    def em(X, iters=4):
+        k = 2
+        means, variances, weights = (
+            X[jnp.array([0, 299])],
+            jnp.ones((k, X.shape[1])),
+            jnp.full(k, 0.5),
+        )
+        log_likelihoods = []
+        for _ in range(iters):
+            log_p = log_gaussian(X, means, variances) + jnp.log(weights)
+            log_norm = jax.scipy.special.logsumexp(log_p, axis=1, keepdims=True)
+            resp = jnp.exp(log_p - log_norm)
+            log_likelihoods.append(jnp.sum(log_norm))
+            nk = resp.sum(axis=0)
+            weights = nk / X.shape[0]
+            means = (resp.T @ X) / nk[:, None]
+            variances = (resp.T @ X**2) / nk[:, None] - means**2 + 1e-6
+        return means, variances, weights, jnp.stack(log_likelihoods)
+
+    out = em(disk(X_np))
+    ref = em(jnp.asarray(X_np))
+    assert_trees_match(out, ref, 1e-3)
+
+
+# ---------------------------------------------------------------------------------------------
+# Notebook habits on a DiskArray
+
+
+def test_notebook_habits():
+    X_np = data_matrix(n=200, d=6, seed=19)
+    params_np = {"w": images((6, 4), seed=20), "b": images((4,), seed=21)}
+
+    def explore(X, params):
+        out = {}
+        print(X.shape, X.dtype)
+        out["mean"] = jnp.mean(X, axis=0, keepdims=True)
+        out["std"] = X.std(axis=0)
+        standardized = (X - out["mean"]) / out["std"]
+        out["row_none"] = standardized[None].sum(axis=1)
+        out["col_none"] = (X[..., None] * params["w"][None]).sum(axis=1)
+        positive = X[:, 0] > 0
+        out["masked_count"] = positive.sum()
+        out["masked_mean"] = jnp.where(positive[:, None], X, 0).sum(axis=0) / positive.sum()
+        out["order"] = jnp.argsort(X[:, 1])
+        out["sorted"] = X[out["order"], 1]
+        out["einsum"] = jnp.einsum("ni,ij,j,nk->k", X, params["w"], params["b"], X)
+        out["scaled"] = jax.tree.map(lambda p: 0.5 * p + 1.0, params)
+        out["norms"] = jax.tree.map(jnp.linalg.norm, params)
+        out["top"] = lax.top_k(X[:, 2], 5)
+        out["clip"] = jnp.clip(X, -1, 1).block_until_ready()
+        return out
+
+    out = explore(disk(X_np), disk_tree(params_np))
+    ref = explore(jnp.asarray(X_np), jax.tree.map(jnp.asarray, params_np))
+    assert_trees_match(out, ref, RTOL)
+    np.testing.assert_array_equal(np.asarray(out["order"]), np.asarray(ref["order"]))
+    assert np.asarray(out["mean"]).shape == (1, 6)
+
+
+@BOOL_MASK
+def test_notebook_boolean_mask_selection():
+    """Eagerly, jnp selects rows by a concrete boolean mask (a data-dependent shape)."""
+    X_np = data_matrix(n=200, d=6, seed=22)
+
+    def select(X):
+        keep = X[:, 0] > 0
+        return X[keep], X[keep, 1:3].mean(axis=0), jnp.where(keep)[0]
+
+    assert_trees_match(select(disk(X_np)), select(jnp.asarray(X_np)), RTOL)
+
+
+# ---------------------------------------------------------------------------------------------
+# Data pipelines: uint8 images scaled by 1/255 into an equinox MLP; a nanoGPT-style uint16
+# token file read by random windows into an nnx language model
+
+
+@narrow_dtype("uint8")
+def test_equinox_mlp_on_uint8_images():
+    eqx = pytest.importorskip("equinox")
+    rng = np.random.default_rng(23)
+    images_u8 = rng.integers(0, 256, size=(64, 8, 8), dtype=np.uint8)
+    y_np = labels(64, 10, seed=24)
+    model = eqx.nn.MLP(64, 10, width_size=32, depth=2, key=jax.random.key(0))
+    optim = optax.adam(1e-2)
+
+    def loss_fn(model, x, y):
+        logits = jax.vmap(model)(x)
+        return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+    @eqx.filter_jit
+    def make_step(model, opt_state, images, y):
+        x = images.reshape(images.shape[0], -1) / 255.0
+        loss, grads = eqx.filter_value_and_grad(loss_fn)(model, x, y)
+        updates, opt_state = optim.update(grads, opt_state, eqx.filter(model, eqx.is_array))
+        return eqx.apply_updates(model, updates), opt_state, loss
+
+    def train(images, y):
+        m, opt_state = model, optim.init(eqx.filter(model, eqx.is_array))
+        losses = []
+        for _ in range(2):
+            m, opt_state, loss = make_step(m, opt_state, images, y)
+            losses.append(loss)
+        return losses, eqx.filter(m, eqx.is_array), (images[:4] / 255).dtype
+
+    out = train(disk(images_u8), jnp.asarray(y_np))
+    ref = train(jnp.asarray(images_u8), jnp.asarray(y_np))
+    assert_trees_match(out[:2], ref[:2], RTOL)
+    assert out[2] == ref[2] == jnp.float32
+
+
+class BigramLM(nnx.Module):
+    def __init__(self, vocab, dim, *, rngs):
+        self.embed = nnx.Embed(vocab, dim, rngs=rngs)
+        self.ln = nnx.LayerNorm(dim, rngs=rngs)
+        self.lm_head = nnx.Linear(dim, vocab, rngs=rngs)
+
+    def __call__(self, idx):
+        return self.lm_head(self.ln(self.embed(idx)))
+
+
+@narrow_dtype("uint16")
+def test_nanogpt_style_uint16_token_file(tmp_path):
+    vocab, block_size, batch_size = 300, 8, 4
+    tokens = np.random.default_rng(25).integers(0, vocab, size=5000).astype(np.uint16)
+    tokens.tofile(tmp_path / "train.bin")  # as nanoGPT's prepare.py writes it
+    data = jask.DiskArray.open(tmp_path / "train.bin", shape=tokens.shape, dtype=np.uint16)
+    assert data.dtype == jnp.uint16
+
+    def get_batch(data, key):
+        ix = jax.random.randint(key, (batch_size,), 0, len(data) - block_size)
+        offsets = ix[:, None] + jnp.arange(block_size)
+        x = data[offsets].astype(jnp.int32)
+        y = data[offsets + 1].astype(jnp.int32)
+        return x, y
+
+    def loss_fn(model, x, y):
+        return optax.softmax_cross_entropy_with_integer_labels(model(x), y).mean()
+
+    @nnx.jit
+    def train_step(model, optimizer, x, y):
+        loss, grads = nnx.value_and_grad(loss_fn)(model, x, y)
+        optimizer.update(model, grads)
+        return loss
+
+    model = BigramLM(vocab, 16, rngs=nnx.Rngs(0))
+
+    def train(data):
+        m = nnx_copy(model)
+        optimizer = nnx.Optimizer(m, optax.adamw(1e-2), wrt=nnx.Param)
+        losses, batches = [], []
+        for step in range(3):
+            x, y = get_batch(data, jax.random.key(step))
+            batches.append((x, y))
+            losses.append(train_step(m, optimizer, x, y))
+        return batches, losses, nnx.state(m, nnx.Param)
+
+    assert_trees_match(train(data), train(jnp.asarray(tokens)), RTOL)
+
+
+# ---------------------------------------------------------------------------------------------
+# equinox CNN (Conv2d, MaxPool2d) trained with optax
+
+
+@CONV
+def test_equinox_cnn_classifier_training_step():
+    eqx = pytest.importorskip("equinox")
+    x_np, y_np = images((16, 1, 10, 10), seed=26), labels(16, 4, seed=27)
+    k1, k2, k3 = jax.random.split(jax.random.key(0), 3)
+    model = eqx.nn.Sequential(
+        [
+            eqx.nn.Conv2d(1, 4, kernel_size=3, key=k1),
+            eqx.nn.Lambda(jax.nn.relu),
+            eqx.nn.MaxPool2d(kernel_size=2, stride=2),
+            eqx.nn.Conv2d(4, 8, kernel_size=3, key=k2),
+            eqx.nn.Lambda(jax.nn.relu),
+            eqx.nn.Lambda(jnp.ravel),
+            eqx.nn.Linear(8 * 2 * 2, 4, key=k3),
+        ]
+    )
+    optim = optax.adamw(1e-2)
+
+    @eqx.filter_jit
+    def make_step(model, opt_state, x, y):
+        def loss_fn(model):
+            logits = jax.vmap(model)(x)
+            return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+        loss, grads = eqx.filter_value_and_grad(loss_fn)(model)
+        updates, opt_state = optim.update(grads, opt_state, eqx.filter(model, eqx.is_array))
+        return eqx.apply_updates(model, updates), opt_state, loss
+
+    def train(x, y):
+        m, opt_state = model, optim.init(eqx.filter(model, eqx.is_array))
+        losses = []
+        for _ in range(2):
+            m, opt_state, loss = make_step(m, opt_state, x, y)
+            losses.append(loss)
+        return losses, eqx.filter(m, eqx.is_array)
+
+    assert_trees_match(train(disk(x_np), jnp.asarray(y_np)), train(x_np, jnp.asarray(y_np)), RTOL)
+
+
+# ---------------------------------------------------------------------------------------------
+# diffrax neural ODE and lineax solves
+
+
+@LOOP_CARRY
+def test_diffrax_neural_ode_fit():
+    eqx = pytest.importorskip("equinox")
+    diffrax = pytest.importorskip("diffrax")
+    y0_np = images((8, 2), seed=28)
+    ts = jnp.linspace(0.0, 1.0, 5)
+    target_np = images((8, 5, 2), seed=29) * 0.1
+
+    class Func(eqx.Module):
+        mlp: eqx.nn.MLP
+
+        def __call__(self, t, y, args):
+            return self.mlp(y)
+
+    class NeuralODE(eqx.Module):
+        func: Func
+
+        def __call__(self, ts, y0):
+            solution = diffrax.diffeqsolve(
+                diffrax.ODETerm(self.func),
+                diffrax.Tsit5(),
+                t0=ts[0],
+                t1=ts[-1],
+                dt0=0.1,
+                y0=y0,
+                saveat=diffrax.SaveAt(ts=ts),
+                stepsize_controller=diffrax.ConstantStepSize(),
+            )
+            return solution.ys
+
+    model = NeuralODE(Func(eqx.nn.MLP(2, 2, 8, 1, activation=jnp.tanh, key=jax.random.key(0))))
+
+    @eqx.filter_jit
+    @eqx.filter_value_and_grad
+    def grad_loss(model, y0, target):
+        ys = jax.vmap(model, in_axes=(None, 0))(ts, y0)
+        return jnp.mean((ys - target) ** 2)
+
+    out = grad_loss(model, disk(y0_np), jnp.asarray(target_np))
+    ref = grad_loss(model, jnp.asarray(y0_np), jnp.asarray(target_np))
+    assert_trees_match(out, ref, RTOL)
+
+
+@EVAL_SHAPE
+def test_lineax_linear_solves():
+    lx = pytest.importorskip("lineax")
+    rng = np.random.default_rng(30)
+    M = rng.normal(size=(24, 24)).astype(np.float32)
+    A_np = M @ M.T / 24 + np.eye(24, dtype=np.float32)
+    b_np = rng.normal(size=24).astype(np.float32)
+
+    @jax.jit
+    def solve(A, b):
+        lu = lx.linear_solve(lx.MatrixLinearOperator(A), b, solver=lx.LU()).value
+        operator = lx.MatrixLinearOperator(A, lx.positive_semidefinite_tag)
+        cg = lx.linear_solve(operator, b, solver=lx.CG(rtol=1e-6, atol=1e-6)).value
+        return lu, cg
+
+    def objective(A, b):
+        return jnp.sum(solve(A, b)[0] ** 2)
+
+    out = (
+        solve(disk(A_np), disk(b_np)),
+        jax.grad(objective, argnums=(0, 1))(disk(A_np), disk(b_np)),
+    )
+    ref = (
+        solve(A_np, b_np),
+        jax.grad(objective, argnums=(0, 1))(jnp.asarray(A_np), jnp.asarray(b_np)),
+    )
+    assert_trees_match(out, ref, 1e-3)
+    assert_on_disk(out[1], "grads")
