@@ -9,11 +9,14 @@ import operator
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src.numpy.indexing import rewriting_take as _rewriting_take  # jnp's x[key]
 
+from .. import _runtime
 from .._jax import compat
 from .._jax.diskarray import DiskArray
 from .._jax.op import apply, describe
 from ..ops import (
+    Concatenate,
     DynamicSlice,
     DynamicSliceInMemory,
     DynamicUpdateSlice,
@@ -153,14 +156,16 @@ def getitem(x, key):
     ([1.0, 5.0, 9.0], [[7.0, 5.0], [11.0, 9.0]])
     """
     key = key if isinstance(key, tuple) else (key,)
+    if _is_advanced(key):
+        return _advanced_getitem(x, key)
     if key and _is_index_array(key[0]):
-        _reject_mask(np.asarray(key[0]) if isinstance(key[0], list) else key[0])
-        if any(_is_index_array(k) for k in key[1:]):  # NumPy zips them; rows then index would not
-            raise NotImplementedError(
-                f"several integer-array indices on a DiskArray ({describe(x)}); "
-                f"jnp.take_along_axis or jax.lax.gather select elements by several indices"
-            )
-        return _index_rows(take(x, key[0]), np.ndim(key[0]), key[1:])
+        first = key[0]
+        if not compat.is_tracer(first):  # out of range: clamped, as jnp's x[idx] gathers
+            n = x.shape[0] if x.ndim else 0
+            values = np.asarray(first)
+            if n and values.size and np.issubdtype(values.dtype, np.integer):
+                first = np.clip(np.where(values < 0, values + n, values), 0, n - 1)
+        return _index_rows(take(x, first), np.ndim(key[0]), key[1:])
     if key and compat.is_tracer(key[0]) and np.ndim(key[0]) == 0 and x.ndim:
         i = key[0]
         _reject_mask(i)
@@ -182,6 +187,71 @@ def getitem(x, key):
         return result if result.shape == shape else jnp.reshape(result, shape)
     result = apply(Slice, x, selection=selection)
     return result if result.shape == shape else reshape(result, shape)
+
+
+def _is_mask(k) -> bool:
+    if isinstance(k, (bool, np.bool_)):
+        return True
+    if isinstance(k, list):
+        return any(isinstance(v, (bool, np.bool_)) for v in np.ravel(np.asarray(k, object)))
+    return getattr(k, "dtype", None) == np.bool_
+
+
+def _is_advanced(key) -> bool:
+    """Whether `key` needs jnp's full indexing (rather than Jask's basic indexing and row
+    gathers): DiskArray indices, boolean masks, several index arrays, an index array or a
+    traced index after the first key."""
+    arrays = [i for i, k in enumerate(key) if _is_index_array(k)]
+    return (
+        any(_is_disk_value(k) or _is_mask(k) for k in key)
+        or len(arrays) > 1
+        or any(i > 0 for i in arrays)
+        or any(compat.is_tracer(k) for k in key[1:])
+    )
+
+
+def _advanced_getitem(x, key):
+    """x[key] as jnp indexes: integer arrays broadcast together (adjacent ones keep their place,
+    separated ones go first), boolean masks replaced by the integer arrays of their True
+    elements (a DiskArray mask counted by streaming it first), and one gather at the combined
+    indices (DiskArray indices are read block by block). A traced mask raises JAX's
+    NonConcreteBooleanIndexError."""
+    key = tuple(_mask_positions(x, key))
+    return _rewriting_take(x, key)
+
+
+def _mask_positions(x, key):
+    """The key with each DiskArray mask replaced by the integer arrays of its True elements
+    (their count read first, by one streamed sum; the positions then one streamed pass)."""
+    consumed = builtins.sum(
+        np.ndim(k) if _is_mask(k) else 0 if k is None or k is Ellipsis else 1 for k in key
+    )
+    axis = 0
+    for k in key:
+        if k is Ellipsis:
+            axis += builtins.max(0, x.ndim - consumed)
+            yield k
+            continue
+        if k is None:
+            yield k
+            continue
+        if not (_is_disk_value(k) and k.dtype == np.bool_):
+            axis += np.ndim(k) if _is_mask(k) else 1
+            yield k
+            continue
+        if compat.is_tracer(k):
+            raise jax.errors.NonConcreteBooleanIndexError(compat.typeof(k))
+        if k.ndim == 0:
+            yield bool(materialize(k))
+            continue
+        if tuple(k.shape) != tuple(x.shape[axis : axis + k.ndim]):
+            raise IndexError(
+                f"boolean index did not match shape of indexed array in index {axis}: got "
+                f"{k.shape}, expected {tuple(x.shape[axis : axis + k.ndim])}"
+            )
+        count = int(jnp.sum(k, dtype=jnp.int64 if k.size > np.iinfo(np.int32).max else None))
+        yield from jnp.nonzero(k, size=count)
+        axis += k.ndim
 
 
 def _is_index_array(k) -> bool:
@@ -436,9 +506,7 @@ def gather(x, indices, dimension_numbers, slice_sizes, mode, fill_value=None):
     """
     dn = dimension_numbers
     if _is_disk_value(indices):
-        raise NotImplementedError(
-            f"jax.lax.gather with DiskArray indices {describe(indices)}; indices must be in memory"
-        )
+        return _gather_disk_indices(x, indices, dn, slice_sizes, mode, fill_value)
     indices = _integer_indices("gather", indices)
     slice_sizes = tuple(int(s) for s in slice_sizes)
     if _is_along_last_axis(x, indices, dn, slice_sizes):
@@ -599,9 +667,7 @@ def scatter(x, indices, updates, dimension_numbers, mode, combine, unique_indice
     """
     dn = dimension_numbers
     if _is_disk_value(indices):
-        raise NotImplementedError(
-            f"jax.lax.scatter with DiskArray indices {describe(indices)}; indices must be in memory"
-        )
+        return _scatter_disk_indices(x, indices, updates, dn, mode, combine, unique_indices)
     if not _is_disk_value(x):
         x = apply(FromInMemory, jnp.asarray(x))
     indices = _integer_indices("scatter", indices)
@@ -763,3 +829,145 @@ def _scatter_window(x, indices, updates, index_map, sizes, clip, combine):
         jnp.stack([(s >= 0) & (s <= n - k) for s, n, k in zip(starts, x.shape, sizes)])
     )
     return elementwise.where(inside, out, x)
+
+
+# -- DiskArray indices ------------------------------------------------------------------
+#
+# A gather or scatter whose indices are a DiskArray runs block by block of the indices'
+# leading axis: a budget-sized block of index vectors is read into memory, and the gather
+# (or scatter) at those in-memory indices runs as above (or in XLA, for an in-memory operand).
+# A gather's blocks are joined along the output axis of the indices' leading axis (in memory
+# when the result is small, else on disk); a scatter's blocks are applied one after the other
+# (so a "set" at an index repeated across blocks keeps the last update, as within a block).
+# Where the leading axis is a batching axis, the operand's matching axis is blocked with it.
+
+
+def _index_block_rows(indices, out_row_elements: int, out_itemsize: int) -> int:
+    """How many rows of the indices' leading axis one block reads: the block of indices and,
+    where the results of a block are small enough to be in memory, their rows, in an eighth of
+    the memory budget."""
+    budget = _runtime.memory_budget() // 8
+    row_bytes = int(np.prod(indices.shape[1:], dtype=np.int64)) * indices.dtype.itemsize
+    out_bytes = out_row_elements * out_itemsize
+    if out_bytes <= budget:
+        row_bytes += out_bytes
+    return max(1, budget // max(1, row_bytes))
+
+
+def _index_block(indices, start: int, stop: int):
+    """Rows [start, stop) of DiskArray indices, in memory."""
+    if start == 0 and stop == indices.shape[0]:
+        return materialize(indices)
+    selection = ((start, 1, stop - start),) + tuple((0, 1, n) for n in indices.shape[1:])
+    return apply(SliceInMemory, indices, selection=selection)
+
+
+def _slice_axis(x, axis: int, start: int, stop: int):
+    """x[start:stop] along `axis`: x on disk (a view or an in-memory slice, as `selected`) or in
+    memory."""
+    if not _is_disk_value(x):
+        return jax.lax.slice_in_dim(x, start, stop, axis=axis)
+    selection = tuple(
+        (start, 1, stop - start) if d == axis else (0, 1, n) for d, n in enumerate(x.shape)
+    )
+    return selected(x, selection)
+
+
+def _joined(parts, axis: int, shape):
+    """Blocks joined along `axis`: in memory when the whole has at most IN_MEMORY_LIMIT
+    elements, else a DiskArray."""
+    if len(parts) == 1:
+        part = parts[0]
+        if _fits(shape):
+            return materialize(part) if _is_disk_value(part) else part
+        return part if _is_disk_value(part) else apply(FromInMemory, part)
+    if _fits(shape):
+        return jnp.concatenate([materialize(p) if _is_disk_value(p) else p for p in parts], axis)
+    return apply(Concatenate, *parts, axis=axis)
+
+
+def _on_disk_unless_small(part, total_shape):
+    """A block of a result that will not fit in memory, written to disk as soon as it is made."""
+    if _fits(total_shape) or _is_disk_value(part):
+        return part
+    return apply(FromInMemory, part)
+
+
+def _gather_disk_indices(x, indices, dn, slice_sizes, mode, fill_value):
+    indices = _disk_integer_indices("gather", indices)
+    slice_sizes = tuple(int(s) for s in slice_sizes)
+
+    def gather_at(operand, idx):
+        return jax.lax.gather(operand, idx, dn, slice_sizes, mode=mode, fill_value=fill_value)
+
+    n = indices.shape[0] if indices.ndim else 0
+    out_aval = jax.eval_shape(
+        gather_at,
+        jax.ShapeDtypeStruct(x.shape, x.dtype),
+        jax.ShapeDtypeStruct(indices.shape, indices.dtype),
+    )
+    if indices.ndim <= 1 or n == 0:  # one index vector (or none): a few elements
+        return gather_at(x, materialize(indices))
+    offset_dims = tuple(int(d) for d in dn.offset_dims)
+    out_axis = next(d for d in range(len(out_aval.shape)) if d not in offset_dims)
+    row = int(np.prod(out_aval.shape, dtype=np.int64)) // max(1, n)
+    block = _index_block_rows(indices, row, np.dtype(out_aval.dtype).itemsize)
+    batching = tuple(int(d) for d in dn.start_indices_batching_dims)
+    operand_axis = int(dn.operand_batching_dims[batching.index(0)]) if 0 in batching else None
+    parts = []
+    for start in range(0, n, block):
+        stop = min(n, start + block)
+        operand = x if operand_axis is None else _slice_axis(x, operand_axis, start, stop)
+        part = gather_at(operand, _index_block(indices, start, stop))
+        parts.append(_on_disk_unless_small(part, out_aval.shape))
+    return _joined(parts, out_axis, out_aval.shape)
+
+
+_SCATTERS = {
+    "set": jax.lax.scatter,
+    "add": jax.lax.scatter_add,
+    "mul": jax.lax.scatter_mul,
+    "min": jax.lax.scatter_min,
+    "max": jax.lax.scatter_max,
+}
+
+
+def _scatter_disk_indices(x, indices, updates, dn, mode, combine, unique):
+    indices = _disk_integer_indices("scatter", indices)
+    scatter_at = _SCATTERS[combine]
+
+    def scattered(operand, idx, values):
+        return scatter_at(operand, idx, values, dn, mode=mode, unique_indices=unique)
+
+    n = indices.shape[0] if indices.ndim else 0
+    if indices.ndim <= 1 or n == 0:
+        return scattered(x, materialize(indices), updates)
+    window_dims = tuple(int(d) for d in dn.update_window_dims)
+    update_axis = next(d for d in range(updates.ndim) if d not in window_dims)
+    block = _index_block_rows(
+        indices,
+        int(np.prod(updates.shape, dtype=np.int64)) // n,
+        np.dtype(updates.dtype).itemsize,
+    )
+    batching = tuple(int(d) for d in dn.scatter_indices_batching_dims)
+    operand_axis = int(dn.operand_batching_dims[batching.index(0)]) if 0 in batching else None
+    out = x
+    for start in range(0, n, block):
+        stop = min(n, start + block)
+        idx = _index_block(indices, start, stop)
+        values = _slice_axis(updates, update_axis, start, stop)
+        if operand_axis is None:
+            out = scattered(out, idx, values)
+            continue
+        part = scattered(_slice_axis(out, operand_axis, start, stop), idx, values)
+        starts = [start if d == operand_axis else 0 for d in range(out.ndim)]
+        out = jax.lax.dynamic_update_slice(out, part, starts)
+    return out
+
+
+def _disk_integer_indices(primitive, indices):
+    if not jnp.issubdtype(indices.dtype, jnp.integer):  # worded as jax.lax's own check
+        raise ValueError(
+            f"indices must have an integer type (jax.lax.{primitive} at {describe(indices)})"
+        )
+    return indices
