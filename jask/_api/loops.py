@@ -10,20 +10,43 @@ jask/lowering/release.py): the loop starts from a handle of its own for each ini
 (a view of the caller's array, so the caller's handle is never freed by the loop), and its
 body is registered so that the release pass frees each carry after its last reader in the
 next iteration. The loop itself then runs as JAX runs it.
+
+The carry rule. JAX requires a loop body (scan, while_loop, fori_loop, map) to return a carry
+of the type it took, and every branch of a cond or switch to return the same types. Whether
+an operation gives a DiskArray or an in-memory array depends on sizes (a small reduction,
+slice or product is in memory; anything with a DiskArray operand may be a DiskArray), so a
+body written for jax.Arrays can turn an in-memory carry into a DiskArray of the same shape
+and dtype, or back. Such a carry (or branch output) takes one kind, by its size alone:
+
+- in memory when it fits: at most `operands.IN_MEMORY_LIMIT` elements and at most the memory
+  budget in bytes (a small carry is not worth a file each iteration);
+- a DiskArray otherwise.
+
+The body's new carry is moved to that kind (read into memory, or written to a file) on every
+iteration; where the initial carry has the other kind, it is moved too and the body traced
+again (once), so the types are the same in every iteration and the loop's result has the
+chosen kind. A cond's branches move their outputs the same way. Values and dtypes are those
+of the same program on jax.Arrays. Carries whose types already agree are left alone; types
+that differ in shape or dtype raise JAX's own error. The mechanism is
+jask/_jax/jaxtype_checks.py; `CarryKinds` below is the policy.
 """
 
 from __future__ import annotations
+
+import math
 
 import jax
 import jax.numpy as jnp
 from jax.extend.core import primitives as lax_primitives
 
-from .._jax import compat
-from .._jax.diskarray import DiskArray, DiskArrayTy
+from .. import _runtime
+from .._jax import compat, jaxtype_checks
+from .._jax.diskarray import DiskArray, DiskArrayTy, from_in_memory, is_disk_array
 from .._jax.op import apply
 from .._jax.primitives import rule
 from ..lowering.release import register_loop
-from ..ops import Reshape, Rows
+from ..ops import Reshape, Rows, ToInMemory
+from . import operands
 
 
 @rule("scan")
@@ -132,3 +155,41 @@ def _bind_as_jax_does(primitive, *operands, **params):
         return compat.bind_without_rules(primitive, *operands, **params)
     except (ValueError, TypeError, AttributeError, AssertionError) as error:
         raise compat.unsupported_primitive(primitive.name, operands) from error
+
+
+class CarryKinds:
+    """The carry rule (see the module docstring): where an array lives when a loop's carry or
+    a cond's branches disagree on it."""
+
+    def unified_kind(self, avals: list) -> str | None:
+        kinds = {_kind(a) for a in avals}
+        if len(kinds) < 2 or None in kinds:
+            return None
+        if len({(tuple(a.shape), a.dtype) for a in avals}) != 1:
+            return None  # JAX's error
+        return "memory" if _fits_in_memory(avals[0]) else "disk"
+
+    def as_kind(self, x, kind: str):
+        if kind == "memory" and is_disk_array(x):
+            return apply(ToInMemory, x)
+        if kind == "disk" and not is_disk_array(x):
+            return from_in_memory(jnp.asarray(x))
+        return x
+
+
+def _kind(aval) -> str | None:
+    if isinstance(aval, DiskArrayTy):
+        return "disk"
+    if isinstance(aval, compat.ShapedArray):
+        return "memory"
+    return None
+
+
+def _fits_in_memory(aval) -> bool:
+    size = math.prod(aval.shape)
+    return size <= operands.in_memory_limit() and (
+        size * aval.dtype.itemsize <= _runtime.memory_budget()
+    )
+
+
+jaxtype_checks.set_carry_policy(CarryKinds())
