@@ -372,10 +372,11 @@ def _dispatch_primitives(hooks: Hooks) -> None:
         if isinstance(trace, _batching.BatchTrace) and _batched_here(trace, args):
             # vmap: JAX's batching rule restates the primitive on the unbatched values (one
             # dot_general, one reduction) and binds that one level down, where it gets here
-            # again; the rule's fallback runs the op once per batch element
+            # again. Where JAX's rule cannot (select_n's asserts cases of one shape, Jask's
+            # broadcast) Jask's rule runs at this trace, its ops batched whole (ops/_batching.py)
             try:
                 return original(self, trace, args, avals, params)
-            except (TypeError, ValueError, AttributeError, NotImplementedError):
+            except (TypeError, ValueError, AttributeError, NotImplementedError, AssertionError):
                 if self.name not in rules:
                     raise
         rule = rules.get(self.name)
