@@ -221,3 +221,16 @@ def test_an_op_without_a_batched_form_runs_in_one_loop(small_budget):
     assert_close(np.asarray(unbatched), x_np[1][idx])
     counts = _disk_batches(lambda r: jask.take(r, jnp.asarray(idx[0]), axis=0), (13, 5))
     assert counts[0] == counts[1], counts
+
+
+def test_filled_diskarrays_of_batched_values(data, small_budget):
+    small_budget("16KB")
+    x_np, x = data
+    s = jnp.asarray([1.5, -2.0, 3.0], jnp.float32)
+    for f in (lambda s: jnp.full_like(x, s), lambda s: jask.full((M, K), s)):
+        out = jax.vmap(f)(s)
+        assert isinstance(out, jask.DiskArray) and out.shape == (3, M, K)
+        assert out.dtype == np.float32
+        assert_close(np.asarray(out), np.broadcast_to(np.asarray(s)[:, None, None], (3, M, K)))
+    counts = _disk_batches(lambda r: jnp.full_like(x, r[0]) * r[1], (K,))
+    assert counts[0] == counts[1], counts
