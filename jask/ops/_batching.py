@@ -11,7 +11,8 @@ with axes shift them by one (reductions over axes, cumulative ops, transposes, s
 An op with no batched form (row reads and writes at traced offsets, a take from a batched
 array) runs in a loop over the batch (`jax.lax.fori_loop`): one body in the trace, each
 iteration slicing its element out of the batched operands and writing its results into
-the stacked outputs (DiskArrays for DiskArray results).
+the stacked outputs (DiskArrays for DiskArray results). Each write makes a new stacked
+DiskArray, so the loop's I/O grows as the batch squared: it is for the ops vmap rarely meets.
 """
 
 from __future__ import annotations
