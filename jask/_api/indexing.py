@@ -158,14 +158,8 @@ def getitem(x, key):
     key = key if isinstance(key, tuple) else (key,)
     if _is_advanced(key):
         return _advanced_getitem(x, key)
-    if key and _is_index_array(key[0]):
-        first = key[0]
-        if not compat.is_tracer(first):  # out of range: clamped, as jnp's x[idx] gathers
-            n = x.shape[0] if x.ndim else 0
-            values = np.asarray(first)
-            if n and values.size and np.issubdtype(values.dtype, np.integer):
-                first = np.clip(np.where(values < 0, values + n, values), 0, n - 1)
-        return _index_rows(take(x, first), np.ndim(key[0]), key[1:])
+    if key and isinstance(key[0], list):  # a list of row indices (jnp wants an array)
+        return _index_rows(take(x, key[0]), np.ndim(key[0]), key[1:])
     if key and compat.is_tracer(key[0]) and np.ndim(key[0]) == 0 and x.ndim:
         i = key[0]
         _reject_mask(i)
@@ -198,14 +192,14 @@ def _is_mask(k) -> bool:
 
 
 def _is_advanced(key) -> bool:
-    """Whether `key` needs jnp's full indexing (rather than Jask's basic indexing and row
-    gathers): DiskArray indices, boolean masks, several index arrays, an index array or a
-    traced index after the first key."""
+    """Whether `key` needs jnp's full indexing (rather than Jask's basic indexing): index
+    arrays (a list of ints as the first key aside), DiskArray indices, boolean masks, a traced
+    index after the first key."""
     arrays = [i for i, k in enumerate(key) if _is_index_array(k)]
     return (
         any(_is_disk_value(k) or _is_mask(k) for k in key)
         or len(arrays) > 1
-        or any(i > 0 for i in arrays)
+        or any(i > 0 or not isinstance(key[i], list) for i in arrays)
         or any(compat.is_tracer(k) for k in key[1:])
     )
 
@@ -439,6 +433,10 @@ def _mode_name(mode) -> str:
     )
 
 
+def _mode_is_promise(mode) -> bool:
+    return (getattr(mode, "name", None) or str(mode)).upper() == "PROMISE_IN_BOUNDS"
+
+
 def _default_fill(dtype):
     dtype = np.dtype(dtype)
     if np.issubdtype(dtype, np.inexact):
@@ -536,6 +534,15 @@ def gather(x, indices, dimension_numbers, slice_sizes, mode, fill_value=None):
         fill = _default_fill(x.dtype) if fill_value is None else fill_value
         valid = jnp.reshape(rows.valid, rows.valid.shape + (1,) * len(rows.rest))
         taken = _where(valid, taken, jnp.asarray(fill, x.dtype))
+    elif _mode_is_promise(mode):
+        # clamped, but a window off the array passes no gradient back: XLA's scatter-add (the
+        # transpose) drops it, so jnp's gradient of x[idx] is zero there
+        inside = _Rows(
+            x.shape, indices, index_map, batching, dn.start_indices_batching_dims, False, widths
+        ).valid
+        if compat.is_tracer(inside) or not bool(jnp.all(inside)):
+            inside = jnp.reshape(inside, inside.shape + (1,) * len(rows.rest))
+            taken = _where(inside, taken, jax.lax.stop_gradient(taken))
     # the window axes in operand order (the size-1 indexed ones that are not collapsed too):
     # wide windows' axes follow the batch axes, the unindexed axes them
     window = [d for d in range(x.ndim) if d not in collapsed and d not in batching]
