@@ -80,6 +80,17 @@ lint-python: install
 
 lint: lint-cpp lint-python
 
+# JAX's own tests (tests/conformance/jax_tests/, at jax-v0.10.2, unchanged) with DiskArrays given to
+# the function under test, compared with NumPy's reference and with the same function on jax.Arrays;
+# a table per file (baseline passes, tests that received a DiskArray, passes at each budget) and the
+# failures grouped by error in build/conformance/conformance.md. CONFORMANCE_CASES is JAX's
+# JAX_NUM_GENERATED_CASES (cases sampled with JAX's fixed seed); see tests/conformance/run.py.
+CONFORMANCE_CASES ?= 1
+CONFORMANCE_BUDGETS ?= 64MB,64KB
+.PHONY: conformance
+conformance: install
+	$(BIN)/python tests/conformance/run.py --cases $(CONFORMANCE_CASES) --budgets $(CONFORMANCE_BUDGETS) --workers 2
+
 # python -m bench --quick: the same in under 2 minutes; see BENCHMARKS.md for the scaling sweep.
 bench: install
 	$(BIN)/pip install -q --no-build-isolation -e ".[bench]"
