@@ -6,13 +6,12 @@ habits) on DiskArray data at a small budget, against the same programs on jax.Ar
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from jax import lax
 from test_client_programs import (
-    BOOL_MASK,
     BUDGET,
-    EVAL_SHAPE,
-    LOOP_CARRY,
+    LOOP_GRAD,
     RTOL,
     assert_on_disk,
     disk,
@@ -112,7 +111,6 @@ def test_ridge_regression_closed_form_and_grad():
     assert_on_disk(out[1][1], "grad")
 
 
-@LOOP_CARRY
 def test_kmeans_lloyd_in_fori_loop():
     rng = np.random.default_rng(17)
     centers = np.asarray([[0, 0], [5, 5], [-5, 5], [5, -5]], np.float32)
@@ -213,7 +211,6 @@ def test_notebook_habits():
     assert np.asarray(out["mean"]).shape == (1, 6)
 
 
-@BOOL_MASK
 def test_notebook_boolean_mask_selection():
     """Eagerly, jnp selects rows by a concrete boolean mask (a data-dependent shape)."""
     X_np = data_matrix(n=200, d=6, seed=22)
@@ -229,7 +226,7 @@ def test_notebook_boolean_mask_selection():
 # diffrax neural ODE and lineax solves
 
 
-@LOOP_CARRY
+@LOOP_GRAD
 def test_diffrax_neural_ode_fit():
     eqx = pytest.importorskip("equinox")
     diffrax = pytest.importorskip("diffrax")
@@ -272,7 +269,7 @@ def test_diffrax_neural_ode_fit():
     assert_trees_match(out, ref, RTOL)
 
 
-@EVAL_SHAPE
+@linalg("lu")
 def test_lineax_linear_solves():
     lx = pytest.importorskip("lineax")
     rng = np.random.default_rng(30)
@@ -320,3 +317,34 @@ def test_kmeans_lloyd_python_loop():
     out = kmeans(disk(X_np))
     ref = kmeans(jnp.asarray(X_np))
     assert_trees_match(out, ref, RTOL)
+
+
+def test_logistic_regression_with_optax_lbfgs():
+    """optax's L-BFGS (a zoom linesearch in while_loops) on a DiskArray design matrix."""
+    rng = np.random.default_rng(44)
+    X_np = rng.normal(size=(200, 5)).astype(np.float32)
+    y_np = (X_np @ np.asarray([1.0, -2.0, 0.5, 0.0, 1.5]) > 0).astype(np.float32)
+
+    def fit(X, y):
+        def loss(w):
+            logits = X @ w[:-1] + w[-1]
+            return optax.sigmoid_binary_cross_entropy(logits, y).mean() + 1e-2 * jnp.sum(w**2)
+
+        opt = optax.lbfgs()
+        value_and_grad = optax.value_and_grad_from_state(loss)
+
+        @jax.jit
+        def step(w, state):
+            value, grad = value_and_grad(w, state=state)
+            updates, state = opt.update(grad, state, w, value=value, grad=grad, value_fn=loss)
+            return optax.apply_updates(w, updates), state, value
+
+        w = jnp.zeros(6)
+        state = opt.init(w)
+        values = []
+        for _ in range(4):
+            w, state, value = step(w, state)
+            values.append(value)
+        return w, values
+
+    assert_trees_match(fit(disk(X_np), disk(y_np)), fit(jnp.asarray(X_np), jnp.asarray(y_np)), 1e-3)
