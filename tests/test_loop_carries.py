@@ -184,6 +184,47 @@ def test_gradient_through_fori_loop_over_small_slices(rng):
     assert_close(_values(g), ref)
 
 
+def _sin_loop(c0, x):
+    """A body that computes on the DiskArray x and the carry (its intermediates are
+    DiskArrays; the carry is brought back into memory)."""
+    return jnp.sum(jax.lax.fori_loop(0, 3, lambda i, c: jnp.sin(x * 0.5 + c), c0) ** 2)
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_gradient_through_a_loop_whose_body_computes_on_a_diskarray(rng, jit):
+    x, d = _data(rng)
+    c0 = jnp.asarray(rng.standard_normal((N, K)).astype(np.float32))
+    grad = jax.grad(_sin_loop, (0, 1))
+    grad = jax.jit(grad) if jit else grad
+    (gc, gx), (rc, rx) = grad(c0, d), grad(c0, jnp.asarray(x))
+    assert not isinstance(gc, jask.DiskArray) and isinstance(gx, jask.DiskArray)
+    _check(gc, rc, "memory")
+    _check(gx, rx, "disk")
+
+
+def test_jvp_and_linearize_through_a_loop_over_a_diskarray(rng):
+    x, d = _data(rng)
+    c0 = jnp.ones((N, K), jnp.float32)
+    t = rng.standard_normal((N, K)).astype(np.float32)
+    f = lambda x: _sin_loop(c0, x)
+    ref = jax.jvp(f, (jnp.asarray(x),), (jnp.asarray(t),))[1]
+    out = jax.jvp(f, (d,), (jask.DiskArray.from_numpy(t),))[1]
+    assert_close(out, ref)
+    assert_close(jax.linearize(f, d)[1](jask.DiskArray.from_numpy(t)), ref)
+
+
+def test_gradient_through_a_scan_with_a_diskarray_carry(rng, small_limit):
+    x, d = _data(rng)
+
+    def loss(x):
+        body = lambda c, xi: (jnp.tanh(x * xi + c), jnp.sum(c))
+        carry, ys = jax.lax.scan(body, jnp.ones((N, K)), jnp.arange(1.0, 4.0))
+        return jnp.sum(carry**2) + jnp.sum(ys)
+
+    g, ref = jax.grad(loss)(d), jax.grad(loss)(jnp.asarray(x))
+    _check(g, ref, "disk")
+
+
 # -- the algorithms of issue 33 -------------------------------------------------------------
 
 

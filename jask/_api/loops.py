@@ -29,6 +29,11 @@ chosen kind. A cond's branches move their outputs the same way. Values and dtype
 of the same program on jax.Arrays. Carries whose types already agree are left alone; types
 that differ in shape or dtype raise JAX's own error. The mechanism is
 jask/_jax/jaxtype_checks.py; `CarryKinds` below is the policy.
+
+Derivatives. jax.grad, jvp and linearize of a scan (fori_loop with a fixed trip count, map)
+whose body computes on DiskArrays run the body once per iteration (`_scan_unrolled`), so
+each op is differentiated as it is outside a loop: JAX's own scan derivative stacks
+residuals per iteration, which a DiskArray residual cannot be.
 """
 
 from __future__ import annotations
@@ -56,6 +61,12 @@ def scan(*operands, jaxpr, num_consts, num_carry, **params):
         for k in range(num_consts + num_carry, len(operands))
         if isinstance(compat.typeof(operands[k]), DiskArrayTy)
     ]
+    if (
+        params["length"]
+        and jaxtype_checks.is_differentiating()
+        and jaxtype_checks.computes_on(jaxpr, DiskArrayTy)
+    ):
+        return _scan_unrolled(operands, scanned, jaxpr, num_consts, num_carry, params)
     if scanned:
         return _scan_disk_xs(operands, scanned, jaxpr, num_consts, num_carry, params)
     carries = range(num_consts, num_consts + num_carry)
@@ -98,6 +109,32 @@ def _scan_disk_xs(operands, scanned, jaxpr, num_consts, num_carry, params):
         body, (jnp.int32(0), list(carry)), memory, length=length, reverse=reverse, unroll=unroll
     )
     return [*carry, *ys]
+
+
+def _scan_unrolled(operands, scanned, jaxpr, num_consts, num_carry, params):
+    """A scan being differentiated whose body computes on DiskArrays, as its body once per
+    iteration.
+
+    JAX differentiates a scan by stacking each iteration's residuals as ys and scanning the
+    transposed body over them; a DiskArray residual (any op of the body on a DiskArray) has
+    no stacked form, and a transposed body hands Jask's ops JAX's accumulators. Unrolled,
+    each op is differentiated as outside a loop; under jit the program holds `length`
+    copies of the body.
+    """
+    length, reverse = params["length"], params["reverse"]
+    consts, carry = operands[:num_consts], operands[num_consts : num_consts + num_carry]
+    xs = operands[num_consts + num_carry :]
+    disk = {k - num_consts - num_carry for k in scanned}
+    ys = []
+    for i in range(length):
+        row = length - 1 - i if reverse else i
+        x = [_slice(xj, row) if j in disk else xj[row] for j, xj in enumerate(xs)]
+        out = compat.eval_closed_jaxpr(jaxpr, *consts, *carry, *x)
+        carry = out[:num_carry]
+        ys.append(out[num_carry:])
+    if reverse:
+        ys.reverse()
+    return [*carry, *(jnp.stack(y) for y in zip(*ys))]
 
 
 def _slice(x, row):

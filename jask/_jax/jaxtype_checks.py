@@ -38,6 +38,7 @@ from jax._src import config as _config
 from jax._src import core as _core
 from jax._src import dtypes as _dtypes
 from jax._src import stages as _stages
+from jax._src.interpreters import ad as _ad
 from jax._src.lax import control_flow as _control_flow
 from jax._src.lax.control_flow import conditionals as _conditionals
 from jax._src.lax.control_flow import loops as _loops
@@ -299,3 +300,21 @@ class _Branches:
             if kind is not None:
                 self.kinds[k] = kind
         return bool(self.kinds)
+
+
+def is_differentiating() -> bool:
+    """True while the current trace is a derivative's (jax.grad, jvp, linearize, vjp)."""
+    return isinstance(_core.trace_ctx.trace, (_ad.JVPTrace, _ad.LinearizeTrace))
+
+
+def computes_on(closed_jaxpr, hi_type: type) -> bool:
+    """True when an equation of the jaxpr (or of one nested in it) takes or makes a value of
+    hi_type."""
+
+    def walk(jaxpr) -> bool:
+        for eqn in jaxpr.eqns:
+            if any(isinstance(v.aval, hi_type) for v in (*eqn.invars, *eqn.outvars)):
+                return True
+        return any(walk(sub) for sub in _core.subjaxprs(jaxpr))
+
+    return walk(closed_jaxpr.jaxpr)
