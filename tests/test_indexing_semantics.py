@@ -231,3 +231,29 @@ def test_out_of_range_gathers_and_scatters_as_jnp():
         expected = fn(jnp.asarray(WILD), jnp.asarray(TABLE[:50]))
         assert_same(fn(wild, t), expected)
     assert_same(jax.jit(cases[0])(wild, t), cases[0](jnp.asarray(WILD), jnp.asarray(TABLE[:50])))
+
+
+def test_jask_take_and_masked_updates(small_budget):
+    """Row takes at DiskArray indices (Jask's own take: negative ones wrap once, the rest
+    clamp, as for traced indices; jask.take is jnp.take); x.at[mask] updates and jnp.where
+    with a mask, in memory and on disk."""
+    small_budget("16KB")
+    t_np = X[:, :, 1]
+    t = jask.DiskArray.from_numpy(t_np)
+    idx = np.array([1, 5, -1, 60, -61, 3], np.int32)
+    expected = t_np[idx]
+    take = jask._api.indexing.take  # x[list] and Jask's own callers
+    for fn in (take, jax.jit(take), jax.jit(lambda t, i: jask.take(t, i, axis=0))):
+        assert_same(fn(t, jask.DiskArray.from_numpy(idx)), jnp.asarray(expected))
+    mask = t_np > 0.5
+    checks = [
+        (lambda t, m: t.at[m].set(0.0), False),
+        (lambda t, m: t.at[m[:, 0]].add(1.0), True),
+        (lambda t, m: jnp.where(m, 0.0, t), True),
+    ]
+    for fn, mask_on_disk in checks:
+        expected = fn(jnp.asarray(t_np), mask)
+        m = jask.DiskArray.from_numpy(mask) if mask_on_disk else mask
+        out = fn(t, m)
+        assert isinstance(out, jask.DiskArray)
+        assert_same(out, expected)

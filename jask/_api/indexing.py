@@ -63,8 +63,8 @@ def take(x, indices, axis=0):
     Args:
       x: a DiskArray with at least one axis.
       indices: an integer array of any shape (NumPy or JAX, concrete or traced inside jit,
-        e.g. ``jax.random.randint(key, (256,), 0, n)``), or a list of ints. Duplicates are
-        allowed; negative indices count from the end.
+        e.g. ``jax.random.randint(key, (256,), 0, n)``; or a DiskArray, read block by block),
+        or a list of ints. Duplicates are allowed; negative indices count from the end.
       axis: 0 (jnp.take takes any axis).
 
     Returns:
@@ -73,8 +73,8 @@ def take(x, indices, axis=0):
       scatter-adds the cotangent rows, so duplicate indices accumulate).
 
     Raises:
-      IndexError: a concrete index outside [-n, n) for n = x.shape[0]. Traced indices
-        cannot be checked: one still out of range after wrapping a negative index once is
+      IndexError: a concrete index outside [-n, n) for n = x.shape[0]. Traced and DiskArray
+        indices are not checked: one still out of range after wrapping a negative index once is
         clamped to [0, n - 1], as jnp does for x[idx] gathers.
 
     >>> import numpy as np, jask
@@ -92,6 +92,12 @@ def take(x, indices, axis=0):
             f"jask.take supports axis=0 only, got axis={axis} for {describe(x)} (jnp.take and "
             f"the gather primitive take any axis)"
         )
+    if _is_disk_value(indices):  # read block by block (the gather rule), never whole
+        if not jnp.issubdtype(indices.dtype, jnp.integer):
+            raise TypeError(f"jask.take: indices must be integers, got {describe(indices)}")
+        n = x.shape[0]
+        wrapped = jnp.where(indices < 0, indices + n, indices)  # once, then clamped
+        return jnp.take(x, wrapped, axis=0, mode="clip")
     idx = _row_indices("take", indices, x.shape[0])
     scalar = idx.ndim == 0
     idx = idx.reshape(1) if scalar else idx
