@@ -153,6 +153,7 @@ FUNCTIONS = {
     "at_add_drops_out_of_range": lambda L, t: jnp.zeros(11).at[L * 2 - 5].add(1.0),
     "at_min": lambda L, t: jnp.full(11, 9.0).at[L].min(jnp.linspace(-1, 1, 300)),
     "at_max_rows": lambda L, t: t.at[L[:40] * 3].max(5.0),
+    "put_along_axis": lambda L, t: jnp.put_along_axis(t, L[:61, None], -1.0, 1, inplace=False),
 }
 DIFFERENTIABLE = [
     "cross_entropy_take_along_axis",
@@ -161,6 +162,7 @@ DIFFERENTIABLE = [
     "at_get_fill",
     "bincount_weights",
     "at_max_rows",
+    "put_along_axis",
 ]
 
 
