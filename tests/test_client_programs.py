@@ -43,10 +43,6 @@ CONV = missing(
     "NotImplementedError: jax.lax.conv_general_dilated on a DiskArray is not supported "
     "(convolution has no rule; pooling's reduce_window neither)"
 )
-VMAP_WHERE = missing(
-    "AssertionError in jax's _select_batch_rule: jnp.where on a DiskArray under vmap "
-    "(jax.nn.dot_product_attention vmaps its masked softmax)"
-)
 LOOP_CARRY = missing(
     "TypeError: scan body function carry input and carry output must have equal types: "
     "nnx.RNN's in-memory zero carry comes back as disk:float32[8,12] (flax's nnx.scan)"
@@ -160,9 +156,7 @@ class TinyViT(nnx.Module):
         return self.head(self.ln(x).mean(axis=1))
 
 
-@pytest.mark.parametrize(
-    "causal", [False, pytest.param(True, marks=VMAP_WHERE)], ids=["no_mask", "causal_mask"]
-)
+@pytest.mark.parametrize("causal", [False, True], ids=["no_mask", "causal_mask"])
 def test_nnx_transformer_block_training_step(causal):
     x_np, y_np = images((8, 12, 16)), labels(8, 5)
     model = TinyViT(causal=causal, rngs=nnx.Rngs(0))

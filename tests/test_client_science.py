@@ -342,7 +342,7 @@ def test_logistic_regression_with_optax_lbfgs():
         w = jnp.zeros(6)
         state = opt.init(w)
         values = []
-        for _ in range(4):
+        for _ in range(3):
             w, state, value = step(w, state)
             values.append(value)
         return w, values
