@@ -1,12 +1,14 @@
 """Runs hostile-file trials in sandboxed children and checks Jask's promise on each one.
 
 A trial is a folder of files (bytes, FIFOs, symbolic links, folders), a piece of code that opens
-and reads it with Jask, and optionally the same with the format's reference library. Each piece
-of code runs in a child forked from one server process (JAX and the libraries imported once), with
-an address-space and a file-size limit and a timeout. For every trial `check_trials` asserts:
+and reads it with Jask, and optionally the same with the format's reference library. The pieces
+of code run in children forked from one server process (JAX and the libraries imported once),
+TRIALS_PER_CHILD one after another in each child, with an address-space and a file-size limit
+and a per-trial timeout; a crash or hang ends its child, the next trials run in a new one. A
+trial that fails in company runs once more, alone, in a fresh copy of its folder and with four
+times the time, and only that run counts. For every trial `check_trials` asserts:
 
-- the Jask child neither crashed nor hung (a trial that timed out runs once more, alone, with four
-  times the time, before it counts as a hang);
+- the Jask child neither crashed nor hung;
 - it either refused the file cleanly, with a ValueError, TypeError or OSError (or a subclass;
   a MemoryError only where it is Jask's budget refusing, naming the budget) whose message names
   the trial's folder or one of its files, or it returned values;
@@ -82,17 +84,20 @@ ALLOWED = (ValueError, TypeError, OSError)
 ADDRESS_SPACE_HEADROOM = 3 << 30
 FILE_SIZE_LIMIT = 256 << 20
 TRIAL_TIMEOUT_S = 30
+# Trials one child runs, one after another (a child's start, JAX's CPU client's among it, is most
+# of a small trial's time). A trial that fails in company runs again alone (`check_trials`).
+TRIALS_PER_CHILD = 16
 
 
-# --- the server: runs in a subprocess, forks a child per piece of code --------------------------
+# --- the server: runs in a subprocess, forks a child per batch of pieces of code ---------------
 
 SERVER = r"""
-import os, pickle, resource, select, signal, sys, time, traceback
+import gc, os, pickle, resource, select, signal, sys, time, traceback
 import numpy as np
 import jax
 import jask
 
-ADDRESS_SPACE_HEADROOM, FILE_SIZE_LIMIT, TRIAL_TIMEOUT_S = {limits}
+ADDRESS_SPACE_HEADROOM, FILE_SIZE_LIMIT, TRIAL_TIMEOUT_S, TRIALS_PER_CHILD = {limits}
 for module in {preload!r}:
     __import__(module)
 jask.set_memory_budget({budget!r}, scratch_dir={scratch!r})
@@ -119,7 +124,7 @@ def leaves(out, prefix=""):
         yield prefix, np.asarray(out)
 
 
-def child(code, P, fd):
+def child(batch, fd):
     # A scratch root of the child's own: a forked child keeps writing into its parent's scratch
     # folder, whose file names its siblings take too (log.md, known gaps).
     jask.set_memory_budget({budget!r}, scratch_dir=os.path.join({scratch!r}, str(os.getpid())))
@@ -128,72 +133,97 @@ def child(code, P, fd):
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    try:
-        scope = {{"P": P, "np": np, "jask": jask, "os": os, "jax": jax}}
-        exec(code, scope)
-        result = ("values", dict(leaves(scope["out"])))
-    except BaseException as e:
-        tb = traceback.format_exc(limit=-6)
-        result = ("error", [c.__name__ for c in type(e).__mro__], str(e), tb)
-    try:
-        data = pickle.dumps(result)
-    except BaseException as e:
-        data = pickle.dumps(("error", ["PicklingError"], repr(e), ""))
+    x64 = jax.config.jax_enable_x64
     with os.fdopen(fd, "wb") as f:
-        f.write(data)
+        for code, P in batch:
+            jax.config.update("jax_enable_x64", x64)  # as the server had it, whatever came before
+            try:
+                scope = {{"P": P, "np": np, "jask": jask, "os": os, "jax": jax}}
+                exec(code, scope)
+                result = ("values", dict(leaves(scope["out"])))
+            except BaseException as e:
+                tb = traceback.format_exc(limit=-6)
+                result = ("error", [c.__name__ for c in type(e).__mro__], str(e), tb)
+            scope = e = None
+            gc.collect()  # the trial's arrays closed before the next trial
+            try:
+                data = pickle.dumps(result)
+            except BaseException as e:
+                data = pickle.dumps(("error", ["PicklingError"], repr(e), ""))
+            f.write(len(data).to_bytes(8, "little") + data)
+            f.flush()
     os._exit(0)
 
 
-def run(code, P):
+# Runs `batch` in one child, trial after trial; returns the results of those it ran: all, or up
+# to the one that crashed or hung (its result "crash" or "timeout") and no further.
+def run(batch):
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
-        child(code, P, w)
+        child(batch, w)
     os.close(w)
-    chunks, deadline = [], time.monotonic() + TRIAL_TIMEOUT_S
+    results, buf, deadline = [], b"", time.monotonic() + TRIAL_TIMEOUT_S
     with os.fdopen(r, "rb") as f:
-        while True:
+        while len(results) < len(batch):
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([f], [], [], left)[0]:
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
-                return ("timeout",)
+                return results + [("timeout",)]
             chunk = os.read(f.fileno(), 1 << 20)
             if not chunk:
                 break
-            chunks.append(chunk)
+            buf += chunk
+            while len(buf) >= 8 and len(buf) >= 8 + int.from_bytes(buf[:8], "little"):
+                n = int.from_bytes(buf[:8], "little")
+                try:
+                    results.append(pickle.loads(buf[8 : 8 + n]))
+                except Exception as e:
+                    results.append(("crash", f"an unreadable result: {{e!r}}"))
+                buf = buf[8 + n :]
+                deadline = time.monotonic() + TRIAL_TIMEOUT_S
+        if len(results) < len(batch):
+            try:
+                os.kill(pid, signal.SIGKILL)  # it closed its end early: it is not to go on
+            except ProcessLookupError:
+                pass
     _, status = os.waitpid(pid, 0)
-    if chunks:
-        try:
-            return pickle.loads(b"".join(chunks))
-        except Exception:
-            pass
+    if len(results) == len(batch):
+        return results
     if os.WIFSIGNALED(status):
-        return ("crash", signal.Signals(os.WTERMSIG(status)).name)
-    return ("crash", f"exit status {{os.waitstatus_to_exitcode(status)}} and no result")
+        return results + [("crash", signal.Signals(os.WTERMSIG(status)).name)]
+    code = os.waitstatus_to_exitcode(status)
+    return results + [("crash", f"exit status {{code}} and no result")]
 
 
 jobs = pickle.load(open(sys.argv[1], "rb"))
 results = []
-for code, P in jobs:
-    results.append(run(code, P))
+while len(results) < len(jobs):
+    results += run(jobs[len(results) : len(results) + TRIALS_PER_CHILD])
     with open(sys.argv[2], "wb") as f:
         pickle.dump(results, f)
 """
 
 
-def run_jobs(jobs, work: Path, preload, budget, timeout_s: float | None = None) -> list:
-    """Runs (code, folder) jobs in one server, each in a sandboxed child; returns their results:
-    ("values", {leaf: array}), ("error", [exception type and bases], message, traceback),
-    ("timeout",) or ("crash", why). For trials `check_trials` cannot lay out (a file patched
-    after the others exist); `check_trials` is the usual way in."""
+def run_jobs(
+    jobs, work: Path, preload, budget, timeout_s: float | None = None, per_child: int | None = None
+) -> list:
+    """Runs (code, folder) jobs in one server, `per_child` of them (TRIALS_PER_CHILD unless
+    given) one after another in each sandboxed child; returns their results: ("values", {leaf:
+    array}), ("error", [exception type and bases], message, traceback), ("timeout",) or ("crash",
+    why). A job that crashes or hangs ends its child; the jobs after it run in a new one. A job
+    that failed in company may owe it to a job before it in its child: run it again alone
+    (`per_child=1`) before calling it a failure. For trials `check_trials` cannot lay out (a file
+    patched after the others exist); `check_trials` is the usual way in."""
     timeout_s = TRIAL_TIMEOUT_S if timeout_s is None else timeout_s
+    per_child = TRIALS_PER_CHILD if per_child is None else per_child
     work.mkdir(parents=True, exist_ok=True)
     jobs_file, results_file = work / "jobs.pickle", work / "results.pickle"
     jobs_file.write_bytes(pickle.dumps(jobs))
     source = SERVER.format(
-        limits=(ADDRESS_SPACE_HEADROOM, FILE_SIZE_LIMIT, timeout_s),
+        limits=(ADDRESS_SPACE_HEADROOM, FILE_SIZE_LIMIT, timeout_s, per_child),
         preload=tuple(preload),
         budget=budget,
         scratch=str(work / "scratch"),
@@ -348,39 +378,33 @@ def check_trials(
     root = tmp_path / "fuzz"
     outside = root / "outside"
     _lay_out(outside, CANARIES)
-    work = root / "work"
-    work.mkdir()
-    folders = []
-    for i, trial in enumerate(trials):
-        folder = root / "trials" / f"t{i:05d}"
-        _lay_out(folder, trial.files)
-        folders.append(folder)
-    befores = [snapshot(f) for f in folders]
     outside_before = snapshot(outside)
-    jobs = [(t.jask, str(f)) for t, f in zip(trials, folders)]
-    jobs += [(t.reference, str(f)) for t, f in zip(trials, folders) if t.reference is not None]
-    results = run_jobs(jobs, work, preload, budget)
-    results += [("timeout",)] * (len(jobs) - len(results))
-    # A trial of Jask's that timed out runs once more, alone, with four times the time: a hang
-    # is a hang then, not a minute of a loaded machine.
-    slow = [i for i in range(len(trials)) if results[i][0] == "timeout"]
-    if slow:
-        again = run_jobs(
-            [jobs[i] for i in slow], work / "again", preload, budget, 4 * TRIAL_TIMEOUT_S
+    ran = _run(trials, root / "trials", root / "work", preload, budget, None, TRIAL_TIMEOUT_S)
+    problems = [_problem(*r) for r in ran]
+    # A trial that failed in company (a child runs several, one after another) runs once more,
+    # alone, in a fresh copy of its folder and with four times the time: its failure is its own
+    # then, not an earlier trial's nor a minute of a loaded machine.
+    again = [i for i, problem in enumerate(problems) if problem]
+    if again:
+        alone = _run(
+            [trials[i] for i in again],
+            root / "alone",
+            root / "work_alone",
+            preload,
+            budget,
+            1,
+            4 * TRIAL_TIMEOUT_S,
         )
-        for i, result in zip(slow, again + [("timeout",)] * (len(slow) - len(again))):
-            results[i] = result
-    references = iter(results[len(trials) :])
+        passed = []
+        for i, r in zip(again, alone):
+            ran[i], problems[i] = r, _problem(*r)
+            if not problems[i]:
+                passed.append(trials[i].name)
+        if passed:
+            print(f"{len(passed)} trials failed in company and passed alone: {passed[:10]}")
     failures, counts = [], collections.Counter()
-    for i, (trial, folder) in enumerate(zip(trials, folders)):
-        result = results[i]
-        reference = next(references) if trial.reference is not None else None
+    for (trial, folder, result, *_), problem in zip(ran, problems):
         counts[outcome(result)] += 1
-        problem = _judge(trial, folder, result, reference)
-        if trial.read_only:
-            changed = _differences(befores[i], snapshot(folder))
-            if changed:
-                problem = (problem + "; " if problem else "") + f"changed its input: {changed}"
         if problem:
             failures.append(f"{trial.name} ({folder}): {problem}")
     changed = _differences(outside_before, snapshot(outside))
@@ -390,4 +414,34 @@ def check_trials(
         shown = "\n".join(textwrap.shorten(f, 1500) if "\n" not in f else f for f in failures[:20])
         raise AssertionError(f"{len(failures)} of {len(trials)} trials failed:\n{shown}")
     shutil.rmtree(root / "trials", ignore_errors=True)
+    shutil.rmtree(root / "alone", ignore_errors=True)
     return counts
+
+
+def _run(trials, where: Path, work: Path, preload, budget, per_child, timeout_s) -> list:
+    """Lays out and runs `trials`; returns (trial, folder, result, reference, snapshot before)
+    for each."""
+    folders = []
+    for i, trial in enumerate(trials):
+        folders.append(where / f"t{i:05d}")
+        _lay_out(folders[-1], trial.files)
+    befores = [snapshot(f) for f in folders]
+    jobs = [(t.jask, str(f)) for t, f in zip(trials, folders)]
+    jobs += [(t.reference, str(f)) for t, f in zip(trials, folders) if t.reference is not None]
+    results = run_jobs(jobs, work, preload, budget, timeout_s, per_child)
+    results += [("timeout",)] * (len(jobs) - len(results))
+    references = iter(results[len(trials) :])
+    return [
+        (t, f, results[i], next(references) if t.reference is not None else None, befores[i])
+        for i, (t, f) in enumerate(zip(trials, folders))
+    ]
+
+
+def _problem(trial: Trial, folder: Path, result, reference, before) -> str | None:
+    """What went wrong in one trial, its folder's changes included (None if nothing)."""
+    problem = _judge(trial, folder, result, reference)
+    if trial.read_only:
+        changed = _differences(before, snapshot(folder))
+        if changed:
+            problem = (problem + "; " if problem else "") + f"changed its input: {changed}"
+    return problem

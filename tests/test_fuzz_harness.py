@@ -71,3 +71,18 @@ def test_a_trial_that_hangs_fails_after_a_second_try_and_a_slow_one_passes(tmp_p
     with pytest.raises(AssertionError, match="1 of 2 trials failed:\nhangs .*hung") as e:
         check_trials([slow, hangs], tmp_path)
     assert "slow" not in str(e.value)  # timed out at 1 s, then passed alone with 4 s
+
+
+def test_a_crash_amid_a_childs_trials_fails_that_trial_alone(tmp_path):
+    good = [Trial(f"good {i}", {"a.npy": GOOD}, OPEN, LOAD) for i in range(3)]
+    crash = Trial("crash", {"a.npy": GOOD}, "import os, signal; os.kill(os.getpid(), 9)")
+    with pytest.raises(AssertionError, match="1 of 4 trials failed:\ncrash .*crashed: SIGKILL"):
+        check_trials([good[0], crash, good[1], good[2]], tmp_path)
+
+
+def test_a_trial_that_spoils_its_child_for_the_next_is_not_their_failure(tmp_path):
+    # The poison breaks np.load for the trials after it in its child (the good trial's reference
+    # then refuses the file); the good trial, run again alone, passes.
+    poison = Trial("poison", {"a": b""}, "np.load = None; out = 1")
+    counts = check_trials([poison, Trial("good", {"a.npy": GOOD}, OPEN, LOAD)], tmp_path)
+    assert counts == {"values": 2}

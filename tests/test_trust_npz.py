@@ -16,7 +16,7 @@ What the default run found: numpy.load refuses every member whose CRC-32 is wron
 them (fixed: checked at open); zipfile's negative seek (OSError: Invalid argument, naming no
 file) and numpy's tokenize.TokenError escaped (fixed: ValueErrors naming the archive). Counts
 by outcome, default run: structured 46 trials: 35 ValueError, 3 TypeError, 2
-UnsupportedFileError, 6 values; mutations (2 seeds x 150; make test now runs 2 x 80): 117 + 122
+UnsupportedFileError, 6 values; mutations (2 seeds x 150; make test now runs 2 x 40, all 6 kinds in each): 117 + 122
 ValueError, 32 + 27 values equal to numpy.load's, 1 + 1 UnsupportedFileError.
 """
 
@@ -352,5 +352,5 @@ def test_structured_hostile_archives(tmp_path):
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_seeded_mutations_of_numpy_archives(tmp_path, seed):
-    counts = check_trials(mutation_trials(fuzz_trials(80), seed), tmp_path)
+    counts = check_trials(mutation_trials(fuzz_trials(40), seed), tmp_path)
     print(f"npz mutation trials (seed {seed}): {dict(counts)}")

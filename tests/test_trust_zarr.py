@@ -631,7 +631,7 @@ def test_structured_sizes_codecs_and_special_files(tmp_path):
 
 @pytest.mark.parametrize("seed", [1])
 def test_seeded_mutations_of_zarr_python_stores(tmp_path, seed):
-    counts = check_trials(_mutation_trials(fuzz_trials(60), seed), tmp_path, preload=PRELOAD)
+    counts = check_trials(_mutation_trials(fuzz_trials(40), seed), tmp_path, preload=PRELOAD)
     print(f"mutation trials (seed {seed}): {dict(counts)}")
     assert counts["values"] > 0 and counts["refused: ValueError"] > 0
 
