@@ -58,7 +58,7 @@ def rows(x, start, count: int) -> jax.Array:
 
 def take(x, indices, axis=0):
     """Rows of x at integer `indices` along the leading axis, like jnp.take(x, indices, axis=0)
-    and x[indices].
+    and x[indices] (x[list] and Jask's own callers; jask.take is jnp.take).
 
     Args:
       x: a DiskArray with at least one axis.
@@ -79,7 +79,8 @@ def take(x, indices, axis=0):
 
     >>> import numpy as np, jask
     >>> x = jask.DiskArray.from_numpy(np.arange(10, dtype=np.float32).reshape(5, 2))
-    >>> jask.take(x, np.array([4, 0, -1])).tolist()
+    >>> from jask._api.indexing import take
+    >>> take(x, np.array([4, 0, -1])).tolist()
     [[8.0, 9.0], [0.0, 1.0], [8.0, 9.0]]
     """
     check_disk("take", x)
@@ -144,13 +145,17 @@ def _row_indices(fn: str, indices, n: int):
 
 
 def getitem(x, key):
-    """x[key]: NumPy basic indexing on any axes, plus integer arrays on the leading axis.
+    """x[key] with jnp's indexing semantics.
 
-    Keys: ints (negative count from the end), slices with any nonzero step, Ellipsis and
-    None, in any combination (``x[5, :, 1:4]``, ``x[..., 2:9:3]``, ``x[None, ::-1]``). An
-    integer array or list of ints as the first key gathers rows (`take`), and the keys after
-    it then index the gathered rows. A traced scalar int as the first key selects a row
-    inside jit (clamped to the array, as in lax.dynamic_slice).
+    Basic keys: ints (negative count from the end), slices with any nonzero step, Ellipsis and
+    None, in any combination (``x[5, :, 1:4]``, ``x[..., 2:9:3]``, ``x[None, ::-1]``); a
+    traced scalar int as the first key selects a row inside jit (clamped, as in
+    lax.dynamic_slice). Advanced keys go through jnp's own indexing to one gather: integer
+    arrays on any axes (broadcast together; adjacent ones keep their place, separated ones go
+    first; out of range clamped, as jnp's x[idx]), in memory or DiskArrays (read block by
+    block), and boolean masks (a concrete one selects its True elements; a DiskArray mask is
+    counted by a streamed sum first; a traced mask raises NonConcreteBooleanIndexError). A list
+    of ints as the first key gathers rows (jnp refuses lists; Jask kept them).
 
     Results with at most IN_MEMORY_LIMIT elements are jax.Arrays; larger ones are DiskArrays: a
     view of x's file (no copy) when the selected elements are one contiguous range
@@ -218,6 +223,13 @@ def _advanced_getitem(x, key):
     NonConcreteBooleanIndexError."""
     key = tuple(_mask_positions(x, key))
     return _rewriting_take(x, key)
+
+
+def expand_masks(x, key) -> tuple:
+    """`key` (for x[key] or x.at[key]) with each DiskArray boolean mask replaced by the integer
+    arrays of its True elements, counted by a streamed sum (a traced one raises JAX's
+    NonConcreteBooleanIndexError); JAX's indexing takes what is left."""
+    return tuple(_mask_positions(x, key if isinstance(key, tuple) else (key,)))
 
 
 def _mask_positions(x, key):
