@@ -47,11 +47,6 @@ LOOP_CARRY = missing(
     "TypeError: scan body function carry input and carry output must have equal types: "
     "nnx.RNN's in-memory zero carry comes back as disk:float32[8,12] (flax's nnx.scan)"
 )
-SCAN_YS = missing(
-    "TypeError: jax.lax.scan cannot stack a body's DiskArray output disk:float32[...] into its "
-    "ys; and under grad NotImplementedError: jax.lax.scan on a DiskArray is not supported "
-    "(the reverse pass of a scan over DiskArray weights)"
-)
 LOOP_GRAD = missing(
     "ValueError: Expected cotangent type disk:float32[2] but got float32[2] (grad through "
     "diffrax's while loops with a DiskArray y0 under vmap; reverse mode of loops with DiskArray "
@@ -441,7 +436,6 @@ def lstm_forward(params, xs):
     return h, hs
 
 
-@SCAN_YS
 def test_scan_lstm_sequence_regression():
     xs_np = images((20, 8, 6), seed=7)
     y_np = images((8, 1), seed=8)
@@ -503,7 +497,6 @@ class LinenGRU(nn.Module):
         return nn.Dense(1)(h[:, -1])
 
 
-@SCAN_YS
 def test_linen_rnn_gru_regression_grads():
     x_np, y_np = images((8, 15, 4), seed=11), images((8, 1), seed=12)
     model = LinenGRU()
