@@ -857,3 +857,50 @@ def test_linen_vae_elbo_training():
     ref = train(params, jnp.asarray(x_np))
     assert_trees_match(out, ref, RTOL)
     assert_on_disk(out[1], "grads")
+
+
+def test_equinox_attention_block_training_step():
+    """eqx.nn.MultiheadAttention + LayerNorm + MLP applied per sequence under jax.vmap."""
+    eqx = pytest.importorskip("equinox")
+    x_np, y_np = images((6, 7, 16), seed=46), images((6, 16), seed=47)
+    k1, k2 = jax.random.split(jax.random.key(0))
+
+    class Block(eqx.Module):
+        attention: eqx.nn.MultiheadAttention
+        norm: eqx.nn.LayerNorm
+        mlp: eqx.nn.MLP
+
+        def __init__(self, key1, key2):
+            self.attention = eqx.nn.MultiheadAttention(2, 16, key=key1)
+            self.norm = eqx.nn.LayerNorm(16)
+            self.mlp = eqx.nn.MLP(16, 16, 32, 1, key=key2)
+
+        def __call__(self, x):
+            h = jax.vmap(self.norm)(x)
+            x = x + self.attention(h, h, h)
+            return jnp.mean(x + jax.vmap(self.mlp)(x), axis=0)
+
+    block = Block(k1, k2)
+    optim = optax.sgd(0.05, momentum=0.9)
+
+    @eqx.filter_jit
+    def make_step(model, opt_state, x, y):
+        def loss_fn(model):
+            return jnp.mean((jax.vmap(model)(x) - y) ** 2)
+
+        loss, grads = eqx.filter_value_and_grad(loss_fn)(model)
+        updates, opt_state = optim.update(grads, opt_state, eqx.filter(model, eqx.is_array))
+        return eqx.apply_updates(model, updates), opt_state, loss, grads
+
+    def train(model, x, y):
+        opt_state, losses = optim.init(eqx.filter(model, eqx.is_array)), []
+        for _ in range(2):
+            model, opt_state, loss, grads = make_step(model, opt_state, x, y)
+            losses.append(loss)
+        return losses, eqx.filter(grads, eqx.is_array), eqx.filter(model, eqx.is_array)
+
+    on_disk = jax.tree.map(lambda a: disk(a) if eqx.is_array(a) else a, block)
+    out = train(on_disk, disk(x_np), jnp.asarray(y_np))
+    ref = train(block, jnp.asarray(x_np), jnp.asarray(y_np))
+    assert_trees_match(out, ref, RTOL)
+    assert_on_disk(out[1], "grads")
