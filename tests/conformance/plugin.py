@@ -44,6 +44,7 @@ import jask
 
 _STATE = {"disk": False, "received": False, "candidate": False}
 _STORABLE = {}
+_VMAP = jax.vmap
 _ORIGINAL = {
     "check_against_numpy": jtu.JaxTestCase._CheckAgainstNumpy,
     "compile_and_check": jtu.JaxTestCase._CompileAndCheck,
@@ -233,9 +234,9 @@ def _check_batching_on_disk(original):
         def vmap(fn, in_axes):
             def run(*args):
                 made.append(args)
-                return jax.vmap(fn, in_axes)(*to_disk(args))
+                return _VMAP(fn, in_axes)(*to_disk(args))
 
-            return run if fn is disk_op else jax.vmap(fn, in_axes)
+            return run if fn is disk_op else _VMAP(fn, in_axes)
 
         saved = jax.vmap
         jax.vmap = vmap
@@ -245,8 +246,8 @@ def _check_batching_on_disk(original):
             jax.vmap = saved
         if made:
             rtol, atol = kw.get("rtol"), kw.get("atol")
-            disk_ans = jax.vmap(op, bdims)(*to_disk(made[0]))
-            _same_as_jax(self, disk_ans, jax.vmap(op, bdims)(*made[0]), atol, rtol, "vmap")
+            disk_ans = _VMAP(op, bdims)(*to_disk(made[0]))
+            _same_as_jax(self, disk_ans, _VMAP(op, bdims)(*made[0]), atol, rtol, "vmap")
 
     check_batching._jask_conformance = True
     return check_batching
