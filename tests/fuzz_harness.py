@@ -84,9 +84,10 @@ ALLOWED = (ValueError, TypeError, OSError)
 ADDRESS_SPACE_HEADROOM = 3 << 30
 FILE_SIZE_LIMIT = 256 << 20
 TRIAL_TIMEOUT_S = 30
-# Trials one child runs, one after another (a child's start, JAX's CPU client's among it, is most
-# of a small trial's time). A trial that fails in company runs again alone (`check_trials`).
-TRIALS_PER_CHILD = 16
+# Trials one child runs, one after another; a trial that fails in company runs again alone
+# (`check_trials`). 1: a measured run with 16 took twice the CPU time of 1 (log.md), the trials'
+# x64 switches and what earlier trials leave likely costing more than a child's start.
+TRIALS_PER_CHILD = 1
 
 
 # --- the server: runs in a subprocess, forks a child per batch of pieces of code ---------------
