@@ -437,7 +437,7 @@ def lstm_forward(params, xs):
 
 
 def test_scan_lstm_sequence_regression():
-    xs_np = images((20, 8, 6), seed=7)
+    xs_np = images((10, 8, 6), seed=7)
     y_np = images((8, 1), seed=8)
     params = lstm_init(jax.random.key(0), 6, 12)
     params["out"] = jax.random.normal(jax.random.key(1), (12, 1)) * 0.1
@@ -498,7 +498,7 @@ class LinenGRU(nn.Module):
 
 
 def test_linen_rnn_gru_regression_grads():
-    x_np, y_np = images((8, 15, 4), seed=11), images((8, 1), seed=12)
+    x_np, y_np = images((8, 8, 4), seed=11), images((8, 1), seed=12)
     model = LinenGRU()
     params = linen_init(model, jnp.asarray(x_np))
 
