@@ -12,7 +12,7 @@ from pathlib import Path
 
 import jask
 
-from ._api import creation, indexing, io, numpy
+from ._api import blocked, creation, indexing, io, numpy
 from ._jax import compat
 from ._jax.primitives import RULES
 
@@ -45,19 +45,32 @@ def op_table() -> str:
 
 def primitive_table() -> list[str]:
     """Every jax.lax primitive: implemented by a Jask rule, traced through (its body's
-    primitives are what reach Jask), or not supported on DiskArrays."""
-    groups: dict[str, list[str]] = {"Jask rule": [], "traced through": [], "not supported": []}
+    primitives are what reach Jask), or computed by XLA (jask/_api/xla_route.py): in memory when
+    it fits, block by block when it is independent along a leading axis, in memory only
+    otherwise."""
+    groups: dict[str, list[str]] = {
+        "Jask rule": [],
+        "traced through": [],
+        "XLA: in memory when it fits half the budget, else block by block": [],
+        "XLA: in memory when it fits half the budget": [],
+    }
+    keys = list(groups)
     for name in compat.lax_primitive_names():
         if name in RULES:
-            groups["Jask rule"].append(name)
+            groups[keys[0]].append(name)
         elif name in compat.HIGHER_ORDER_PRIMITIVES:
-            groups["traced through"].append(name)
+            groups[keys[1]].append(name)
+        elif blocked.may_block(name):
+            groups[keys[2]].append(name)
         else:
-            groups["not supported"].append(name)
+            groups[keys[3]].append(name)
     lines = [
         f"Every `jax.lax` primitive of jax {compat.PINNED_JAX}, by what happens when one is bound "
-        "to a DiskArray (an unsupported one raises `NotImplementedError` naming it and the "
-        "operands):",
+        "to a DiskArray. A Jask rule streams it; the others XLA computes "
+        "(`jask/_api/xla_route.py`): in memory by JAX's own implementation when the DiskArray "
+        "operands and the results fit half the memory budget (results in memory), else block "
+        "by block along an axis it is independent along (results on disk), else a "
+        "`NotImplementedError` names it, the bytes it needs and the budget:",
         "",
         "| on a DiskArray | primitives |",
         "|---|---|",

@@ -18,14 +18,19 @@ _BY_CODE = {code: dt for dt, code in _CODES.items()}
 SUPPORTED = tuple(str(dt) for dt in _CODES)
 
 
+class UnstorableDtypeError(TypeError):
+    """A dtype Jask cannot store in a file. A jax.lax primitive whose rule meets one computes
+    in XLA instead (jask/_api/xla_route.py)."""
+
+
 def storage_dtype(dtype) -> np.dtype:
-    """The numpy dtype for `dtype`, if Jask can store it; TypeError otherwise."""
+    """The numpy dtype for `dtype`, if Jask can store it; UnstorableDtypeError otherwise."""
     try:
         dt = np.dtype(dtype)
     except (TypeError, ValueError, SyntaxError):  # what np.dtype raises for garbage
         dt = None
     if dt not in _CODES:
-        raise TypeError(f"dtype {dtype!r} is not supported; Jask stores {', '.join(SUPPORTED)}")
+        raise UnstorableDtypeError(f"dtype {dtype!r} is not supported; Jask stores {', '.join(SUPPORTED)}")
     return dt
 
 

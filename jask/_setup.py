@@ -19,7 +19,9 @@ from ._api import (
     loops,
     numpy,
     shape,
+    xla_route,
 )
+from ._dtypes import UnstorableDtypeError
 from ._jax import compat, op, primitives
 from ._jax.diskarray import (
     OPERATORS,
@@ -44,7 +46,7 @@ def install() -> None:
     if _installed:
         return
     compat.register_hitype(DiskArray, lambda x: x._ty)
-    op.set_batch_rule(_batching.run_per_element)
+    op.set_batch_rule(_batching.batch)
     OPERATORS.update(_operators())
     install_methods()
     primitives.register_ops(OPS)
@@ -65,6 +67,9 @@ def install() -> None:
             to_memory=_to_memory,
             in_memory_if_0d=_in_memory_if_0d,
             primitive_rules=primitives.RULES,
+            xla_route=xla_route.route,
+            xla_computes=xla_route.xla_computes,
+            xla_route_errors=(UnstorableDtypeError,),
             new_program_slot=_runtime.new_program_slot,
             program_compiled=_runtime.note_program_memory,
         )

@@ -266,6 +266,14 @@ JAX_ONLY = textwrap.dedent(
         "isinstance_tracer": lambda: jax.jit(lambda x: float(isinstance(x, jax.Array)))(1.0),
         "jnp_sum_jit": lambda: jax.jit(jnp.sum).lower(jnp.ones(3)).compile()(jnp.ones(3)),
         "bad_primitive": lambda: lax.add(jnp.ones(2), jnp.ones(3)),
+        "solve_hessian": lambda: jax.hessian(
+            lambda x: jnp.linalg.solve(jnp.diag(x + 3.0), jnp.ones(2)).sum())(jnp.ones(2)),
+        "linear_solve_grad": lambda: jax.grad(lambda b: lax.custom_linear_solve(
+            lambda v: 2 * v, b, lambda mv, r: r / 2, symmetric=True).sum())(jnp.ones(2)),
+        "eval_shape": lambda: list(jax.eval_shape(jnp.sin, jnp.ones(3)).shape),
+        "cond": lambda: lax.cond(True, lambda x: x + 1, lambda x: x * 2, jnp.ones(2)),
+        "fori_loop": lambda: lax.fori_loop(0, 3, lambda i, c: c * 2, jnp.ones(2)),
+        "conv": lambda: lax.conv(jnp.ones((1, 1, 4, 4)), jnp.ones((1, 1, 2, 2)), (1, 1), "SAME"),
     }
     out = {}
     for name, f in cases.items():
@@ -315,6 +323,9 @@ def test_importing_jask_leaves_plain_jax_as_it_is():
         "full_like_of_disk_arrays",
         "where_keeps_disk_shapes",
         "vjp_in_memory_cotangents",
+        "accumulate_in_memory_cotangents",
+        "disk_array_structs",
+        "loop_carry_kinds",
         "flax_msgpack_budget",
         "remat_outputs",
         "compiled_memory",

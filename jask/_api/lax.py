@@ -11,10 +11,29 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from .._jax import compat
+from .._jax.diskarray import DiskArray, DiskArrayTy, from_in_memory
 from .._jax.op import apply
 from .._jax.primitives import rule
 from ..ops import Astype, Concatenate, StopGradient
 from . import indexing
+
+
+@rule("custom_linear_solve")
+def custom_linear_solve(*args, const_lengths, jaxprs):
+    """The solve function applied to the right-hand side, at the caller's trace: its functions
+    were traced on DiskArrays, so Jask's rules compute them (not XLA's in-memory route)."""
+    expected = []  # the operands' types as the functions were traced with them
+    for name in ("matvec", "vecmat", "solve", "transpose_solve"):
+        jaxpr = getattr(jaxprs, name)
+        n = getattr(const_lengths, name)
+        expected += list(jaxpr.in_avals[:n]) if jaxpr is not None else [None] * n
+    expected += list(jaxprs.solve.in_avals[const_lengths.solve :])
+    args = [
+        from_in_memory(a) if isinstance(t, DiskArrayTy) and not isinstance(a, DiskArray) else a
+        for a, t in zip(args, expected)
+    ]
+    return compat.custom_linear_solve(*args, const_lengths=const_lengths, jaxprs=jaxprs)
 
 
 @rule("stop_gradient")

@@ -16,8 +16,9 @@ from .._jax.diskarray import DiskArray
 from .._jax.op import apply, describe
 from .._jax.primitives import rule
 from ..ops import BroadcastTo, Concatenate, Pad, Reshape, Slice, Transpose
+from ..ops.in_memory import ToInMemory
 from . import indexing, linalg
-from .operands import in_memory_limit
+from .operands import in_memory_limit, small_result
 
 
 def _is_disk(x) -> bool:
@@ -194,4 +195,7 @@ for _name, _combine in (
 def dot_general(
     lhs, rhs, *, dimension_numbers, precision=None, preferred_element_type=None, out_sharding=None
 ):
-    return linalg.dot_general(lhs, rhs, dimension_numbers, preferred_element_type)
+    out = linalg.dot_general(lhs, rhs, dimension_numbers, preferred_element_type)
+    if isinstance(out, DiskArray) and small_result(out.shape, lhs, rhs):
+        return apply(ToInMemory, out)  # a small product is an in-memory value (operands.py)
+    return out

@@ -72,3 +72,18 @@ are in-memory jax.Arrays; larger results stay on disk as DiskArrays."""
 def in_memory_limit() -> int:
     """IN_MEMORY_LIMIT, read when a result is made (tests lower it)."""
     return IN_MEMORY_LIMIT
+
+
+def small_result(shape, *operands) -> bool:
+    """True when a product of `operands` with a result of `shape` is an in-memory jax.Array
+    rather than a DiskArray: when the result is no larger than one of its in-memory operands
+    (it costs no more memory than the caller holds already). A matrix-vector product `a @ v`
+    then has the type of v, whatever a is (what custom_linear_solve, lineax and Krylov loops
+    require of an operator), and `onehot.T @ x` with an in-memory onehot is a small in-memory
+    matrix; a layer's activations over a DiskArray batch, and a product of DiskArrays alone
+    (`x.T @ x`), stay DiskArrays."""
+    numel = int(np.prod(shape, dtype=np.int64))
+    return any(
+        not isinstance(v, DiskArray) and numel <= int(np.prod(np.shape(v), dtype=np.int64))
+        for v in operands
+    )

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import jax
 import jax._src.lax as _lax_package
 import jax.numpy
+import numpy as np
 from jax._src import ad_checkpoint as _ad_checkpoint
 from jax._src import ad_util as _ad_util
 from jax._src import api as _api
@@ -41,6 +42,7 @@ from jax._src.interpreters import batching as _batching
 from jax._src.interpreters import partial_eval as _pe
 from jax._src.interpreters import pxla as _pxla
 from jax._src.lax import lax as _lax
+from jax._src.lax.control_flow import solves as _solves
 from jax._src.numpy import array_methods as _array_methods
 from jax._src.numpy import util as _numpy_util
 from jax.experimental import hijax as _hijax
@@ -183,6 +185,18 @@ class Hooks:
     jax.grad differentiates; a scalar is never worth a file), anything else as it is."""
     primitive_rules: dict[str, Callable]
     """jax.lax primitive name -> the Jask rule applying it to DiskArrays (primitives.RULES)."""
+    xla_route: Callable
+    """(primitive, args, params) -> the primitive applied to DiskArray operands it has no rule
+    for, at the current trace: in memory by JAX's implementation when that fits the budget,
+    block by block through XLA when it is independent along an axis (jask/_api/xla_route.py);
+    NotImplementedError otherwise."""
+    xla_computes: Callable
+    """(primitive, avals, params) -> True when XLA computes the primitive (xla_route) even
+    though Jask has a rule for it: operands or results of a dtype the engine has no arithmetic
+    for (complex numbers)."""
+    xla_route_errors: tuple[type[Exception], ...]
+    """Errors a rule raises for operands it cannot take (a dtype Jask does not store): the
+    primitive takes the xla_route instead."""
     new_program_slot: Callable[[], int]
     """A new slot for the memory a jitted program holds (the engine's program slots)."""
     program_compiled: Callable
@@ -352,6 +366,7 @@ def _broadcast_unbatched_outputs(hooks: Hooks) -> None:
 )
 def _dispatch_primitives(hooks: Hooks) -> None:
     hi_type, rules, in_memory_if_0d = hooks.hi_type, hooks.primitive_rules, hooks.in_memory_if_0d
+    xla_route, route_errors = hooks.xla_route, hooks.xla_route_errors
     original = _core.Primitive.bind_with_trace
     if getattr(original, "_jask_original", None):
         return
@@ -380,18 +395,24 @@ def _dispatch_primitives(hooks: Hooks) -> None:
                 if self.name not in rules:
                     raise
         rule = rules.get(self.name)
+        if rule is not None and hooks.xla_computes(self, avals, params):
+            rule = None  # a dtype the engine does not compute: XLA does
         if rule is not None:
             with _core.set_current_trace(trace):
-                out = rule(*args, **params)
+                try:
+                    out = rule(*args, **params)
+                except route_errors:
+                    return xla_route(self, args, params)
                 return (
                     [in_memory_if_0d(o) for o in out]
                     if self.multiple_results
                     else (in_memory_if_0d(out))
                 )
-        if self.name in _lax_defined_names():
-            # a jax.lax primitive JAX cannot compute on a DiskArray either (eagerly it would jit
+        if self.name in _lax_defined_names() or self.name in rules:
+            # a jax.lax primitive without a Jask rule: XLA computes it (eagerly JAX would jit
             # the primitive, which comes back here)
-            raise unsupported_primitive(self.name, args)
+            with _core.set_current_trace(trace):
+                return xla_route(self, args, params)
         try:
             return original(self, trace, args, avals, params)
         except (ValueError, TypeError, AttributeError, AssertionError) as error:
@@ -402,6 +423,81 @@ def _dispatch_primitives(hooks: Hooks) -> None:
 
 
 _unruled = threading.local()  # .primitive: the one bind_without_rules is binding (per thread)
+
+
+def custom_linear_solve(*args, const_lengths, jaxprs):
+    """lax.custom_linear_solve bound to DiskArrays: evaluated or staged (eagerly, under jit), its
+    `solve` function applied to the right-hand side (the primitive's own implementation); under
+    jvp, linearize or vmap, JAX's own rule for it, which binds it again on the primal and the
+    tangent (so its derivative is its own, not that of the solve's steps)."""
+    if isinstance(_core.trace_ctx.trace, _core.EvalTrace):  # staged: inline_linear_solves
+        return _solves._custom_linear_solve_impl(*args, const_lengths=const_lengths, jaxprs=jaxprs)
+    return bind_without_rules(
+        _solves.linear_solve_p, *args, const_lengths=const_lengths, jaxprs=jaxprs
+    )
+
+
+def inline_linear_solves(closed_jaxpr, convert_equation):
+    """A jit-time pass: each custom_linear_solve whose functions take DiskArrays is replaced by
+    the equations of its `solve` function applied to its operands (its value; no derivative is
+    taken after lowering). It stays a primitive while JAX differentiates the program, so every
+    order of derivative is JAX's rule's, not that of the solve's steps (`custom_linear_solve`).
+    An operand or result that is in memory where a DiskArray is wanted, or the reverse, goes
+    through `convert_equation(var, to_disk, like) -> (equation, new var)`."""
+    jaxpr = closed_jaxpr.jaxpr
+    if not any(_is_hi_solve(e) for e in jaxpr.eqns):
+        return closed_jaxpr
+    eqns, subst = [], {}
+    constvars, consts = list(jaxpr.constvars), list(closed_jaxpr.consts)
+
+    def sub(v):
+        return subst.get(v, v) if isinstance(v, _core.Var) else v
+
+    for eqn in jaxpr.eqns:
+        eqn = eqn.replace(invars=[sub(v) for v in eqn.invars])
+        if not _is_hi_solve(eqn):
+            eqns.append(eqn)
+            continue
+        lengths = eqn.params["const_lengths"]
+        solve = eqn.params["jaxprs"].solve
+        start = lengths.matvec + lengths.vecmat
+        operands = eqn.invars[start : start + lengths.solve] + eqn.invars[-len(eqn.outvars) :]
+        env = {}
+        for var, operand in zip(solve.jaxpr.invars, operands):
+            if _is_high(var) and not _is_high(operand):
+                convert, operand = convert_equation(operand, True, eqn)
+                eqns.append(convert)
+            env[var] = operand
+        for var, value in zip(solve.jaxpr.constvars, solve.consts):
+            env[var] = new = _core.Var(var.aval)
+            constvars.append(new)
+            consts.append(value)
+        for inner in solve.jaxpr.eqns:
+            outs = [_core.Var(v.aval) for v in inner.outvars]
+            ins = [env.get(v, v) if isinstance(v, _core.Var) else v for v in inner.invars]
+            env.update(zip(inner.outvars, outs))
+            eqns.append(inner.replace(invars=ins, outvars=outs))
+        for out, result in zip(eqn.outvars, solve.jaxpr.outvars):
+            result = env.get(result, result) if isinstance(result, _core.Var) else result
+            if _is_high(out) != _is_high(result):
+                convert, result = convert_equation(result, _is_high(out), eqn)
+                eqns.append(convert)
+            subst[out] = result
+    outvars = [sub(v) for v in jaxpr.outvars]
+    new = jaxpr.replace(constvars=constvars, eqns=eqns, outvars=outvars)
+    return closed_jaxpr.replace(jaxpr=new, consts=consts)
+
+
+def _is_high(var) -> bool:
+    return getattr(var.aval, "is_high", False)
+
+
+def _is_hi_solve(eqn) -> bool:
+    if eqn.primitive is not _solves.linear_solve_p:
+        return False
+    solve = eqn.params["jaxprs"].solve
+    avals = [v.aval for v in eqn.invars] + list(solve.in_avals) + list(solve.out_avals)
+    return any(getattr(a, "is_high", False) for a in avals)
 
 
 def bind_without_rules(primitive, *args, **params):
@@ -498,8 +594,8 @@ def _is_library_function(fun, jit_info) -> bool:
 def unsupported_primitive(name: str, args) -> NotImplementedError:
     """The error for a jax.lax primitive Jask does not implement on DiskArrays, naming the
     primitive, the user's function that called it (where known) and the operands."""
-    operands = ", ".join(_describe_operand(a) for a in args)
-    where = _user_frame()
+    operands = ", ".join(describe_operand(a) for a in args)
+    where = user_frame()
     return NotImplementedError(
         f"jax.lax.{name} on a DiskArray is not supported ({operands}){where}; README.md lists "
         f"the jax.lax primitives Jask implements (jask.materialize brings a small array into "
@@ -507,7 +603,7 @@ def unsupported_primitive(name: str, args) -> NotImplementedError:
     )
 
 
-def _describe_operand(x) -> str:
+def describe_operand(x) -> str:
     aval = typeof(x) if not hasattr(x, "aval") else x.aval
     shape = ",".join(map(str, getattr(aval, "shape", ())))
     kind = "DiskArray" if getattr(aval, "is_high", False) else "array"
@@ -539,7 +635,7 @@ def _is_library_file(filename: str) -> bool:
     return os.path.realpath(filename).startswith(_library_folders())
 
 
-def _user_frame() -> str:
+def user_frame() -> str:
     """' in f (file.py:12)' for the innermost frame outside the library packages, or ''."""
     frame = sys._getframe(2)
     while frame is not None:
@@ -797,6 +893,35 @@ def _accept_in_memory_cotangents(hooks: Hooks) -> None:
 
     vjp3_bwd._jask_original = original
     _api._vjp3_bwd = vjp3_bwd
+
+
+@_patch(
+    "accumulate_in_memory_cotangents",
+    "jax._src.interpreters.ad.ValAccum.accum",
+    "the backward pass checks each cotangent against its value's type; an in-memory cotangent "
+    "of a DiskArray (a transpose rule of JAX's own, such as custom_linear_solve's, meeting one) "
+    "is written to a DiskArray first",
+)
+def _accumulate_in_memory_cotangents(hooks: Hooks) -> None:
+    hi_type, is_hi, to_disk = hooks.hi_type, hooks.is_hi, hooks.to_disk
+    original = _ad.ValAccum.accum
+    if getattr(original, "_jask_original", None):
+        return
+
+    @functools.wraps(original)
+    def accum(self, x):
+        if (
+            x is not None
+            and isinstance(self.aval, hi_type)
+            and not isinstance(x, Zero)
+            and not is_hi(x)
+            and tuple(np.shape(x)) == tuple(self.aval.shape)
+        ):
+            x = to_disk(x)
+        return original(self, x)
+
+    accum._jask_original = original
+    _ad.ValAccum.accum = accum
 
 
 # -- the jax.Array interface of a hijax type ---------------------------------------------

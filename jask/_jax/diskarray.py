@@ -57,6 +57,13 @@ class DiskArrayTy(compat.HiType):
         return f"disk:{self.dtype.name}[{','.join(map(str, self.shape))}]"
 
     # lowering: one int32 scalar handle
+    def update(self, **changes):
+        """The type with JAX's bookkeeping fields changed (abstract evaluation rules call it to
+        set how values vary over mesh axes, which a DiskArray does not record): itself; a new
+        shape or dtype gives a new type."""
+        shape, dtype = changes.pop("shape", self.shape), changes.pop("dtype", self.dtype)
+        return self if (shape, dtype) == (self.shape, self.dtype) else DiskArrayTy(shape, dtype)
+
     def lo_ty(self):
         return [compat.ShapedArray((), jnp.int32)]
 

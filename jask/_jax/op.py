@@ -329,6 +329,7 @@ class Op(compat.VJPHiPrimitive):
         needs, operands, out = res
         if isinstance(ct, compat.Zero):
             return tuple(None for _ in operands)
+        ct = _cotangent_like(ct, self.out_aval)
         cts = self.vjp(ct, *operands, out=out, needs=needs)
         return tuple(c if need else None for c, need in zip(cts, needs))
 
@@ -339,6 +340,7 @@ class Op(compat.VJPHiPrimitive):
         linear = tuple(compat.is_accumulator(a) for a in maybe_accums)
         if isinstance(out_ct, compat.Zero):
             return
+        out_ct = _cotangent_like(out_ct, self.out_aval)
         operands = [aval if lin else a for a, lin, aval in zip(maybe_accums, linear, self.in_avals)]
         cts = self.vjp(out_ct, *operands, out=None, needs=linear)
         for accum, ct, lin in zip(maybe_accums, cts, linear):
@@ -358,8 +360,8 @@ class Op(compat.VJPHiPrimitive):
         return out, _zeros_like(out) if t_out is None else t_out
 
     def batch(self, axis_data, args, dims):
-        # Jask ops are passes over whole arrays: a batch of n runs the op n times and
-        # stacks the results along a new leading axis (on disk for DiskArray results).
+        # the op's batched form on the whole batch (or one fori_loop over it):
+        # jask/ops/_batching.py
         if all(d is None for d in dims):  # nothing batched: JAX asks when binding under vmap
             out = self(*args)
             return out, (tuple(None for _ in out) if isinstance(out, tuple) else None)
@@ -429,6 +431,19 @@ def _tangent_of(t, aval):
     if isinstance(aval, DiskArrayTy) and not isinstance(t, DiskArray) and full:
         return from_in_memory(t)
     return t
+
+
+def _cotangent_like(ct, aval):
+    """A cotangent of the op's output type: JAX may hand an in-memory one for a DiskArray output
+    (where the program's in-memory values meet it: an XLA-computed primitive's transpose), which
+    is written to a file first."""
+    if isinstance(aval, tuple):
+        if not isinstance(ct, (tuple, list)):
+            return ct
+        return type(ct)(_cotangent_like(c, a) for c, a in zip(ct, aval))
+    if isinstance(compat.Zero, type) and isinstance(ct, compat.Zero):
+        return ct
+    return _tangent_of(ct, aval)
 
 
 def _zeros_like(x):

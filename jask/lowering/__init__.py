@@ -11,11 +11,14 @@ from .fusion import ElementwiseFusion
 from .graph import Pass, fuse_chains, insert_releases, replace_groups, share_results
 from .release import ReleaseDiskArrays, fresh_carries
 from .row_groups import RowGroups
+from .solves import inline_linear_solves
 
 
 def passes() -> tuple[Pass, ...]:
     """The passes in the order they run."""
     return (
+        # custom_linear_solve of DiskArrays: its solve's equations (differentiation is over)
+        inline_linear_solves,
         # elementwise chains whose intermediates are used once: one pass each
         fuse_chains(ElementwiseFusion()),
         # connected row-local ops over one tall dataset: one read of it

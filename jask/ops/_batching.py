@@ -55,7 +55,6 @@ def batch(op, size: int, args, dims):
     return _loop(op, size, args, dims), (0,) * len(op.out_aval) if _multiple(op) else 0
 
 
-run_per_element = batch  # the name jask._setup installs
 
 
 # -- operands --------------------------------------------------------------------------

@@ -1,0 +1,94 @@
+"""XLA computes, Jask moves the bytes: the route of every jax.lax primitive that has no Jask
+rule of its own (convolution, pooling, linear algebra, FFT, special functions, ...).
+
+The rule, for a primitive bound with DiskArray operands and no Jask rule:
+
+1. **It fits**: when the DiskArray operands read into memory plus the primitive's results
+   take at most half the memory budget (`fits_in_memory`), the DiskArray operands are read
+   whole (`jask.materialize`, differentiable: the cotangent of a DiskArray is written back to
+   a DiskArray) and JAX's own implementation runs the primitive, eagerly or inside the jitted
+   program, under every transformation JAX has a rule for. The results are in-memory
+   jax.Arrays (they fit the budget by construction).
+2. **It is independent along an axis** (a convolution along its batch axis, pooling along an
+   axis its window does not span, FFT over the axes it does not transform, batched linear
+   algebra, an elementwise function): the operands stream through memory in blocks of that
+   axis and XLA computes each block (`jask.ops.block_map`); the result is a DiskArray.
+3. Otherwise the primitive needs an out-of-core algorithm Jask does not have: a
+   NotImplementedError names the primitive, the operands, the bytes it would need in memory
+   and the budget.
+
+The other half of the budget is left to XLA's temporaries and to the engine.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from .. import _runtime
+from .._jax import compat
+from .._jax.diskarray import DiskArray
+from .._jax.op import apply
+from ..ops.in_memory import ToInMemory
+from . import blocked
+from .blocked import allowance, nbytes
+
+
+def out_avals(primitive, args, params) -> list:
+    """The primitive's result types, as for in-memory operands of the same types."""
+    structs = [_struct(compat.typeof(a)) for a in args]
+    out = jax.eval_shape(lambda *xs: primitive.bind(*xs, **params), *structs)
+    return list(out) if primitive.multiple_results else [out]
+
+
+def _struct(aval):
+    return jax.ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=getattr(aval, "weak_type", False))
+
+
+def in_memory_bytes(args, outs) -> int:
+    """Bytes held in memory by the in-memory route: the DiskArray operands read whole and the
+    results."""
+    disk = sum(nbytes(compat.typeof(a)) for a in args if isinstance(a, DiskArray))
+    return disk + sum(nbytes(o) for o in outs)
+
+
+def route(primitive, args, params):
+    """The primitive applied to operands among which are DiskArrays, by the rule above (called
+    at the primitive's trace)."""
+    outs = out_avals(primitive, args, params)
+    needed = in_memory_bytes(args, outs)
+    if needed <= allowance():
+        in_memory = [apply(ToInMemory, a) if isinstance(a, DiskArray) else a for a in args]
+        return primitive.bind(*in_memory, **params)
+    result = blocked.route(primitive, args, params, outs)
+    if result is not None:
+        return result
+    raise too_large(primitive.name, args, needed)
+
+
+def too_large(name: str, args, needed: int) -> NotImplementedError:
+    operands = ", ".join(compat.describe_operand(a) for a in args)
+    return NotImplementedError(
+        f"jax.lax.{name} on a DiskArray ({operands}){compat.user_frame()}: Jask computes it in "
+        f"memory when its DiskArray operands and results fit half the memory budget "
+        f"({needed} bytes needed, budget {_runtime.memory_budget()} bytes; "
+        f"jask.set_memory_budget), or block by block along an axis it is independent along; "
+        f"this one is neither (README.md lists the out-of-core algorithms Jask has)"
+    )
+
+
+def xla_computes(primitive, avals, params) -> bool:
+    """True for a primitive Jask has a rule for that XLA computes all the same: complex operands
+    or results (the engine has no complex arithmetic; it stores and moves complex arrays)."""
+    if primitive.name in _MOVES_BYTES:
+        return False
+    dtypes = [getattr(a, "dtype", None) for a in avals]
+    dtypes.append(params.get("new_dtype"))
+    return any(d is not None and np.dtype(d).kind == "c" for d in dtypes)
+
+
+# Rules that only move bytes (any dtype the engine stores).
+_MOVES_BYTES = frozenset(
+    """reshape squeeze expand_dims broadcast_in_dim transpose rev slice dynamic_slice
+    dynamic_update_slice concatenate pad gather copy split tile unstack""".split()
+)
