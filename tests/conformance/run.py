@@ -6,6 +6,7 @@ and those of these that pass with DiskArrays, at each memory budget.
     python tests/conformance/run.py                       # what `make conformance` runs
     python tests/conformance/run.py --files fft linalg    # some files
     python tests/conformance/run.py --ids ID [ID ...]     # some tests (pytest node ids)
+    python tests/conformance/run.py --per-file 25         # 25 tests of each file (make's default)
 
 The first budget runs every test twice (baseline, then with DiskArrays); the other budgets run,
 with DiskArrays only, the tests that passed the baseline and received a DiskArray. JAX's
