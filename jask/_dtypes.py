@@ -1,36 +1,53 @@
-"""The dtypes Jask stores, and their codes in the engine."""
+"""The dtypes Jask stores, and their codes in the engine.
+
+The table is the engine's (src/engine/base/dtype.cpp, read through `_engine.dtypes()`):
+codes, itemsizes and kinds are defined there once."""
 
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 
-_CODES = {
-    np.dtype(np.float32): 0,
-    np.dtype(np.float64): 1,
-    np.dtype(np.float16): 2,
-    np.dtype(jnp.bfloat16): 3,
-    np.dtype(np.int32): 4,
-    np.dtype(np.bool_): 5,
-}
+from . import _engine
+
+
+def _numpy_dtype(name: str) -> np.dtype:
+    return np.dtype(getattr(ml_dtypes, name)) if hasattr(ml_dtypes, name) else np.dtype(name)
+
+
+_TABLE = {_numpy_dtype(name): entry for name, entry in _engine.dtypes().items()}
+_CODES = {dt: code for dt, (code, _, _) in _TABLE.items()}
 _BY_CODE = {code: dt for dt, code in _CODES.items()}
 SUPPORTED = tuple(str(dt) for dt in _CODES)
+# Names by kind: "float", "signed", "unsigned", "bool", "complex".
+KINDS = {
+    kind: tuple(str(dt) for dt, (_, _, k) in _TABLE.items() if k == kind)
+    for kind in ("float", "signed", "unsigned", "bool", "complex")
+}
+FLOATS = KINDS["float"]
+INTEGERS = KINDS["signed"] + KINDS["unsigned"]
+COMPLEX = KINDS["complex"]
+assert all(dt.itemsize == size for dt, (_, size, _) in _TABLE.items()), "engine/numpy itemsizes"
 
 
 class UnstorableDtypeError(TypeError):
-    """A dtype Jask cannot store in a file. A jax.lax primitive whose rule meets one computes
-    in XLA instead (jask/_api/xla_route.py)."""
+    """A dtype Jask does not store (int4, float4, float8_e8m0fnu, big-endian, structured)."""
 
 
 def storage_dtype(dtype) -> np.dtype:
-    """The numpy dtype for `dtype`, if Jask can store it; UnstorableDtypeError otherwise."""
+    """The numpy dtype for `dtype`, if Jask can store it; UnstorableDtypeError (a TypeError)
+    otherwise."""
     try:
         dt = np.dtype(dtype)
     except (TypeError, ValueError, SyntaxError):  # what np.dtype raises for garbage
         dt = None
+    if dt is not None and dt.byteorder == ">":  # the engine stores little-endian values
+        dt = None
     if dt not in _CODES:
-        raise UnstorableDtypeError(f"dtype {dtype!r} is not supported; Jask stores {', '.join(SUPPORTED)}")
+        raise UnstorableDtypeError(
+            f"dtype {dtype!r} is not supported; Jask stores {', '.join(SUPPORTED)}"
+        )
     return dt
 
 
@@ -43,8 +60,9 @@ def dtype_from_code(code: int) -> np.dtype:
 
 
 def jax_dtype(dtype) -> np.dtype:
-    """The dtype JAX gives values of `dtype` (jnp.asarray's): float64 is float32 and int64 is
-    int32 while jax_enable_x64 is off. A dtype JAX does not know is returned as it is."""
+    """The dtype JAX gives values of `dtype` (jnp.asarray's): while jax_enable_x64 is off,
+    float64 is float32, int64 int32, uint64 uint32 and complex128 complex64. A dtype JAX does
+    not know is returned as it is."""
     try:
         return np.dtype(jax.dtypes.canonicalize_dtype(dtype))
     except (TypeError, ValueError):

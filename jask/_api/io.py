@@ -87,10 +87,11 @@ def open_array(path, *, shape=None, dtype=None, offset=0, mode="r") -> DiskArray
 
 
 def in_jax_dtype(x: DiskArray, path) -> DiskArray:
-    """An opened file's array as JAX would hold its values (every opener's last step): a float64
-    file opened while jax_enable_x64 is off is read into a float32 scratch array (the file is
-    left as it is), as jnp.asarray(np.load(path)) gives float32; with mode="r+" it is refused, since updates
-    could not reach the file."""
+    """An opened file's array as JAX would hold its values (every opener's last step): a
+    float64, int64, uint64 or complex128 file opened while jax_enable_x64 is off is read into a
+    float32, int32, uint32 or complex64 scratch array (the file is left as it is; the engine
+    converts as jax.lax.convert_element_type does), as jnp.asarray(np.load(path)) gives it;
+    with mode="r+" it is refused, since updates could not reach the file."""
     dtype = jax_dtype(x.dtype)
     if dtype == x.dtype:
         return x

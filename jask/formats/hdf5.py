@@ -267,6 +267,11 @@ def _dtype(h5py, ds, where: str) -> tuple[bool, np.dtype]:
         raise TypeError(
             f"{where} has dtype {dt} (shape {ds.shape}); Jask stores {', '.join(SUPPORTED)}"
         ) from None
+    if stored.kind == "c":  # an HDF5 compound of two floats, which h5py reads as complex
+        raise TypeError(
+            f"{where} has dtype {dt} (an HDF5 compound datatype); Jask reads complex values "
+            "from .npy, raw, npz, Zarr and safetensors files, not HDF5"
+        )
     _check_bit_layout(h5py, ds.id.get_type(), where, stored)
     return big_endian, stored
 

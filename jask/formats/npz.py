@@ -293,6 +293,8 @@ def _parse_npy_prefix(prefix: bytes, where: str) -> tuple[tuple[int, ...], np.dt
         )
     big_endian = dtype.byteorder == ">" and dtype.itemsize > 1
     try:
+        if big_endian and dtype.kind == "c":  # a byte swap swaps whole items, not the parts
+            raise TypeError
         dtype = storage_dtype(dtype.newbyteorder("<") if big_endian else dtype)
     except TypeError:
         raise TypeError(

@@ -54,6 +54,18 @@ _DTYPES = {
     "F64": np.dtype(np.float64),
     "I32": np.dtype(np.int32),
     "BOOL": np.dtype(np.bool_),
+    "I8": np.dtype(np.int8),
+    "U8": np.dtype(np.uint8),
+    "I16": np.dtype(np.int16),
+    "U16": np.dtype(np.uint16),
+    "I64": np.dtype(np.int64),
+    "U32": np.dtype(np.uint32),
+    "U64": np.dtype(np.uint64),
+    "C64": np.dtype(np.complex64),
+    "F8_E4M3": np.dtype(jnp.float8_e4m3fn),  # safetensors' F8_E4M3 is the fn variant
+    "F8_E5M2": np.dtype(jnp.float8_e5m2),
+    "F8_E4M3FNUZ": np.dtype(jnp.float8_e4m3fnuz),
+    "F8_E5M2FNUZ": np.dtype(jnp.float8_e5m2fnuz),
 }
 _NAME_OF = {dt: name for name, dt in _DTYPES.items()}
 _STORED = ", ".join(f"{name} ({dt})" for name, dt in _DTYPES.items())
@@ -106,7 +118,9 @@ def open_safetensors(path, *, mode: str = "r") -> dict[str, DiskArray]:
         do not lie back to back filling the data area, an index over 100 MB
         or naming a shard outside its folder.
       TypeError: a tensor's dtype is not one Jask stores (F32, F16, BF16, F64,
-        I32, BOOL).
+        I8, I16, I32, I64, U8, U16, U32, U64, BOOL, C64, F8_E4M3, F8_E5M2,
+        F8_E4M3FNUZ, F8_E5M2FNUZ); a 64-bit one (F64, I64, U64) opened with
+        mode="r+" while jax_enable_x64 is off.
       OSError: the file or index is missing or unreadable, or a file, index
         or shard is not a regular file (a FIFO or a device is refused before
         it is read; a missing shard is a ValueError naming the index).
@@ -571,8 +585,7 @@ def save_safetensors(path, tree, *, max_shard_size=None, metadata=None) -> None:
       path: the file to write; with `max_shard_size`, the folder for
         `model-00001-of-0000N.safetensors` files and `model.safetensors.index.json`.
       tree: a dict of name to array, or any pytree of arrays (DiskArrays,
-        jax or NumPy arrays) of dtype float32, float16, bfloat16, float64,
-        int32 or bool.
+        jax or NumPy arrays) of a dtype safetensors names (see open_safetensors).
       max_shard_size: bytes of tensor data per shard, an int or a string such
         as "5GB" (10**9 bytes) or "500MiB" (2**20); a tensor larger than it
         gets a shard of its own.

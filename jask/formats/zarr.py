@@ -27,7 +27,6 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-import jax.numpy as jnp
 import numpy as np
 
 from .._dtypes import SUPPORTED, storage_dtype
@@ -363,19 +362,16 @@ def _v2_dtype(m: _Meta, text) -> tuple[np.dtype, bool]:
         dtype = storage_dtype(raw.newbyteorder("="))
     except (TypeError, ValueError):
         raise _unsupported_dtype(m, text, raw.name) from None
+    if raw.byteorder == ">" and dtype.kind == "c":  # byteswap swaps whole items, not parts
+        raise _unsupported_dtype(m, text, raw.name)
     return dtype, raw.byteorder == ">" and dtype.itemsize > 1
 
 
 # -- zarr v3 ------------------------------------------------------------------------------------
 
-_V3_DTYPES = {
-    "bool": np.dtype(np.bool_),
-    "int32": np.dtype(np.int32),
-    "float16": np.dtype(np.float16),
-    "float32": np.dtype(np.float32),
-    "float64": np.dtype(np.float64),
-    "bfloat16": np.dtype(jnp.bfloat16),
-}
+# The spec's core data types and the extensions' names for bfloat16 and the float8s (the
+# ml_dtypes names): every one Jask stores.
+_V3_DTYPES = {name: storage_dtype(name) for name in SUPPORTED}
 _V3_BYTES_CODECS = ("zstd", "gzip", "blosc", "crc32c")  # the engine's codec names too
 
 
@@ -780,10 +776,15 @@ def _fill_value(m: _Meta, value, dtype: np.dtype, version: int):
     if dtype == np.bool_:
         if isinstance(value, bool):
             return value
-    elif dtype == np.int32:
+    elif dtype.kind in "iu":
         if isinstance(value, int) and not isinstance(value, bool):
-            if np.iinfo(np.int32).min <= value <= np.iinfo(np.int32).max:
+            if np.iinfo(dtype).min <= value <= np.iinfo(dtype).max:
                 return value
+    elif dtype.kind == "c":  # v3: [real, imag]; v2 as numpy writes it: a number
+        parts = value if isinstance(value, list) and len(value) == 2 else [value, 0]
+        if all(isinstance(p, (int, float)) and not isinstance(p, bool) for p in parts):
+            if parts[1] == 0:  # the engine fills with one real value
+                return float(parts[0])
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         try:
             return float(value)
@@ -794,7 +795,7 @@ def _fill_value(m: _Meta, value, dtype: np.dtype, version: int):
     elif version == 3 and isinstance(value, str) and re.fullmatch(r"0x[0-9a-fA-F]{1,16}", value):
         bits = int(value, 16)
         if bits < 1 << (8 * dtype.itemsize):
-            uint = {2: np.uint16, 4: np.uint32, 8: np.uint64}[dtype.itemsize]
+            uint = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[dtype.itemsize]
             return float(np.array([bits], uint).view(dtype)[0])
     raise ValueError(f"{m.where}: invalid fill_value {_show(value)} for dtype {dtype.name}")
 
@@ -803,7 +804,8 @@ def _fill_value(m: _Meta, value, dtype: np.dtype, version: int):
 
 _LEVELS = {"zstd": 3, "gzip": 5, "blosc": 5}
 _BLOSC_LZ4, _BLOSC_SHUFFLE = 1, 1  # write_chunked's blosc cname code, c-blosc's byte shuffle
-_V2_DTYPES = {"float32": "<f4", "float64": "<f8", "float16": "<f2", "int32": "<i4", "bool": "|b1"}
+# zarr v2 names numpy's typestrings: the dtypes that have one (not bfloat16 or the float8s).
+_V2_DTYPES = {name: np.dtype(name).str for name in SUPPORTED if np.dtype(name).kind in "biufc"}
 
 
 def to_zarr(x, path, chunks=None, *, zarr_format=3, codec="zstd", level=None, overwrite=False):
@@ -911,7 +913,15 @@ def _encoding(x, chunk_shape, zarr_format, codec, level):
         encode.append(("gzip", level))
     elif codec == "blosc":
         encode.append(("blosc", level | _BLOSC_SHUFFLE << 8 | _BLOSC_LZ4 << 16))
-    fill = False if x.dtype == np.bool_ else (0 if x.dtype == np.int32 else 0.0)
+    fill = (
+        False
+        if x.dtype == np.bool_
+        else 0
+        if x.dtype.kind in "iu"
+        else [0.0, 0.0]
+        if x.dtype.kind == "c" and zarr_format == 3
+        else 0.0
+    )
     if zarr_format == 2:
         compressor = {
             None: None,

@@ -484,6 +484,16 @@ NB_MODULE(_engine, m) {
     for (const auto& [name, code] : opcode_table()) d[nb::str(name.c_str())] = code;
     return d;
   });
+  // The storage dtypes, defined once in base/dtype.cpp: name -> (code, itemsize, kind),
+  // kind one of "float", "signed", "unsigned", "bool", "complex".
+  m.def("dtypes", [] {
+    static const char* kinds[] = {"float", "signed", "unsigned", "bool", "complex"};
+    nb::dict d;
+    for (const DTypeInfo& t : dtype_table())
+      d[nb::str(t.name)] = nb::make_tuple(static_cast<int>(t.dtype), static_cast<int>(t.itemsize),
+                                          kinds[static_cast<int>(t.kind)]);
+    return d;
+  });
   m.def("reductions", [] {
     nb::dict d;
     d["none"] = static_cast<int>(Reduction::kNone);

@@ -53,6 +53,7 @@ double stored(DType dt, double v) {
       if (std::isnan(v)) return 0;
       return std::clamp(std::trunc(v), -2147483648.0, 2147483647.0);
     case DType::b8: return v != 0;
+    default: break;  // the other dtypes: their own tests (test_dtypes.cpp)
   }
   return 0;
 }
@@ -126,6 +127,13 @@ struct InstrCase {
 
 const double kGeluK = std::sqrt(2.0 / M_PI);
 const double kNan = std::numeric_limits<double>::quiet_NaN();
+
+// `a` rounded to float8 format T (the encoder is checked against ml_dtypes in
+// tests/test_dtypes_all.py and by its own cases in test_dtypes.cpp).
+template <DType T>
+double f8_ref(double a, double, double) {
+  return f8_to_f32(T, f32_to_f8(T, a));
+}
 
 double wrap32(double v) {
   return static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(v)));
@@ -220,6 +228,34 @@ const std::vector<InstrCase> kInstrCases = {
     {"convert_int32", true, [](double a, double, double) { return stored(DType::i32, a); },
      kAll},
     {"convert_bool", true, [](double a, double, double) { return double(a != 0); }, kAll},
+    // The dtypes after the first six (test values are small: in range of every
+    // integer dtype). Unsigned: a negative float saturates to 0, a negative integer wraps
+    // (and a uint32/uint64 value stored back as int32 wraps back).
+    {"convert_int8", true, [](double a, double, double) { return std::trunc(a); }, kAll},
+    {"convert_int16", true, [](double a, double, double) { return std::trunc(a); }, kAll},
+    {"convert_int64", true, [](double a, double, double) { return std::trunc(a); }, kAll},
+    {"convert_uint8", true, [](double a, double, double) { return std::max(std::trunc(a), 0.0); },
+     kAll, [](double a, double, double) { return a < 0 ? a + 256 : a; }},
+    {"convert_uint16", true,
+     [](double a, double, double) { return std::max(std::trunc(a), 0.0); }, kAll,
+     [](double a, double, double) { return a < 0 ? a + 65536 : a; }},
+    {"convert_uint32", true,
+     [](double a, double, double) { return std::max(std::trunc(a), 0.0); }, kAll,
+     [](double a, double, double) { return a; }},
+    {"convert_uint64", true,
+     [](double a, double, double) { return std::max(std::trunc(a), 0.0); }, kAll,
+     [](double a, double, double) { return a; }},
+    {"convert_float8_e4m3fn", true, f8_ref<DType::f8_e4m3fn>, kAll},
+    {"convert_float8_e5m2", true, f8_ref<DType::f8_e5m2>, kAll},
+    {"convert_float8_e4m3fnuz", true, f8_ref<DType::f8_e4m3fnuz>, kAll},
+    {"convert_float8_e5m2fnuz", true, f8_ref<DType::f8_e5m2fnuz>, kAll},
+    {"convert_float8_e4m3b11fnuz", true, f8_ref<DType::f8_e4m3b11fnuz>, kAll},
+    {"convert_float8_e4m3", true, f8_ref<DType::f8_e4m3>, kAll},
+    {"convert_float8_e3m4", true, f8_ref<DType::f8_e3m4>, kAll},
+    // to complex and back (the result is stored as the input's dtype: the real part)
+    {"convert_complex64", true, [](double a, double, double) { return stored(DType::f32, a); },
+     kAll},
+    {"convert_complex128", true, [](double a, double, double) { return a; }, kAll},
     {"add", true, [](double a, double b, double) { return a + b; }},
     {"sub", true, [](double a, double b, double) { return a - b; }},
     {"mul", true, [](double a, double b, double) { return a * b; }},

@@ -159,6 +159,22 @@ inline void encode_value(DType dt, double v, unsigned char* p) {
       break;
     }
     case DType::b8: *p = v != 0; break;
+    default:
+      if (is_float8(dt)) {
+        *p = f32_to_f8(dt, v);
+      } else if (dt == DType::c64 || dt == DType::c128) {  // the real part, imaginary 0
+        std::memset(p, 0, itemsize(dt));
+        if (dt == DType::c64) {
+          float f = static_cast<float>(v);
+          std::memcpy(p, &f, 4);
+        } else {
+          std::memcpy(p, &v, 8);
+        }
+      } else {  // integers: the low bytes of the wrapped value
+        const int64_t x = wrap_int(dt, v >= 9.2e18 ? static_cast<int64_t>(static_cast<uint64_t>(v))
+                                                   : static_cast<int64_t>(v));
+        std::memcpy(p, &x, itemsize(dt));
+      }
   }
 }
 
@@ -202,6 +218,23 @@ inline std::vector<double> decode(DType dt, const void* data, int64_t n) {
         break;
       }
       case DType::b8: out[i] = *p != 0; break;
+      case DType::c64: {
+        float f;
+        std::memcpy(&f, p, 4);
+        out[i] = f;
+        break;
+      }
+      case DType::c128: std::memcpy(&out[i], p, 8); break;
+      default:
+        if (is_float8(dt)) {
+          out[i] = f8_to_f32(dt, *p);
+        } else {  // integers: sign- or zero-extended
+          int64_t x = 0;
+          std::memcpy(&x, p, itemsize(dt));
+          x = wrap_int(dt, x);
+          out[i] = dt == DType::u64 ? static_cast<double>(static_cast<uint64_t>(x))
+                                    : static_cast<double>(x);
+        }
     }
   }
   return out;

@@ -1,69 +1,210 @@
 #include "base/dtype.hpp"
 
+#include <cmath>
+#include <limits>
+
 #include "base/errors.hpp"
 
 namespace jask {
 
-size_t itemsize(DType dt) {
-  switch (dt) {
-    case DType::f32: return 4;
-    case DType::f64: return 8;
-    case DType::f16: return 2;
-    case DType::bf16: return 2;
-    case DType::i32: return 4;
-    case DType::b8: return 1;
-  }
-  throw TypeError("unknown dtype code " + std::to_string(static_cast<int>(dt)));
+namespace {
+
+const std::vector<DTypeInfo> kDTypes = {
+    {DType::f32, "float32", "<f4", 4, DKind::kFloat},
+    {DType::f64, "float64", "<f8", 8, DKind::kFloat},
+    {DType::f16, "float16", "<f2", 2, DKind::kFloat},
+    // numpy has no code for bfloat16 and the float8s; their names resolve once
+    // ml_dtypes (a jax dependency) is imported.
+    {DType::bf16, "bfloat16", "bfloat16", 2, DKind::kFloat},
+    {DType::i32, "int32", "<i4", 4, DKind::kSigned},
+    {DType::b8, "bool", "|b1", 1, DKind::kBool},
+    {DType::i8, "int8", "|i1", 1, DKind::kSigned},
+    {DType::i16, "int16", "<i2", 2, DKind::kSigned},
+    {DType::i64, "int64", "<i8", 8, DKind::kSigned},
+    {DType::u8, "uint8", "|u1", 1, DKind::kUnsigned},
+    {DType::u16, "uint16", "<u2", 2, DKind::kUnsigned},
+    {DType::u32, "uint32", "<u4", 4, DKind::kUnsigned},
+    {DType::u64, "uint64", "<u8", 8, DKind::kUnsigned},
+    {DType::c64, "complex64", "<c8", 8, DKind::kComplex},
+    {DType::c128, "complex128", "<c16", 16, DKind::kComplex},
+    {DType::f8_e4m3fn, "float8_e4m3fn", "float8_e4m3fn", 1, DKind::kFloat},
+    {DType::f8_e5m2, "float8_e5m2", "float8_e5m2", 1, DKind::kFloat},
+    {DType::f8_e4m3fnuz, "float8_e4m3fnuz", "float8_e4m3fnuz", 1, DKind::kFloat},
+    {DType::f8_e5m2fnuz, "float8_e5m2fnuz", "float8_e5m2fnuz", 1, DKind::kFloat},
+    {DType::f8_e4m3b11fnuz, "float8_e4m3b11fnuz", "float8_e4m3b11fnuz", 1, DKind::kFloat},
+    {DType::f8_e4m3, "float8_e4m3", "float8_e4m3", 1, DKind::kFloat},
+    {DType::f8_e3m4, "float8_e3m4", "float8_e3m4", 1, DKind::kFloat},
+};
+
+bool valid_code(int64_t code) { return code >= 0 && code < kNumDTypes; }
+
+}  // namespace
+
+const std::vector<DTypeInfo>& dtype_table() { return kDTypes; }
+
+const DTypeInfo& dtype_info(DType dt) {
+  const auto code = static_cast<int64_t>(dt);
+  if (!valid_code(code)) throw TypeError("unknown dtype code " + std::to_string(code));
+  return kDTypes[static_cast<size_t>(code)];
 }
+
+size_t itemsize(DType dt) { return dtype_info(dt).itemsize; }
 
 const char* dtype_name(DType dt) {
-  switch (dt) {
-    case DType::f32: return "float32";
-    case DType::f64: return "float64";
-    case DType::f16: return "float16";
-    case DType::bf16: return "bfloat16";
-    case DType::i32: return "int32";
-    case DType::b8: return "bool";
-  }
-  return "unknown";
+  return valid_code(static_cast<int64_t>(dt)) ? dtype_info(dt).name : "unknown";
 }
 
-std::string npy_descr(DType dt) {
-  switch (dt) {
-    case DType::f32: return "<f4";
-    case DType::f64: return "<f8";
-    case DType::f16: return "<f2";
-    // numpy has no code for bfloat16; the name resolves once ml_dtypes (a jax
-    // dependency) is imported.
-    case DType::bf16: return "bfloat16";
-    case DType::i32: return "<i4";
-    case DType::b8: return "|b1";
-  }
-  return "";
-}
+std::string npy_descr(DType dt) { return dtype_info(dt).descr; }
 
 std::optional<DType> dtype_from_descr(const std::string& descr) {
-  if (descr == "<f4" || descr == "=f4") return DType::f32;
-  if (descr == "<f8" || descr == "=f8") return DType::f64;
-  if (descr == "<f2" || descr == "=f2") return DType::f16;
-  if (descr == "bfloat16") return DType::bf16;
-  if (descr == "<i4" || descr == "=i4") return DType::i32;
-  if (descr == "|b1") return DType::b8;
+  // '<' little-endian, '=' native (little on the machines Jask runs on), '|' no order
+  // (one-byte types); numpy also reads '<i1' and '|i1' alike.
+  for (const DTypeInfo& d : kDTypes) {
+    const std::string ours = d.descr;
+    if (descr == ours) return d.dtype;
+    if (ours.size() >= 2 && (ours[0] == '<' || ours[0] == '|') && descr.size() == ours.size() &&
+        (descr[0] == '<' || descr[0] == '=' || (descr[0] == '|' && d.itemsize == 1)) &&
+        descr.compare(1, std::string::npos, ours, 1, std::string::npos) == 0)
+      return d.dtype;
+  }
   return std::nullopt;
 }
 
 std::optional<DType> dtype_from_name(const std::string& name) {
-  for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::b8}) {
-    if (name == dtype_name(dt)) return dt;
+  for (const DTypeInfo& d : kDTypes) {
+    if (name == d.name) return d.dtype;
   }
   return std::nullopt;
 }
 
 DType dtype_from_int(int64_t code) {
-  if (code < 0 || code > static_cast<int64_t>(DType::b8)) {
-    throw TypeError("unknown dtype code " + std::to_string(code));
-  }
+  if (!valid_code(code)) throw TypeError("unknown dtype code " + std::to_string(code));
   return static_cast<DType>(code);
+}
+
+std::string dtype_names() {
+  std::string out;
+  for (const DTypeInfo& d : kDTypes) out += (out.empty() ? "" : ", ") + std::string(d.name);
+  return out;
+}
+
+namespace {
+
+// An 8-bit float format: exponent and mantissa bits, bias, and which codes are special.
+enum class F8Special { kIeee, kFn, kFnuz };
+struct F8Format {
+  int ebits, mbits, bias;
+  F8Special special;
+};
+
+F8Format f8_format(DType dt) {
+  switch (dt) {
+    case DType::f8_e4m3fn: return {4, 3, 7, F8Special::kFn};
+    case DType::f8_e5m2: return {5, 2, 15, F8Special::kIeee};
+    case DType::f8_e4m3fnuz: return {4, 3, 8, F8Special::kFnuz};
+    case DType::f8_e5m2fnuz: return {5, 2, 16, F8Special::kFnuz};
+    case DType::f8_e4m3b11fnuz: return {4, 3, 11, F8Special::kFnuz};
+    case DType::f8_e4m3: return {4, 3, 7, F8Special::kIeee};
+    case DType::f8_e3m4: return {3, 4, 3, F8Special::kIeee};
+    default: throw TypeError(std::string(dtype_name(dt)) + " is not a float8 dtype");
+  }
+}
+
+// Each code's value, the largest finite positive code, and the NaN code.
+struct F8Table {
+  float value[256];
+  int max_finite;
+  uint8_t nan;
+  bool has_inf, has_neg_zero;
+};
+
+F8Table make_f8_table(const F8Format& f) {
+  F8Table t{};
+  const int emask = (1 << f.ebits) - 1, mmask = (1 << f.mbits) - 1;
+  for (int c = 0; c < 256; ++c) {
+    const int s = c >> 7, e = (c >> f.mbits) & emask, m = c & mmask;
+    double v = e == 0 ? std::ldexp(m, 1 - f.bias - f.mbits)
+                      : std::ldexp(1.0 + std::ldexp(m, -f.mbits), e - f.bias);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    float out = static_cast<float>(s ? -v : v);
+    if (f.special == F8Special::kIeee && e == emask)
+      out = m == 0 ? (s ? -1.0f : 1.0f) * std::numeric_limits<float>::infinity() : nan;
+    if (f.special == F8Special::kFn && e == emask && m == mmask) out = nan;
+    if (f.special == F8Special::kFnuz && c == 0x80) out = nan;
+    t.value[c] = out;
+  }
+  switch (f.special) {
+    case F8Special::kIeee:
+      t.max_finite = (emask << f.mbits) - 1;
+      t.nan = static_cast<uint8_t>((emask << f.mbits) | (1 << (f.mbits - 1)));
+      t.has_inf = true;
+      t.has_neg_zero = true;
+      break;
+    case F8Special::kFn:
+      t.max_finite = 0x7e;
+      t.nan = 0x7f;
+      t.has_neg_zero = true;
+      break;
+    case F8Special::kFnuz:
+      t.max_finite = 0x7f;
+      t.nan = 0x80;
+      break;
+  }
+  return t;
+}
+
+const F8Table& f8_table(DType dt) {
+  static const std::vector<F8Table> tables = [] {
+    std::vector<F8Table> out;
+    for (int c = static_cast<int>(DType::f8_e4m3fn); c < kNumDTypes; ++c)
+      out.push_back(make_f8_table(f8_format(static_cast<DType>(c))));
+    return out;
+  }();
+  f8_format(dt);  // TypeError for a dtype that is not a float8
+  return tables[static_cast<size_t>(static_cast<int>(dt) - static_cast<int>(DType::f8_e4m3fn))];
+}
+
+}  // namespace
+
+float f8_to_f32(DType dt, uint8_t bits) { return f8_table(dt).value[bits]; }
+
+uint8_t f32_to_f8(DType dt, double v) {
+  const F8Table& t = f8_table(dt);
+  if (std::isnan(v)) return t.nan;
+  const bool neg = std::signbit(v);
+  const double a = std::fabs(v);
+  const int top = t.max_finite;
+  int code;
+  if (a >= t.value[top]) {
+    const double half = (static_cast<double>(t.value[top]) - t.value[top - 1]) / 2;
+    const double limit = static_cast<double>(t.value[top]) + half;
+    if (a < limit || (a == limit && (top & 1) == 0)) {
+      code = top;
+    } else {
+      if (!t.has_inf) return t.nan;
+      code = top + 1;  // the exponent's all-ones code with a zero mantissa: inf
+    }
+  } else {
+    int lo = 0, hi = top;  // value[lo] <= a < value[hi]
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      (t.value[mid] <= a ? lo : hi) = mid;
+    }
+    const double below = a - t.value[lo], above = t.value[hi] - a;
+    code = below < above ? lo : above < below ? hi : (lo & 1) == 0 ? lo : hi;
+  }
+  if (!neg || (code == 0 && !t.has_neg_zero)) return static_cast<uint8_t>(code);
+  return static_cast<uint8_t>(code | 0x80);
+}
+
+float round_to(DType dt, float v) {
+  switch (dt) {
+    case DType::f16: return f16_to_f32(f32_to_f16(v));
+    case DType::bf16: return bf16_to_f32(f32_to_bf16(v));
+    default:
+      if (is_float8(dt)) return f8_to_f32(dt, f32_to_f8(dt, v));
+      return v;
+  }
 }
 
 float f16_to_f32(uint16_t h) {

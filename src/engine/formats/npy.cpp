@@ -193,9 +193,8 @@ NpyHeader parse_npy_header(const std::string& bytes, const std::string& path) {
     reader.expect(':');
     if (key == "descr") {
       if (reader.try_consume('[')) {
-        throw TypeError(path +
-                        ": structured dtypes are not supported; Jask stores float32, "
-                        "float64, float16, bfloat16 and int32");
+        throw TypeError(path + ": structured dtypes are not supported; Jask stores " +
+                        dtype_names());
       }
       descr = reader.read_string();
       have_descr = true;
@@ -226,8 +225,8 @@ NpyHeader parse_npy_header(const std::string& bytes, const std::string& path) {
   }
   auto dtype = dtype_from_descr(descr);
   if (!dtype) {
-    throw TypeError(path + ": unsupported dtype '" + printable(descr) +
-                    "'; Jask stores float32, float64, float16, bfloat16 and int32 (little-endian)");
+    throw TypeError(path + ": unsupported dtype '" + printable(descr) + "'; Jask stores " +
+                    dtype_names() + " (little-endian)");
   }
   return NpyHeader{*dtype, shape, total};
 }

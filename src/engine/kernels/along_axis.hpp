@@ -10,6 +10,7 @@
 
 #include "base/array_info.hpp"
 #include "base/errors.hpp"
+#include "kernels/kernels.hpp"
 #include "program/program.hpp"
 
 namespace jask {
@@ -42,18 +43,13 @@ inline void load_doubles(DType dt, const void* src, int64_t count, double* dst) 
   runner.run({src}, dst, count);
 }
 
-// `count` doubles stored as dtype `dt` (integers wrap, as a cast to int32 does).
-// Stores folded doubles as `dt`. An int32 fold (a sum, a product) holds an exact integer and
-// wraps to 32 bits as XLA's int32 arithmetic does; other dtypes convert as astype does.
+// Stores folded doubles as `dt`. An integer fold (a sum, a product) holds an exact integer and
+// wraps to the dtype's width as XLA's integer arithmetic does; other dtypes convert as astype does.
 inline void store_doubles(const double* src, int64_t count, DType dt, void* dst) {
-  if (dt == DType::i32) {
-    auto* out = static_cast<int32_t*>(dst);
-    for (int64_t i = 0; i < count; ++i) {
-      const double v = src[i];
-      out[i] = std::isfinite(v) && std::fabs(v) < 9.2e18
-                   ? static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(v)))
-                   : 0;
-    }
+  if (dtype_kind(dt) == DKind::kSigned || dtype_kind(dt) == DKind::kUnsigned) {
+    const size_t isz = itemsize(dt);
+    auto* out = static_cast<unsigned char*>(dst);
+    for (int64_t i = 0; i < count; ++i) store_double_as_int(dt, src[i], out + i * isz);
     return;
   }
   Program copy{1 + 1, dt, Reduction::kNone, 1, {Instr{Opcode::kCopy, 1, 0, 0, 0}}, {}};

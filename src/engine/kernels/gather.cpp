@@ -5,6 +5,7 @@
 #include <numeric>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "base/errors.hpp"
 #include "call/registry.hpp"
@@ -196,14 +197,26 @@ void add_row(DType dt, const std::byte* src, std::byte* acc, int64_t n) {
         a[i] += dt == DType::f16 ? f16_to_f32(s[i]) : bf16_to_f32(s[i]);
       return;
     }
-    case DType::i32: {
-      auto* a = reinterpret_cast<double*>(acc);
-      const auto* s = reinterpret_cast<const int32_t*>(src);
-      for (int64_t i = 0; i < n; ++i) a[i] += s[i];
+    default: {
+      // integers in double (exact below 2^53; narrow_in_place wraps them to their
+      // width), float8s in float: rows widened by the compute form's rules
+      const size_t cs = compute_itemsize(dt), ss = itemsize(dt);
+      thread_local std::vector<std::byte> row;
+      row.resize(static_cast<size_t>(n) * cs);
+      std::memcpy(row.data() + static_cast<size_t>(n) * (cs - ss), src,
+                  static_cast<size_t>(n) * ss);
+      widen_in_place(dt, row.data(), n);
+      if (cs == sizeof(double)) {
+        auto* a = reinterpret_cast<double*>(acc);
+        const auto* s = reinterpret_cast<const double*>(row.data());
+        for (int64_t i = 0; i < n; ++i) a[i] += s[i];
+      } else {
+        auto* a = reinterpret_cast<float*>(acc);
+        const auto* s = reinterpret_cast<const float*>(row.data());
+        for (int64_t i = 0; i < n; ++i) a[i] += s[i];
+      }
       return;
     }
-    default:
-      throw TypeError(std::string("scatter_add_rows: cannot add rows of dtype ") + dtype_name(dt));
   }
 }
 

@@ -1,12 +1,85 @@
 #include "kernels/kernels.hpp"
 
+#include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
+
+#include "base/errors.hpp"
 
 namespace jask {
 
 size_t compute_itemsize(DType dt) {
-  return (dt == DType::f64 || dt == DType::i32 || dt == DType::b8) ? 8 : 4;
+  if (dtype_kind(dt) == DKind::kComplex)
+    throw TypeError(std::string("the engine's matmul and scatter-add do not compute ") +
+                    dtype_name(dt) + " values");
+  return (dt == DType::f64 || dtype_kind(dt) != DKind::kFloat) ? 8 : 4;
+}
+
+namespace {
+
+// One storage element of integer (or bool) dtype `dt` as an int64 register value.
+int64_t load_int(DType dt, const unsigned char* p) {
+  switch (dt) {
+    case DType::i8: return static_cast<int8_t>(*p);
+    case DType::u8:
+    case DType::b8: return *p;
+    case DType::i16: {
+      int16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    case DType::u16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    case DType::i32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::u32: {
+      uint32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    default: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+  }
+}
+
+float load_narrow_float(DType dt, const unsigned char* p) {
+  if (is_float8(dt)) return f8_to_f32(dt, *p);
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return dt == DType::f16 ? f16_to_f32(v) : bf16_to_f32(v);
+}
+
+void store_narrow_float(DType dt, float f, unsigned char* p) {
+  if (is_float8(dt)) {
+    *p = f32_to_f8(dt, f);
+    return;
+  }
+  const uint16_t v = dt == DType::f16 ? f32_to_f16(f) : f32_to_bf16(f);
+  std::memcpy(p, &v, 2);
+}
+
+}  // namespace
+
+void store_double_as_int(DType dt, double d, void* dst) {
+  int64_t v = 0;
+  if (dt == DType::b8) {
+    v = d != 0;
+  } else if (std::isfinite(d) && std::fabs(d) < 1.8e19) {
+    // An exact integer (a sum or product of integers) wrapped to the dtype's width.
+    v = d >= 9.2e18 ? static_cast<int64_t>(static_cast<uint64_t>(d)) : static_cast<int64_t>(d);
+  }
+  v = wrap_int(dt, v);
+  std::memcpy(dst, &v, itemsize(dt));  // little-endian: the low bytes
 }
 
 void widen_in_place(DType dt, void* buf, int64_t n) {
@@ -16,16 +89,15 @@ void widen_in_place(DType dt, void* buf, int64_t n) {
   size_t cs = compute_itemsize(dt), ss = itemsize(dt);
   auto* base = static_cast<unsigned char*>(buf);
   const unsigned char* src = base + static_cast<size_t>(n) * (cs - ss);
+  const bool integer = dtype_kind(dt) != DKind::kFloat;
   for (int64_t i = 0; i < n; ++i) {
-    if (dt == DType::i32) {
-      int32_t v;
-      std::memcpy(&v, src + i * ss, ss);
-      double d = v;
+    if (integer) {
+      const int64_t v = load_int(dt, src + i * ss);
+      const double d =
+          dt == DType::u64 ? static_cast<double>(static_cast<uint64_t>(v)) : static_cast<double>(v);
       std::memcpy(base + i * cs, &d, cs);
     } else {
-      uint16_t v;
-      std::memcpy(&v, src + i * ss, ss);
-      float f = dt == DType::f16 ? f16_to_f32(v) : bf16_to_f32(v);
+      const float f = load_narrow_float(dt, src + i * ss);
       std::memcpy(base + i * cs, &f, cs);
     }
   }
@@ -35,17 +107,16 @@ void narrow_in_place(DType dt, void* buf, int64_t n) {
   if (dt == DType::f32 || dt == DType::f64) return;
   size_t cs = compute_itemsize(dt), ss = itemsize(dt);
   auto* base = static_cast<unsigned char*>(buf);
+  const bool integer = dtype_kind(dt) != DKind::kFloat;
   for (int64_t i = 0; i < n; ++i) {
-    if (dt == DType::i32) {
+    if (integer) {
       double d;
       std::memcpy(&d, base + i * cs, cs);
-      auto v = static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(d)));
-      std::memcpy(base + i * ss, &v, ss);
+      store_double_as_int(dt, d, base + i * ss);
     } else {
       float f;
       std::memcpy(&f, base + i * cs, cs);
-      uint16_t v = dt == DType::f16 ? f32_to_f16(f) : f32_to_bf16(f);
-      std::memcpy(base + i * ss, &v, ss);
+      store_narrow_float(dt, f, base + i * ss);
     }
   }
 }

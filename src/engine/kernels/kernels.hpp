@@ -17,6 +17,9 @@ namespace jask {
 size_t compute_itemsize(DType dt);
 void widen_in_place(DType dt, void* buf, int64_t n);   // storage at the back half -> compute
 void narrow_in_place(DType dt, void* buf, int64_t n);  // compute -> storage at the front
+// An integer-valued double (a fold of integers) stored as integer or bool dtype `dt`:
+// wrapped to its width, as XLA's integer arithmetic wraps.
+void store_double_as_int(DType dt, double d, void* dst);
 
 // N-D permutation of an in-memory tile: out[i_0..] = in[...] with
 // out axis d = in axis perm[d]. `in_ext` are the input tile extents.

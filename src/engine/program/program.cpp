@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <complex>
 #include <limits>
 #include <type_traits>
 
@@ -14,9 +15,10 @@ namespace {
 constexpr int64_t kChunk = 1024;  // elements per register: stays in L1/L2
 
 // The dtypes an instruction accepts for its operands (jax.lax's rules).
-constexpr uint8_t kFloats = 1, kInt32 = 2, kBool = 4;
-constexpr uint8_t kNumbers = kFloats | kInt32, kIntegers = kInt32 | kBool,
-                  kAny = kFloats | kInt32 | kBool;
+constexpr uint8_t kFloats = 1, kSigned = 2, kUnsigned = 8, kBool = 4, kComplex = 16;
+constexpr uint8_t kInts = kSigned | kUnsigned, kNumbers = kFloats | kInts,
+                  kIntegers = kInts | kBool, kAny = kFloats | kInts | kBool | kComplex,
+                  kNumbersC = kNumbers | kComplex, kFloatsC = kFloats | kComplex;
 
 struct OpcodeInfo {
   const char* name;
@@ -27,14 +29,14 @@ struct OpcodeInfo {
 
 const OpcodeInfo kOpcodes[] = {
     {"copy", Opcode::kCopy, 1, kAny},
-    {"neg", Opcode::kNeg, 1, kNumbers},
+    {"neg", Opcode::kNeg, 1, kNumbersC},
     {"square", Opcode::kSquare, 1, kNumbers},
     {"sqrt", Opcode::kSqrt, 1, kFloats},
     {"rsqrt", Opcode::kRsqrt, 1, kFloats},
     {"cbrt", Opcode::kCbrt, 1, kFloats},
     {"abs", Opcode::kAbs, 1, kNumbers},
     {"sign", Opcode::kSign, 1, kNumbers},
-    {"exp", Opcode::kExp, 1, kFloats},
+    {"exp", Opcode::kExp, 1, kFloatsC},
     {"exp2", Opcode::kExp2, 1, kFloats},
     {"log", Opcode::kLog, 1, kFloats},
     {"log1p", Opcode::kLog1p, 1, kFloats},
@@ -74,30 +76,46 @@ const OpcodeInfo kOpcodes[] = {
     {"convert_bfloat16", Opcode::kToBf16, 1, kAny},
     {"convert_int32", Opcode::kToI32, 1, kAny},
     {"convert_bool", Opcode::kToBool, 1, kAny},
-    {"add", Opcode::kAdd, 2, kNumbers},
-    {"sub", Opcode::kSub, 2, kNumbers},
-    {"mul", Opcode::kMul, 2, kNumbers},
-    {"div", Opcode::kDiv, 2, kNumbers},
+    {"add", Opcode::kAdd, 2, kNumbersC},
+    {"sub", Opcode::kSub, 2, kNumbersC},
+    {"mul", Opcode::kMul, 2, kNumbersC},
+    {"div", Opcode::kDiv, 2, kNumbersC},
     {"rem", Opcode::kRem, 2, kNumbers},
-    {"max", Opcode::kMax, 2, kAny},
-    {"min", Opcode::kMin, 2, kAny},
+    {"max", Opcode::kMax, 2, kIntegers | kFloats},
+    {"min", Opcode::kMin, 2, kIntegers | kFloats},
     {"pow", Opcode::kPow, 2, kFloats},
     {"atan2", Opcode::kAtan2, 2, kFloats},
     {"nextafter", Opcode::kNextafter, 2, kFloats},
-    {"lt", Opcode::kLt, 2, kAny},
-    {"le", Opcode::kLe, 2, kAny},
-    {"gt", Opcode::kGt, 2, kAny},
-    {"ge", Opcode::kGe, 2, kAny},
+    {"lt", Opcode::kLt, 2, kIntegers | kFloats},
+    {"le", Opcode::kLe, 2, kIntegers | kFloats},
+    {"gt", Opcode::kGt, 2, kIntegers | kFloats},
+    {"ge", Opcode::kGe, 2, kIntegers | kFloats},
     {"eq", Opcode::kEq, 2, kAny},
     {"ne", Opcode::kNe, 2, kAny},
     {"and", Opcode::kAnd, 2, kIntegers},
     {"or", Opcode::kOr, 2, kIntegers},
     {"xor", Opcode::kXor, 2, kIntegers},
-    {"shift_left", Opcode::kShiftLeft, 2, kInt32},
-    {"shift_right_logical", Opcode::kShiftRightLogical, 2, kInt32},
-    {"shift_right_arithmetic", Opcode::kShiftRightArithmetic, 2, kInt32},
+    {"shift_left", Opcode::kShiftLeft, 2, kInts},
+    {"shift_right_logical", Opcode::kShiftRightLogical, 2, kInts},
+    {"shift_right_arithmetic", Opcode::kShiftRightArithmetic, 2, kInts},
     {"select", Opcode::kSelect, 3, kAny},
     {"clamp", Opcode::kClamp, 3, kNumbers},
+    {"convert_int8", Opcode::kToI8, 1, kAny},
+    {"convert_int16", Opcode::kToI16, 1, kAny},
+    {"convert_int64", Opcode::kToI64, 1, kAny},
+    {"convert_uint8", Opcode::kToU8, 1, kAny},
+    {"convert_uint16", Opcode::kToU16, 1, kAny},
+    {"convert_uint32", Opcode::kToU32, 1, kAny},
+    {"convert_uint64", Opcode::kToU64, 1, kAny},
+    {"convert_float8_e4m3fn", Opcode::kToF8E4M3Fn, 1, kAny},
+    {"convert_float8_e5m2", Opcode::kToF8E5M2, 1, kAny},
+    {"convert_float8_e4m3fnuz", Opcode::kToF8E4M3Fnuz, 1, kAny},
+    {"convert_float8_e5m2fnuz", Opcode::kToF8E5M2Fnuz, 1, kAny},
+    {"convert_float8_e4m3b11fnuz", Opcode::kToF8E4M3B11Fnuz, 1, kAny},
+    {"convert_float8_e4m3", Opcode::kToF8E4M3, 1, kAny},
+    {"convert_float8_e3m4", Opcode::kToF8E3M4, 1, kAny},
+    {"convert_complex64", Opcode::kToC64, 1, kAny},
+    {"convert_complex128", Opcode::kToC128, 1, kAny},
 };
 constexpr size_t kNumOpcodes = sizeof(kOpcodes) / sizeof(kOpcodes[0]);
 
@@ -108,11 +126,16 @@ const OpcodeInfo& info_of(Opcode op) {
   throw ValueError("unknown opcode " + std::to_string(static_cast<int>(op)));
 }
 
-bool is_float(DType dt) {
-  return dt == DType::f32 || dt == DType::f64 || dt == DType::f16 || dt == DType::bf16;
+uint8_t category(DType dt) {
+  switch (dtype_kind(dt)) {
+    case DKind::kFloat: return kFloats;
+    case DKind::kSigned: return kSigned;
+    case DKind::kUnsigned: return kUnsigned;
+    case DKind::kBool: return kBool;
+    case DKind::kComplex: return kComplex;
+  }
+  return 0;
 }
-
-uint8_t category(DType dt) { return is_float(dt) ? kFloats : dt == DType::i32 ? kInt32 : kBool; }
 
 // The dtype a conversion instruction gives; nullopt for the other instructions.
 std::optional<DType> conversion_target(Opcode op) {
@@ -123,6 +146,22 @@ std::optional<DType> conversion_target(Opcode op) {
     case Opcode::kToBf16: return DType::bf16;
     case Opcode::kToI32: return DType::i32;
     case Opcode::kToBool: return DType::b8;
+    case Opcode::kToI8: return DType::i8;
+    case Opcode::kToI16: return DType::i16;
+    case Opcode::kToI64: return DType::i64;
+    case Opcode::kToU8: return DType::u8;
+    case Opcode::kToU16: return DType::u16;
+    case Opcode::kToU32: return DType::u32;
+    case Opcode::kToU64: return DType::u64;
+    case Opcode::kToF8E4M3Fn: return DType::f8_e4m3fn;
+    case Opcode::kToF8E5M2: return DType::f8_e5m2;
+    case Opcode::kToF8E4M3Fnuz: return DType::f8_e4m3fnuz;
+    case Opcode::kToF8E5M2Fnuz: return DType::f8_e5m2fnuz;
+    case Opcode::kToF8E4M3B11Fnuz: return DType::f8_e4m3b11fnuz;
+    case Opcode::kToF8E4M3: return DType::f8_e4m3;
+    case Opcode::kToF8E3M4: return DType::f8_e3m4;
+    case Opcode::kToC64: return DType::c64;
+    case Opcode::kToC128: return DType::c128;
     default: return std::nullopt;
   }
 }
@@ -141,32 +180,53 @@ bool gives_bool(Opcode op) {
 }
 
 // How a register of each dtype holds its values.
-enum class Kind { kFloat, kDouble, kInt };
+// Complex registers hold complex<double> (complex64 rounded to float parts
+// after every instruction).
+enum class Kind { kFloat, kDouble, kInt, kComplex };
+using Cplx = std::complex<double>;
 Kind kind_of(DType dt) {
   if (dt == DType::f64) return Kind::kDouble;
-  if (dt == DType::i32 || dt == DType::b8) return Kind::kInt;
-  return Kind::kFloat;
-}
-
-// v converted as XLA's CPU backend converts (jax.lax.convert_element_type):
-// float to int32 truncates toward zero and saturates, NaN gives 0.
-template <class To, class From>
-To convert_value(From v) {
-  if constexpr (std::is_same_v<To, int32_t> && std::is_floating_point_v<From>) {
-    if (std::isnan(v)) return 0;
-    if (v >= From(2147483648.0)) return std::numeric_limits<int32_t>::max();
-    if (v <= From(-2147483648.0)) return std::numeric_limits<int32_t>::min();
-    return static_cast<int32_t>(v);
-  } else {
-    return static_cast<To>(v);
+  switch (dtype_kind(dt)) {
+    case DKind::kFloat: return Kind::kFloat;
+    case DKind::kComplex: return Kind::kComplex;
+    default: return Kind::kInt;
   }
 }
 
-// A float value rounded to float16 or bfloat16 (and back): what an
-// instruction of that dtype stores into its register.
-float rounded(DType dt, float v) {
-  return dt == DType::f16 ? f16_to_f32(f32_to_f16(v)) : bf16_to_f32(f32_to_bf16(v));
+Cplx round_c64(Cplx z) { return {static_cast<float>(z.real()), static_cast<float>(z.imag())}; }
+
+// A float converted to integer dtype `to` as XLA's CPU backend converts
+// (jax.lax.convert_element_type): truncation toward zero, saturating at the
+// dtype's range, NaN gives 0; to bool: x != 0. The result as an int64
+// register value (uint64: its bits).
+int64_t float_to_int(DType to, double v) {
+  if (to == DType::b8) return v != 0;
+  if (std::isnan(v)) return 0;
+  const int bits = int_bits(to);
+  if (dtype_kind(to) == DKind::kUnsigned) {
+    if (v <= 0) return 0;
+    const double limit = std::ldexp(1.0, bits);  // 2^bits: out of range
+    if (v >= limit) return bits == 64 ? int64_t(-1) : int64_t((uint64_t(1) << bits) - 1);
+    return static_cast<int64_t>(static_cast<uint64_t>(v));
+  }
+  const double limit = std::ldexp(1.0, bits - 1);
+  if (v >= limit) return bits == 64 ? std::numeric_limits<int64_t>::max() : int64_t(limit) - 1;
+  if (v <= -limit) return bits == 64 ? std::numeric_limits<int64_t>::min() : -int64_t(limit);
+  return static_cast<int64_t>(v);
 }
+
+// An int64 register value of integer dtype `from` as a float of type F.
+template <class F>
+F int_to_float(DType from, int64_t v) {
+  if (from == DType::u64) return static_cast<F>(static_cast<uint64_t>(v));
+  return static_cast<F>(v);
+}
+
+bool narrow_float(DType dt) { return dt == DType::f16 || dt == DType::bf16 || is_float8(dt); }
+
+// A float value rounded to float16, bfloat16 or a float8 (and back): what an
+// instruction of that dtype stores into its register.
+float rounded(DType dt, float v) { return round_to(dt, v); }
 
 template <class C, class S, class Load>
 void load_chunk(const void* src, C* dst, int64_t n, Load load) {
@@ -176,95 +236,182 @@ void load_chunk(const void* src, C* dst, int64_t n, Load load) {
 
 // Storage values of dtype `dt` into a register of the same dtype.
 void load(DType dt, const void* src, void* dst, int64_t n) {
+  auto* f = static_cast<float*>(dst);
+  auto* l = static_cast<int64_t*>(dst);
+  auto same = [](auto v) { return v; };
   switch (dt) {
-    case DType::f32:
-      return load_chunk<float, float>(src, static_cast<float*>(dst), n, [](float v) { return v; });
-    case DType::f64:
-      return load_chunk<double, double>(src, static_cast<double*>(dst), n,
-                                        [](double v) { return v; });
-    case DType::f16:
-      return load_chunk<float, uint16_t>(src, static_cast<float*>(dst), n, f16_to_f32);
-    case DType::bf16:
-      return load_chunk<float, uint16_t>(src, static_cast<float*>(dst), n, bf16_to_f32);
-    case DType::i32:
-      return load_chunk<int32_t, int32_t>(src, static_cast<int32_t*>(dst), n,
-                                          [](int32_t v) { return v; });
+    case DType::f32: return load_chunk<float, float>(src, f, n, same);
+    case DType::f64: return load_chunk<double, double>(src, static_cast<double*>(dst), n, same);
+    case DType::f16: return load_chunk<float, uint16_t>(src, f, n, f16_to_f32);
+    case DType::bf16: return load_chunk<float, uint16_t>(src, f, n, bf16_to_f32);
+    case DType::i8: return load_chunk<int64_t, int8_t>(src, l, n, same);
+    case DType::i16: return load_chunk<int64_t, int16_t>(src, l, n, same);
+    case DType::i32: return load_chunk<int64_t, int32_t>(src, l, n, same);
+    case DType::i64: return load_chunk<int64_t, int64_t>(src, l, n, same);
+    case DType::u8: return load_chunk<int64_t, uint8_t>(src, l, n, same);
+    case DType::u16: return load_chunk<int64_t, uint16_t>(src, l, n, same);
+    case DType::u32: return load_chunk<int64_t, uint32_t>(src, l, n, same);
+    case DType::u64: return load_chunk<int64_t, uint64_t>(src, l, n, same);
     case DType::b8:
-      return load_chunk<int32_t, uint8_t>(src, static_cast<int32_t*>(dst), n,
-                                          [](uint8_t v) { return v != 0; });
+      return load_chunk<int64_t, uint8_t>(src, l, n, [](uint8_t v) { return v != 0; });
+    case DType::c64: {
+      auto* s = static_cast<const float*>(src);
+      auto* d = static_cast<Cplx*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = Cplx(s[2 * i], s[2 * i + 1]);
+      return;
+    }
+    case DType::c128: return load_chunk<Cplx, Cplx>(src, static_cast<Cplx*>(dst), n, same);
+    default:
+      if (is_float8(dt))
+        return load_chunk<float, uint8_t>(src, f, n, [dt](uint8_t v) { return f8_to_f32(dt, v); });
+      throw TypeError(std::string("cannot load ") + dtype_name(dt));
   }
 }
 
-// Register values (compute type C) into `out` values of dtype `dt`, converted
-// as convert_element_type converts.
-template <class C>
-void store_values(const C* src, DType dt, void* dst, int64_t n) {
+template <class S, class C>
+void pack_chunk(const C* src, void* dst, int64_t n) {
+  auto* d = static_cast<S*>(dst);
+  for (int64_t i = 0; i < n; ++i) d[i] = static_cast<S>(src[i]);
+}
+
+// A register of dtype `dt` into storage values of the same dtype.
+void pack(DType dt, const void* src, void* dst, int64_t n) {
+  const auto* f = static_cast<const float*>(src);
+  const auto* l = static_cast<const int64_t*>(src);
   switch (dt) {
-    case DType::f32: {
-      auto* d = static_cast<float*>(dst);
-      for (int64_t i = 0; i < n; ++i) d[i] = convert_value<float>(src[i]);
-      return;
-    }
-    case DType::f64: {
-      auto* d = static_cast<double*>(dst);
-      for (int64_t i = 0; i < n; ++i) d[i] = convert_value<double>(src[i]);
-      return;
-    }
+    case DType::f32: return pack_chunk<float>(f, dst, n);
+    case DType::f64: return pack_chunk<double>(static_cast<const double*>(src), dst, n);
     case DType::f16: {
       auto* d = static_cast<uint16_t*>(dst);
-      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(convert_value<float>(src[i]));
+      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(f[i]);
       return;
     }
     case DType::bf16: {
       auto* d = static_cast<uint16_t*>(dst);
-      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(convert_value<float>(src[i]));
+      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(f[i]);
       return;
     }
-    case DType::i32: {
-      auto* d = static_cast<int32_t*>(dst);
-      for (int64_t i = 0; i < n; ++i) d[i] = convert_value<int32_t>(src[i]);
-      return;
-    }
-    case DType::b8: {
-      auto* d = static_cast<uint8_t*>(dst);
-      for (int64_t i = 0; i < n; ++i) d[i] = src[i] != C(0);
-      return;
-    }
+    case DType::i8: return pack_chunk<int8_t>(l, dst, n);
+    case DType::i16: return pack_chunk<int16_t>(l, dst, n);
+    case DType::i32: return pack_chunk<int32_t>(l, dst, n);
+    case DType::i64: return pack_chunk<int64_t>(l, dst, n);
+    case DType::u8:
+    case DType::b8: return pack_chunk<uint8_t>(l, dst, n);
+    case DType::u16: return pack_chunk<uint16_t>(l, dst, n);
+    case DType::u32: return pack_chunk<uint32_t>(l, dst, n);
+    case DType::u64: return pack_chunk<uint64_t>(l, dst, n);
+    default:
+      if (is_float8(dt)) {
+        auto* d = static_cast<uint8_t*>(dst);
+        for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f8(dt, f[i]);
+        return;
+      }
+      if (dt == DType::c64) {
+        const auto* z = static_cast<const Cplx*>(src);
+        auto* d = static_cast<float*>(dst);
+        for (int64_t i = 0; i < n; ++i) {
+          d[2 * i] = static_cast<float>(z[i].real());
+          d[2 * i + 1] = static_cast<float>(z[i].imag());
+        }
+        return;
+      }
+      if (dt == DType::c128) return pack_chunk<Cplx>(static_cast<const Cplx*>(src), dst, n);
+      throw TypeError(std::string("cannot store ") + dtype_name(dt));
   }
 }
 
 // A register of dtype `from` (held as `from`'s compute type) into one of
-// dtype `to`; float16/bfloat16 results rounded.
+// dtype `to`, as convert_element_type converts; narrow float results rounded.
+void convert_register(DType from, const void* src, DType to, void* dst, int64_t n);
+
+// Complex conversions: to complex, a real value's imaginary part is 0; from
+// complex, a real dtype takes the real part (bool: z != 0), as XLA converts.
+void convert_complex(DType from, const void* src, DType to, void* dst, int64_t n) {
+  if (kind_of(to) == Kind::kComplex) {
+    auto* d = static_cast<Cplx*>(dst);
+    if (kind_of(from) == Kind::kComplex) {
+      const auto* s = static_cast<const Cplx*>(src);
+      for (int64_t i = 0; i < n; ++i) d[i] = to == DType::c64 ? round_c64(s[i]) : s[i];
+      return;
+    }
+    std::vector<double> re(static_cast<size_t>(n));
+    convert_register(from, src, DType::f64, re.data(), n);
+    for (int64_t i = 0; i < n; ++i)
+      d[i] = to == DType::c64 ? round_c64(Cplx(re[i], 0)) : Cplx(re[i], 0);
+    return;
+  }
+  const auto* s = static_cast<const Cplx*>(src);
+  if (to == DType::b8) {
+    auto* d = static_cast<int64_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = s[i] != Cplx(0, 0);
+    return;
+  }
+  std::vector<double> re(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) re[i] = s[i].real();
+  convert_register(DType::f64, re.data(), to, dst, n);
+}
+
 void convert_register(DType from, const void* src, DType to, void* dst, int64_t n) {
-  auto into = [&](const auto* s) {
-    using C = std::remove_cv_t<std::remove_pointer_t<decltype(s)>>;
+  if (kind_of(from) == Kind::kComplex || kind_of(to) == Kind::kComplex)
+    return convert_complex(from, src, to, dst, n);
+  auto from_float = [&](const auto* s) {
     switch (kind_of(to)) {
       case Kind::kFloat: {
         auto* d = static_cast<float*>(dst);
-        for (int64_t i = 0; i < n; ++i) d[i] = convert_value<float>(s[i]);
+        if (is_float8(to)) {  // straight from the source's precision: rounded once
+          for (int64_t i = 0; i < n; ++i)
+            d[i] = f8_to_f32(to, f32_to_f8(to, static_cast<double>(s[i])));
+          return;
+        }
+        for (int64_t i = 0; i < n; ++i) d[i] = static_cast<float>(s[i]);
         if (to != DType::f32)
           for (int64_t i = 0; i < n; ++i) d[i] = rounded(to, d[i]);
         return;
       }
       case Kind::kDouble: {
         auto* d = static_cast<double*>(dst);
-        for (int64_t i = 0; i < n; ++i) d[i] = convert_value<double>(s[i]);
+        for (int64_t i = 0; i < n; ++i) d[i] = static_cast<double>(s[i]);
         return;
       }
       case Kind::kInt: {
-        auto* d = static_cast<int32_t*>(dst);
-        if (to == DType::b8)
-          for (int64_t i = 0; i < n; ++i) d[i] = s[i] != C(0);
-        else
-          for (int64_t i = 0; i < n; ++i) d[i] = convert_value<int32_t>(s[i]);
+        auto* d = static_cast<int64_t*>(dst);
+        for (int64_t i = 0; i < n; ++i) d[i] = float_to_int(to, static_cast<double>(s[i]));
         return;
       }
+      case Kind::kComplex: return;  // convert_complex's
     }
   };
   switch (kind_of(from)) {
-    case Kind::kFloat: return into(static_cast<const float*>(src));
-    case Kind::kDouble: return into(static_cast<const double*>(src));
-    case Kind::kInt: return into(static_cast<const int32_t*>(src));
+    case Kind::kFloat: return from_float(static_cast<const float*>(src));
+    case Kind::kDouble: return from_float(static_cast<const double*>(src));
+    case Kind::kInt: break;
+    case Kind::kComplex: return;  // convert_complex's
+  }
+  const auto* s = static_cast<const int64_t*>(src);
+  switch (kind_of(to)) {
+    case Kind::kFloat: {
+      auto* d = static_cast<float*>(dst);
+      if (is_float8(to)) {
+        for (int64_t i = 0; i < n; ++i)
+          d[i] = f8_to_f32(to, f32_to_f8(to, int_to_float<double>(from, s[i])));
+        return;
+      }
+      for (int64_t i = 0; i < n; ++i) d[i] = int_to_float<float>(from, s[i]);
+      if (to != DType::f32)
+        for (int64_t i = 0; i < n; ++i) d[i] = rounded(to, d[i]);
+      return;
+    }
+    case Kind::kDouble: {
+      auto* d = static_cast<double*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = int_to_float<double>(from, s[i]);
+      return;
+    }
+    case Kind::kInt: {
+      auto* d = static_cast<int64_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = wrap_int(to, s[i]);
+      return;
+    }
+    case Kind::kComplex: return;  // convert_complex's
   }
 }
 
@@ -299,16 +446,17 @@ float nextafter_16(float x, float y, ToBits to_bits, FromBits from_bits) {
   return from_bits(static_cast<uint16_t>(away ? bits + 1 : bits - 1));
 }
 
-// Comparisons give bool (0 or 1 in an int32 register) from operands of any dtype.
+// Comparisons give bool (0 or 1 in an int64 register) from operands of any dtype.
 template <class C>
-bool compare(Opcode op, int32_t* d, const C* a, const C* b, int64_t n) {
+bool compare(Opcode op, int64_t* d, const C* a, const C* b, int64_t n) {
+  using R = int64_t;
   switch (op) {
-    case Opcode::kLt: binary(d, a, b, n, [](C x, C y) { return int32_t(x < y); }); return true;
-    case Opcode::kLe: binary(d, a, b, n, [](C x, C y) { return int32_t(x <= y); }); return true;
-    case Opcode::kGt: binary(d, a, b, n, [](C x, C y) { return int32_t(x > y); }); return true;
-    case Opcode::kGe: binary(d, a, b, n, [](C x, C y) { return int32_t(x >= y); }); return true;
-    case Opcode::kEq: binary(d, a, b, n, [](C x, C y) { return int32_t(x == y); }); return true;
-    case Opcode::kNe: binary(d, a, b, n, [](C x, C y) { return int32_t(x != y); }); return true;
+    case Opcode::kLt: binary(d, a, b, n, [](C x, C y) { return R(x < y); }); return true;
+    case Opcode::kLe: binary(d, a, b, n, [](C x, C y) { return R(x <= y); }); return true;
+    case Opcode::kGt: binary(d, a, b, n, [](C x, C y) { return R(x > y); }); return true;
+    case Opcode::kGe: binary(d, a, b, n, [](C x, C y) { return R(x >= y); }); return true;
+    case Opcode::kEq: binary(d, a, b, n, [](C x, C y) { return R(x == y); }); return true;
+    case Opcode::kNe: binary(d, a, b, n, [](C x, C y) { return R(x != y); }); return true;
     default: return false;
   }
 }
@@ -323,14 +471,14 @@ void float_instr(Opcode op, DType dt, void* dv, const void* av, const void* bv, 
   const C* b = static_cast<const C*>(bv);
   const C* c = static_cast<const C*>(cv);
   if (op == Opcode::kIsFinite) {
-    unary(static_cast<int32_t*>(dv), a, n, [](C x) { return int32_t(std::isfinite(x)); });
+    unary(static_cast<int64_t*>(dv), a, n, [](C x) { return int64_t(std::isfinite(x)); });
     return;
   }
-  if (compare(op, static_cast<int32_t*>(dv), a, b, n)) return;
+  if (compare(op, static_cast<int64_t*>(dv), a, b, n)) return;
   C* d = static_cast<C*>(dv);
   // A value rounded to the operands' dtype: for instructions XLA expands into several
   // operations, each rounded (float16, bfloat16).
-  const bool narrow_dtype = dt == DType::f16 || dt == DType::bf16;
+  const bool narrow_dtype = narrow_float(dt);
   auto narrow = [narrow_dtype, dt](C v) {
     if constexpr (std::is_same_v<C, float>) {
       if (narrow_dtype) return rounded(dt, v);
@@ -413,10 +561,16 @@ void float_instr(Opcode op, DType dt, void* dv, const void* av, const void* bv, 
         if (dt == DType::bf16)
           return binary(d, a, b, n,
                         [](C x, C y) { return nextafter_16(x, y, f32_to_bf16, bf16_to_f32); });
+        if (is_float8(dt))
+          return binary(d, a, b, n, [dt](C x, C y) {
+            return nextafter_16(
+                x, y, [dt](float v) { return static_cast<uint16_t>(f32_to_f8(dt, v)); },
+                [dt](uint16_t bits) { return f8_to_f32(dt, static_cast<uint8_t>(bits)); });
+          });
       }
       return binary(d, a, b, n, [](C x, C y) { return std::nextafter(x, y); });
     case Opcode::kSelect:
-      for (int64_t i = 0; i < n; ++i) d[i] = static_cast<const int32_t*>(av)[i] != 0 ? b[i] : c[i];
+      for (int64_t i = 0; i < n; ++i) d[i] = static_cast<const int64_t*>(av)[i] != 0 ? b[i] : c[i];
       return;
     case Opcode::kClamp:
       for (int64_t i = 0; i < n; ++i) d[i] = min_of(max_of(b[i], a[i]), c[i]);
@@ -425,72 +579,118 @@ void float_instr(Opcode op, DType dt, void* dv, const void* av, const void* bv, 
   }
 }
 
-int32_t wrapped(int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v)); }
-uint32_t bits(int32_t v) { return static_cast<uint32_t>(v); }
-
-// Instructions on int32 and bool registers (bool: 0 or 1), as XLA computes
-// them: arithmetic wraps around; x / 0 is -1 and x % 0 is x; INT32_MIN / -1
-// is INT32_MIN and INT32_MIN % -1 is 0; shifts by 32 or more (or negative)
-// give 0, or the sign bit everywhere for the arithmetic right shift.
+// Instructions on integer and bool registers (int64 registers holding the
+// dtype's value, sign- or zero-extended; bool 0 or 1), as XLA computes them in
+// the dtype's width: arithmetic wraps around; x / 0 is -1 (all ones) and
+// x % 0 is x; MIN / -1 is MIN and MIN % -1 is 0; shifts by the width or more
+// (or negative) give 0, or the sign bit everywhere for the arithmetic right
+// shift. U is the operands' value type: int64_t for signed dtypes and bool,
+// uint64_t for unsigned ones (comparisons, division, max/min unsigned). The
+// caller wraps the result to the dtype's width.
+template <class U>
 void int_instr(Opcode op, DType dt, void* dv, const void* av, const void* bv, const void* cv,
                int64_t n) {
-  using I = int32_t;
-  const I* a = static_cast<const I*>(av);
-  const I* b = static_cast<const I*>(bv);
-  const I* c = static_cast<const I*>(cv);
-  I* d = static_cast<I*>(dv);
-  if (compare(op, d, a, b, n)) return;
-  constexpr I kMin = std::numeric_limits<I>::min();
+  using W = uint64_t;  // wrapping arithmetic
+  const U* a = static_cast<const U*>(av);
+  const U* b = static_cast<const U*>(bv);
+  const U* c = static_cast<const U*>(cv);
+  if (compare(op, static_cast<int64_t*>(dv), a, b, n)) return;
+  U* d = static_cast<U*>(dv);
+  constexpr bool is_signed = std::is_signed_v<U>;
+  const int width = int_bits(dt);
+  const W mask = width >= 64 ? ~W(0) : (W(1) << width) - 1;
+  // The value's bits read as the dtype's signed type, sign-extended.
+  auto as_signed = [width](U x) {
+    const W u = W(x);
+    if (width >= 64) return int64_t(u);
+    const W sign = W(1) << (width - 1);
+    return int64_t((u & ((sign << 1) - 1)) ^ sign) - int64_t(sign);
+  };
   switch (op) {
-    case Opcode::kCopy: return unary(d, a, n, [](I x) { return x; });
-    case Opcode::kNeg: return unary(d, a, n, [](I x) { return wrapped(-int64_t(x)); });
-    case Opcode::kSquare:
-      return unary(d, a, n, [](I x) { return wrapped(int64_t(x) * int64_t(x)); });
-    case Opcode::kAbs: return unary(d, a, n, [](I x) { return x < 0 ? wrapped(-int64_t(x)) : x; });
-    case Opcode::kSign: return unary(d, a, n, [](I x) { return I((x > 0) - (x < 0)); });
-    case Opcode::kRelu: return unary(d, a, n, [](I x) { return x > 0 ? x : 0; });
+    case Opcode::kCopy: return unary(d, a, n, [](U x) { return x; });
+    case Opcode::kNeg: return unary(d, a, n, [](U x) { return U(W(0) - W(x)); });
+    case Opcode::kSquare: return unary(d, a, n, [](U x) { return U(W(x) * W(x)); });
+    case Opcode::kAbs:
+      return unary(d, a, n, [](U x) { return is_signed && x < 0 ? U(W(0) - W(x)) : x; });
+    case Opcode::kSign: return unary(d, a, n, [](U x) { return U((x > 0) - (x < 0)); });
+    case Opcode::kRelu: return unary(d, a, n, [](U x) { return x > 0 ? x : U(0); });
     case Opcode::kNot:
-      if (dt == DType::b8) return unary(d, a, n, [](I x) { return I(x == 0); });
-      return unary(d, a, n, [](I x) { return ~x; });
-    case Opcode::kAdd:
-      return binary(d, a, b, n, [](I x, I y) { return wrapped(int64_t(x) + int64_t(y)); });
-    case Opcode::kSub:
-      return binary(d, a, b, n, [](I x, I y) { return wrapped(int64_t(x) - int64_t(y)); });
-    case Opcode::kMul:
-      return binary(d, a, b, n, [](I x, I y) { return wrapped(int64_t(x) * int64_t(y)); });
+      if (dt == DType::b8) return unary(d, a, n, [](U x) { return U(x == 0); });
+      return unary(d, a, n, [](U x) { return U(~W(x)); });
+    case Opcode::kAdd: return binary(d, a, b, n, [](U x, U y) { return U(W(x) + W(y)); });
+    case Opcode::kSub: return binary(d, a, b, n, [](U x, U y) { return U(W(x) - W(y)); });
+    case Opcode::kMul: return binary(d, a, b, n, [](U x, U y) { return U(W(x) * W(y)); });
     case Opcode::kDiv:
-      return binary(d, a, b, n, [](I x, I y) {
-        if (y == 0) return I(-1);
-        if (x == kMin && y == -1) return kMin;
-        return I(x / y);
+      return binary(d, a, b, n, [](U x, U y) {
+        if (y == 0) return U(~W(0));
+        if constexpr (is_signed)
+          if (y == -1) return U(W(0) - W(x));  // MIN / -1 wraps to MIN
+        return U(x / y);
       });
     case Opcode::kRem:
-      return binary(d, a, b, n, [](I x, I y) {
+      return binary(d, a, b, n, [](U x, U y) {
         if (y == 0) return x;
-        if (x == kMin && y == -1) return I(0);
-        return I(x % y);
+        if constexpr (is_signed)
+          if (y == -1) return U(0);
+        return U(x % y);
       });
-    case Opcode::kMax: return binary(d, a, b, n, [](I x, I y) { return std::max(x, y); });
-    case Opcode::kMin: return binary(d, a, b, n, [](I x, I y) { return std::min(x, y); });
-    case Opcode::kAnd: return binary(d, a, b, n, [](I x, I y) { return I(x & y); });
-    case Opcode::kOr: return binary(d, a, b, n, [](I x, I y) { return I(x | y); });
-    case Opcode::kXor: return binary(d, a, b, n, [](I x, I y) { return I(x ^ y); });
+    case Opcode::kMax: return binary(d, a, b, n, [](U x, U y) { return std::max(x, y); });
+    case Opcode::kMin: return binary(d, a, b, n, [](U x, U y) { return std::min(x, y); });
+    case Opcode::kAnd: return binary(d, a, b, n, [](U x, U y) { return U(x & y); });
+    case Opcode::kOr: return binary(d, a, b, n, [](U x, U y) { return U(x | y); });
+    case Opcode::kXor: return binary(d, a, b, n, [](U x, U y) { return U(x ^ y); });
+    // The shift amount is read as the dtype's unsigned value.
     case Opcode::kShiftLeft:
-      return binary(d, a, b, n,
-                    [](I x, I y) { return bits(y) >= 32 ? I(0) : I(bits(x) << bits(y)); });
+      return binary(d, a, b, n, [width, mask](U x, U y) {
+        const W s = W(y) & mask;
+        return s >= W(width) ? U(0) : U(W(x) << s);
+      });
     case Opcode::kShiftRightLogical:
-      return binary(d, a, b, n,
-                    [](I x, I y) { return bits(y) >= 32 ? I(0) : I(bits(x) >> bits(y)); });
+      return binary(d, a, b, n, [width, mask](U x, U y) {
+        const W s = W(y) & mask;
+        return s >= W(width) ? U(0) : U((W(x) & mask) >> s);
+      });
     case Opcode::kShiftRightArithmetic:
-      return binary(d, a, b, n,
-                    [](I x, I y) { return bits(y) >= 32 ? I(x < 0 ? -1 : 0) : x >> y; });
+      return binary(d, a, b, n, [width, mask, as_signed](U x, U y) {
+        const W s = W(y) & mask;
+        const int64_t v = as_signed(x);
+        return s >= W(width) ? U(v < 0 ? -1 : 0) : U(v >> s);
+      });
     case Opcode::kSelect:
-      for (int64_t i = 0; i < n; ++i) d[i] = a[i] != 0 ? b[i] : c[i];
+      for (int64_t i = 0; i < n; ++i) d[i] = static_cast<const int64_t*>(av)[i] != 0 ? b[i] : c[i];
       return;
     case Opcode::kClamp:
       for (int64_t i = 0; i < n; ++i) d[i] = std::min(std::max(b[i], a[i]), c[i]);
       return;
-    default: throw ValueError(std::string("no int32 form of instruction ") + opcode_name(op));
+    default: throw ValueError(std::string("no integer form of instruction ") + opcode_name(op));
+  }
+}
+
+// Instructions on complex registers (complex64 and complex128, computed in
+// complex<double>; the caller rounds complex64 results).
+void complex_instr(Opcode op, void* dv, const void* av, const void* bv, const void* cv, int64_t n) {
+  const auto* a = static_cast<const Cplx*>(av);
+  const auto* b = static_cast<const Cplx*>(bv);
+  const auto* c = static_cast<const Cplx*>(cv);
+  if (op == Opcode::kEq || op == Opcode::kNe) {
+    const bool eq = op == Opcode::kEq;
+    binary(static_cast<int64_t*>(dv), a, b, n,
+           [eq](Cplx x, Cplx y) { return int64_t((x == y) == eq); });
+    return;
+  }
+  auto* d = static_cast<Cplx*>(dv);
+  switch (op) {
+    case Opcode::kCopy: return unary(d, a, n, [](Cplx x) { return x; });
+    case Opcode::kNeg: return unary(d, a, n, [](Cplx x) { return -x; });
+    case Opcode::kExp: return unary(d, a, n, [](Cplx x) { return std::exp(x); });
+    case Opcode::kAdd: return binary(d, a, b, n, [](Cplx x, Cplx y) { return x + y; });
+    case Opcode::kSub: return binary(d, a, b, n, [](Cplx x, Cplx y) { return x - y; });
+    case Opcode::kMul: return binary(d, a, b, n, [](Cplx x, Cplx y) { return x * y; });
+    case Opcode::kDiv: return binary(d, a, b, n, [](Cplx x, Cplx y) { return x / y; });
+    case Opcode::kSelect:
+      for (int64_t i = 0; i < n; ++i) d[i] = static_cast<const int64_t*>(av)[i] != 0 ? b[i] : c[i];
+      return;
+    default: throw ValueError(std::string("no complex form of instruction ") + opcode_name(op));
   }
 }
 
@@ -625,19 +825,22 @@ ProgramRunner::ProgramRunner(const Program& program, std::vector<DType> input_dt
     : program_(program),
       input_dtypes_(std::move(input_dtypes)),
       reg_dtypes_(program.register_dtypes(input_dtypes_)) {
-  size_t counts[3] = {0, 0, 0};
+  size_t counts[4] = {0, 0, 0, 0};
   for (DType dt : reg_dtypes_) ++counts[static_cast<int>(kind_of(dt))];
   fregs_.resize(counts[0] * kChunk);
   dregs_.resize(counts[1] * kChunk);
   iregs_.resize(counts[2] * kChunk);
-  size_t next[3] = {0, 0, 0};
+  cregs_.resize(counts[3] * kChunk);
+  size_t next[4] = {0, 0, 0, 0};
   for (DType dt : reg_dtypes_) {
     const int k = static_cast<int>(kind_of(dt));
     const size_t at = next[k]++ * kChunk;
     slots_.push_back(k == 0   ? static_cast<void*>(fregs_.data() + at)
                      : k == 1 ? static_cast<void*>(dregs_.data() + at)
-                              : static_cast<void*>(iregs_.data() + at));
+                     : k == 2 ? static_cast<void*>(iregs_.data() + at)
+                              : static_cast<void*>(cregs_.data() + at));
   }
+  staging_.resize(2 * kChunk);  // a complex128 chunk
   const size_t first_scalar = input_dtypes_.size();
   for (size_t s = 0; s < scalars.size(); ++s) {
     const auto r = static_cast<int32_t>(first_scalar + s);
@@ -645,6 +848,28 @@ ProgramRunner::ProgramRunner(const Program& program, std::vector<DType> input_dt
     convert_register(DType::f64, value.data(), reg_dtypes_[static_cast<size_t>(r)], reg(r), kChunk);
   }
   acc_ = program.reduction == Reduction::kNone ? 0.0 : reduction_rule(program.reduction).identity;
+  const DType out = reg_dtypes_[static_cast<size_t>(program.out_reg)];
+  if (kind_of(out) == Kind::kComplex && program.reduction != Reduction::kNone)
+    throw TypeError(std::string("the engine does not reduce ") + dtype_name(out) +
+                    " values (its reductions give one real value)");
+  if (kind_of(out) == Kind::kInt) {
+    const bool is_unsigned = dtype_kind(out) == DKind::kUnsigned;
+    switch (program.reduction) {
+      case Reduction::kNone:
+      case Reduction::kSum: iacc_ = 0; break;
+      case Reduction::kProd: iacc_ = 1; break;
+      case Reduction::kMax: iacc_ = is_unsigned ? 0 : std::numeric_limits<int64_t>::min(); break;
+      case Reduction::kMin:
+        iacc_ = is_unsigned ? int64_t(-1) : std::numeric_limits<int64_t>::max();
+        break;
+    }
+  }
+}
+
+double ProgramRunner::reduced() const {
+  const DType out = reg_dtypes_[static_cast<size_t>(program_.out_reg)];
+  if (kind_of(out) != Kind::kInt) return acc_;
+  return int_to_float<double>(out, wrap_int(out, iacc_));
 }
 
 namespace {
@@ -665,16 +890,36 @@ double fold_chunk(const C* values, int64_t n, double acc) {
   return rule.fold(acc, rule.fold(left, right));
 }
 
-template <class F>
-void with_register(DType dt, const void* values, F f) {
-  switch (kind_of(dt)) {
-    case Kind::kFloat: return f(static_cast<const float*>(values));
-    case Kind::kDouble: return f(static_cast<const double*>(values));
-    case Kind::kInt: return f(static_cast<const int32_t*>(values));
+// `acc` folded exactly with an integer chunk: sums and products wrap (in 64
+// bits; the caller wraps to the dtype's width), max and min compare as U.
+template <class U>
+int64_t fold_int_chunk(Reduction kind, const int64_t* values, int64_t n, int64_t acc) {
+  uint64_t a = static_cast<uint64_t>(acc);
+  switch (kind) {
+    case Reduction::kSum:
+      for (int64_t i = 0; i < n; ++i) a += static_cast<uint64_t>(values[i]);
+      break;
+    case Reduction::kProd:
+      for (int64_t i = 0; i < n; ++i) a *= static_cast<uint64_t>(values[i]);
+      break;
+    case Reduction::kMax:
+      for (int64_t i = 0; i < n; ++i) a = U(values[i]) > U(a) ? uint64_t(values[i]) : a;
+      break;
+    case Reduction::kMin:
+      for (int64_t i = 0; i < n; ++i) a = U(values[i]) < U(a) ? uint64_t(values[i]) : a;
+      break;
+    case Reduction::kNone: break;
   }
+  return static_cast<int64_t>(a);
 }
 
 }  // namespace
+
+template <class C>
+void ProgramRunner::fold(const C* values, int64_t n) {
+  with_reduction(program_.reduction,
+                 [&](auto r) { acc_ = fold_chunk<decltype(r)::value>(values, n, acc_); });
+}
 
 void ProgramRunner::run_chunks(const std::vector<const void*>& inputs,
                                const std::vector<void*>& outs, int64_t count) {
@@ -694,6 +939,7 @@ void ProgramRunner::run_chunks(const std::vector<const void*>& inputs,
       const DType a = reg_dtypes_[static_cast<size_t>(in.a)];
       // select's operand type is its branches'
       const DType operands = in.op == Opcode::kSelect ? dst : a;
+      const bool is_unsigned = dtype_kind(operands) == DKind::kUnsigned;
       if (conversion_target(in.op)) {
         convert_register(a, reg(in.a), dst, reg(in.dst), n);
         continue;
@@ -706,25 +952,51 @@ void ProgramRunner::run_chunks(const std::vector<const void*>& inputs,
           float_instr<double>(in.op, operands, reg(in.dst), reg(in.a), reg(in.b), reg(in.c), n);
           break;
         case Kind::kInt:
-          int_instr(in.op, operands, reg(in.dst), reg(in.a), reg(in.b), reg(in.c), n);
+          if (is_unsigned)
+            int_instr<uint64_t>(in.op, operands, reg(in.dst), reg(in.a), reg(in.b), reg(in.c), n);
+          else
+            int_instr<int64_t>(in.op, operands, reg(in.dst), reg(in.a), reg(in.b), reg(in.c), n);
+          break;
+        case Kind::kComplex:
+          complex_instr(in.op, reg(in.dst), reg(in.a), reg(in.b), reg(in.c), n);
+          if (dst == DType::c64) {
+            auto* d = static_cast<Cplx*>(reg(in.dst));
+            for (int64_t i = 0; i < n; ++i) d[i] = round_c64(d[i]);
+          }
           break;
       }
-      if (dst == DType::f16 || dst == DType::bf16) {
+      if (narrow_float(dst)) {
         auto* d = static_cast<float*>(reg(in.dst));
         for (int64_t i = 0; i < n; ++i) d[i] = rounded(dst, d[i]);
+      } else if (kind_of(dst) == Kind::kInt && dst != DType::i64 && dst != DType::u64) {
+        auto* d = static_cast<int64_t*>(reg(in.dst));
+        for (int64_t i = 0; i < n; ++i) d[i] = wrap_int(dst, d[i]);
       }
     }
     if (program_.reduction != Reduction::kNone) {
-      with_register(out_reg_dtype, reg(program_.out_reg), [&](const auto* values) {
-        with_reduction(program_.reduction,
-                       [&](auto r) { acc_ = fold_chunk<decltype(r)::value>(values, n, acc_); });
-      });
+      switch (kind_of(out_reg_dtype)) {
+        case Kind::kFloat: fold(static_cast<const float*>(reg(program_.out_reg)), n); break;
+        case Kind::kDouble: fold(static_cast<const double*>(reg(program_.out_reg)), n); break;
+        case Kind::kInt: {
+          const auto* values = static_cast<const int64_t*>(reg(program_.out_reg));
+          iacc_ = dtype_kind(out_reg_dtype) == DKind::kUnsigned
+                      ? fold_int_chunk<uint64_t>(program_.reduction, values, n, iacc_)
+                      : fold_int_chunk<int64_t>(program_.reduction, values, n, iacc_);
+          break;
+        }
+        case Kind::kComplex: break;  // refused by the constructor
+      }
       continue;
     }
     for (size_t o = 0; o < out_regs.size(); ++o) {
       void* dst = static_cast<unsigned char*>(outs[o]) + start * out_size;
-      with_register(reg_dtypes_[static_cast<size_t>(out_regs[o])], reg(out_regs[o]),
-                    [&](const auto* values) { store_values(values, program_.out_dtype, dst, n); });
+      const DType reg_dtype = reg_dtypes_[static_cast<size_t>(out_regs[o])];
+      if (reg_dtype == program_.out_dtype) {
+        pack(reg_dtype, reg(out_regs[o]), dst, n);
+      } else {  // stored as convert_element_type would give it
+        convert_register(reg_dtype, reg(out_regs[o]), program_.out_dtype, staging_.data(), n);
+        pack(program_.out_dtype, staging_.data(), dst, n);
+      }
     }
   }
 }

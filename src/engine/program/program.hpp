@@ -9,9 +9,15 @@
 // dtype, and for a temporary the dtype its instruction gives (jax.lax's
 // rules: operands of one dtype, comparisons give bool, conversions name
 // theirs). Each instruction computes in its operands' dtype the way XLA's
-// CPU backend does: int32 in int32 with wraparound, float16 and bfloat16 in
-// float rounded after every instruction, float32 in float, float64 in double.
+// CPU backend does: integers in their width with wraparound (held in int64
+// registers, sign- or zero-extended, wrapped after every instruction),
+// float16, bfloat16 and the float8s in float rounded after every
+// instruction, float32 in float, float64 in double, complex64 and complex128
+// in complex<double> (complex64 rounded after every instruction; copy,
+// conversions, neg, add, sub, mul, div, exp, eq, ne and select only, and no
+// reductions: other complex work is XLA's, through the Python layer's route).
 #pragma once
+#include <complex>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -100,6 +106,23 @@ enum class Opcode : int32_t {
   // ternary
   kSelect,  // dst = a != 0 ? b : c (a bool or int32)
   kClamp,   // dst = min(max(b, a), c): jax.lax.clamp(a, b, c)
+  // conversions to the dtypes added after the first six (codes appended: stable)
+  kToI8,
+  kToI16,
+  kToI64,
+  kToU8,
+  kToU16,
+  kToU32,
+  kToU64,
+  kToF8E4M3Fn,
+  kToF8E5M2,
+  kToF8E4M3Fnuz,
+  kToF8E5M2Fnuz,
+  kToF8E4M3B11Fnuz,
+  kToF8E4M3,
+  kToF8E3M4,
+  kToC64,
+  kToC128,
 };
 std::vector<std::pair<std::string, int>> opcode_table();
 Opcode opcode_from_name(const std::string& name);  // ValueError if unknown
@@ -153,22 +176,29 @@ class ProgramRunner {
   void run(const std::vector<const void*>& inputs, void* out, int64_t count);
   // The same with one destination per output (Program::n_outputs()).
   void run(const std::vector<const void*>& inputs, const std::vector<void*>& outs, int64_t count);
-  double reduced() const { return acc_; }
+  // The reduction's value: for an integer register an exact fold in its width (sums and
+  // products wrap as XLA's do), as a double.
+  double reduced() const;
 
  private:
   void run_chunks(const std::vector<const void*>& inputs, const std::vector<void*>& outs,
                   int64_t count);
+  template <class C>
+  void fold(const C* values, int64_t n);
   void* reg(int32_t r) const { return slots_[static_cast<size_t>(r)]; }
   const Program& program_;
   std::vector<DType> input_dtypes_;
   std::vector<DType> reg_dtypes_;
-  // Register storage by compute type: float (float32, float16, bfloat16),
-  // double (float64), int32 (int32 and bool, 0 or 1).
+  // Register storage by compute type: float (float32, float16, bfloat16, float8s),
+  // double (float64), int64 (every integer dtype, and bool as 0 or 1).
   std::vector<float> fregs_;
   std::vector<double> dregs_;
-  std::vector<int32_t> iregs_;
-  std::vector<void*> slots_;  // each register's chunk
+  std::vector<int64_t> iregs_;
+  std::vector<std::complex<double>> cregs_;
+  std::vector<int64_t> staging_;  // an output chunk converted to the output's dtype
+  std::vector<void*> slots_;      // each register's chunk
   double acc_;
+  int64_t iacc_ = 0;  // the reduction of an integer register
 };
 
 }  // namespace jask
