@@ -34,6 +34,7 @@ from ._jax.diskarray import (
 )
 from .formats import zarr
 from .ops import OPS, _batching
+from .ops._elementwise import EngineDtypeError
 
 _installed = False
 
@@ -69,7 +70,7 @@ def install() -> None:
             primitive_rules=primitives.RULES,
             xla_route=xla_route.route,
             xla_computes=xla_route.xla_computes,
-            xla_route_errors=(UnstorableDtypeError,),
+            xla_route_errors=(UnstorableDtypeError, EngineDtypeError, NotImplementedError),
             new_program_slot=_runtime.new_program_slot,
             program_compiled=_runtime.note_program_memory,
         )

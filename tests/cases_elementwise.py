@@ -2,6 +2,7 @@
 every transformation and budget): each runs unchanged on DiskArrays and on jnp arrays, whose
 inputs are uniform in (-1, 1), mapped into the function's domain."""
 
+import jax
 import jax.numpy as jnp
 from jax import lax
 
@@ -62,4 +63,13 @@ CASES: list[Case] = [
         ),
     ),
     unary("select_n_int32", lambda x: lax.select_n((jnp.abs(ints(x)) % 3), x, x * 2, -x)),
+    # no Jask rule: XLA computes it, in memory at the larger budgets, block by block at the
+    # smallest (jask/_api/xla_route.py, jask/ops/block_map.py)
+    # (its result is in memory when it fits, a DiskArray when streamed: the case sums it)
+    Case(
+        "polygamma_by_xla",
+        *same(lambda x: jnp.sum(jax.scipy.special.polygamma(1, x + 2.0))),
+        ((M, K),),
+        scalar_out=True,
+    ),
 ]

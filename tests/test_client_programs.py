@@ -39,30 +39,18 @@ def missing(reason):
     return pytest.mark.xfail(strict=True, reason=reason)
 
 
-CONV = missing(
-    "NotImplementedError: jax.lax.conv_general_dilated on a DiskArray is not supported "
-    "(convolution has no rule; pooling's reduce_window neither)"
-)
 LOOP_CARRY = missing(
     "TypeError: scan body function carry input and carry output must have equal types: "
     "nnx.RNN's in-memory zero carry comes back as disk:float32[8,12] (flax's nnx.scan)"
 )
 LOOP_GRAD = missing(
-    "ValueError: Expected cotangent type disk:float32[2] but got float32[2] (grad through "
-    "diffrax's while loops with a DiskArray y0 under vmap; reverse mode of loops with DiskArray "
-    "carries raises NotImplementedError: jax.lax.scan on a DiskArray is not supported)"
+    "TypeError: jask.astype: needs at least one DiskArray operand (grad through diffrax's "
+    "loops with a DiskArray y0 under vmap: a Jask op's derivative meets an in-memory value)"
 )
-
-
-def narrow_dtype(name):
-    return missing(
-        f"TypeError: dtype {name} is not supported; Jask stores float32, float64, "
-        "float16, bfloat16, int32, bool"
-    )
-
-
-def linalg(primitive):
-    return missing(f"NotImplementedError: jax.lax.{primitive} on a DiskArray is not supported")
+LIBRARY_PRIMITIVE = missing(
+    "AssertionError in lineax's own JVP rule (_linear_solve_jvp): the solver state's tangent "
+    "is not symbolic zero when the operator is a DiskArray under jax.grad (linearize)"
+)
 
 
 def disk(a):
@@ -280,7 +268,6 @@ class NnxCNN(nnx.Module):
         return self.linear(x)
 
 
-@CONV
 def test_nnx_cnn_classifier_training_step():
     x_np, y_np = images((16, 12, 12, 1)), labels(16, 10)
     model = NnxCNN(rngs=nnx.Rngs(0))
@@ -326,7 +313,6 @@ class LinenCNN(nn.Module):
         return nn.Dense(features=10)(x)
 
 
-@CONV
 def test_linen_cnn_classifier_train_state():
     x_np, y_np = images((16, 14, 14, 1), seed=3), labels(16, 10, seed=4)
     cnn = LinenCNN()
@@ -385,7 +371,6 @@ class UNet(nn.Module):
         return nn.Conv(1, (1, 1))(u1)
 
 
-@CONV
 def test_linen_unet_segmentation_loss_and_grads():
     x_np = images((4, 16, 16, 2), seed=5)
     mask_np = (images((4, 16, 16, 1), seed=6) > 0).astype(np.float32)
@@ -517,7 +502,6 @@ def test_linen_rnn_gru_regression_grads():
 # token file read by random windows into an nnx language model
 
 
-@narrow_dtype("uint8")
 def test_equinox_mlp_on_uint8_images():
     eqx = pytest.importorskip("equinox")
     rng = np.random.default_rng(23)
@@ -561,7 +545,6 @@ class BigramLM(nnx.Module):
         return self.lm_head(self.ln(self.embed(idx)))
 
 
-@narrow_dtype("uint16")
 def test_nanogpt_style_uint16_token_file(tmp_path):
     vocab, block_size, batch_size = 300, 8, 4
     tokens = np.random.default_rng(25).integers(0, vocab, size=5000).astype(np.uint16)
@@ -604,7 +587,6 @@ def test_nanogpt_style_uint16_token_file(tmp_path):
 # equinox CNN (Conv2d, MaxPool2d) trained with optax
 
 
-@CONV
 def test_equinox_cnn_classifier_training_step():
     eqx = pytest.importorskip("equinox")
     x_np, y_np = images((16, 1, 10, 10), seed=26), labels(16, 4, seed=27)

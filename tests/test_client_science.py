@@ -11,13 +11,13 @@ import pytest
 from jax import lax
 from test_client_programs import (
     BUDGET,
+    LIBRARY_PRIMITIVE,
     LOOP_GRAD,
     RTOL,
     assert_on_disk,
     disk,
     disk_tree,
     images,
-    linalg,
 )
 
 from conftest import assert_trees_match
@@ -48,7 +48,6 @@ def align_signs(vectors, reference):
     return np.asarray(vectors) * signs
 
 
-@linalg("eigh")
 def test_pca_by_covariance_eigh():
     X_np = data_matrix()
 
@@ -68,7 +67,6 @@ def test_pca_by_covariance_eigh():
     assert_trees_match(align_signs(proj, ref_proj), np.asarray(ref_proj), 1e-3)
 
 
-@linalg("svd")
 def test_pca_by_svd():
     X_np = data_matrix(seed=14)
 
@@ -85,7 +83,6 @@ def test_pca_by_svd():
     assert_trees_match(align_signs(scores, ref_scores), np.asarray(ref_scores), 1e-3)
 
 
-@linalg("lu")
 def test_ridge_regression_closed_form_and_grad():
     X_np = data_matrix(seed=15)
     w_true = np.arange(10, dtype=np.float32) / 10
@@ -269,7 +266,7 @@ def test_diffrax_neural_ode_fit():
     assert_trees_match(out, ref, RTOL)
 
 
-@linalg("lu")
+@LIBRARY_PRIMITIVE
 def test_lineax_linear_solves():
     lx = pytest.importorskip("lineax")
     rng = np.random.default_rng(30)

@@ -292,7 +292,9 @@ def test_jnp_functions_built_on_these_primitives(name, rng):
     assert_close(np.asarray(jax.grad(lambda x: jnp.sum(jnp.sin(fn(x))))(x)), want)
 
 
-def test_several_index_arrays_are_refused_rather_than_misread(data):
-    _, x = data
-    with pytest.raises(NotImplementedError, match="several integer-array indices"):
-        x[jnp.asarray([1, 2]), jnp.asarray([3, 4])]
+def test_several_index_arrays_index_as_jnp(data):
+    values, x = data
+    rows, cols = jnp.asarray([1, 2]), jnp.asarray([3, 4])
+    np.testing.assert_array_equal(
+        np.asarray(x[rows, cols]), np.asarray(jnp.asarray(values)[rows, cols])
+    )

@@ -9,6 +9,8 @@ import jask
 from jask._jax.op import Op
 from jask.ops import OPS
 
+from conftest import DEFAULT_BUDGET
+
 
 def test_every_registered_op_is_covered(rng, monkeypatch):
     used = set()
@@ -41,6 +43,13 @@ def test_every_registered_op_is_covered(rng, monkeypatch):
     jax.grad(rows_case.fn)(x)
     # trigamma is only digamma's derivative (no derivative of its own: no generic case)
     jax.grad(lambda x: jax.numpy.sum(jax.lax.digamma(x + 1.5)))(x)
+    # a primitive XLA computes block by block: BlockMap (the generic case polygamma_by_xla
+    # runs it at the smallest budget; here the default one holds it in memory)
+    jask.set_memory_budget("4KB")
+    try:
+        jax.grad(lambda x: jax.numpy.sum(jax.lax.bessel_i0e(x)))(x)
+    finally:
+        jask.set_memory_budget(DEFAULT_BUDGET)
     # write_rows is no function to differentiate: the row-sparse optimizer's write in place
     # (tests/test_row_sparse.py)
     opt = jask.row_sparse(optax.sgd(0.1))

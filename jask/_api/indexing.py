@@ -9,7 +9,6 @@ import operator
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax._src.numpy.indexing import rewriting_take as _rewriting_take  # jnp's x[key]
 
 from .. import _runtime
 from .._jax import compat
@@ -155,7 +154,7 @@ def getitem(x, key):
     first; out of range clamped, as jnp's x[idx]), in memory or DiskArrays (read block by
     block), and boolean masks (a concrete one selects its True elements; a DiskArray mask is
     counted by a streamed sum first; a traced mask raises NonConcreteBooleanIndexError). A list
-    of ints as the first key gathers rows (jnp refuses lists; Jask kept them).
+    key is jnp's TypeError; a list inside a tuple key is an index array.
 
     Results with at most IN_MEMORY_LIMIT elements are jax.Arrays; larger ones are DiskArrays: a
     view of x's file (no copy) when the selected elements are one contiguous range
@@ -166,6 +165,12 @@ def getitem(x, key):
     >>> x[:, 1].tolist(), x[1:, ::-2].tolist()
     ([1.0, 5.0, 9.0], [[7.0, 5.0], [11.0, 9.0]])
     """
+    if isinstance(key, list):  # jnp's own error (a list inside a tuple is an index array)
+        raise TypeError(
+            "Using a non-tuple sequence for multidimensional indexing is not allowed; use "
+            "`arr[array(seq)]` instead of `arr[seq]`. See https://github.com/jax-ml/jax/issues/4564 "
+            "for more information."
+        )
     key = key if isinstance(key, tuple) else (key,)
     if _is_advanced(key):
         return _advanced_getitem(x, key)
@@ -222,7 +227,7 @@ def _advanced_getitem(x, key):
     indices (DiskArray indices are read block by block). A traced mask raises JAX's
     NonConcreteBooleanIndexError."""
     key = tuple(_mask_positions(x, key))
-    return _rewriting_take(x, key)
+    return compat.rewriting_take(x, key)
 
 
 def expand_masks(x, key) -> tuple:

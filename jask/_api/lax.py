@@ -38,6 +38,10 @@ def custom_linear_solve(*args, const_lengths, jaxprs):
 
 @rule("stop_gradient")
 def stop_gradient(x):
+    if not compat.at_evaluation_or_staging():
+        # JAX's rule gives the symbolic zero tangent that JAX's (and lineax's) rules check
+        # for; it binds the primitive again on the primal, which comes back here
+        return compat.stop_gradient_by_jax(x)
     return apply(StopGradient, x)
 
 

@@ -173,6 +173,9 @@ def _scatter_rule(combine: str):
         indices_are_sorted=False,
         unique_indices=False,
     ):
+        if update_jaxpr is not None and combine == "set":
+            # x.at[i].apply(f): the update is f of the operand's element, which XLA computes
+            raise NotImplementedError("jax.lax.scatter with an update function")
         return indexing.scatter(
             operand, indices, updates, dimension_numbers, mode, combine, unique_indices
         )

@@ -52,9 +52,10 @@ def in_memory_bytes(args, outs) -> int:
     return disk + sum(nbytes(o) for o in outs)
 
 
-def route(primitive, args, params):
+def route(primitive, args, params, rule_error: Exception | None = None):
     """The primitive applied to operands among which are DiskArrays, by the rule above (called
-    at the primitive's trace)."""
+    at the primitive's trace). `rule_error`: what Jask's own rule raised for this case, raised
+    again when XLA cannot compute it either."""
     outs = out_avals(primitive, args, params)
     needed = in_memory_bytes(args, outs)
     if needed <= allowance():
@@ -63,6 +64,8 @@ def route(primitive, args, params):
     result = blocked.route(primitive, args, params, outs)
     if result is not None:
         return result
+    if rule_error is not None:
+        raise rule_error
     raise too_large(primitive.name, args, needed)
 
 

@@ -35,6 +35,7 @@ from jax._src import core as _core
 from jax._src import custom_derivatives as _custom_derivatives
 from jax._src import debugging as _debugging
 from jax._src import hijax as _hijax_src
+from jax._src import linear_util as _lu
 from jax._src import pjit as _pjit
 from jax._src import util as _util
 from jax._src.interpreters import ad as _ad
@@ -44,6 +45,7 @@ from jax._src.interpreters import pxla as _pxla
 from jax._src.lax import lax as _lax
 from jax._src.lax.control_flow import solves as _solves
 from jax._src.numpy import array_methods as _array_methods
+from jax._src.numpy import indexing as _numpy_indexing
 from jax._src.numpy import util as _numpy_util
 from jax.experimental import hijax as _hijax
 
@@ -195,8 +197,9 @@ class Hooks:
     though Jask has a rule for it: operands or results of a dtype the engine has no arithmetic
     for (complex numbers)."""
     xla_route_errors: tuple[type[Exception], ...]
-    """Errors a rule raises for operands it cannot take (a dtype Jask does not store): the
-    primitive takes the xla_route instead."""
+    """Errors a rule raises for a case it does not take (a dtype Jask does not store, a
+    NotImplementedError): the primitive takes the xla_route instead, which raises the rule's
+    error when XLA cannot compute it either."""
     new_program_slot: Callable[[], int]
     """A new slot for the memory a jitted program holds (the engine's program slots)."""
     program_compiled: Callable
@@ -401,8 +404,8 @@ def _dispatch_primitives(hooks: Hooks) -> None:
             with _core.set_current_trace(trace):
                 try:
                     out = rule(*args, **params)
-                except route_errors:
-                    return xla_route(self, args, params)
+                except route_errors as error:  # a case the rule does not take: XLA's
+                    return xla_route(self, args, params, error)
                 return (
                     [in_memory_if_0d(o) for o in out]
                     if self.multiple_results
@@ -411,6 +414,10 @@ def _dispatch_primitives(hooks: Hooks) -> None:
         if self.name in _lax_defined_names() or self.name in rules:
             # a jax.lax primitive without a Jask rule: XLA computes it (eagerly JAX would jit
             # the primitive, which comes back here)
+            with _core.set_current_trace(trace):
+                return xla_route(self, args, params)
+        if _is_foreign_leaf(self, params):
+            # a library's own primitive (lineax, equinox), no function inside: XLA computes it
             with _core.set_current_trace(trace):
                 return xla_route(self, args, params)
         try:
@@ -422,7 +429,54 @@ def _dispatch_primitives(hooks: Hooks) -> None:
     _core.Primitive.bind_with_trace = bind_with_trace
 
 
+def _is_foreign_leaf(primitive, params) -> bool:
+    """A primitive no module of JAX defines, with no jaxpr among its params (not a call or a
+    control-flow primitive whose body JAX traces)."""
+    if primitive.name in _jax_primitive_names() or primitive.name.startswith("call_hi_primitive"):
+        return False
+    jaxprs = (_core.Jaxpr, _core.ClosedJaxpr)
+    for value in params.values():
+        values = value if isinstance(value, (tuple, list)) else (value,)
+        if any(isinstance(v, jaxprs) or isinstance(v, _lu.WrappedFun) for v in values):
+            return False
+    return True
+
+
+_JAX_PRIMITIVES: set[str] = set()
+_SCANNED_MODULES: set[str] = set()
+
+
+def _jax_primitive_names() -> set[str]:
+    """The names of the primitives JAX's own modules define (those imported so far)."""
+    for name, module in list(sys.modules.items()):
+        if name in _SCANNED_MODULES or not (name == "jax" or name.startswith(("jax.", "jaxlib."))):
+            continue
+        _SCANNED_MODULES.add(name)
+        for value in list(vars(module).values()) if module is not None else ():
+            if isinstance(value, _core.Primitive):
+                _JAX_PRIMITIVES.add(value.name)
+    return _JAX_PRIMITIVES
+
+
 _unruled = threading.local()  # .primitive: the one bind_without_rules is binding (per thread)
+
+
+def at_evaluation_or_staging() -> bool:
+    """True when the current trace evaluates or stages (eager, jit), False under a
+    transformation (jvp, linearize, vmap)."""
+    return isinstance(_core.trace_ctx.trace, (_core.EvalTrace, _pe.DynamicJaxprTrace))
+
+
+def stop_gradient_by_jax(x):
+    """lax.stop_gradient's primitive bound under a transformation by JAX's own rule (a symbolic
+    zero tangent, as JAX's rules of other primitives check for), not by Jask's op."""
+    return bind_without_rules(_ad_util.stop_gradient_p, x)
+
+
+def rewriting_take(arr, idx, **kwargs):
+    """jnp's own x[idx] (jax._src.numpy.indexing.rewriting_take): jnp's whole indexing, which
+    binds gather, slice and friends, so a DiskArray reaches Jask's rules for them."""
+    return _numpy_indexing.rewriting_take(arr, idx, **kwargs)
 
 
 def custom_linear_solve(*args, const_lengths, jaxprs):
@@ -764,7 +818,13 @@ def _fill_like_disk_arrays(hooks: Hooks) -> None:
 
     @functools.wraps(original)
     def lax_full_like(x, fill_value, dtype=None, shape=None, sharding=None):
-        disk = is_hi(x) or isinstance(x, hooks.hi_type)  # a DiskArray, or its type (eval_shape)
+        # a DiskArray, its type, or a struct of that type (eval_shape of a DiskArray)
+        mapped = _core.pytype_aval_mappings.get(type(x))
+        disk = (
+            is_hi(x)
+            or isinstance(x, hooks.hi_type)
+            or (mapped is not None and isinstance(mapped(x), hooks.hi_type))
+        )
         if disk and not is_hi(fill_value) and (shape is None or tuple(shape) == x.shape):
             return full_like(x, fill_value, dtype)
         return original(x, fill_value, dtype, shape, sharding)

@@ -355,9 +355,9 @@ class Op(compat.VJPHiPrimitive):
             for t, a in zip(tangents, self.in_avals)
         ]
         if all(t is None for t in tangents):
-            return out, _zeros_like(out)
+            return out, _symbolic_zero(self.out_aval)
         t_out = self.tangent(out, primals, tangents)
-        return out, _zeros_like(out) if t_out is None else t_out
+        return out, _symbolic_zero(self.out_aval) if t_out is None else t_out
 
     def batch(self, axis_data, args, dims):
         # the op's batched form on the whole batch (or one fori_loop over it):
@@ -444,6 +444,14 @@ def _cotangent_like(ct, aval):
     if isinstance(compat.Zero, type) and isinstance(ct, compat.Zero):
         return ct
     return _tangent_of(ct, aval)
+
+
+def _symbolic_zero(aval):
+    """JAX's symbolic zero tangent for an output of type `aval` (a tuple for several): no
+    file of zeros, and what JAX's own rules check for (a stop_gradient's tangent)."""
+    if isinstance(aval, tuple):
+        return tuple(_symbolic_zero(a) for a in aval)
+    return compat.Zero(aval.to_tangent_aval())
 
 
 def _zeros_like(x):

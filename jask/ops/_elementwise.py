@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _engine
-from .._dtypes import dtype_code
+from .._dtypes import COMPLEX, FLOATS, INTEGERS, SUPPORTED, dtype_code
 from .._jax import compat
 from .._jax.diskarray import DiskArrayTy
 from .._jax.op import Op, Role, describe
@@ -149,18 +149,26 @@ def exact_operands(in_avals, dtype) -> tuple:
 
 # The dtypes an elementwise op accepts, by the name an op states (`Elementwise.accepts`).
 ACCEPTS = {
-    "float": ("float32", "float64", "float16", "bfloat16"),
-    "number": ("float32", "float64", "float16", "bfloat16", "int32"),
-    "integer": ("int32", "bool"),
-    "int": ("int32",),
-    "any": ("float32", "float64", "float16", "bfloat16", "int32", "bool"),
+    "float": FLOATS,
+    "number": FLOATS + INTEGERS,
+    "integer": INTEGERS + ("bool",),
+    "int": INTEGERS,
+    # complex values the engine stores and moves; XLA computes with them (xla_route)
+    "any": tuple(name for name in SUPPORTED if name not in COMPLEX),
 }
 
 
+class EngineDtypeError(TypeError):
+    """An operand dtype the engine's instruction does not take. A jax.lax primitive whose rule
+    raises it is computed by XLA instead (jask/_api/xla_route.py), which gives JAX's own
+    TypeError where JAX refuses the dtype too."""
+
+
 def check_accepts(name: str, primitive: str, accepts: str, aval) -> None:
-    """TypeError, as jax.lax gives it, for an operand dtype the primitive does not take."""
+    """EngineDtypeError (a TypeError) for an operand dtype the engine's instruction does not
+    take."""
     if np.dtype(aval.dtype).name not in ACCEPTS[accepts]:
-        raise TypeError(
+        raise EngineDtypeError(
             f"jask.{name}: jax.lax.{primitive} does not accept {describe(aval)}; it takes "
             f"{', '.join(ACCEPTS[accepts])}"
         )

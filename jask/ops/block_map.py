@@ -287,12 +287,19 @@ def _vjp_fn(op: BlockMap, present, wanted) -> BlockFn:
 
     def fn(*args):
         primals, given = args[:n_in], iter(args[n_in:])
-        outs, pullback = jax.vjp(op.fn.fn, *primals)
+
+        def of_wanted(*xs):  # the function of the operands whose cotangents are wanted only
+            full, it = list(primals), iter(xs)
+            for i, w in enumerate(wanted):
+                if w:
+                    full[i] = next(it)
+            return op.fn.fn(*full)
+
+        outs, pullback = jax.vjp(of_wanted, *(p for p, w in zip(primals, wanted) if w))
         cts = [
             next(given).astype(o.dtype) if p else _zero_tangent(o) for o, p in zip(outs, present)
         ]
-        cts_in = pullback(tuple(cts))
-        return tuple(c for c, b, w in zip(cts_in, op.blocked, wanted) if w)
+        return tuple(pullback(tuple(cts)))
 
     return BlockFn(fn, kinds, f"vjp({op.fn.name})")
 
@@ -309,10 +316,17 @@ def _jvp_fn(op: BlockMap, present) -> BlockFn:
 
     def fn(*args):
         primals, given = args[:n_in], iter(args[n_in:])
-        tangents = [
-            next(given).astype(p.dtype) if q else _zero_tangent(p) for p, q in zip(primals, present)
-        ]
-        _, t_out = jax.jvp(op.fn.fn, tuple(primals), tuple(tangents))
+
+        def of_present(*xs):  # the function of the operands with tangents only
+            full, it = list(primals), iter(xs)
+            for i, q in enumerate(present):
+                if q:
+                    full[i] = next(it)
+            return op.fn.fn(*full)
+
+        moving = [p for p, q in zip(primals, present) if q]
+        tangents = [next(given).astype(p.dtype) for p in moving]
+        _, t_out = jax.jvp(of_present, tuple(moving), tuple(tangents))
         return tuple(t_out)
 
     return BlockFn(fn, op.fn.kinds, f"jvp({op.fn.name})")
