@@ -44,6 +44,13 @@ double scalar_value(const ffi::AnyBuffer& buf) {
     case ffi::DataType::F16: return f16_to_f32(*static_cast<const uint16_t*>(p));
     case ffi::DataType::BF16: return bf16_to_f32(*static_cast<const uint16_t*>(p));
     case ffi::DataType::PRED: return *static_cast<const uint8_t*>(p) != 0;
+    case ffi::DataType::S8: return *static_cast<const int8_t*>(p);
+    case ffi::DataType::S16: return *static_cast<const int16_t*>(p);
+    case ffi::DataType::S64: return static_cast<double>(*static_cast<const int64_t*>(p));
+    case ffi::DataType::U8: return *static_cast<const uint8_t*>(p);
+    case ffi::DataType::U16: return *static_cast<const uint16_t*>(p);
+    case ffi::DataType::U32: return *static_cast<const uint32_t*>(p);
+    case ffi::DataType::U64: return static_cast<double>(*static_cast<const uint64_t*>(p));
     default: throw TypeError("unsupported scalar operand dtype");
   }
 }
