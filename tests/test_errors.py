@@ -3,10 +3,12 @@
 import os
 
 import jax
+import ml_dtypes
 import numpy as np
 import pytest
 
 import jask
+from jask import _dtypes
 
 
 @pytest.fixture
@@ -102,12 +104,19 @@ def test_fortran_order_and_garbage_files_are_refused(tmp_path):
 
 
 def test_unsupported_dtypes_name_the_supported_ones(tmp_path):
-    with pytest.raises(TypeError, match="complex64.*float32"):
-        jask.DiskArray.from_numpy(np.ones(3, np.complex64))
+    stored = ", ".join(_dtypes.SUPPORTED)
+    with pytest.raises(TypeError, match=f"int4.*Jask stores {stored}$"):
+        jask.DiskArray.from_numpy(np.ones(3, ml_dtypes.int4))
     raw = tmp_path / "raw.bin"
     raw.write_bytes(b"\0" * 16)
-    with pytest.raises(TypeError, match="uint8"):
-        jask.DiskArray.open(raw, shape=(16,), dtype="uint8")
+    with pytest.raises(TypeError, match=f"raw.bin.*'float4_e2m1fn'.*Jask stores {stored}$"):
+        jask.DiskArray.open(raw, shape=(16,), dtype="float4_e2m1fn")
+    # complex64 and uint8 are stored since issue 33.
+    z = np.array([1 + 2j, -3j, 0.5], np.complex64)
+    np.testing.assert_array_equal(np.asarray(jask.DiskArray.from_numpy(z)), z)
+    u = jask.DiskArray.open(raw, shape=(16,), dtype="uint8")
+    assert u.dtype == np.uint8
+    np.testing.assert_array_equal(np.asarray(u), np.zeros(16, np.uint8))
 
 
 def test_updating_a_read_only_array_leaves_the_file_untouched(tmp_path, rng):

@@ -335,16 +335,40 @@ def test_header_length_lies_name_the_file(tmp_path):
         jask.open_safetensors(path)
 
 
-@pytest.mark.parametrize("dtype", ["I64", "U8", "F8_E4M3"])
+@pytest.mark.parametrize("dtype", ["F8_E8M0", "F4"])
 def test_unsupported_dtypes_are_type_errors_naming_file_tensor_and_dtype(tmp_path, dtype):
+    """float8_e8m0fnu and float4_e2m1fn: safetensors names them, Jask does not store them.
+    safetensors.numpy writes neither: hand-made files."""
     path = tmp_path / "m.safetensors"
-    if dtype == "F8_E4M3":  # NumPy has no float8: a hand-made file
-        _write_raw(path, {"t": {"dtype": dtype, "shape": [2], "data_offsets": [0, 2]}}, bytes(2))
-    else:
-        numpy_dtype = {"I64": np.int64, "U8": np.uint8}[dtype]
-        safetensors.numpy.save_file({"t": np.zeros(2, numpy_dtype)}, str(path))
-    with pytest.raises(TypeError, match=f"{path}: tensor 't' has dtype {dtype}.*F32.*BOOL"):
+    nbytes = {"F8_E8M0": 2, "F4": 1}[dtype]  # two elements; F4 packs two to a byte
+    header = {"t": {"dtype": dtype, "shape": [2], "data_offsets": [0, nbytes]}}
+    _write_raw(path, header, bytes(nbytes))
+    with pytest.raises(
+        TypeError,
+        match=f"{path}: tensor 't' has dtype {dtype}, which Jask does not store.*F32.*BOOL",
+    ):
         jask.open_safetensors(path)
+
+
+@pytest.mark.parametrize("dtype", ["I64", "U8", "F8_E4M3"])
+def test_integer_and_float8_tensors_open_with_the_librarys_values(tmp_path, dtype):
+    """Stored since issue 33: the values and dtype safetensors.numpy reads, as JAX holds them
+    (int64 as int32 while x64 is off). safetensors.numpy does not read F8_E4M3: its bytes are
+    viewed as float8_e4m3fn, the dtype the library's safe_open names for it."""
+    path = tmp_path / "m.safetensors"
+    if dtype == "F8_E4M3":
+        bits = np.arange(256, dtype=np.uint8)  # every float8 value, NaN and -0 included
+        header = {"t": {"dtype": dtype, "shape": [256], "data_offsets": [0, 256]}}
+        _write_raw(path, header, bits.tobytes())
+        want = {"t": bits.view(ml_dtypes.float8_e4m3fn)}
+    else:
+        info = np.iinfo({"I64": np.int64, "U8": np.uint8}[dtype])
+        values = np.array([info.min, info.min + 1, 0, 1, 7, info.max - 1, info.max], info.dtype)
+        safetensors.numpy.save_file({"t": values}, str(path))
+        want = safetensors.numpy.load_file(str(path))
+    with jax.enable_x64(True):
+        _assert_same(jask.open_safetensors(path), want)
+    _assert_same(jask.open_safetensors(path), _in_jax_dtypes(want))
 
 
 # -- hostile files: each case measured in issue 32 --------------------------------------------
@@ -668,8 +692,11 @@ def test_save_refuses_what_it_cannot_write(tmp_path):
     with pytest.raises(FileExistsError, match="notes.txt exists and is not a safetensors file"):
         jask.save_safetensors(foreign, {"x": np.ones(2, np.float32)})
     assert foreign.read_text() == "not a tensor file"
-    with pytest.raises(TypeError, match="'x' of shape \\(2,\\) has dtype int64"):
-        jask.save_safetensors(tmp_path / "a.safetensors", {"x": np.ones(2, np.int64)})
+    # complex128: Jask stores it, safetensors has no name for it; int4: Jask does not store it.
+    for dtype in (np.complex128, ml_dtypes.int4):
+        name = np.dtype(dtype).name
+        with pytest.raises(TypeError, match=f"'x' of shape \\(2,\\) has dtype {name}, which Jask"):
+            jask.save_safetensors(tmp_path / "a.safetensors", {"x": np.ones(2, dtype)})
     with pytest.raises(ValueError, match="both named 'a.b'"):
         jask.save_safetensors(
             tmp_path / "a.safetensors", {"a.b": np.ones(1), "a": {"b": np.ones(1)}}

@@ -124,7 +124,10 @@ def test_raw_offsets_and_sizes_past_the_file_are_value_errors_naming_them(tmp_pa
         ({"shape": (-4,)}, ValueError, "negative"),
         ({"shape": (4,), "dtype": "garbage"}, TypeError, "garbage"),
         ({"shape": (4,), "dtype": 1.5}, TypeError, "1.5"),
-        ({"shape": (4,), "dtype": "int64"}, TypeError, "int64"),
+        # Dtypes Jask does not store (not in jask._dtypes.SUPPORTED): ml_dtypes' int4 and
+        # big-endian complex.
+        ({"shape": (4,), "dtype": "int4"}, TypeError, "int4"),
+        ({"shape": (4,), "dtype": ">c8"}, TypeError, ">c8"),
     ],
 )
 def test_bad_raw_arguments_raise_the_numpy_exception_naming_path_and_value(
@@ -277,13 +280,13 @@ def test_fifos_devices_and_folders_are_refused_at_open_without_blocking(tmp_path
 FUZZ_WORKER = textwrap.dedent(
     """
     import json, os, sys, warnings
-    import jax, numpy as np, jask
-    from jask import _engine
+    import jax, ml_dtypes, numpy as np, jask
+    from jask import _dtypes, _engine
     warnings.simplefilter("ignore")
     # With x64 on, a float64 file is opened in place (off, it is read into a float32 copy).
     jax.config.update("jax_enable_x64", True)
     jask.set_memory_budget("16MB", scratch_dir=sys.argv[2])
-    SUPPORTED = {np.dtype(t) for t in ("float32", "float64", "float16", "int32", "bool")}
+    SUPPORTED = {np.dtype(getattr(ml_dtypes, t, t)) for t in _dtypes.SUPPORTED}
 
     def outcome(call):
         try:
@@ -400,7 +403,8 @@ BASES = [
     (np.float16, (2, 3, 2)),
     (np.int32, (5, 1)),
     (np.bool_, (9,)),
-    (np.int64, (4,)),  # unsupported: must be a TypeError naming the file
+    (np.int64, (4,)),
+    (np.dtype(">c8"), (4,)),  # unsupported: must be a TypeError naming the file
 ]
 
 HOSTILE_SHAPES = [
@@ -602,6 +606,9 @@ def test_seeded_raw_open_fuzz(tmp_path):
                 "'bool'",
                 "'float16'",
                 "'int64'",
+                "'uint8'",
+                "'complex64'",
+                "ml_dtypes.int4",
                 "'garbage'",
                 "1.5",
                 "np.float32",

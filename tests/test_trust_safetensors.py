@@ -8,13 +8,13 @@ a timeout, the trial's folder and a folder beside it checked unchanged). The tri
   `__metadata__`, header lengths; indexes whose weight_map is of the wrong type or names shards
   out of the folder, FIFOs, devices, folders, links, missing shards, a tensor in two shards;
 - seeded byte mutations of files `safetensors.numpy.save_file` wrote (every dtype it writes, and
-  bfloat16) and of sharded checkpoints: characters and numbers in the header, its length field,
-  truncation, bytes appended, data bytes.
+  bfloat16 and the float8s) and of sharded checkpoints: characters and numbers in the header, its
+  length field, truncation, bytes appended, data bytes.
 
-Where the library (safetensors.numpy.load_file; for bfloat16, safetensors.deserialize) reads a
-file, Jask returns its dtypes and values or refuses the file; where the library refuses a file,
-Jask refuses it. A sharded checkpoint's reference reads the index with `json` and each shard
-with the library, as Hugging Face loaders do.
+Where the library (safetensors.numpy.load_file; for bfloat16 and the float8s, which NumPy has no
+dtype for, safetensors.deserialize) reads a file, Jask returns its dtypes and values or refuses
+the file; where the library refuses a file, Jask refuses it. A sharded checkpoint's reference
+reads the index with `json` and each shard with the library, as Hugging Face loaders do.
 
 The .npy cases of the same issue follow, with seeded mutations of np.save files against
 numpy.load on the same harness.
@@ -55,20 +55,29 @@ out = {{
 }}
 """
 
-# The library's values: safetensors.numpy has no bfloat16, so a file holding one is read with the
-# library's parser and its bytes viewed as ml_dtypes' bfloat16.
+# The library's values: safetensors.numpy has no bfloat16 or float8 (it names NumPy dtypes that do
+# not exist: a TypeError or an AttributeError), so a file holding one is read with the library's
+# parser and its bytes viewed as the ml_dtypes type the library's safe_open names (F8_E4M3 is
+# float8_e4m3fn). F4 packs two values to a byte (float4_e2m1fn_x2): no reference values.
 REFERENCE_LOAD = """
 import ml_dtypes, safetensors, safetensors.numpy
+
+DTYPES = {
+    "F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16,
+    "I64": np.int64, "U64": np.uint64, "I32": np.int32, "U32": np.uint32, "I16": np.int16,
+    "U16": np.uint16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_, "C64": np.complex64,
+    "F8_E4M3": ml_dtypes.float8_e4m3fn, "F8_E5M2": ml_dtypes.float8_e5m2,
+    "F8_E4M3FNUZ": ml_dtypes.float8_e4m3fnuz, "F8_E5M2FNUZ": ml_dtypes.float8_e5m2fnuz,
+    "F8_E8M0": ml_dtypes.float8_e8m0fnu,
+}
 
 def load(path):
     try:
         return safetensors.numpy.load_file(path)
-    except TypeError:
+    except (TypeError, AttributeError):
         with open(path, "rb") as f:
             parsed = safetensors.deserialize(f.read())
-        dtypes = {"BF16": ml_dtypes.bfloat16, "F32": np.float32, "F16": np.float16,
-                  "F64": np.float64, "I32": np.int32, "BOOL": np.bool_}
-        return {name: np.frombuffer(t["data"], dtypes[t["dtype"]]).reshape(t["shape"])
+        return {name: np.frombuffer(t["data"], DTYPES[t["dtype"]]).reshape(t["shape"])
                 for name, t in parsed}
 
 def metadata(path):
@@ -97,9 +106,21 @@ out = {"tensors": tensors, "metadata": meta}
 """
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
-# Every dtype safetensors.numpy writes; Jask stores the first six.
+# The safetensors names of the dtypes NumPy lacks (safetensors.numpy writes none of them).
+BY_HAND = {
+    BF16: "BF16",
+    np.dtype(ml_dtypes.float8_e4m3fn): "F8_E4M3",
+    np.dtype(ml_dtypes.float8_e5m2): "F8_E5M2",
+    np.dtype(ml_dtypes.float8_e4m3fnuz): "F8_E4M3FNUZ",
+    np.dtype(ml_dtypes.float8_e5m2fnuz): "F8_E5M2FNUZ",
+    np.dtype(ml_dtypes.float8_e8m0fnu): "F8_E8M0",
+}
+# Every dtype safetensors.numpy writes, and the float8s: Jask stores all but float8_e8m0fnu. The
+# first five (and bfloat16) mix in the first files; each other one has a file of its own.
 STORED = ("float32", "float16", "float64", "int32", "bool")
-NOT_STORED = ("int64", "uint64", "uint32", "int16", "uint16", "int8", "uint8", "complex64")
+STORED_ALONE = ("int64", "uint64", "uint32", "int16", "uint16", "int8", "uint8", "complex64")
+STORED_ALONE += tuple(k for k, v in BY_HAND.items() if v.startswith("F8_") and v != "F8_E8M0")
+NOT_STORED = (np.dtype(ml_dtypes.float8_e8m0fnu),)
 LIBRARY_DTYPES = (
     "BOOL F4 F6_E2M3 F6_E3M2 U8 I8 F8_E5M2 F8_E4M3 F8_E8M0 F8_E4M3FNUZ F8_E5M2FNUZ I16 U16 F16 "
     "BF16 I32 U32 F32 C64 F64 I64 U64"
@@ -134,18 +155,19 @@ def _raw_file(header: dict | str | bytes, data: bytes, *, length: int | None = N
 
 
 def _saved(tensors: dict, metadata: dict | None = None) -> bytes:
-    """The bytes safetensors.numpy.save_file writes (bfloat16 tensors by hand, as it has none)."""
-    bf16 = {k: v for k, v in tensors.items() if v.dtype == BF16}
-    plain = {k: v for k, v in tensors.items() if v.dtype != BF16}
+    """The bytes safetensors.numpy.save_file writes (bfloat16 and float8 tensors by hand, as it
+    has none)."""
+    by_hand = {k: v for k, v in tensors.items() if v.dtype in BY_HAND}
+    plain = {k: v for k, v in tensors.items() if v.dtype not in BY_HAND}
     data = safetensors.numpy.save(plain, metadata=metadata)
-    if not bf16:
+    if not by_hand:
         return data
     n = int.from_bytes(data[:8], "little")
     header = json.loads(data[8 : 8 + n])
     body = data[8 + n :]
-    for name, value in bf16.items():
+    for name, value in by_hand.items():
         header[name] = {
-            "dtype": "BF16",
+            "dtype": BY_HAND[value.dtype],
             "shape": list(value.shape),
             "data_offsets": [len(body), len(body) + value.nbytes],
         }
@@ -154,7 +176,7 @@ def _saved(tensors: dict, metadata: dict | None = None) -> bytes:
 
 
 def _base_files(rng: np.random.Generator) -> list[bytes]:
-    """Valid files: Jask's dtypes (values compared), each other dtype alone and mixed in."""
+    """Valid files: dtypes mixed (values compared), each other dtype alone, uint8 mixed in."""
     shapes = [(3, 5), (7,), (), (0, 4), (2, 1, 3), (1,)]
     stored = [*STORED, BF16]
     files = []
@@ -166,7 +188,7 @@ def _base_files(rng: np.random.Generator) -> list[bytes]:
         }
         metadata = {"format": "np", "note": "ü"} if i % 2 else None
         files.append(_saved(tensors, metadata))
-    for dtype in NOT_STORED:
+    for dtype in STORED_ALONE + NOT_STORED:
         files.append(_saved({"x": _values(rng, dtype, (2, 3))}))
     files.append(_saved({"a": _values(rng, "float32", (4,)), "b": _values(rng, "uint8", (5,))}))
     return files
@@ -510,7 +532,9 @@ def test_valid_files_of_every_dtype_open_with_the_librarys_values(tmp_path):
     trials = [_file_trial(f"base {i}", f) for i, f in enumerate(_base_files(rng))]
     trials.append(_checkpoint_trial("checkpoint", _checkpoint(rng)))
     counts = check_trials(trials, tmp_path, preload=PRELOAD)
-    assert counts == {"values": 4 + 1, "refused: TypeError": len(NOT_STORED) + 1}, counts
+    # The mixed files, a file for each other stored dtype, uint8 mixed in, the checkpoint.
+    values = 4 + len(STORED_ALONE) + 1 + 1
+    assert counts == {"values": values, "refused: TypeError": len(NOT_STORED)}, counts
 
 
 def test_structured_hostile_headers_and_indexes(tmp_path):

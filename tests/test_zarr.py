@@ -437,10 +437,33 @@ def test_shape_chunk_mismatch(tmp_path, zarr_format):
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_dtype_jask_does_not_store(tmp_path, zarr_format):
-    root = zarr.open_group(str(tmp_path / "g.zarr"), mode="w", zarr_format=zarr_format)
-    root.create_array("counts", shape=(4,), dtype="uint8", chunks=(2,))
-    with pytest.raises(TypeError, match=r"array 'counts'.*uint8.*Jask stores float32"):
-        jask.open_zarr(tmp_path / "g.zarr")
+    """v2: big-endian complex as zarr-python writes it (a byte swap of a whole item would swap
+    the real and imaginary parts). v3: int4 and float8_e8m0fnu, the ml_dtypes names the
+    zarr-extensions data types use (zarr-python writes neither: the metadata is edited). The
+    uint8 array beside them opens with zarr-python's values (stored since issue 33)."""
+    path = tmp_path / "g.zarr"
+    root = zarr.open_group(str(path), mode="w", zarr_format=zarr_format)
+    counts = np.array([0, 1, 127, 128, 255], np.uint8)
+    root.create_array("counts", shape=counts.shape, dtype="uint8", chunks=(2,))[...] = counts
+    if zarr_format == 2:
+        refused = {"waves": ">c8"}
+        root.create_array("waves", shape=(4,), dtype=">c8", chunks=(2,))
+    else:
+        refused = {"nibbles": "int4", "scales": "float8_e8m0fnu"}
+        for name, dtype in refused.items():
+            root.create_array(name, shape=(4,), dtype="uint8", chunks=(2,))
+            _edit_json(path / name / "zarr.json", data_type=dtype)
+    for name, dtype in refused.items():
+        with pytest.raises(
+            TypeError,
+            match=rf"array '{name}'\): zarr dtype '{dtype}'.* is not supported; Jask stores float32",
+        ):
+            jask.open_zarr(path, name=name)
+    with pytest.raises(TypeError, match="open the group's other arrays with name="):
+        jask.open_zarr(path)
+    got = np.asarray(jask.open_zarr(path, name="counts"))
+    assert got.dtype == np.uint8
+    np.testing.assert_array_equal(got, _zarr_values(path / "counts"))
 
 
 def test_filters_and_unknown_codecs_are_refused(tmp_path):
