@@ -535,3 +535,25 @@ def test_chunk_crc_mismatch(tmp_path):
     chunk.write_bytes(raw)
     with pytest.raises(ValueError, match="zarr.json"):
         np.asarray(jask.open_zarr(path))  # checked when the chunk is read
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128", "int16", "float32"])
+def test_big_endian_v3_arrays_read_as_zarr_python_reads_them(tmp_path, x64, dtype):
+    """A big-endian bytes codec swaps each item; a complex item is two floats swapped in place
+    (swapping the pair as one item exchanged the real and imaginary parts)."""
+    path = str(tmp_path / "big.zarr")
+    values = (np.arange(5) * (1 - 2j) + 0.5j).astype(dtype) if "complex" in dtype else None
+    values = values if values is not None else (np.arange(5) * 3 - 7).astype(dtype)
+    array = zarr.create_array(
+        store=path,
+        shape=(5,),
+        dtype=dtype,
+        chunks=(2,),
+        serializer=BytesCodec(endian="big"),
+        compressors=None,
+    )
+    array[...] = values
+    out = np.asarray(jask.open_zarr(path))
+    expected = zarr.open_array(path)[...]
+    assert out.dtype == expected.dtype
+    np.testing.assert_array_equal(out, expected)

@@ -524,7 +524,9 @@ def _v3_codecs(m: _Meta, codecs, dtype: np.dtype, ndim: int, in_shard: bool = Fa
             )
         decode.append((name, 0))
     if _endian(config, dtype) == "big" and dtype.itemsize > 1:
-        decode.append(("byteswap", dtype.itemsize))
+        # a complex number is two floats, each swapped in place (not the pair as one item)
+        group = dtype.itemsize // 2 if dtype.kind == "c" else dtype.itemsize
+        decode.append(("byteswap", group))
     for name, codec_config in reversed(before):
         decode += _transpose(m, name, codec_config, ndim)
     return decode, None
