@@ -55,8 +55,6 @@ def batch(op, size: int, args, dims):
     return _loop(op, size, args, dims), (0,) * len(op.out_aval) if _multiple(op) else 0
 
 
-
-
 # -- operands --------------------------------------------------------------------------
 
 
