@@ -1,10 +1,19 @@
 """Shared fixtures: a scratch folder on disk for the session, and the memory budgets tests run under."""
 
+import os
+
 import jax
 import numpy as np
 import pytest
 
 import jask
+
+# JAX's own test files (tests/conformance/jax_tests/) run only through tests/conformance/run.py,
+# with its own pytest.ini and plugin (tests/test_conformance_sample.py runs a sample of them).
+# No conftest.py of their own there: a second module named `conftest` would shadow this one for
+# `from conftest import ...` in the test modules.
+if os.environ.get("JASK_CONFORMANCE_OUT") is None:
+    collect_ignore = ["conformance"]
 
 DEFAULT_BUDGET = "64MB"
 # One block per op; a few blocks; 50 or more blocks per op on the shapes in tests.

@@ -304,8 +304,8 @@ def test_bad_arguments_are_named(tmp_path):
         open_chunked(tmp_path / "meta", codecs=[], chunks=rows[:8], **args)
     with pytest.raises(NotImplementedError, match="lzma"):
         open_chunked(tmp_path / "meta", codecs=[("lzma", 0)], chunks=rows, **args)
-    with pytest.raises(TypeError, match="int8"):
-        open_chunked(tmp_path / "meta", codecs=[], chunks=rows, **{**args, "dtype": "int8"})
+    with pytest.raises(TypeError, match="int4"):
+        open_chunked(tmp_path / "meta", codecs=[], chunks=rows, **{**args, "dtype": "int4"})
     with pytest.raises(ValueError, match="as many axes"):
         open_chunked(tmp_path / "meta", codecs=[], chunks=rows, **{**args, "chunk_shape": (4,)})
     x = open_chunked(tmp_path / "meta", codecs=[], chunks=rows, **{**args, "fill_value": 2.5})

@@ -12,6 +12,8 @@ from jask._jax import compat
 from jask._jax.primitives import RULES
 from jask.ops import OPS
 
+from conftest import DEFAULT_BUDGET
+
 
 def test_readme_tables_are_current():
     text = _docs.README.read_text()
@@ -43,14 +45,18 @@ def test_every_primitive_an_op_declares_has_its_rule_and_is_a_lax_primitive():
 
 
 def test_a_primitive_without_a_rule_names_itself_and_the_operands():
-    x = jask.DiskArray.from_numpy(np.eye(3, dtype=np.float32))
+    # one large matrix at a small budget: neither in memory nor block by block (xla_route)
+    x = jask.DiskArray.from_numpy(np.eye(64, dtype=np.float32))
     unsupported = next(n for n in compat.lax_primitive_names() if n == "cholesky")
     assert unsupported not in RULES
+    jask.set_memory_budget("16KB")
     try:
         jax.lax.linalg.cholesky(x)
     except NotImplementedError as error:
         message = str(error)
     else:
-        raise AssertionError("cholesky of a DiskArray should not be supported")
-    assert "jax.lax.cholesky" in message and "float32[3,3] DiskArray" in message
+        raise AssertionError("cholesky of a large DiskArray should not be supported")
+    finally:
+        jask.set_memory_budget(DEFAULT_BUDGET)
+    assert "jax.lax.cholesky" in message and "float32[64,64] DiskArray" in message
     assert "test_docs.py" in message  # the user's function that called it

@@ -15,6 +15,7 @@ import types
 
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -224,7 +225,7 @@ MALFORMED = {
         set_entry("leaves", 0, "dtype", value="[('a', '<f4')]"),
         r"'leaves\[0\].dtype'",
     ),
-    "disk dtype": (set_entry("leaves", 6, "dtype", value="int8"), r"'leaves\[6\].dtype' is 'int8'"),
+    "disk dtype": (set_entry("leaves", 6, "dtype", value="int4"), r"'leaves\[6\].dtype' is 'int4'"),
     "python shape": (set_entry("leaves", 5, "shape", value=[2]), r"'leaves\[5\].shape'.*python"),
     "record path": (set_entry("leaves", 0, "path", value="['x']"), r"'leaves\[0\].path'"),
     "one record fewer": (delete_entry("leaves", 2), r"'leaves\[2\].file' is 'leaf_00003.npy'"),
@@ -295,7 +296,9 @@ def test_a_leaf_file_of_another_shape_or_dtype_is_refused_naming_both(saved, lea
 
 def test_a_disk_leaf_file_the_engine_refuses_is_a_value_error_naming_the_leaf(saved):
     path, _ = saved
-    np.save(path / "leaf_00006.npy", np.zeros((2, 3), np.int8))  # a dtype Jask does not store
+    np.save(
+        path / "leaf_00006.npy", np.zeros((2, 3), ml_dtypes.int4)
+    )  # a dtype Jask does not store
     with pytest.raises(ValueError, match=r"leaf_00006.npy is not the .npy file of float32\[2, 3\]"):
         jask.load_tree(path)
 

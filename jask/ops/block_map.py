@@ -60,7 +60,7 @@ def _block_struct(aval, blocked: bool, count: int):
 
 class BlockMap(Op):
     name = "block_map"
-    kernel = "block_map"
+    kernel = None  # no engine kernel of its own: expand drives `rows`, `empty` and `put_block`
     result = "arrays"
 
     def out_type(self, *operands, fn, blocked, block):

@@ -9,43 +9,48 @@ namespace jask {
 
 namespace {
 
-const std::vector<DTypeInfo> kDTypes = {
-    {DType::f32, "float32", "<f4", 4, DKind::kFloat},
-    {DType::f64, "float64", "<f8", 8, DKind::kFloat},
-    {DType::f16, "float16", "<f2", 2, DKind::kFloat},
-    // numpy has no code for bfloat16 and the float8s; their names resolve once
-    // ml_dtypes (a jax dependency) is imported.
-    {DType::bf16, "bfloat16", "bfloat16", 2, DKind::kFloat},
-    {DType::i32, "int32", "<i4", 4, DKind::kSigned},
-    {DType::b8, "bool", "|b1", 1, DKind::kBool},
-    {DType::i8, "int8", "|i1", 1, DKind::kSigned},
-    {DType::i16, "int16", "<i2", 2, DKind::kSigned},
-    {DType::i64, "int64", "<i8", 8, DKind::kSigned},
-    {DType::u8, "uint8", "|u1", 1, DKind::kUnsigned},
-    {DType::u16, "uint16", "<u2", 2, DKind::kUnsigned},
-    {DType::u32, "uint32", "<u4", 4, DKind::kUnsigned},
-    {DType::u64, "uint64", "<u8", 8, DKind::kUnsigned},
-    {DType::c64, "complex64", "<c8", 8, DKind::kComplex},
-    {DType::c128, "complex128", "<c16", 16, DKind::kComplex},
-    {DType::f8_e4m3fn, "float8_e4m3fn", "float8_e4m3fn", 1, DKind::kFloat},
-    {DType::f8_e5m2, "float8_e5m2", "float8_e5m2", 1, DKind::kFloat},
-    {DType::f8_e4m3fnuz, "float8_e4m3fnuz", "float8_e4m3fnuz", 1, DKind::kFloat},
-    {DType::f8_e5m2fnuz, "float8_e5m2fnuz", "float8_e5m2fnuz", 1, DKind::kFloat},
-    {DType::f8_e4m3b11fnuz, "float8_e4m3b11fnuz", "float8_e4m3b11fnuz", 1, DKind::kFloat},
-    {DType::f8_e4m3, "float8_e4m3", "float8_e4m3", 1, DKind::kFloat},
-    {DType::f8_e3m4, "float8_e3m4", "float8_e3m4", 1, DKind::kFloat},
-};
+// Built on first use: other files' static objects (kernel registrations, test fixtures) ask
+// for itemsizes while the program starts, before this file's statics would exist.
+const std::vector<DTypeInfo>& dtypes() {
+  static const std::vector<DTypeInfo> table = {
+      {DType::f32, "float32", "<f4", 4, DKind::kFloat},
+      {DType::f64, "float64", "<f8", 8, DKind::kFloat},
+      {DType::f16, "float16", "<f2", 2, DKind::kFloat},
+      // numpy has no code for bfloat16 and the float8s; their names resolve once
+      // ml_dtypes (a jax dependency) is imported.
+      {DType::bf16, "bfloat16", "bfloat16", 2, DKind::kFloat},
+      {DType::i32, "int32", "<i4", 4, DKind::kSigned},
+      {DType::b8, "bool", "|b1", 1, DKind::kBool},
+      {DType::i8, "int8", "|i1", 1, DKind::kSigned},
+      {DType::i16, "int16", "<i2", 2, DKind::kSigned},
+      {DType::i64, "int64", "<i8", 8, DKind::kSigned},
+      {DType::u8, "uint8", "|u1", 1, DKind::kUnsigned},
+      {DType::u16, "uint16", "<u2", 2, DKind::kUnsigned},
+      {DType::u32, "uint32", "<u4", 4, DKind::kUnsigned},
+      {DType::u64, "uint64", "<u8", 8, DKind::kUnsigned},
+      {DType::c64, "complex64", "<c8", 8, DKind::kComplex},
+      {DType::c128, "complex128", "<c16", 16, DKind::kComplex},
+      {DType::f8_e4m3fn, "float8_e4m3fn", "float8_e4m3fn", 1, DKind::kFloat},
+      {DType::f8_e5m2, "float8_e5m2", "float8_e5m2", 1, DKind::kFloat},
+      {DType::f8_e4m3fnuz, "float8_e4m3fnuz", "float8_e4m3fnuz", 1, DKind::kFloat},
+      {DType::f8_e5m2fnuz, "float8_e5m2fnuz", "float8_e5m2fnuz", 1, DKind::kFloat},
+      {DType::f8_e4m3b11fnuz, "float8_e4m3b11fnuz", "float8_e4m3b11fnuz", 1, DKind::kFloat},
+      {DType::f8_e4m3, "float8_e4m3", "float8_e4m3", 1, DKind::kFloat},
+      {DType::f8_e3m4, "float8_e3m4", "float8_e3m4", 1, DKind::kFloat},
+  };
+  return table;
+}
 
 bool valid_code(int64_t code) { return code >= 0 && code < kNumDTypes; }
 
 }  // namespace
 
-const std::vector<DTypeInfo>& dtype_table() { return kDTypes; }
+const std::vector<DTypeInfo>& dtype_table() { return dtypes(); }
 
 const DTypeInfo& dtype_info(DType dt) {
   const auto code = static_cast<int64_t>(dt);
   if (!valid_code(code)) throw TypeError("unknown dtype code " + std::to_string(code));
-  return kDTypes[static_cast<size_t>(code)];
+  return dtypes()[static_cast<size_t>(code)];
 }
 
 size_t itemsize(DType dt) { return dtype_info(dt).itemsize; }
@@ -59,7 +64,7 @@ std::string npy_descr(DType dt) { return dtype_info(dt).descr; }
 std::optional<DType> dtype_from_descr(const std::string& descr) {
   // '<' little-endian, '=' native (little on the machines Jask runs on), '|' no order
   // (one-byte types); numpy also reads '<i1' and '|i1' alike.
-  for (const DTypeInfo& d : kDTypes) {
+  for (const DTypeInfo& d : dtypes()) {
     const std::string ours = d.descr;
     if (descr == ours) return d.dtype;
     if (ours.size() >= 2 && (ours[0] == '<' || ours[0] == '|') && descr.size() == ours.size() &&
@@ -71,7 +76,7 @@ std::optional<DType> dtype_from_descr(const std::string& descr) {
 }
 
 std::optional<DType> dtype_from_name(const std::string& name) {
-  for (const DTypeInfo& d : kDTypes) {
+  for (const DTypeInfo& d : dtypes()) {
     if (name == d.name) return d.dtype;
   }
   return std::nullopt;
@@ -84,7 +89,7 @@ DType dtype_from_int(int64_t code) {
 
 std::string dtype_names() {
   std::string out;
-  for (const DTypeInfo& d : kDTypes) out += (out.empty() ? "" : ", ") + std::string(d.name);
+  for (const DTypeInfo& d : dtypes()) out += (out.empty() ? "" : ", ") + std::string(d.name);
   return out;
 }
 
