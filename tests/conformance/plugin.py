@@ -288,8 +288,7 @@ def _record(line):
     out = os.environ.get("JASK_CONFORMANCE_OUT")
     if not out:
         return
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    with open(os.path.join(out, f"{worker}.jsonl"), "a") as f:
+    with open(os.path.join(out, f"{_WORKER[0]}.jsonl"), "a") as f:
         f.write(json.dumps(line) + "\n")
         f.flush()
 
@@ -316,14 +315,21 @@ def _baseline(item):
 
 def _jask_frame(tb):
     """The innermost traceback frame in Jask's package (file:line function), if any."""
+    package = os.path.dirname(os.path.abspath(jask.__file__)) + os.sep  # not a folder name
     where = None
     for frame in traceback.extract_tb(tb):
-        if "/jask/" in frame.filename and "/tests/" not in frame.filename:
-            where = f"{frame.filename.split('/jask/', 1)[1]}:{frame.lineno} {frame.name}"
+        if os.path.abspath(frame.filename).startswith(package):
+            where = f"{os.path.abspath(frame.filename)[len(package) :]}:{frame.lineno} {frame.name}"
     return where
 
 
+# This run's xdist worker id ("main" without xdist), from its own config: a run started from
+# inside an xdist worker (tests/test_conformance_sample.py) inherits that worker's environment.
+_WORKER = ["main"]
+
+
 def pytest_configure(config):
+    _WORKER[0] = getattr(config, "workerinput", {}).get("workerid", "main")
     _SCRATCH.append(tempfile.mkdtemp(prefix="jask_conformance_"))
     jask.set_memory_budget(
         os.environ.get("JASK_CONFORMANCE_BUDGET", "64MB"), scratch_dir=_SCRATCH[0]
