@@ -228,17 +228,9 @@ CALLING |= {name: "per_example" for name in PER_EXAMPLE}
 CALLING |= {"optax.contrib.sophia": "obj_fn", "optax.lookahead": "lookahead"}
 
 
-def missing(primitive, operands):
-    """A primitive Jask does not implement yet: the NotImplementedError it raises."""
-    return NotImplementedError, f"jax.lax.{primitive} on a DiskArray is not supported ({operands})"
-
-
 # name -> (the exception it raises today, why), found by running it. Strict: one that starts
-# passing fails until its entry is removed.
-XFAIL = {
-    "optax.contrib.galore": missing("svd", "float32[37,5] DiskArray"),
-    "optax.contrib.scale_by_galore": missing("svd", "float32[37,5] DiskArray"),
-}
+# passing fails until its entry is removed. (galore's svd runs by XLA's route since issue 33.)
+XFAIL = {}
 
 OPTIMIZERS = gradient_transformation_names() + ["optax.MultiSteps"]
 

@@ -244,10 +244,8 @@ FULL_DISK = """
     mount_point = sys.argv[1]
     jask.set_memory_budget("1MB", scratch_dir=mount_point, allow_tmpfs=True)
     rng = np.random.default_rng(0)
-    # x taller than w is wide: the product is larger than w and stays on disk (a product no
-    # larger than its in-memory operand would be in memory: jask/_api/operands.py)
-    x_host = rng.standard_normal((320, 256)).astype(np.float32)
-    w = rng.standard_normal((256, 1024)).astype(np.float32)  # 1 MiB, copied to scratch by x @ w
+    x_host = rng.standard_normal((64, 256)).astype(np.float32)
+    w = rng.standard_normal((256, 2048)).astype(np.float32)  # 2 MiB, copied to scratch by x @ w
     x = jask.DiskArray.from_numpy(x_host)
     folder = jask.scratch_dir()
     # jitted, w is copied inside the program: a failed program never reaches the call that

@@ -76,14 +76,17 @@ def in_memory_limit() -> int:
 
 def small_result(shape, *operands) -> bool:
     """True when a product of `operands` with a result of `shape` is an in-memory jax.Array
-    rather than a DiskArray: when the result is no larger than one of its in-memory operands
-    (it costs no more memory than the caller holds already). A matrix-vector product `a @ v`
-    then has the type of v, whatever a is (what custom_linear_solve, lineax and Krylov loops
-    require of an operator), and `onehot.T @ x` with an in-memory onehot is a small in-memory
-    matrix; a layer's activations over a DiskArray batch, and a product of DiskArrays alone
-    (`x.T @ x`), stay DiskArrays."""
+    rather than a DiskArray: when a DiskArray operator is applied to an in-memory operand, i.e.
+    the result has the shape of an in-memory operand and is no larger than the DiskArray one.
+    A matrix-vector product `a @ v` (or `a @ B`, B in memory) then has the type of v, as
+    custom_linear_solve, lineax and Krylov loops require of an operator; any other product of
+    a DiskArray (a layer's activations, `x.T @ x`, an in-memory projection applied to a small
+    DiskArray factor as optax's galore does) stays a DiskArray, so parameter-sized values built
+    from DiskArrays stay on disk."""
     numel = int(np.prod(shape, dtype=np.int64))
     return any(
-        not isinstance(v, DiskArray) and numel <= int(np.prod(np.shape(v), dtype=np.int64))
+        not isinstance(v, DiskArray) and tuple(np.shape(v)) == tuple(shape) for v in operands
+    ) and any(
+        isinstance(v, DiskArray) and numel <= int(np.prod(v.shape, dtype=np.int64))
         for v in operands
     )
