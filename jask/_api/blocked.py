@@ -154,7 +154,11 @@ def route(primitive, args, params, outs):
     if per_row == 0 or room < per_row:
         return None
     block = int(min(n, room // per_row))
-    operands = [_rows_of(x, len(batch), n) if k is not None else x for x, k in zip(args, counts)]
+    # each blocked operand with its batch axes merged into one of n rows (a view of a file)
+    operands = [
+        _shaped(x, (n, *x.shape[len(batch) :])) if k is not None else x
+        for x, k in zip(args, counts)
+    ]
     fn = _block_fn(primitive, params, len(outs))
     results = apply(
         BlockMap,
@@ -165,12 +169,6 @@ def route(primitive, args, params, outs):
     )
     shaped = [_shaped(r, o.shape) for r, o in zip(results, outs)]
     return shaped if primitive.multiple_results else shaped[0]
-
-
-def _rows_of(x, k: int, n: int):
-    """x with its first k axes merged into one of length n (a view of a DiskArray's file)."""
-    shape = (n, *x.shape[k:])
-    return x if tuple(x.shape) == shape else jnp.reshape(x, shape)
 
 
 def _shaped(x, shape):

@@ -444,10 +444,15 @@ def _is_foreign_leaf(primitive, params) -> bool:
 
 _JAX_PRIMITIVES: set[str] = set()
 _SCANNED_MODULES: set[str] = set()
+_MODULES_SEEN = [0]  # len(sys.modules) at the last scan
 
 
 def _jax_primitive_names() -> set[str]:
-    """The names of the primitives JAX's own modules define (those imported so far)."""
+    """The names of the primitives JAX's own modules define (those imported so far; the modules
+    are scanned again only when more have been imported)."""
+    if len(sys.modules) == _MODULES_SEEN[0]:
+        return _JAX_PRIMITIVES
+    _MODULES_SEEN[0] = len(sys.modules)
     for name, module in list(sys.modules.items()):
         if name in _SCANNED_MODULES or not (name == "jax" or name.startswith(("jax.", "jaxlib."))):
             continue

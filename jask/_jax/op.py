@@ -441,7 +441,7 @@ def _cotangent_like(ct, aval):
         if not isinstance(ct, (tuple, list)):
             return ct
         return type(ct)(_cotangent_like(c, a) for c, a in zip(ct, aval))
-    if isinstance(compat.Zero, type) and isinstance(ct, compat.Zero):
+    if isinstance(ct, compat.Zero):
         return ct
     return _tangent_of(ct, aval)
 

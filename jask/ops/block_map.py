@@ -25,12 +25,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _engine, _progress, _runtime
+from .. import _runtime
 from .._dtypes import dtype_code, storage_dtype
 from .._jax import compat
 from .._jax.diskarray import DiskArray, DiskArrayTy
 from .._jax.op import Op, apply
 from .in_memory import FromInMemory, ToInMemory
+from .rows import Rows
 
 ROWS, SUM = "rows", "sum"
 
@@ -82,10 +83,8 @@ class BlockMap(Op):
         return lengths.pop()
 
     def _blocks(self):
-        """(start, count) of each block: full blocks, then the last (shorter) one."""
-        n = self._length(self.in_avals, self.blocked)
-        full, rest = divmod(n, self.block)
-        return n, full, rest
+        """(number of full blocks, rows of the last, shorter one: 0 for none)."""
+        return divmod(self._length(self.in_avals, self.blocked), self.block)
 
     # -- evaluation -------------------------------------------------------------
     def expand(self, *operands):
@@ -98,22 +97,17 @@ class BlockMap(Op):
             return self._run_eagerly(whole)
         return self._run_lowered(whole)
 
-    def _empties(self, make):
-        return [make(aval) if isinstance(aval, DiskArrayTy) else None for aval in self.out_aval]
-
     def _run_eagerly(self, operands):
-        n, full, rest = self._blocks()
-        targets = self._empties(
-            lambda aval: _progress.settled(_engine.array_op)(
-                "empty", [], [], [], {"dtype": dtype_code(aval.dtype), "shape": aval.shape}
-            )
-        )
+        full, rest = self._blocks()
         results = [
-            DiskArray(a, h) if h is not None else None for a, h in zip(self.out_aval, targets)
+            Empty(dtype=a.dtype, shape=a.shape)._run_eagerly(())
+            if isinstance(a, DiskArrayTy)
+            else None
+            for a in self.out_aval
         ]
         sums = [
-            None if h is not None else jnp.zeros(a.shape, a.dtype)
-            for a, h in zip(self.out_aval, targets)
+            None if r is not None else jnp.zeros(a.shape, a.dtype)
+            for a, r in zip(self.out_aval, results)
         ]
         for start, count in [(i * self.block, self.block) for i in range(full)] + (
             [(full * self.block, rest)] if rest else []
@@ -123,40 +117,29 @@ class BlockMap(Op):
                 for x, b in zip(operands, self.blocked)
             ]
             values = self.fn.jitted(*blocks)
-            for i, (h, value) in enumerate(zip(targets, values)):
-                if h is None:
+            for i, (target, value) in enumerate(zip(results, values)):
+                if target is None:
                     sums[i] = sums[i] + value
                 else:
-                    data = np.ascontiguousarray(np.asarray(value, self.out_aval[i].dtype))
-                    _progress.settled(_engine.array_op)(
-                        "put_block", [h], [float(start)], [data.reshape(-1).view(np.uint8)], {}
-                    )
+                    block = jnp.asarray(value, target.dtype)
+                    _put_block(target, block)._run_eagerly((target, np.int32(start), block))
         return tuple(r if r is not None else s for r, s in zip(results, sums))
 
     @staticmethod
     def _read_eagerly(x, start, count):
         if not isinstance(x, DiskArray):
             return jax.lax.dynamic_slice_in_dim(x, start, count, 0)
-        out = np.empty((count, *x.shape[1:]), x.dtype)
-        _progress.settled(_engine.in_memory_op)(
-            "rows", [x.handle], [float(start)], [], {"count": count}, out.reshape(-1).view(np.uint8)
-        )
-        return jnp.asarray(out)
+        return _rows(x.aval, count)._run_eagerly((x, np.int32(start)))
 
     def _run_lowered(self, operands):
-        n, full, rest = self._blocks()
-        handles = [x._lowered_handle() if isinstance(x, DiskArray) else x for x in operands]
-        targets = self._empties(
-            lambda aval: _ffi(
-                "jask_array_op",
-                jax.ShapeDtypeStruct((), jnp.int32),
-                [],
-                [],
-                kernel="empty",
-                dtype=np.int64(dtype_code(aval.dtype)),
-                shape=np.asarray(aval.shape, np.int64),
-            )
-        )
+        full, rest = self._blocks()
+        # the loop carries the targets' int32 handles (a DiskArray is no loop carry here)
+        targets = [
+            Empty(dtype=a.dtype, shape=a.shape)._lower(())._lowered_handle()
+            if isinstance(a, DiskArrayTy)
+            else None
+            for a in self.out_aval
+        ]
         sums = [
             None if t is not None else jnp.zeros(a.shape, a.dtype)
             for a, t in zip(self.out_aval, targets)
@@ -165,8 +148,8 @@ class BlockMap(Op):
         def step(start, count, carry):
             targets, sums = carry
             blocks = [
-                self._read_lowered(h, a, start, count) if b else h
-                for h, a, b in zip(handles, self.in_avals, self.blocked)
+                self._read_lowered(x, start, count) if b else x
+                for x, b in zip(operands, self.blocked)
             ]
             values = self.fn.fn(*blocks)
             new_targets, new_sums = [], []
@@ -175,15 +158,10 @@ class BlockMap(Op):
                     new_targets.append(None)
                     new_sums.append(s + value)
                 else:
-                    new_targets.append(
-                        _ffi(
-                            "jask_array_op",
-                            jax.ShapeDtypeStruct((), jnp.int32),
-                            [t],
-                            [jnp.asarray(start, jnp.int32), value.astype(aval.dtype)],
-                            kernel="put_block",
-                        )
-                    )
+                    block, target = value.astype(aval.dtype), DiskArray(aval, t)
+                    start_ = jnp.asarray(start, jnp.int32)
+                    written = _put_block(target, block)._lower((target, start_, block))
+                    new_targets.append(written._lowered_handle())
                     new_sums.append(None)
             return new_targets, new_sums
 
@@ -201,20 +179,10 @@ class BlockMap(Op):
         )
 
     @staticmethod
-    def _read_lowered(handle, aval, start, count):
-        if not isinstance(aval, DiskArrayTy):
-            return jax.lax.dynamic_slice_in_dim(handle, start, count, 0)
-        out = jax.ShapeDtypeStruct(
-            (count, *aval.shape[1:]), jax.dtypes.canonicalize_dtype(aval.dtype)
-        )
-        return _ffi(
-            "jask_in_memory_op",
-            out,
-            [handle],
-            [jnp.asarray(start, jnp.int32)],
-            kernel="rows",
-            count=np.int64(count),
-        )
+    def _read_lowered(x, start, count):
+        if not isinstance(x, DiskArray):
+            return jax.lax.dynamic_slice_in_dim(x, start, count, 0)
+        return _rows(x.aval, count)._lower((x, jnp.asarray(start, jnp.int32)))
 
     # -- derivatives ----------------------------------------------------------------
     def vjp(self, ct, *operands, out, needs):
@@ -259,6 +227,43 @@ class BlockMap(Op):
         return f"jask.block_map[{self.fn!r}, block={self.block}]"
 
 
+class Empty(Op):
+    """A new scratch array that a BlockMap writes whole, block by block (its file may be a
+    recycled one: no byte is read before it is written)."""
+
+    name = "empty"
+    kernel = "empty"
+
+    def out_type(self, *, dtype, shape):
+        return DiskArrayTy(tuple(shape), storage_dtype(dtype))
+
+    def kernel_params(self):
+        return {"dtype": dtype_code(self.dtype), "shape": tuple(self.shape)}
+
+
+class PutBlock(Op):
+    """Rows [start, start + len(block)) of an `Empty` array written in place; the result is the
+    same array (its handle), so every later read of it depends on the write."""
+
+    name = "put_block"
+    kernel = "put_block"
+    zero_derivative = True  # a write inside BlockMap's expansion, never differentiated
+
+    def out_type(self, target, start, block):
+        return target
+
+
+def _put_block(target, block) -> PutBlock:
+    int32 = compat.ShapedArray((), np.dtype(np.int32))
+    return PutBlock(target.aval, int32, compat.ShapedArray(block.shape, block.dtype))
+
+
+def _rows(aval, count) -> Rows:
+    """The engine's reader of `count` rows of an array of type `aval` from a start row (called
+    through its eager or lowered path: BlockMap's expansion is already inside a bind)."""
+    return Rows(aval, compat.ShapedArray((), np.dtype(np.int32)), count=count)
+
+
 def _traced(x) -> bool:
     return compat.is_tracer(x._handle if isinstance(x, DiskArray) else x)
 
@@ -268,17 +273,6 @@ def _as_operand(c, aval):
     if isinstance(aval, DiskArrayTy):
         return c if isinstance(c, DiskArray) else apply(FromInMemory, c)
     return apply(ToInMemory, c) if isinstance(c, DiskArray) else c
-
-
-def _ffi(target, result, handles, in_memory, **attributes):
-    call = jax.ffi.ffi_call(target, result, has_side_effect=True)
-    return call(
-        *handles,
-        *in_memory,
-        num_handles=np.int64(len(handles)),
-        jask_program=np.int64(compat.program_slot()),
-        **attributes,
-    )
 
 
 def _vjp_fn(op: BlockMap, present, wanted) -> BlockFn:
