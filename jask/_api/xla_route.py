@@ -82,7 +82,9 @@ def too_large(name: str, args, needed: int) -> NotImplementedError:
 
 def xla_computes(primitive, avals, params) -> bool:
     """True for a primitive Jask has a rule for that XLA computes all the same: complex operands
-    or results (the engine has no complex arithmetic; it stores and moves complex arrays)."""
+    or results. The engine stores and moves complex arrays, but its complex instructions are few
+    (conversions, + - * /, exp, ==, select; no reductions or products): all complex arithmetic
+    takes one route, XLA's."""
     if primitive.name in _MOVES_BYTES:
         return False
     dtypes = [getattr(a, "dtype", None) for a in avals]
