@@ -61,6 +61,7 @@ from ._api.numpy import transpose as transpose
 from ._api.numpy import var as var
 from ._api.numpy import vdot as vdot
 from ._api.numpy import where as where
+from ._api.on_disk import on_disk as on_disk
 from ._api.sparse import row_sparse as row_sparse
 from ._checkpoint import load_tree as load_tree
 from ._checkpoint import save_tree as save_tree
@@ -130,6 +131,7 @@ __all__ = [
     "mul",
     "negative",
     "not_equal",
+    "on_disk",
     "ones_like",
     "open_hdf5",
     "open_npz",

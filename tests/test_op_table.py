@@ -48,6 +48,8 @@ def test_every_registered_op_is_covered(rng, monkeypatch):
     jask.set_memory_budget("4KB")
     try:
         jax.grad(lambda x: jax.numpy.sum(jax.lax.bessel_i0e(x)))(x)
+        # an array jask.on_disk makes block by block: GenerateRows (tests/test_on_disk.py)
+        jask.on_disk(lambda: jax.numpy.zeros((300, 7)))()
     finally:
         jask.set_memory_budget(DEFAULT_BUDGET)
     # write_rows is no function to differentiate: the row-sparse optimizer's write in place
