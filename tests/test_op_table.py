@@ -52,6 +52,15 @@ def test_every_registered_op_is_covered(rng, monkeypatch):
         jask.on_disk(lambda: jax.numpy.zeros((300, 7)))()
     finally:
         jask.set_memory_budget(DEFAULT_BUDGET)
+    # rows longer than the budget holds: the merge sort (MergeSort), and top_k's derivatives
+    # (ScatterSorted, and GatherSorted in the gradient's gradient; tests/test_external_sort.py)
+    long_rows = jask.DiskArray.from_numpy(rng.standard_normal((2, 3000)).astype(np.float32))
+    jask.set_memory_budget("16KB")
+    try:
+        top = lambda u: jax.numpy.sum(jax.lax.top_k(u, 700)[0] ** 2)
+        jax.grad(lambda v: jax.numpy.vdot(jax.grad(top)(v), v))(long_rows)
+    finally:
+        jask.set_memory_budget(DEFAULT_BUDGET)
     # write_rows is no function to differentiate: the row-sparse optimizer's write in place
     # (tests/test_row_sparse.py)
     opt = jask.row_sparse(optax.sgd(0.1))

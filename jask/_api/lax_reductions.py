@@ -19,6 +19,8 @@ from .._runtime import memory_budget
 from ..ops.argreduce import ArgReduce, ArgReduceInMemory
 from ..ops.cumulative import Cumlogsumexp, Cummax, Cummin, Cumprod, Cumsum
 from ..ops.in_memory import FromInMemory
+from ..ops.merge_sort import sort_rows
+from ..ops.reshape import Reshape
 from ..ops.sort import ArgsortRows, TakeAlongRows, from_last, to_last
 from . import reductions
 from .operands import in_memory_limit
@@ -114,24 +116,47 @@ def _on_disk(x, like):
     return apply(FromInMemory, x)
 
 
-def _rows_fit(primitive: str, operands, axis: int, keep: int, n_keys: int) -> None:
-    """The rows along `axis` that the engine holds must fit the budget (two slots of each
-    stream, as it plans them): finding the order (the keys' rows, as doubles too, and the
-    positions), and, for the derivative, putting a row of each operand back in place."""
-    x = operands[0]
-    n = x.shape[axis]
+def _rows_fit(operands, axis: int, keep: int, n_keys: int) -> bool:
+    """Whether the rows along `axis` that the engine's row sort holds fit the budget (two slots
+    of each stream, as it plans them): finding the order (the keys' rows, as doubles too, and
+    the positions), and, for the derivative, putting a row of each operand back in place.
+    Longer rows take the merge sort."""
+    n = operands[0].shape[axis]
     widest = max(np.dtype(o.dtype).itemsize for o in operands)
     keys = sum(np.dtype(o.dtype).itemsize for o in operands[:n_keys])
     order = 2 * (n * keys + keep * 4) + n * (8 * n_keys + 4)
     put_back = 2 * (keep * (widest + 4) + n * widest) + (n + keep) * 8
-    needed = max(order, put_back)
-    if needed > memory_budget():
-        raise NotImplementedError(
-            f"jax.lax.{primitive} along axis {axis} of "
-            f"{', '.join(describe(o) for o in operands)}: one row of {n} elements needs "
-            f"{needed} bytes in memory, more than the memory budget ({memory_budget()} bytes); "
-            f"raise the budget (jask.set_memory_budget)"
-        )
+    return max(order, put_back) <= memory_budget()
+
+
+def _flat_rows(x, axis: int):
+    """x with `axis` last, as one flat array of its rows (in-memory operands stay in memory)."""
+    if isinstance(x, DiskArray):
+        moved = to_last(x, axis)
+        return apply(Reshape, moved, shape=(moved.size,))
+    return jax.numpy.moveaxis(jax.numpy.asarray(x), axis, -1).reshape(-1)
+
+
+def _unflat_rows(x, shape, axis: int):
+    """The inverse of `_flat_rows` for rows of shape[-1] (the moved shape)."""
+    return from_last(apply(Reshape, x, shape=tuple(shape)), axis)
+
+
+def _merge_sorted(operands, axis: int, num_keys: int, descending: bool, keep: int, positions):
+    """Rows longer than the budget holds, sorted out of core (jask/ops/merge_sort.py)."""
+    like = next(o for o in operands if isinstance(o, DiskArray))
+    n = like.shape[axis]
+    moved_shape = tuple(d for i, d in enumerate(like.shape) if i != axis) + (keep,)
+    flat = [_flat_rows(o, axis) for o in operands]
+    out = sort_rows(
+        *flat,
+        length=n,
+        num_keys=num_keys,
+        descending=descending,
+        keep=keep,
+        positions=positions,
+    )
+    return [_unflat_rows(o, moved_shape, axis) for o in out]
 
 
 @rule("sort")
@@ -140,9 +165,10 @@ def sort(*operands, dimension, is_stable, num_keys):
     whatever `is_stable` says."""
     like = next(o for o in operands if isinstance(o, DiskArray))
     axis = int(dimension)
-    operands = [_on_disk(o, like) for o in operands]
     n = like.shape[axis]
-    _rows_fit("sort", operands, axis, n, num_keys)
+    if not _rows_fit(operands, axis, n, num_keys):
+        return _merge_sorted(operands, axis, num_keys, False, n, positions=False)
+    operands = [_on_disk(o, like) for o in operands]
     moved = [to_last(o, axis) for o in operands]
     order = apply(ArgsortRows, *moved[:num_keys], descending=False, keep=n)
     return [from_last(apply(TakeAlongRows, o, order), axis) for o in moved]
@@ -152,7 +178,8 @@ def sort(*operands, dimension, is_stable, num_keys):
 def top_k(x, *, k, axis=-1):
     """The k largest along `axis` (NaN largest), ties by lower index, and their int32 indices."""
     axis = int(axis) % len(x.shape)
-    _rows_fit("top_k", [x], axis, int(k), 1)
+    if not _rows_fit([x], axis, int(k), 1):
+        return _merge_sorted([x], axis, 1, True, int(k), positions=True)
     moved = to_last(x, axis)
     order = apply(ArgsortRows, moved, descending=True, keep=int(k))
     return [from_last(apply(TakeAlongRows, moved, order), axis), from_last(order, axis)]
