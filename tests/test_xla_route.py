@@ -271,3 +271,19 @@ def test_jax_only_code_is_untouched():
         jnp.linalg.inv(x + jnp.eye(3)),
         np.linalg.inv(np.ones((3, 3)) + np.eye(3)).astype(np.float32),
     )
+
+
+@pytest.mark.parametrize("budget", [DEFAULT_BUDGET, 16 * 1024])
+def test_random_sampling_with_disk_array_parameters_as_jax(budget):
+    # a PRNG key beside a DiskArray operand: the key's extended dtype is not a NumPy dtype
+    # (xla_computes raised TypeError on it)
+    lam = np.linspace(0.5, 8, 1001).astype(np.float32)
+    key = jax.random.key(3)
+    expected = jax.random.poisson(key, jnp.asarray(lam))
+    jask.set_memory_budget(budget)
+    try:
+        got = jax.random.poisson(key, disk(lam))
+    finally:
+        jask.set_memory_budget(DEFAULT_BUDGET)
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(value(got), np.asarray(expected))

@@ -29,6 +29,7 @@ from .. import _runtime
 from .._jax import compat
 from .._jax.diskarray import DiskArray
 from .._jax.op import apply
+from ..ops import BroadcastTo
 from ..ops.in_memory import ToInMemory
 from . import blocked
 from .blocked import allowance, nbytes
@@ -56,6 +57,7 @@ def route(primitive, args, params, rule_error: Exception | None = None):
     """The primitive applied to operands among which are DiskArrays, by the rule above (called
     at the primitive's trace). `rule_error`: what Jask's own rule raised for this case, raised
     again when XLA cannot compute it either."""
+    args = spread_operands(primitive, args)
     outs = out_avals(primitive, args, params)
     needed = in_memory_bytes(args, outs)
     if needed <= allowance():
@@ -67,6 +69,30 @@ def route(primitive, args, params, rule_error: Exception | None = None):
     if rule_error is not None:
         raise rule_error
     raise too_large(primitive.name, args, needed)
+
+
+def spread_operands(primitive, args) -> list:
+    """An elementwise primitive's operands spread to one shape where they differ by size-1 axes.
+
+    Jask's rules take NumPy's broadcasting of size-1 axes (jnp.where's patch binds select_n on
+    operands of one rank, so that a scalar next to a DiskArray is never spread in memory);
+    JAX's primitive does not. A DiskArray operand is spread by Jask's broadcast (streamed), an
+    in-memory one in memory when the result fits the route's allowance, else to a DiskArray."""
+    shapes = {tuple(np.shape(a)) for a in args if np.ndim(a)}
+    if primitive.name not in blocked.ELEMENTWISE or len(shapes) < 2:
+        return list(args)
+    shape = tuple(int(d) for d in np.broadcast_shapes(*shapes))
+    widest = max(np.dtype(compat.typeof(a).dtype).itemsize for a in args)
+    in_memory = int(np.prod(shape, dtype=np.int64)) * widest <= allowance()
+    spread = []
+    for x in args:
+        if np.ndim(x) and tuple(np.shape(x)) != shape:
+            if isinstance(x, DiskArray) or in_memory:
+                x = jax.numpy.broadcast_to(x, shape)
+            else:
+                x = apply(BroadcastTo, x, shape=shape)
+        spread.append(x)
+    return spread
 
 
 def too_large(name: str, args, needed: int) -> NotImplementedError:
@@ -89,7 +115,8 @@ def xla_computes(primitive, avals, params) -> bool:
         return False
     dtypes = [getattr(a, "dtype", None) for a in avals]
     dtypes.append(params.get("new_dtype"))
-    return any(d is not None and np.dtype(d).kind == "c" for d in dtypes)
+    # jax.dtypes.issubdtype knows extended dtypes (PRNG key types) that np.dtype refuses
+    return any(d is not None and jax.dtypes.issubdtype(d, np.complexfloating) for d in dtypes)
 
 
 # Rules that only move bytes (any dtype the engine stores).
