@@ -189,9 +189,14 @@ def test_gradient_of_values_sorted_along(rng):
 @pytest.mark.parametrize("mode", ["eager", "jit"])
 def test_the_sort_holds_no_more_than_the_budget(rng, mode):
     """The engine's blocks within the budget less what the program holds, and the program's own
-    in-memory values (windows and the sort's copies) within half of it."""
+    in-memory values (windows and the sort's copies; not jnp.argsort's iota: the sort's positions
+    are those) within half of it."""
     x = jask.DiskArray.from_numpy(_floats(rng, (2, ROW)))
-    fn = lambda v: (jnp.sort(v, axis=1), jax.lax.top_k(v, 2000))
+    fn = lambda v: (
+        jnp.sort(v, axis=1),
+        jax.lax.top_k(v, 2000),
+        jnp.argsort(v, axis=1),
+    )
     held = 0
     if mode == "jit":
         fn = jax.jit(fn)

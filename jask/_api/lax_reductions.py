@@ -12,6 +12,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
+from .._jax import compat
 from .._jax.diskarray import DiskArray
 from .._jax.op import apply, describe
 from .._jax.primitives import rule
@@ -159,6 +160,37 @@ def _merge_sorted(operands, axis: int, num_keys: int, descending: bool, keep: in
     return [_unflat_rows(o, moved_shape, axis) for o in out]
 
 
+def _iota_along(x, axis: int) -> int:
+    """1 where x counts 0, 1, 2, ... along `axis`, -1 where it counts down to 0 (jnp.argsort's
+    positions under jit, reversed for a stable descending sort), 0 otherwise (or not known)."""
+    made_by = None if isinstance(x, DiskArray) else compat.staged_equation(x)
+    if made_by is None:
+        return 0
+    name, params, args = made_by
+    if name == "iota" and int(params["dimension"]) == axis:
+        return 1
+    if name == "rev" and tuple(params["dimensions"]) == (axis,):
+        return -_iota_along(args[0], axis)
+    return 0
+
+
+def _merge_sorted_along(operands, axis: int, num_keys: int):
+    """The merge sort of the operands; an iota along the axis sorted along (jnp.argsort's, under
+    jit) comes from the sort's own positions, and is never held in memory."""
+    n = operands[0].shape[axis]
+    iotas = {i: _iota_along(o, axis) for i, o in enumerate(operands) if i >= num_keys}
+    iotas = {i: d for i, d in iotas.items() if d}
+    kept = [o for i, o in enumerate(operands) if i not in iotas]
+    out = _merge_sorted(kept, axis, num_keys, False, n, bool(iotas))
+    results, positions = iter(out), out[-1]
+    return [
+        next(results)
+        if i not in iotas
+        else (positions if iotas[i] > 0 else (n - 1) - positions).astype(o.dtype)
+        for i, o in enumerate(operands)
+    ]
+
+
 @rule("sort")
 def sort(*operands, dimension, is_stable, num_keys):
     """Every operand in the order of the first `num_keys` (lexicographic), NaNs last; stable
@@ -167,7 +199,7 @@ def sort(*operands, dimension, is_stable, num_keys):
     axis = int(dimension)
     n = like.shape[axis]
     if not _rows_fit(operands, axis, n, num_keys):
-        return _merge_sorted(operands, axis, num_keys, False, n, positions=False)
+        return _merge_sorted_along(operands, axis, num_keys)
     operands = [_on_disk(o, like) for o in operands]
     moved = [to_last(o, axis) for o in operands]
     order = apply(ArgsortRows, *moved[:num_keys], descending=False, keep=n)
