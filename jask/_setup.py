@@ -18,6 +18,7 @@ from ._api import (
     lax_shape,
     loops,
     numpy,
+    search,
     shape,
     xla_route,
 )
@@ -73,6 +74,7 @@ def install() -> None:
             xla_route_errors=(UnstorableDtypeError, EngineDtypeError, NotImplementedError),
             new_program_slot=_runtime.new_program_slot,
             program_compiled=_runtime.note_program_memory,
+            searchsorted=search.searchsorted,
         )
     )
     _serialization.install()  # orbax.checkpoint and flax.serialization, once imported

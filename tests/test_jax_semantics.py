@@ -284,6 +284,8 @@ JAX_ONLY = textwrap.dedent(
         "cond": lambda: lax.cond(True, lambda x: x + 1, lambda x: x * 2, jnp.ones(2)),
         "fori_loop": lambda: lax.fori_loop(0, 3, lambda i, c: c * 2, jnp.ones(2)),
         "conv": lambda: lax.conv(jnp.ones((1, 1, 4, 4)), jnp.ones((1, 1, 2, 2)), (1, 1), "SAME"),
+        "searchsorted": lambda: jnp.searchsorted(jnp.arange(5.0), jnp.array([1.5, 3.0]), "right"),
+        "histogram": lambda: jnp.histogram(jnp.arange(9.0), 3),
     }
     out = {}
     for name, f in cases.items():
@@ -332,6 +334,7 @@ def test_importing_jask_leaves_plain_jax_as_it_is():
         "device_get",
         "full_like_of_disk_arrays",
         "where_keeps_disk_shapes",
+        "searchsorted_of_disk_arrays",
         "vjp_in_memory_cotangents",
         "accumulate_in_memory_cotangents",
         "disk_array_structs",

@@ -29,7 +29,7 @@ from ..ops import (
     TakeInMemory,
     Transpose,
 )
-from . import elementwise
+from . import elementwise, search
 from .io import materialize
 from .operands import check_disk, in_memory_limit
 from .shape import reshape
@@ -944,6 +944,10 @@ def _gather_disk_indices(x, indices, dn, slice_sizes, mode, fill_value):
     block = _index_block_rows(indices, row, np.dtype(out_aval.dtype).itemsize)
     batching = tuple(int(d) for d in dn.start_indices_batching_dims)
     operand_axis = int(dn.operand_batching_dims[batching.index(0)]) if 0 in batching else None
+    if operand_axis is None and out_axis == 0 and not _is_disk_value(x):  # a table lookup
+        if _fits(out_aval.shape):  # an in-memory result: its indices read whole, one gather
+            return gather_at(x, materialize(indices))
+        return search.gather_by_blocks(x, indices, dn, slice_sizes, mode, fill_value)
     parts = []
     for start in range(0, n, block):
         stop = min(n, start + block)
@@ -981,6 +985,8 @@ def _scatter_disk_indices(x, indices, updates, dn, mode, combine, unique):
     )
     batching = tuple(int(d) for d in dn.scatter_indices_batching_dims)
     operand_axis = int(dn.operand_batching_dims[batching.index(0)]) if 0 in batching else None
+    if combine == "add" and search.adds_by_blocks(x, updates, update_axis, operand_axis):
+        return search.scatter_add_by_blocks(x, indices, updates, dn, mode, unique)
     out = x
     for start in range(0, n, block):
         stop = min(n, start + block)

@@ -34,6 +34,7 @@ from jax._src import api as _api
 from jax._src import core as _core
 from jax._src import custom_derivatives as _custom_derivatives
 from jax._src import debugging as _debugging
+from jax._src import dtypes as _jax_dtypes
 from jax._src import hijax as _hijax_src
 from jax._src import linear_util as _lu
 from jax._src import pjit as _pjit
@@ -45,6 +46,7 @@ from jax._src.interpreters import pxla as _pxla
 from jax._src.lax import lax as _lax
 from jax._src.lax.control_flow import solves as _solves
 from jax._src.numpy import array_methods as _array_methods
+from jax._src.numpy import hijax as _numpy_hijax
 from jax._src.numpy import indexing as _numpy_indexing
 from jax._src.numpy import util as _numpy_util
 from jax.experimental import hijax as _hijax
@@ -94,15 +96,6 @@ def is_tracer(x) -> bool:
 def is_accumulator(x) -> bool:
     """True for the gradient accumulators JAX passes for the linear inputs of a transpose."""
     return isinstance(x, _ad.GradAccum)
-
-
-def staged_equation(x):
-    """(primitive name, params, operands) of the equation that makes x where x is a value being
-    staged into a jitted program (the operands are tracers too); None for other values."""
-    made_by = getattr(x, "parent", None) if isinstance(x, _pe.DynamicJaxprTracer) else None
-    if made_by is None:
-        return None
-    return made_by.primitive.name, made_by.params, tuple(made_by.in_tracers)
 
 
 def eval_closed_jaxpr(closed, *args) -> list:
@@ -216,6 +209,9 @@ class Hooks:
     {program slot its calls name: how many calls name it, 0 where a loop, branch or function
     call in the program makes a run's count unknown}, and the bytes XLA holds in memory while
     it runs (temporaries and in-memory results)."""
+    searchsorted: Callable | None = None
+    """(sorted_arr, query, side, method, dtype) -> jnp.searchsorted of a 1-d sorted array with
+    a DiskArray (or its tracer) among the two (jask/_api/search.py)."""
 
 
 @dataclass(frozen=True)
@@ -879,6 +875,69 @@ def _where_to_rank_only(hooks: Hooks) -> None:
     for module in list(sys.modules.values()):  # util and the modules that imported its _where
         if module.__name__.startswith("jax.") and getattr(module, "_where", None) is original:
             module._where = where
+
+
+_jax_searchsorted = _numpy_hijax.searchsorted_via_expand
+
+
+def searchsorted_by_jax(sorted_arr, query, *, side: str, method: str, dtype):
+    """JAX's own searchsorted of a 1-d sorted array (jnp.searchsorted's computation), whatever
+    Jask's patch of it routes: for in-memory blocks."""
+    return _jax_searchsorted(sorted_arr, query, side=side, method=method, dtype=dtype)
+
+
+@_patch(
+    "searchsorted_of_disk_arrays",
+    "jax._src.numpy.hijax.searchsorted_via_expand (jnp.searchsorted and the jax.numpy "
+    "functions written with it: digitize, histogram, interp)",
+    "JAX's binary search is a scan of log2(n) steps of gathers and compares: on a DiskArray, "
+    "engine calls at every step; with a DiskArray among the operands XLA searches blocks in "
+    "memory instead, in one pass over the data (jask/_api/search.py)",
+)
+def _searchsorted_of_disk_arrays(hooks: Hooks) -> None:
+    is_hi, search = hooks.is_hi, hooks.searchsorted
+    original = _numpy_hijax.searchsorted_via_expand
+    if search is None or getattr(original, "_jask_original", None):
+        return
+
+    @functools.wraps(original)
+    def searchsorted_via_expand(
+        sorted_arr,
+        query,
+        /,
+        *,
+        side="left",
+        dimension=0,
+        batch_dims=0,
+        method="scan",
+        dtype="int32",
+    ):
+        plain = dimension == 0 and batch_dims == 0 and np.ndim(sorted_arr) == 1
+        if not (plain and (is_hi(sorted_arr) or is_hi(query))):
+            return original(
+                sorted_arr,
+                query,
+                side=side,
+                dimension=dimension,
+                batch_dims=batch_dims,
+                method=method,
+                dtype=dtype,
+            )
+        out_dtype = _jax_dtypes._maybe_canonicalize_explicit_dtype(np.dtype(dtype), "searchsorted")
+        # JAX's checks of the arguments, with its errors (side, method, dtypes)
+        _numpy_hijax.SearchSorted(
+            ShapedArray(np.shape(sorted_arr), sorted_arr.dtype),
+            ShapedArray(np.shape(query), query.dtype),
+            side=side,
+            dimension=0,
+            batch_dims=0,
+            method=method,
+            out_dtype=out_dtype,
+        )
+        return search(sorted_arr, query, side=side, method=method, dtype=out_dtype)
+
+    searchsorted_via_expand._jask_original = original
+    _numpy_hijax.searchsorted_via_expand = searchsorted_via_expand
 
 
 HIGHER_ORDER_PRIMITIVES = frozenset(
