@@ -98,6 +98,15 @@ def is_accumulator(x) -> bool:
     return isinstance(x, _ad.GradAccum)
 
 
+def staged_equation(x):
+    """(primitive name, params, operands) of the equation that makes x where x is a value being
+    staged into a jitted program (the operands are tracers too); None for other values."""
+    made_by = getattr(x, "parent", None) if isinstance(x, _pe.DynamicJaxprTracer) else None
+    if made_by is None:
+        return None
+    return made_by.primitive.name, made_by.params, tuple(made_by.in_tracers)
+
+
 def eval_closed_jaxpr(closed, *args) -> list:
     """Runs a ClosedJaxpr's equations on `args` at the current trace (each primitive binds again)."""
     return _core.eval_jaxpr(closed.jaxpr, closed.consts, *args)
