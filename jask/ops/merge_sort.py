@@ -56,19 +56,24 @@ INDEX_DTYPE = np.dtype(np.int32)
 _INT32_MAX = np.iinfo(np.int32).max
 
 
-def _bytes_per_window_element(itemsizes, descending_key_bytes: int) -> int:
-    """Bytes held per element of a window while two windows are merged: the two windows read,
-    their concatenation and its sorted copy with the invalid flag and the side (1 byte each),
-    the sorted keys' comparison copies, the W elements written, and the sort's index and merge
-    buffers (8 bytes each, per element of the concatenation)."""
-    carried = sum(itemsizes)
-    return 7 * carried + 4 * descending_key_bytes + 40
+def _bytes_per_window_element(itemsizes, key_bytes: int, sort_keys: int) -> int:
+    """Bytes held per element of a window while two windows are merged: the two windows read and
+    their concatenation (5 bytes per byte carried, with the W written); per element of the
+    concatenation, the keys (computed, gathered into merge order, sorted), the order sorted
+    along, and the scratch of XLA's sort (16 bytes per array it sorts, measured: its memory
+    analysis does not show it)."""
+    return 5 * sum(itemsizes) + 2 * (3 * key_bytes + 8 + 16 * (sort_keys + 1))
 
 
-def merge_window(itemsizes, descending_key_bytes: int = 0) -> int:
-    """Elements per read of a merge sort of arrays of these itemsizes at the current budget:
-    half the budget for what XLA holds (the other half is the engine's)."""
-    per = _bytes_per_window_element(itemsizes, descending_key_bytes)
+def merge_window(itemsizes, key_itemsizes, key_dtype=None) -> int:
+    """Elements per read of a merge sort of arrays of these itemsizes (keys of `key_itemsizes`;
+    one key of `key_dtype` may be sorted as an int32) at the current budget: half the budget
+    for what XLA holds (the other half is the engine's)."""
+    if len(key_itemsizes) == 1 and np.dtype(key_dtype) in _INT32_KEYED:
+        key_bytes, sort_keys = 4, 1
+    else:
+        key_bytes, sort_keys = sum(key_itemsizes), len(key_itemsizes)
+    per = _bytes_per_window_element(itemsizes, key_bytes, sort_keys)
     return _runtime.memory_budget() // 2 // per
 
 
@@ -212,14 +217,15 @@ def sort_rows(*operands, length, num_keys, descending=False, keep=None, position
     allows."""
     keep = length if keep is None else keep
     itemsizes = [np.dtype(o.dtype).itemsize for o in operands] + [4] * bool(positions)
-    key_bytes = sum(np.dtype(o.dtype).itemsize for o in operands[:num_keys]) if descending else 0
-    window = merge_window(itemsizes, key_bytes)
+    key_itemsizes = [np.dtype(o.dtype).itemsize for o in operands[:num_keys]]
+    window = merge_window(itemsizes, key_itemsizes, operands[0].dtype)
     rows = operands[0].size // length
     if window < 2:
         raise NotImplementedError(
             f"jax.lax.sort of rows of {length} elements "
             f"({', '.join(describe(o) for o in operands)}): a merge of two windows needs "
-            f"{2 * _bytes_per_window_element(itemsizes, key_bytes)} bytes at least, more than "
+            f"{2 * _bytes_per_window_element(itemsizes, sum(key_itemsizes), num_keys)} bytes "
+            f"at least, more than "
             f"half the memory budget ({_runtime.memory_budget()} bytes); raise the budget "
             f"(jask.set_memory_budget)"
         )
@@ -341,51 +347,49 @@ class _Step:
         return self.num_keys == 1 and self.dtypes[0] in _INT32_KEYED
 
 
-def _valid_first(carried, lo):
-    """The arrays rotated so that their valid elements, from index `lo` on, come first."""
-    size = carried[0].shape[0]
-    index = (jnp.arange(size) + lo) % size
-    return [c[index] for c in carried]
-
-
-def _sort_prefix(step: _Step, carried, count, extra=()):
-    """Arrays whose first `count` elements are valid, sorted stably by the keys (of equal keys,
-    the earlier first), the others after them; `extra` moved along."""
-    invalid = jnp.arange(carried[0].shape[0]) >= count
+def _sort_keys(step: _Step, sources):
+    """The keys a window's order is sorted by, computed on its source arrays."""
     if step.int32_keyed:
-        keys = [_int32_key(carried[0], step.descending)]
-    elif step.descending:
-        keys = [descending_key(k) for k in carried[: step.num_keys]]
-    else:
-        keys = []  # the keys are the first arrays carried
-    keys = [jnp.where(invalid, _last(k.dtype), k) for k in keys]
-    n_keys = len(keys) or step.num_keys
-    if not keys:
-        carried = [
-            jnp.where(invalid, _last(c.dtype), c) if i < n_keys else c
-            for i, c in enumerate(carried)
-        ]
-    out = jax.lax.sort((*keys, *carried, *extra), num_keys=n_keys, is_stable=True)
-    return list(out[len(keys) : len(keys) + len(carried)]), list(out[len(keys) + len(carried) :])
+        return [_int32_key(sources[0], step.descending)]
+    if step.descending:
+        return [descending_key(k) for k in sources[: step.num_keys]]
+    return list(sources[: step.num_keys])
 
 
-def _join(a, count_a, b, count_b):
-    """A's first count_a elements, then B's first count_b, then the others (of B: junk), and
-    which come from B."""
-    len_a, len_b = a[0].shape[0], b[0].shape[0]
+def _order(step: _Step, sources, index, count):
+    """`index` (positions in the sources) with its first `count` entries (the valid elements)
+    sorted stably by their keys, the others after them: a sort of the keys and the index only
+    (XLA's sort holds scratch per array it sorts), the sources gathered along it after."""
+    invalid = jnp.arange(index.shape[0]) >= count
+    # past the valid ones, the last key: equal keys keep their order, so valid ones first
+    keys = [jnp.where(invalid, _last(k.dtype), k[index]) for k in _sort_keys(step, sources)]
+    return jax.lax.sort((*keys, index), num_keys=len(keys), is_stable=True)[-1]
+
+
+def _rotated(size: int, lo):
+    """Indices of a window from `lo` on, wrapping around: its elements from `lo` first."""
+    return ((jnp.arange(size) + lo) % size).astype(jnp.int32)
+
+
+def _joined(len_a: int, lo_a, count_a, len_b: int, lo_b, count_b):
+    """Indices into A then B (one array) of A's count_a elements from lo_a, then B's count_b from
+    lo_b, then the others (junk)."""
     at = jnp.arange(len_a + len_b)
-    index = jnp.where(at < count_a, at, jnp.minimum(len_a + at - count_a, len_a + len_b - 1))
-    return [jnp.concatenate([x, y])[index] for x, y in zip(a, b)], at >= count_a
+    in_b = len_a + (at - count_a + lo_b) % len_b
+    return jnp.where(at < count_a, (at + lo_a) % len_a, in_b).astype(jnp.int32)
 
 
-def _merge_prefixes(step: _Step, a, count_a, b, count_b, size: int):
-    """The first `size` of the stable merge of the sorted valid prefixes of A and B (A's first of
-    equal keys), and how many of them came from A and from B."""
-    joined, from_b = _join(a, count_a, b, count_b)
-    merged, (from_b,) = _sort_prefix(step, joined, count_a + count_b, (from_b,))
+def _merge_windows(step: _Step, a, lo_a, count_a, b, lo_b, count_b, size: int):
+    """The first `size` of the stable merge of A's count_a sorted elements from lo_a and B's
+    count_b from lo_b (A's first of equal keys: they come first in the sort), and how many of
+    them came from A and from B."""
+    len_a = a[0].shape[0]
+    sources = [jnp.concatenate([x, y]) for x, y in zip(a, b)]
+    index = _joined(len_a, lo_a, count_a, b[0].shape[0], lo_b, count_b)
+    order = _order(step, sources, index, count_a + count_b)[:size]
     taken = jnp.arange(size) < count_a + count_b
-    n_a = jnp.sum(taken & ~from_b[:size], dtype=jnp.int32)
-    return [m[:size] for m in merged], n_a, jnp.sum(taken, dtype=jnp.int32) - n_a
+    n_a = jnp.sum(taken & (order < len_a), dtype=jnp.int32)
+    return [x[order] for x in sources], n_a, jnp.sum(taken, dtype=jnp.int32) - n_a
 
 
 def _window_start(start, row_start, count: int, total: int):
@@ -396,16 +400,15 @@ def _window_start(start, row_start, count: int, total: int):
 
 
 def _block_of(windows, start, row_start, block_start, length, total, step: _Step):
-    """A block of a row read as windows: the arrays (the positions too, where kept), rotated to
-    start at the block, and how many of their elements are in it."""
+    """A block of a row read as windows: the arrays (the positions too, where kept), where the
+    block starts in them, and how many of their elements are in it."""
     W = step.window
     first = _window_start(start, row_start, W, total)
     carried = [jnp.asarray(w).astype(d) for w, d in zip(windows, step.dtypes)]
     if step.with_positions:
         carried.append((first + jnp.arange(W)).astype(INDEX_DTYPE))
-    lo = block_start - first
     count = jnp.clip(jnp.minimum(length, block_start + W) - block_start, 0, W)
-    return _valid_first(carried, lo), count
+    return carried, block_start - first, count
 
 
 @functools.cache
@@ -413,8 +416,9 @@ def _run_fn(step: _Step):
     """A block of W elements of a row, sorted (the elements past the row's end last)."""
 
     def sort_block(windows, start, row_start, block_start, length, total):
-        carried, count = _block_of(windows, start, row_start, block_start, length, total, step)
-        return _sort_prefix(step, carried, count)[0]
+        carried, lo, count = _block_of(windows, start, row_start, block_start, length, total, step)
+        order = _order(step, carried, _rotated(step.window, lo), count)
+        return [c[order] for c in carried]
 
     return jax.jit(sort_block)
 
@@ -427,15 +431,14 @@ def _merge_fn(step: _Step):
     W = step.window
 
     def merge_block(a, b, start_a, start_b, run_start, i, j, pair_start, run, length, total):
-        def window(x, start, offset, done, valid):
+        def window(start, offset, done, valid):
             first = _window_start(start, run_start + offset, W, total)
             lo = done - first  # the window's first element not yet output
-            count = jnp.clip(jnp.clip(valid - first, 0, W) - lo, 0, W)
-            return _valid_first(x, lo), count
+            return lo, jnp.clip(jnp.clip(valid - first, 0, W) - lo, 0, W)
 
-        a, count_a = window(a, start_a, 0, i, jnp.clip(length - pair_start, 0, run))
-        b, count_b = window(b, start_b, run, j, jnp.clip(length - pair_start - run, 0, run))
-        merged, from_a, from_b = _merge_prefixes(step, a, count_a, b, count_b, W)
+        lo_a, count_a = window(start_a, 0, i, jnp.clip(length - pair_start, 0, run))
+        lo_b, count_b = window(start_b, run, j, jnp.clip(length - pair_start - run, 0, run))
+        merged, from_a, from_b = _merge_windows(step, a, lo_a, count_a, b, lo_b, count_b, W)
         return merged, i + from_a, j + from_b
 
     return jax.jit(merge_block)
@@ -447,8 +450,8 @@ def _stream_fn(step: _Step, keep: int):
     W, sorted together (of equal keys, the earlier position stays)."""
 
     def best(candidates, count, windows, start, row_start, block_start, length, total):
-        block, in_block = _block_of(windows, start, row_start, block_start, length, total, step)
-        merged, _, _ = _merge_prefixes(step, candidates, count, block, in_block, keep)
+        block, lo, in_block = _block_of(windows, start, row_start, block_start, length, total, step)
+        merged, _, _ = _merge_windows(step, candidates, 0, count, block, lo, in_block, keep)
         return merged, jnp.minimum(count + in_block, keep)
 
     return jax.jit(best)
