@@ -7,18 +7,21 @@ with `positions`, so are their int32 positions in the row (lax.top_k's indices, 
 derivative puts back in place). The order is lax.sort's (NaNs last, -0.0 == 0.0), or with
 `descending` lax.top_k's: IEEE totalOrder largest first, ties by position.
 
-XLA computes, Jask moves the bytes: every comparison is an in-memory `lax.sort` of a window, so
-the order is exactly JAX's for every dtype and number of keys. With W the window (elements per
-read, from the memory budget):
+XLA computes, Jask moves the bytes: the order is an in-memory stable `lax.sort` of each window's
+keys, so it is exactly JAX's for every dtype and number of keys (one key of 32 bits or less is
+sorted as one int32 in the order JAX's comparator gives it: totalOrder after making NaNs one
+NaN and -0.0 zero, or top_k's totalOrder). A window sorts its keys and an index only, and
+gathers its arrays along the index (XLA's sort holds scratch for every array it sorts). With W
+the window (elements per read, from the memory budget):
 1. runs: each block of W elements of a row is sorted in memory and written to a scratch array;
 2. merges: runs of L are merged pairwise into runs of 2L, one pass per doubling. The pair (A, B)
    is output W elements at a time: with i and j the elements of A and B output so far, a window
-   of W elements of A at i and one of B at j are sorted together by (invalid, keys) with A's
-   first (a stable sort of their concatenation), and the first W of that are the next W of the
-   merge (every element after them in either window comes after them in the merge); i and j
-   advance by how many of them came from each. Reads are clamped to the array, so the elements
-   of a window outside [i, end of A) are marked invalid and sort last.
-   The last pass writes only the first `keep` elements of each row, into the results.
+   of W elements of A at i and one of B at j are read (clamped to the array); their elements
+   not yet output (A's from i to A's end, B's from j) are put in a row, A's first, and sorted
+   stably, the others after them. The first W of that are the next W of the merge (every
+   element after them in either window comes after them in the merge), and i and j advance by
+   how many of them came from each. The last pass writes only the first `keep` elements of
+   each row, into the results.
 When `keep` is at most a window and less than the row (lax.top_k of a small k), one read of the
 row does it instead: the best `keep` so far and the next block, sorted together, give the best
 `keep` so far.
@@ -49,7 +52,7 @@ from .._jax import compat
 from .._jax.diskarray import DiskArray, DiskArrayTy
 from .._jax.op import Op, apply, describe
 from ._block_io import io_for, write_row
-from .in_memory import ToInMemory
+from .in_memory import FromInMemory, ToInMemory
 from .sorted_positions import ScatterSorted, window_for
 
 INDEX_DTYPE = np.dtype(np.int32)
@@ -79,7 +82,7 @@ def merge_window(itemsizes, key_itemsizes, key_dtype=None) -> int:
 
 @dataclass(frozen=True)
 class _Plan:
-    """What the passes need to know (hashable: each compute function compiles once per plan)."""
+    """What the passes of one sort need to know."""
 
     length: int
     rows: int
@@ -221,13 +224,12 @@ def sort_rows(*operands, length, num_keys, descending=False, keep=None, position
     window = merge_window(itemsizes, key_itemsizes, operands[0].dtype)
     rows = operands[0].size // length
     if window < 2:
+        needed = 2 * _bytes_per_window_element(itemsizes, sum(key_itemsizes), num_keys)
         raise NotImplementedError(
             f"jax.lax.sort of rows of {length} elements "
-            f"({', '.join(describe(o) for o in operands)}): a merge of two windows needs "
-            f"{2 * _bytes_per_window_element(itemsizes, sum(key_itemsizes), num_keys)} bytes "
-            f"at least, more than "
-            f"half the memory budget ({_runtime.memory_budget()} bytes); raise the budget "
-            f"(jask.set_memory_budget)"
+            f"({', '.join(describe(o) for o in operands)}): merging windows of two elements "
+            f"needs {needed} bytes, more than half the memory budget "
+            f"({_runtime.memory_budget()} bytes); raise the budget (jask.set_memory_budget)"
         )
     padded = rows * math.ceil(length / min(window, length)) * min(window, length)
     if padded > _INT32_MAX:
@@ -248,11 +250,7 @@ def sort_rows(*operands, length, num_keys, descending=False, keep=None, position
 
 
 def _on_disk(x):
-    if isinstance(x, DiskArray):
-        return x
-    from .in_memory import FromInMemory
-
-    return apply(FromInMemory, x)
+    return x if isinstance(x, DiskArray) else apply(FromInMemory, x)
 
 
 def _put_back(positions, values, *, length: int, keep: int):

@@ -5,6 +5,9 @@ lax.top_k's, IEEE totalOrder largest first), and
 same rows. A sort's outputs are its operands taken along its order, so its derivative flows
 through `TakeAlongRows` (linear in the values) while the order itself has none. `along_axis`
 runs them along another axis, moved last and back.
+
+These hold whole rows in memory: rows longer than the budget holds are sorted by
+jask/ops/merge_sort.py instead.
 """
 
 from .._jax.diskarray import DiskArrayTy
