@@ -1,9 +1,10 @@
 """The moves of an algorithm that streams windows of flat arrays through XLA (jask/ops/merge_sort.py,
 jask/ops/sorted_positions.py), written once for both ways an op runs.
 
-An algorithm states what it does in terms of `BlockIO`: read `count` elements of a flat array
-from a start (clamped, as lax.dynamic_slice clamps, so the read stays inside the array), make a
-new scratch array, write a block into it at a start, loop, and compute on windows in memory.
+An algorithm states what it does with the moves `EagerIO` and `LoweredIO` both have: read
+`count` elements of a flat array from a start (clamped, as lax.dynamic_slice clamps, so the read
+stays inside the array), make a new scratch array, write a block into it at a start, loop, and
+compute on windows in memory.
 `EagerIO` runs it now: Python loops, the engine called directly, each compute function jitted
 (compiled once per shape). `LoweredIO` stages it into the jitted program being lowered: loops
 are `fori_loop` / `while_loop` of the program, reads and writes the engine's FFI calls (the

@@ -158,6 +158,10 @@ class MergeSort(Op):
         ]
         if not wanted:
             return (None,) * len(operands)
+        if self.keep == 0:  # nothing kept: nothing flows back
+            return tuple(
+                _zeros(self.in_avals[k]) if k in wanted else None for k in range(len(operands))
+            )
         if out is not None and self.positions:
             positions = out[len(operands)]
         else:
@@ -247,6 +251,12 @@ def sort_rows(*operands, length, num_keys, descending=False, keep=None, position
         positions=bool(positions),
         window=int(window),
     )
+
+
+def _zeros(aval):
+    if isinstance(aval, DiskArrayTy):
+        return aval.vspace_zero()
+    return jnp.zeros(aval.shape, aval.dtype)
 
 
 def _on_disk(x):

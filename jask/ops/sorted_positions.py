@@ -118,10 +118,12 @@ class GatherSorted(Op):
         n = self.length
         rows = x.size // n
         keep = positions.size // rows
+        out = io.empty(self.out_aval.dtype, positions.size)
+        if keep == 0:
+            return out
         W = min(self.window, keep)
         read = min(self.window, x.size)
         first_unfilled, fill = _gather_fns(read, x.size)
-        out = io.empty(self.out_aval.dtype, positions.size)
 
         def row(b, targets, state):
             def next_block(u, state):
@@ -138,15 +140,13 @@ class GatherSorted(Op):
 
             return write_row(io, targets, b * keep, keep, W, next_block, state)
 
-        if keep == 0:
-            return out
         return io.loop(rows, row, [out], ())[0][0]
 
 
 @functools.cache
 def _place_fn(W: int, read: int, keep: int, total: int, dtype):
-    """The block of W elements of a row from `t_start` with the values whose positions fall in
-    it, and the new count of values placed."""
+    """The block of W elements of a row from `block_start`, with the values whose positions fall
+    in it (read from the first not yet placed), and the new count of values placed."""
 
     def place(positions, values, start, row_start, placed, block_start):
         first = jnp.clip(start, 0, total - read)
