@@ -337,6 +337,7 @@ def test_importing_jask_leaves_plain_jax_as_it_is():
         "searchsorted_of_disk_arrays",
         "vjp_in_memory_cotangents",
         "accumulate_in_memory_cotangents",
+        "custom_jvp_disk_tangents",
         "disk_array_structs",
         "loop_carry_kinds",
         "flax_msgpack_budget",

@@ -22,6 +22,7 @@ EXPECTED = {
     "searchsorted_of_disk_arrays": "jax",
     "vjp_in_memory_cotangents": "jax",
     "accumulate_in_memory_cotangents": "jax",
+    "custom_jvp_disk_tangents": "jax",
     "disk_array_structs": "jax",
     "loop_carry_kinds": "jax",
     "flax_msgpack_budget": "flax",

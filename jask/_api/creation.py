@@ -7,9 +7,8 @@ import jax.numpy as jnp
 
 from .._dtypes import jax_dtype, storage_dtype
 from .._jax.diskarray import DiskArray
-from .._jax.op import apply
 from .._shapes import as_shape, check_nbytes
-from ..ops import Fill
+from ..ops.reduce import filled
 
 
 def full(shape, fill_value, dtype="float32") -> DiskArray:
@@ -23,7 +22,7 @@ def full(shape, fill_value, dtype="float32") -> DiskArray:
     shape = as_shape(shape, "jask.full")
     check_nbytes(shape, dt, "jask.full")
     value = jnp.asarray(fill_value, dtype=jax.dtypes.canonicalize_dtype(dt))
-    return apply(Fill, value, shape=shape, dtype=dt)
+    return filled(value, shape, dt)
 
 
 def zeros(shape, dtype="float32") -> DiskArray:

@@ -187,6 +187,8 @@ def getitem(x, key):
     if x.ndim == 0:
         return jnp.reshape(materialize(x), shape)
     if all(s == (0, 1, n) for s, n in zip(selection, x.shape)):
+        if not shape:  # x[0, 0] of a [1, 1] array: a 0-d result is in memory, as every one is
+            return jnp.reshape(materialize(x), shape)
         return x if x.shape == shape else reshape(x, shape)  # every element: x itself (x[:, None])
     if size <= in_memory_limit():
         (start, step, count), rest = selection[0], selection[1:]
@@ -244,7 +246,7 @@ def _mask_positions(x, key):
         np.ndim(k) if _is_mask(k) else 0 if k is None or k is Ellipsis else 1 for k in key
     )
     axis = 0
-    for k in key:
+    for position, k in enumerate(key):
         if k is Ellipsis:
             axis += builtins.max(0, x.ndim - consumed)
             yield k
@@ -261,11 +263,18 @@ def _mask_positions(x, key):
         if k.ndim == 0:
             yield bool(materialize(k))
             continue
-        if tuple(k.shape) != tuple(x.shape[axis : axis + k.ndim]):
+        expected = list(x.shape[axis : axis + k.ndim])
+        # jnp's rule and error: each of the mask's axes has the indexed axis's size, or 0 (an
+        # empty mask selects nothing)
+        if not builtins.all(m in (0, n) for m, n in zip(k.shape, expected)):
             raise IndexError(
-                f"boolean index did not match shape of indexed array in index {axis}: got "
-                f"{k.shape}, expected {tuple(x.shape[axis : axis + k.ndim])}"
+                f"boolean index did not match shape of indexed array in index {position}: got "
+                f"{tuple(k.shape)}, expected {expected}"
             )
+        if k.size == 0:  # no elements to read: jnp's indexing takes it as it is
+            axis += k.ndim
+            yield np.zeros(k.shape, np.bool_)
+            continue
         count = int(jnp.sum(k, dtype=jnp.int64 if k.size > np.iinfo(np.int32).max else None))
         yield from jnp.nonzero(k, size=count)
         axis += k.ndim

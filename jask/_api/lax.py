@@ -12,10 +12,10 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from .._jax import compat
-from .._jax.diskarray import DiskArray, DiskArrayTy, from_in_memory
+from .._jax.diskarray import DiskArray, DiskArrayTy, from_in_memory, is_disk_array
 from .._jax.op import apply
 from .._jax.primitives import rule
-from ..ops import Astype, Concatenate, StopGradient
+from ..ops import Astype, Concatenate, StopGradient, ToInMemory
 from . import indexing
 
 
@@ -33,7 +33,21 @@ def custom_linear_solve(*args, const_lengths, jaxprs):
         from_in_memory(a) if isinstance(t, DiskArrayTy) and not isinstance(a, DiskArray) else a
         for a, t in zip(args, expected)
     ]
-    return compat.custom_linear_solve(*args, const_lengths=const_lengths, jaxprs=jaxprs)
+    out = compat.custom_linear_solve(*args, const_lengths=const_lengths, jaxprs=jaxprs)
+    # the primitive's results have the right-hand side's types (its abstract evaluation's),
+    # whatever kind the solve function's steps gave (JAX's derivative rules feed them back to
+    # the matvec function traced on those types)
+    b = args[sum(const_lengths) :]
+    return [_kind_of(x, compat.typeof(rhs)) for x, rhs in zip(out, b)] + list(out[len(b) :])
+
+
+def _kind_of(x, aval):
+    """x as a DiskArray where `aval` is a DiskArray's type, in memory where it is not."""
+    if isinstance(aval, DiskArrayTy) and not is_disk_array(x):
+        return from_in_memory(x)
+    if not isinstance(aval, DiskArrayTy) and is_disk_array(x):
+        return apply(ToInMemory, x)
+    return x
 
 
 @rule("stop_gradient")

@@ -13,10 +13,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._jax.diskarray import DiskArray
-from .._jax.op import apply, describe
+from .._jax.op import apply, describe, double_scalar
 from .._jax.primitives import rule
-from ..ops import BroadcastTo, Concatenate, Pad, Reshape, Slice, Transpose
+from ..ops import BroadcastTo, Concatenate, DynamicUpdateSlice, Pad, Reshape, Slice, Transpose
+from ..ops._elementwise import EngineDtypeError
 from ..ops.in_memory import ToInMemory
+from ..ops.reduce import filled
 from . import indexing, linalg
 from .operands import in_memory_limit, small_result
 
@@ -95,6 +97,19 @@ def rev(x, *, dimensions):
     return apply(Slice, x, selection=selection)
 
 
+def _pad_with_bytes(x, value, shape, placed):
+    """lax.pad with a padding value the engine's double scalars do not hold (an int64 past 2**53,
+    a complex number, or a traced one of those dtypes): x written over an array of the value's
+    bytes. With interior padding, XLA pads it instead (xla_route)."""
+    if any(step != 1 for _, step, _ in placed):
+        raise EngineDtypeError(
+            f"jask.pad: interior padding with a padding value the engine's double scalars do "
+            f"not hold ({describe(value)})"
+        )
+    base = filled(value, shape, x.dtype)
+    return apply(DynamicUpdateSlice, base, x, *(jnp.int32(start) for start, _, _ in placed))
+
+
 @rule("slice")
 def slice_(x, *, start_indices, limit_indices, strides=None):
     strides = strides or (1,) * x.ndim
@@ -124,11 +139,12 @@ def pad(x, padding_value, *, padding_config):
     value = jnp.asarray(padding_value, x.dtype)
     if any(count < 0 for _, count in crop):
         raise ValueError(f"jax.lax.pad of {describe(x)} with {config}: negative output size")
-    padded = (
-        apply(Pad, x, value, shape=tuple(shape), selection=tuple(placed))
-        if tuple(shape) != tuple(x.shape) or any(s != (0, 1, n) for s, n in zip(placed, x.shape))
-        else x
-    )
+    if tuple(shape) == tuple(x.shape) and all(s == (0, 1, n) for s, n in zip(placed, x.shape)):
+        padded = x
+    elif double_scalar(value) is not None:
+        padded = apply(Pad, x, double_scalar(value), shape=tuple(shape), selection=tuple(placed))
+    else:
+        padded = _pad_with_bytes(x, value, shape, placed)
     selection = tuple((start if n else 0, 1, n) for start, n in crop)
     if all(s == (0, 1, n) for s, n in zip(selection, padded.shape)):
         return padded

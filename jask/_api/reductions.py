@@ -8,7 +8,8 @@ import numpy as np
 
 from .._jax.diskarray import DiskArray
 from .._jax.op import apply
-from ..ops import Fill, Reduce, ReduceAxes, ReduceAxesInMemory, StopGradient
+from ..ops import Reduce, ReduceAxes, ReduceAxesInMemory, StopGradient
+from ..ops.reduce import filled
 from .elementwise import exp, log
 from .operands import check_disk, in_memory_limit
 from .shape import reshape
@@ -51,7 +52,7 @@ def reduce_axes(x, axes: tuple[int, ...], reduction: str):
         identity = _identity(reduction, x.dtype)
         if small:
             return jnp.full(out_shape, identity, x.dtype)
-        return apply(Fill, jnp.asarray(identity, x.dtype), shape=out_shape, dtype=x.dtype)
+        return filled(jnp.asarray(identity, x.dtype), out_shape, x.dtype)
     # A full reduction of floats is a 0-d result of the engine (fusable into the program that
     # computes x); integers go through the axis reducer, whose store wraps like int32.
     if axes == tuple(range(x.ndim)) and jnp.issubdtype(x.dtype, jnp.floating):

@@ -83,7 +83,8 @@ def spread_operands(primitive, args) -> list:
         return list(args)
     shape = tuple(int(d) for d in np.broadcast_shapes(*shapes))
     widest = max(np.dtype(compat.typeof(a).dtype).itemsize for a in args)
-    in_memory = int(np.prod(shape, dtype=np.int64)) * widest <= allowance()
+    # in memory where the route computes in memory: every operand and the result at full size
+    in_memory = (len(args) + 1) * int(np.prod(shape, dtype=np.int64)) * widest <= allowance()
     spread = []
     for x in args:
         if np.ndim(x) and tuple(np.shape(x)) != shape:

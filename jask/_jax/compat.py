@@ -1066,6 +1066,78 @@ def _accumulate_in_memory_cotangents(hooks: Hooks) -> None:
     _ad.ValAccum.accum = accum
 
 
+@_patch(
+    "custom_jvp_disk_tangents",
+    "jax._src.interpreters.ad.JVPTrace.process_custom_jvp_call and "
+    "jax._src.custom_derivatives._flatten_jvp",
+    "a custom_jvp rule gets a DiskArray's tangent as a DiskArray (jax.jvp takes in-memory ones "
+    "for DiskArrays), and its tangents must have its primal outputs' types: one in memory for a "
+    "DiskArray primal, or the reverse (Jask's size rules give each result its kind), is moved "
+    "to the primal's kind",
+)
+def _custom_jvp_disk_tangents(hooks: Hooks) -> None:
+    is_hi, to_disk, to_memory = hooks.is_hi, hooks.to_disk, hooks.to_memory
+    original_call = _ad.JVPTrace.process_custom_jvp_call
+    original_flatten = _custom_derivatives._flatten_jvp
+    if getattr(original_call, "_jask_original", None):
+        return
+
+    @functools.wraps(original_call)
+    def process_custom_jvp_call(self, primitive, fun, jvp, tracers, /, **params):
+        moved = []
+        for x in tracers:
+            if isinstance(x, _ad.JVPTracer) and x._trace is self:
+                tangent = _kind_of(x.primal, x.tangent, is_hi, to_disk, to_memory, disk_only=True)
+                if tangent is not x.tangent:
+                    x = _ad.JVPTracer(self, x.primal, tangent)
+            moved.append(x)
+        return original_call(self, primitive, fun, jvp, moved, **params)
+
+    like_primals = _lu.transformation2(
+        functools.partial(_tangents_like_primals, is_hi, to_disk, to_memory)
+    )
+
+    @functools.wraps(original_flatten)
+    def flatten_jvp(jvp, *args, **kwargs):
+        return original_flatten(like_primals(jvp), *args, **kwargs)
+
+    process_custom_jvp_call._jask_original = original_call
+    flatten_jvp._jask_original = original_flatten
+    _ad.JVPTrace.process_custom_jvp_call = process_custom_jvp_call
+    _custom_derivatives._flatten_jvp = flatten_jvp
+
+
+def _kind_of(primal, tangent, is_hi, to_disk, to_memory, disk_only=False):
+    """`tangent` as a DiskArray where `primal` is one, in memory where it is not (only the
+    former where `disk_only`); anything else (a symbolic zero, another shape or dtype) as it
+    is."""
+    arrays = (jax.Array, np.ndarray, Tracer)
+    if not (isinstance(tangent, arrays) and isinstance(primal, arrays)):
+        return tangent
+    if is_hi(primal) == is_hi(tangent) or np.shape(primal) != np.shape(tangent):
+        return tangent
+    if np.dtype(primal.dtype) != np.dtype(tangent.dtype):
+        return tangent
+    if is_hi(primal):
+        return to_disk(tangent)
+    return tangent if disk_only else to_memory(tangent, "a custom_jvp rule's tangent")
+
+
+def _tangents_like_primals(is_hi, to_disk, to_memory, f, *args):
+    """A custom_jvp rule `f` whose (primals, tangents) pair has each tangent of its primal's
+    kind; what JAX refuses anyway (another tree, shape or dtype) is left for JAX's error."""
+    pair = f(*args)
+    if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+        return pair
+    primals, tangents = pair
+    p_leaves, p_tree = jax.tree_util.tree_flatten(primals)
+    t_leaves, t_tree = jax.tree_util.tree_flatten(tangents)
+    if p_tree != t_tree:
+        return pair
+    moved = [_kind_of(p, t, is_hi, to_disk, to_memory) for p, t in zip(p_leaves, t_leaves)]
+    return type(pair)((primals, jax.tree_util.tree_unflatten(t_tree, moved)))
+
+
 # -- the jax.Array interface of a hijax type ---------------------------------------------
 
 

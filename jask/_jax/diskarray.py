@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 import os
 import pickle
+import weakref
 from typing import Any
 
 import jax
@@ -71,7 +72,7 @@ class DiskArrayTy(compat.HiType):
         if not isinstance(hi_val, DiskArray):
             # an in-memory value where the program expects this type: the tangent JAX builds
             # for a DiskArray (jax.jacfwd's basis, an in-memory tangent given to jax.jvp)
-            hi_val = from_in_memory(hi_val)
+            return [_lowered_copy(hi_val)]
         return [hi_val._lowered_handle()]
 
     def raise_val(self, handle):
@@ -145,6 +146,26 @@ def is_disk_array(x) -> bool:
 def from_in_memory(x) -> DiskArray:
     """An in-memory array (or its tracer) written to a new DiskArray."""
     return _op("from_numpy")(x)
+
+
+def _lowered_copy(x):
+    """The lowered handle of a new DiskArray holding the in-memory value `x`, for a program
+    JAX lowers eagerly (a cond, loop or jit bound on concrete values) that expects a DiskArray
+    there. The new DiskArray lives as long as that handle, the program's argument: JAX drops
+    it once the program is dispatched, and the DiskArray's release then waits for the program
+    (as for any array passed to one). Dropped at once, its file would be freed before the
+    program reads it."""
+    disk = from_in_memory(x)
+    if not compat.is_eager() or compat.is_tracer(disk._handle):
+        return disk._lowered_handle()  # staged, or a constant of the program being traced
+    lo = jnp.asarray(np.int32(disk.handle))
+    disk._lo = np.int32(disk.handle)  # passed to a program: released after programs ran
+    weakref.finalize(lo, _keep_until_dropped, disk)
+    return lo
+
+
+def _keep_until_dropped(disk) -> None:
+    """A finalizer's hold on `disk`: released when the finalizer runs."""
 
 
 def check_fits_in_memory(x, what: str, instead: str) -> None:

@@ -123,6 +123,12 @@ class Op(compat.VJPHiPrimitive):
     linear: ClassVar[bool | tuple[int, ...]] = False
     bilinear: ClassVar[bool] = False
     role: ClassVar[Role] = Role.OTHER
+    scalars: ClassVar[str] = "double"
+    """How the kernel takes 0-d in-memory operands: "double" as scalars (the engine's scalars
+    are doubles: start indices, a fill value); "exact" as scalars where a double holds every
+    value of their dtype, else (int64, uint64, complex) as one-element buffers of their bytes
+    (the elementwise programs, whose encoding says which: ops._elementwise.encode); "bytes"
+    always as buffers (a kernel that copies them)."""
     # The jax.lax primitives (by name: "sin", "reduce_sum") this op implements: binding one of
     # them to a DiskArray (or its tracer) applies this op, through `from_primitive`.
     primitives: ClassVar[tuple[str, ...]] = ()
@@ -260,11 +266,27 @@ class Op(compat.VJPHiPrimitive):
             return self._run_eagerly(operands)
         return self._lower(operands)
 
+    def _in_memory(self, operands) -> tuple[list, list]:
+        """The in-memory operands the kernel takes as scalars, and those it takes as buffers,
+        each with its type (see `scalars`)."""
+        scalars, buffers = [], []
+        for x, aval in zip(operands, self.in_avals):
+            if isinstance(x, DiskArray):
+                continue
+            as_scalar = not aval.shape and (
+                self.scalars == "double" or (self.scalars == "exact" and double_holds(aval.dtype))
+            )
+            (scalars if as_scalar else buffers).append((x, aval))
+        return scalars, buffers
+
     def _run_eagerly(self, operands):
         handles = [x.handle for x in operands if isinstance(x, DiskArray)]
-        in_memory = [np.asarray(x) for x in operands if not isinstance(x, DiskArray)]
-        scalars = [float(x) for x in in_memory if x.ndim == 0]
-        buffers = [np.ascontiguousarray(x).reshape(-1).view(np.uint8) for x in in_memory if x.ndim]
+        in_scalars, in_buffers = self._in_memory(operands)
+        scalars = [float(np.asarray(x)) for x, _ in in_scalars]
+        buffers = [
+            np.ascontiguousarray(np.asarray(x, aval.dtype)).reshape(-1).view(np.uint8)
+            for x, aval in in_buffers
+        ]
         params = {k: _eager_value(v) for k, v in self.kernel_params().items()}
         call = _eager_call(self.result)
         if self.result == "array":
@@ -285,8 +307,11 @@ class Op(compat.VJPHiPrimitive):
 
     def _lower(self, operands):
         handles = [x._lowered_handle() for x in operands if isinstance(x, DiskArray)]
-        in_memory = [jnp.asarray(x) for x in operands if not isinstance(x, DiskArray)]
-        in_memory = [x for x in in_memory if x.ndim == 0] + [x for x in in_memory if x.ndim]
+        # the FFI call takes 0-d operands as scalars, the others as buffers
+        in_scalars, in_buffers = self._in_memory(operands)
+        in_memory = [jnp.asarray(x) for x, _ in in_scalars] + [
+            jnp.asarray(x, aval.dtype).reshape(aval.shape or (1,)) for x, aval in in_buffers
+        ]
         out = self.out_aval
         if self.result == "array":
             result_type = jax.ShapeDtypeStruct((), jnp.int32)
@@ -485,6 +510,29 @@ def add_terms(*terms):
     for t in present[1:]:
         total = total + t
     return total
+
+
+def double_holds(dtype) -> bool:
+    """Whether a double holds every value of `dtype` exactly (the engine's scalars are doubles):
+    every dtype but int64, uint64 and the complex ones."""
+    dtype = np.dtype(dtype)
+    return dtype.kind not in "iuc" or (dtype.kind in "iu" and dtype.itemsize < 8)
+
+
+def double_scalar(value):
+    """A 0-d in-memory `value` as a scalar operand whose double stands for exactly that value of
+    `value`'s dtype (a complex with a +0 imaginary part as its real part; an int64 or uint64
+    within 2**53 as it is), or None where there is none: a traced value of such a dtype, or one
+    a double does not hold."""
+    dtype = np.dtype(value.dtype)
+    if double_holds(dtype):
+        return value
+    if compat.is_tracer(value):
+        return None
+    v = np.asarray(value)[()]
+    if dtype.kind == "c":
+        return None if v.imag != 0 or np.signbit(v.imag) else np.asarray(v.real)
+    return value if abs(int(v)) <= 2**53 else None
 
 
 def _is_traced(x) -> bool:

@@ -29,6 +29,7 @@ class FusedMap(Op):
     name = "fused"
     kernel = "map"
     role = Role.ELEMENTWISE
+    scalars = "exact"
 
     def out_type(self, *operands, expr, label, shape, out_dtype, reduction="none"):
         return DiskArrayTy(shape, out_dtype)
@@ -125,6 +126,7 @@ class FusedMulti(Op):
     kernel = "map_multi"
     result = "arrays"
     role = Role.ELEMENTWISE_MULTI
+    scalars = "exact"
 
     def out_type(self, *operands, expr, label, shape, out_dtype, outputs):
         return tuple(DiskArrayTy(shape, out_dtype) for _ in outputs)

@@ -14,7 +14,7 @@ from .. import _engine
 from .._dtypes import COMPLEX, FLOATS, INTEGERS, SUPPORTED, dtype_code
 from .._jax import compat
 from .._jax.diskarray import DiskArrayTy
-from .._jax.op import Op, Role, describe
+from .._jax.op import Op, Role, describe, double_holds
 
 OPCODES: dict[str, int] = dict(_engine.opcodes())
 REDUCTIONS: dict[str, int] = dict(_engine.reductions())
@@ -51,9 +51,12 @@ def single_instruction(instr: str, n_operands: int) -> tuple:
 
 
 def _kind(aval) -> str:
+    """How the engine takes an operand (Op.scalars "exact"): a 0-d one of a dtype a double does
+    not hold (int64, uint64, complex) as a one-element in-memory array, other 0-d ones as
+    scalars."""
     if isinstance(aval, DiskArrayTy):
         return "disk"
-    return "memory" if aval.shape else "scalar"
+    return "scalar" if not aval.shape and double_holds(aval.dtype) else "memory"
 
 
 def encode(expr, in_avals, out_shape, out_dtype, reduction: str = "none", outputs=None) -> dict:
@@ -187,6 +190,7 @@ class Elementwise(Op):
 
     kernel = "map"
     role = Role.ELEMENTWISE
+    scalars = "exact"
     instr: ClassVar[str]
     bool_result: ClassVar[bool] = False
     accepts: ClassVar[str] = "number"

@@ -8,7 +8,6 @@ from .._dtypes import dtype_code, storage_dtype
 from .._jax import compat
 from .._jax.diskarray import DiskArrayTy
 from .._jax.op import Op, apply
-from .reshape import Reshape
 
 
 class ToInMemory(Op):
@@ -21,16 +20,14 @@ class ToInMemory(Op):
         return compat.ShapedArray(x.shape, jax.dtypes.canonicalize_dtype(x.dtype))
 
     def transpose_rule(self, ct, x):
-        ct = ct.astype(x.dtype)
-        if ct.ndim == 0:  # a 0-d operand reaches the engine as a scalar, not a buffer
-            return apply(Reshape, apply(FromInMemory, jax.numpy.reshape(ct, (1,))), shape=())
-        return apply(FromInMemory, ct)
+        return apply(FromInMemory, ct.astype(x.dtype))
 
 
 class FromInMemory(Op):
     name = "from_in_memory"
     kernel = "from_in_memory"
     linear = True
+    scalars = "bytes"  # a 0-d array's bytes are copied like any other's
 
     def out_type(self, x):
         return DiskArrayTy(x.shape, storage_dtype(x.dtype))

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from .._dtypes import dtype_code
 from .._jax import compat
 from .._jax.diskarray import DiskArray, DiskArrayTy
-from .._jax.op import Op, Role, apply, describe, scalar_type
+from .._jax.op import Op, Role, apply, describe, double_scalar, scalar_type
 from ._elementwise import (
     REDUCTIONS,
     Elementwise,
@@ -90,6 +90,17 @@ class Fill(Op):
         return reduce_to(ct, value)
 
 
+def filled(value, shape, dtype):
+    """A new DiskArray of `shape` and `dtype` with every element `value` (0-d, of `dtype` as JAX
+    holds it): the engine's fill where its double scalar stands for the value (zeros are a new
+    file, nothing written), else the value's bytes copied to every element (an int64 past
+    2**53, a complex number)."""
+    scalar = double_scalar(value)
+    if scalar is None:
+        return apply(BroadcastTo, value, shape=tuple(shape))
+    return apply(Fill, scalar, shape=tuple(shape), dtype=dtype)
+
+
 class Reduce(Op):
     """The sum, max, min or product over all elements of one elementwise instruction's result."""
 
@@ -97,6 +108,7 @@ class Reduce(Op):
     kernel = "map_reduce"
     result = "scalar"
     role = Role.REDUCTION
+    scalars = "exact"
 
     def out_type(self, *operands, instr, reduction):
         _, arrays = operand_shape(self.name, operands)

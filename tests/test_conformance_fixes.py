@@ -1,0 +1,398 @@
+"""Regressions of the failures JAX's own tests found with DiskArrays (tests/conformance/), each
+against the same function on jax.Arrays: values, dtypes and shapes exactly, gradients against
+jax.grad/jax.jvp on jax.Arrays, eagerly and under jax.jit, at budgets small enough for many
+blocks.
+
+- an in-memory tangent of a DiskArray given to a program JAX lowers eagerly (a cond, switch or
+  checkpointed scan under jax.jvp): the file written for it lived shorter than the program;
+- complex scalars and int64/uint64 scalars past 2**53 reached the engine as doubles (fill
+  values, padding values, elementwise operands);
+- an empty boolean mask, and select_n of size-1 operands where XLA computes it (complex);
+- custom_jvp rules whose tangents had another kind than their primals (det, slogdet), a 0-d
+  DiskArray from indexing, and custom_linear_solve results of another kind than its
+  right-hand side.
+"""
+
+import gc
+import itertools
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+from jax._src import public_test_util
+
+import jask
+from jask import _engine, _runtime
+
+from conftest import DEFAULT_BUDGET
+
+
+def disk(a):
+    return jask.DiskArray.from_numpy(np.asarray(a))
+
+
+def same(actual, expected):
+    """Trees of results equal: kinds aside, shapes, dtypes and values (bitwise for complex and
+    integers, NaN where NaN)."""
+    for a, e in zip(jax.tree.leaves(actual), jax.tree.leaves(expected), strict=True):
+        a, e = np.asarray(a), np.asarray(e)
+        assert a.dtype == e.dtype, (a.dtype, e.dtype)
+        assert a.shape == e.shape, (a.shape, e.shape)
+        np.testing.assert_array_equal(a, e)
+
+
+def close(actual, expected, rtol=1e-5, atol=1e-5):
+    for a, e in zip(jax.tree.leaves(actual), jax.tree.leaves(expected), strict=True):
+        a, e = np.asarray(a), np.asarray(e)
+        assert a.dtype == e.dtype, (a.dtype, e.dtype)
+        assert a.shape == e.shape, (a.shape, e.shape)
+        np.testing.assert_allclose(a, e, rtol=rtol, atol=atol)
+
+
+@pytest.fixture
+def small():
+    jask.set_memory_budget("16KB")
+    yield
+    jask.set_memory_budget(DEFAULT_BUDGET)
+
+
+@pytest.fixture
+def checks():
+    """jax_enable_checks, as JAX's tests run: every value a jaxpr's variable receives is checked
+    against its type (a DiskArrayTy variable given an in-memory array fails)."""
+    with jax.enable_checks(True):
+        yield
+
+
+def live_after(fn):
+    """The engine's live arrays after fn() and the releases it left behind."""
+    fn()
+    gc.collect()
+    _runtime.release_after_programs()
+    return _engine.live_arrays()
+
+
+# -- a file written for an in-memory tangent lives until the program has read it -----------
+
+BRANCHES = [lambda x: [jnp.sin(x[0]), x[1] * 2.0], lambda x: [jnp.cos(x[1]), jnp.exp(x[2])]]
+
+
+@jax.jit
+def switched(idx, x):
+    return lax.switch(idx, BRANCHES, x)
+
+
+@pytest.mark.parametrize("idx", [0, 1])
+def test_jvp_of_jitted_switch_with_an_in_memory_tangent(small, idx):
+    x = np.array([0.3, -1.2, 0.7], np.float32)
+    t = np.array([1.0, 0.5, -2.0], np.float32)
+    expected = jax.jvp(partial(switched, idx), (x,), (t,))
+    d = disk(x)
+    close(jax.jvp(partial(switched, idx), (d,), (t,)), expected)
+    # and the file written for t goes once the program has run
+    before = _engine.live_arrays()
+    assert live_after(lambda: jax.jvp(partial(switched, idx), (d,), (t,))) == before
+
+
+def test_switch_grad_with_forwarding(small):
+    # JAX's testSwitchGradWithForwarding: branches forwarding some inputs to their outputs
+    for seed, n_in, n_out in [(0, 1, 3)]:
+        rng = np.random.RandomState(seed)
+        in_perm, out_perm = rng.permutation(3), rng.permutation(3)
+
+        def branch(s, inputs, n_in=n_in, n_out=n_out, in_perm=in_perm, out_perm=out_perm):
+            inputs = [inputs[i] for i in in_perm]
+            outputs = inputs[:n_in] + [
+                s * jnp.exp(inputs[i]) if i < n_out else jnp.sin(inputs[i]) for i in range(3 - n_in)
+            ]
+            return [outputs[i] for i in out_perm]
+
+        @jax.jit
+        def f(idx, inputs, branch=branch):
+            return lax.switch(idx, [partial(branch, i) for i in range(4)], inputs)
+
+        x = np.arange(3.0, dtype=np.float32)
+        t = np.array([0.5, -1.0, 2.0], np.float32)
+        for idx in (0, 3):
+            close(jax.jvp(partial(f, idx), (disk(x),), (t,)), jax.jvp(partial(f, idx), (x,), (t,)))
+            out, vjp = jax.vjp(partial(f, idx), disk(x))
+            ct = [np.float32(1.5), np.float32(-0.5), np.float32(2.0)]
+            close(vjp(ct), jax.vjp(partial(f, idx), x)[1](ct))
+
+
+def checkpointed_scan(f, c, xs):
+    policy = jax.checkpoint_policies.everything_saveable
+    return jax.checkpoint(partial(lax.scan, f), policy=policy)(c, xs)
+
+
+def scan_body(c, a):
+    b = jnp.cos(jnp.sum(jnp.sin(a)) + jnp.sum(jnp.cos(c)))
+    return jnp.sin(c * b), b
+
+
+@pytest.mark.parametrize("jit_f", [False, True])
+def test_jvp_and_grad_of_jitted_checkpointed_scan(small, jit_f):
+    # JAX's testScanJVP / testScanGrad with jax.checkpoint around the scan
+    f = jax.jit(scan_body) if jit_f else scan_body
+    scan = jax.jit(checkpointed_scan, static_argnums=(0,))
+    rng = np.random.RandomState(0)
+    c, xs = rng.randn(4).astype(np.float32), rng.randn(5, 3).astype(np.float32)
+    tc, txs = rng.randn(4).astype(np.float32), rng.randn(5, 3).astype(np.float32)
+    expected = jax.jvp(partial(scan, f), (c, xs), (tc, txs))
+    close(jax.jvp(partial(scan, f), (disk(c), disk(xs)), (tc, txs)), expected, rtol=1e-4)
+
+    def loss(c, xs):
+        carry, ys = scan(f, c, xs)
+        return jnp.sum(carry) + jnp.sum(ys**2)
+
+    close(jax.grad(loss, (0, 1))(disk(c), disk(xs)), jax.grad(loss, (0, 1))(c, xs), rtol=1e-4)
+
+
+# -- complex and 64-bit scalars: their exact values --------------------------------------
+
+COMPLEX_SHAPES = [(300, 4), (3, 5), (0, 3)]
+
+
+def complex_data(shape, seed=0):
+    rng = np.random.RandomState(seed)
+    return (rng.randn(*shape) + 1j * rng.randn(*shape)).astype(np.complex64)
+
+
+COMPLEX_FNS = {
+    "zeros_like": jnp.zeros_like,
+    "ones_like": jnp.ones_like,
+    "full_like": lambda a: jnp.full_like(a, 2.5 - 1.25j),
+    "full_like_negative_zero_imag": lambda a: jnp.full_like(a, complex(3.0, -0.0)),
+    "pad_zero": lambda a: jnp.pad(a, ((1, 0), (0, 2))),
+    "pad_value": lambda a: jnp.pad(a, 1, constant_values=1 - 1j),
+    "lax_pad_interior": lambda a: lax.pad(a, jnp.complex64(2j), ((1, 0, 1), (0, 1, 0))),
+    "where_scalar": lambda a: jnp.where(jnp.real(a) > 0, a, 2 - 3j),
+    "where_row": lambda a: jnp.where(jnp.imag(a) > 0, jnp.arange(a.shape[1]) * 1j, a),
+}
+
+
+@pytest.mark.parametrize(
+    "name, shape",
+    [
+        (name, shape)
+        for name in COMPLEX_FNS
+        for shape in COMPLEX_SHAPES
+        # (interior padding with a complex value is XLA's, in memory: not of a large array)
+        if not (name == "lax_pad_interior" and shape == (300, 4))
+    ],
+    ids=str,
+)
+def test_complex_scalars(small, name, shape):
+    f = COMPLEX_FNS[name]
+    x = complex_data(shape)
+    expected = f(jnp.asarray(x))
+    same(f(disk(x)), expected)
+    same(jax.jit(f)(disk(x)), expected)
+
+
+def test_complex_full():
+    for value in (0j, 1 + 2j, complex(-0.0, 0.0), complex(1.0, -0.0)):
+        same(jask.full((3, 5), value, "complex64"), jnp.full((3, 5), value, jnp.complex64))
+    same(jask.full((), 1 + 2j, "complex64"), jnp.full((), 1 + 2j, jnp.complex64))
+
+
+def test_fftfreq_and_convolution_matrix_of_complex_diskarrays():
+    # JAX's testFftfreq (zeros of a complex DiskArray in its jvp) and testConvolutionMatrix
+    x, tangent = complex_data((7,)), complex_data((7,), seed=1)
+    spectrum = lambda a: jnp.fft.fft(a) * jnp.fft.fftfreq(7)  # noqa: E731
+    close(jax.jvp(spectrum, (disk(x),), (tangent,)), jax.jvp(spectrum, (x,), (tangent,)))
+    for f in (
+        lambda a: jax.scipy.linalg.convolution_matrix(a, 4, mode="full"),
+        lambda a: jax.scipy.linalg.convolution_matrix(a, 9, mode="same"),
+    ):
+        close(f(disk(x)), f(jnp.asarray(x)), rtol=1e-5)
+        close(jax.jit(f)(disk(x)), jax.jit(f)(jnp.asarray(x)), rtol=1e-5)
+
+
+BIG = 2**60 + 1
+INT64_FNS = {
+    "add": lambda a: a + BIG,
+    "mul": lambda a: a * np.int64(3),
+    "where": lambda a: jnp.where(a % 2 == 0, a, -BIG),
+    "maximum": lambda a: jnp.maximum(a, np.int64(BIG)),
+    "full_like": lambda a: jnp.full_like(a, BIG),
+    "pad": lambda a: jnp.pad(a, 1, constant_values=BIG),
+    "pad_zero": lambda a: jnp.pad(a, ((1, 0), (0, 2))),
+}
+
+
+@pytest.mark.parametrize("name", INT64_FNS)
+@pytest.mark.parametrize("shape", [(300, 4), (3, 5)], ids=str)
+def test_int64_scalars_past_2_53(x64, small, name, shape):
+    f = INT64_FNS[name]
+    x = (np.arange(np.prod(shape)).reshape(shape) * (2**40 + 3)).astype(np.int64)
+    expected = f(jnp.asarray(x))
+    same(f(disk(x)), expected)
+    same(jax.jit(f)(disk(x)), expected)
+
+
+def test_uint64_scalars_past_2_53(x64, small):
+    u = np.arange(1200, dtype=np.uint64).reshape(300, 4) + np.uint64(2**63)
+    for f in (lambda a: a + np.uint64(2**63 + 7), lambda a: jnp.full_like(a, 2**64 - 1)):
+        same(f(disk(u)), f(jnp.asarray(u)))
+        same(jax.jit(f)(disk(u)), f(jnp.asarray(u)))
+
+
+def test_a_traced_0d_value_written_to_a_diskarray():
+    out = jax.jit(lambda v: jask.DiskArray.from_numpy(v * 2))(jnp.float32(3))
+    assert out.shape == () and out.dtype == np.float32 and float(jask.materialize(out)) == 6.0
+
+
+# -- masks and reductions as jnp ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "x_shape, m_shape",
+    [((3,), (0,)), ((3, 4), (0,)), ((3, 4), (0, 4)), ((3, 4), (3, 0)), ((3, 4, 5), (3, 0))],
+)
+def test_empty_boolean_mask(x_shape, m_shape):
+    # JAX's testEmptyBooleanIndexing (jax-ml/jax#22886): a mask axis of size 0 selects nothing
+    x = np.arange(np.prod(x_shape), dtype=np.int32).reshape(x_shape)
+    m = np.empty(m_shape, dtype=bool)
+    expected = jnp.asarray(x)[jnp.asarray(m)]
+    same(disk(x)[disk(m)], expected)
+    same(disk(x)[m], expected)
+
+
+@pytest.mark.parametrize("m_shape", [(2, 4), (0, 5), (3, 3)])
+def test_a_mask_of_another_shape_is_jnps_error(m_shape):
+    x, m = np.arange(12, dtype=np.int32).reshape(3, 4), np.ones(m_shape, bool)
+    with pytest.raises(IndexError) as expected:
+        jnp.asarray(x)[jnp.asarray(m)]
+    with pytest.raises(IndexError) as got:
+        disk(x)[disk(m)]
+    assert str(got.value) == str(expected.value)
+
+
+NAN_REDUCTIONS = {
+    "nansum": jnp.nansum,
+    "nanprod": jnp.nanprod,
+    "nanmax": jnp.nanmax,
+    "nanmin": jnp.nanmin,
+}
+
+
+@pytest.mark.parametrize(
+    "name, dtype",
+    [(name, np.float32) for name in NAN_REDUCTIONS]
+    + [("nansum", np.complex64), ("nanprod", np.complex64)],  # (jnp has no complex max, min)
+    ids=str,
+)
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_reduction_without_initial_over_zero_size_axes(name, dtype, keepdims):
+    # JAX's testReducerNoInitialZeroDims: (0, 4) reduced along its non-empty axis
+    f = partial(NAN_REDUCTIONS[name], axis=1, keepdims=keepdims)
+    x = np.zeros((0, 4), dtype)
+    expected = f(jnp.asarray(x))
+    same(f(disk(x)), expected)
+    same(jax.jit(f)(disk(x)), expected)
+
+
+def test_complex_nansum_with_nans(small):
+    x = complex_data((30, 4))  # (complex reductions are XLA's, in memory)
+    x[::7, 1] = np.nan
+    f = partial(jnp.nansum, axis=0, keepdims=True)
+    close(f(disk(x)), f(jnp.asarray(x)), rtol=1e-5, atol=1e-4)
+
+
+# -- custom_jvp tangents and custom_linear_solve results of their primals' kind -------------
+
+
+def _det(a):
+    return jnp.linalg.det(a)
+
+
+def _logdet(a):
+    return jnp.linalg.slogdet(a)[1]
+
+
+def _matrix(shape, seed=0):
+    a = np.random.RandomState(seed).randn(*shape) + 2 * np.eye(shape[-1])
+    return a.astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    "f, shape, modes",
+    [
+        (_det, (1, 1), ("fwd", "rev")),
+        (_logdet, (1, 1), ("fwd", "rev")),
+        (_logdet, (4, 4), ("fwd",)),
+    ],
+    ids=["det-1x1", "slogdet-1x1", "slogdet-4x4"],
+)
+def test_det_and_slogdet_check_grads(checks, f, shape, modes):
+    # JAX's testDetGrad / testSlogdetGrad: check_grads of order 2 (a [1, 1] matrix's det is its
+    # element, x[..., 0, 0]; slogdet's derivative solves with custom_linear_solve)
+    public_test_util.check_grads(f, (disk(_matrix(shape)),), 2, modes, atol=1e-1, rtol=1e-1)
+
+
+@pytest.mark.parametrize("f", [_det, _logdet], ids=["det", "slogdet"])
+def test_det_and_slogdet_derivatives_as_jnp(f):
+    a, t = _matrix((4, 4)), _matrix((4, 4), seed=1)
+    close(jax.jvp(f, (disk(a),), (t,)), jax.jvp(f, (a,), (t,)), rtol=1e-4, atol=1e-4)
+    out, vjp = jax.vjp(f, disk(a))
+    close(vjp(np.float32(1.5)), jax.vjp(f, a)[1](np.float32(1.5)), rtol=1e-4, atol=1e-4)
+
+
+def test_0d_result_of_indexing_is_in_memory():
+    d = disk(np.array([[2.5]], np.float32))
+    out = d[0, 0]
+    assert not isinstance(out, jask.DiskArray) and out.shape == () and float(out) == 2.5
+    assert not isinstance(d[..., 0, 0], jask.DiskArray)
+
+
+@jax.custom_jvp
+def doubled(x):
+    return x * 2.0
+
+
+@doubled.defjvp
+def _doubled_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return doubled(x), t * 2.0
+
+
+@jax.custom_jvp
+def column_sums(x):
+    return jnp.sum(x, axis=0)
+
+
+@column_sums.defjvp
+def _column_sums_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return jnp.sum(x, axis=0), jnp.sum(t * jnp.cos(x), axis=0)
+
+
+@pytest.mark.parametrize("fn", [doubled, column_sums], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("tangent_on_disk", [False, True])
+@pytest.mark.parametrize("jitted", [False, True])
+def test_custom_jvp_tangents_have_their_primals_kind(small, fn, tangent_on_disk, jitted):
+    x = np.arange(600, dtype=np.float32).reshape(200, 3) / 100
+    t = np.random.RandomState(0).randn(200, 3).astype(np.float32)
+    f = jax.jit(fn) if jitted else fn
+    p, tan = jax.jvp(f, (disk(x),), (disk(t) if tangent_on_disk else t,))
+    assert isinstance(p, jask.DiskArray) == isinstance(tan, jask.DiskArray)
+    close((p, tan), jax.jvp(fn, (x,), (t,)), rtol=1e-5)
+    grad = jax.grad(lambda a: jnp.sum(f(a) ** 2))
+    close(grad(disk(x)), grad(x), rtol=1e-5)
+
+
+def test_second_order_jvp_of_solve(checks):
+    # custom_linear_solve's results have its right-hand side's kind (JAX's derivative rule
+    # feeds them to the matvec function traced on that kind)
+    a, b = _matrix((4, 4)), np.random.RandomState(1).randn(4, 3).astype(np.float32)
+
+    def jvp2(a, b):
+        return jax.jvp(lambda a: jax.jvp(jnp.linalg.solve, (a, b), (a, b))[1], (a,), (a,))
+
+    expected = jvp2(a, b)
+    for args in itertools.product((a, disk(a)), (b, disk(b))):
+        close(jvp2(*args), expected, rtol=1e-4, atol=1e-4)
