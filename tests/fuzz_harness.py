@@ -25,7 +25,8 @@ Code is a string run with `exec`. It sees `P` (the trial folder's absolute path,
 whole with numpy.asarray), or a dict / list / tuple of them, nested.
 
 How many trials a fuzzer runs: `fuzz_trials(default)` is `default`, or JASK_FUZZ_TRIALS when set
-(`make fuzz` sets thousands).
+(`make fuzz` sets thousands); `fuzz_sample(trials, default, seed)` is a fixed, seeded sample of a
+list of structured trials (the same one every run), all of them under `make fuzz`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import dataclasses
 import hashlib
 import os
 import pickle
+import random
 import shutil
 import subprocess
 import sys
@@ -75,6 +77,14 @@ def fuzz_trials(default: int) -> int:
     """`default`, or the JASK_FUZZ_TRIALS environment variable's value when it is set."""
     value = os.environ.get("JASK_FUZZ_TRIALS")
     return int(value) if value else default
+
+
+def fuzz_sample(trials: list, default: int, seed: int) -> list:
+    """A seeded sample of `default` of the trials (JASK_FUZZ_TRIALS of them when set), in their
+    order; all of them when there are no more. make test runs the sample, make fuzz them all."""
+    count = min(len(trials), fuzz_trials(default))
+    keep = set(random.Random(seed).sample(range(len(trials)), count))
+    return [t for i, t in enumerate(trials) if i in keep]
 
 
 ALLOWED = (ValueError, TypeError, OSError)

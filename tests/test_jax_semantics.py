@@ -59,8 +59,10 @@ def check_same(got, want, what, weak=True):
     np.testing.assert_allclose(g, w, rtol=tol, atol=tol, err_msg=str(what))
 
 
-def _check_pairs(dtypes):
+def _check_pairs(dtypes, involving=None):
     for da, db in itertools.product(dtypes, repeat=2):
+        if involving is not None and not {da, db} & involving:
+            continue
         a, b = values(da, (2, 3), 1), values(db, (3, 2), 2)
         ja, jb = jnp.asarray(a), jnp.asarray(b)
         wants = {name: f(ja, jb) for name, f in BINARY.items()}
@@ -74,8 +76,9 @@ def _check_pairs(dtypes):
 
 
 def test_every_pair_of_stored_dtypes_promotes_as_jax_with_x64():
+    # the pairs x64 can change: those with a float64 or an int32 (the test below has the others)
     with jax.enable_x64(True):
-        _check_pairs(STORED)
+        _check_pairs(STORED, involving={"float64", "int32"})
 
 
 def test_every_pair_of_stored_dtypes_promotes_as_jax_without_x64():

@@ -738,5 +738,5 @@ def fuzz_cases(seeds: dict, count: int) -> list[Case]:
 
 def test_fuzzed_recovery_files_give_old_or_committed_values_or_a_clean_error(crashed, tmp_path):
     _, seeds = crashed
-    failures = run_cases(fuzz_cases(seeds, fuzz_trials(120)), tmp_path)
+    failures = run_cases(fuzz_cases(seeds, fuzz_trials(60)), tmp_path)
     assert not failures, "\n".join(failures[:20]) + f"\n({len(failures)} failures)"

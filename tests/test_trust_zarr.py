@@ -39,7 +39,7 @@ import numcodecs
 import numpy as np
 import pytest
 import zarr
-from fuzz_harness import DIR, FIFO, Symlink, Trial, check_trials, fuzz_trials
+from fuzz_harness import DIR, FIFO, Symlink, Trial, check_trials, fuzz_sample, fuzz_trials
 from test_zarr import _data
 from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, ShardingCodec, ZstdCodec
 
@@ -607,23 +607,18 @@ def test_issue_32_regressions(tmp_path):
     assert counts["values"] >= 2  # the arrays with nothing stored read as fill
 
 
-def _sample(trials: list[Trial], default: int, seed: int) -> list[Trial]:
-    """A seeded sample of `default` trials (JASK_FUZZ_TRIALS of them when set), or all."""
-    return random.Random(seed).sample(trials, min(len(trials), fuzz_trials(default)))
-
-
 def test_structured_hostile_metadata(tmp_path):
     # Every field of three stores against every value: a thousand trials; all of them when
     # JASK_FUZZ_TRIALS is that many.
     bases = ("v2-raw", "v3-zstd-crc", "v3-sharded", "v3-blosc-bool")
-    trials = _sample([t for base in bases for t in _type_confusion(base)], 100, 0)
+    trials = fuzz_sample([t for base in bases for t in _type_confusion(base)], 60, 0)
     counts = check_trials(trials, tmp_path, preload=PRELOAD)
     print(f"type confusion trials: {dict(counts)}")
     assert counts["values"] > 0 and counts["refused: ValueError"] > 0
 
 
 def test_structured_sizes_codecs_and_special_files(tmp_path):
-    trials = _sample(_sizes() + _codec_chains() + _special_files(), 120, 0)
+    trials = fuzz_sample(_sizes() + _codec_chains() + _special_files(), 70, 0)
     counts = check_trials(trials, tmp_path, preload=PRELOAD)
     print(f"sizes, codecs and special file trials: {dict(counts)}")
     assert counts["values"] > 0 and counts["refused: ValueError"] > 0
@@ -631,7 +626,7 @@ def test_structured_sizes_codecs_and_special_files(tmp_path):
 
 @pytest.mark.parametrize("seed", [1])
 def test_seeded_mutations_of_zarr_python_stores(tmp_path, seed):
-    counts = check_trials(_mutation_trials(fuzz_trials(40), seed), tmp_path, preload=PRELOAD)
+    counts = check_trials(_mutation_trials(fuzz_trials(25), seed), tmp_path, preload=PRELOAD)
     print(f"mutation trials (seed {seed}): {dict(counts)}")
     assert counts["values"] > 0 and counts["refused: ValueError"] > 0
 
