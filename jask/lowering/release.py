@@ -21,36 +21,11 @@ import weakref
 from collections import Counter
 from dataclasses import dataclass
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-
 from .._jax import compat
-from .._jax.diskarray import DiskArray, DiskArrayTy
-from .._jax.op import RELEASE_TARGET, Op
+from .._jax.diskarray import DiskArrayTy
+from .._jax.op import Op
 from ..ops import Reshape
-
-
-class Release(compat.VJPHiPrimitive):
-    """Frees an intermediate DiskArray of a compiled program after its consumers ran.
-
-    Inserted by the release pass, never called by users. The first operand is the
-    intermediate; the rest are its consumers' results, which order this call after them.
-    """
-
-    def __init__(self, *in_avals):
-        self.in_avals = tuple(in_avals)
-        self.out_aval = compat.ShapedArray((), jnp.int32)
-        self.params = {}
-        super().__init__()
-
-    def expand(self, dead, *deps):
-        operands = [x._lowered_handle() if isinstance(x, DiskArray) else x for x in (dead, *deps)]
-        call = jax.ffi.ffi_call(
-            RELEASE_TARGET, jax.ShapeDtypeStruct((), jnp.int32), has_side_effect=True
-        )
-        return call(*operands, num_handles=np.int64(1))
-
+from ..ops.release import Release
 
 # -- loops whose carries the loop owns -----------------------------------------------------
 

@@ -25,6 +25,7 @@ import numpy as np
 from .._jax import compat
 from .._jax.diskarray import DiskArray
 from .block_map import Empty, _put_block, _rows
+from .release import Release
 
 
 def _read_in_memory(x, start, count):
@@ -136,8 +137,6 @@ class LoweredIO:
 
     def release(self, dead: DiskArray, after: DiskArray) -> None:
         """Frees `dead` once `after` exists (every read of `dead` went into it)."""
-        from ..lowering.release import Release  # the lowering sits above the ops
-
         Release(dead.aval, after.aval).expand(dead, after)
 
 
