@@ -18,6 +18,7 @@ from ._api import (
     lax_shape,
     loops,
     numpy,
+    ragged,
     search,
     shape,
     xla_route,
@@ -54,6 +55,7 @@ def install() -> None:
     primitives.register_ops(OPS)
     # the rules of jask/_api/lax*.py registered themselves when imported above
     assert lax and lax_elementwise and lax_reductions and lax_shape
+    assert ragged  # jax.lax.ragged_dot_general out of core
     assert loops  # jask/_api/loops.py: loops own their DiskArray carries
     assert _debug  # jax.debug.callback and jax.debug.print with DiskArrays
     compat.install_patches(
