@@ -23,7 +23,7 @@ SIZES = {
 }
 # rhs (6 x 16 x 12 float32, 4.6 KB) held whole at 28KB (a third of the allowance of 14 KB at
 # most); at 8KB only one group's matrix fits
-ROUTES = {"rhs_whole": ("28KB", "BlockMap"), "by_group": ("8KB", "RaggedDotByGroup")}
+ROUTES = {"rhs_whole": ("28KB", "RaggedDotRows"), "by_group": ("8KB", "RaggedDotByGroup")}
 
 
 @pytest.fixture
@@ -65,7 +65,11 @@ def operands(seed=0, m=M, dtype=np.float32, sizes=SIZES["spanning"]):
 
 def check_route(name, applied, m=M):
     """The route's op ran, with 8 row blocks or more."""
-    blocks = [block for op, block in applied if op == ROUTES[name][1]]
+    check_route_op(ROUTES[name][1], applied, m)
+
+
+def check_route_op(name, applied, m):
+    blocks = [block for op, block in applied if op == name]
     assert blocks, applied
     assert -(-m // blocks[0]) >= 8, applied
 
@@ -140,14 +144,21 @@ def loss(lhs, rhs, group_sizes):
     return jnp.sum(jnp.sin(jax.lax.ragged_dot(lhs, rhs, group_sizes)))
 
 
+GRADIENTS = {
+    "eager": lambda f: jax.grad(f, argnums=(0, 1)),
+    "jit": lambda f: jax.jit(jax.grad(f, argnums=(0, 1))),
+    # by linearization; a new function each time (JAX caches checkpoint's trace per function)
+    "checkpoint": lambda f: jax.grad(jax.checkpoint(lambda *a: f(*a)), argnums=(0, 1)),
+}
+
+
 @pytest.mark.parametrize("route", list(ROUTES), indirect=True)
-@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
-def test_gradients(route, jit):
+@pytest.mark.parametrize("how", list(GRADIENTS))
+def test_gradients(route, how):
     lhs, rhs, group_sizes = operands(seed=3, sizes=SIZES["past_m"])
-    grad = jax.grad(loss, argnums=(0, 1))
-    d_lhs, d_rhs = (jax.jit(grad) if jit else grad)(disk(lhs), disk(rhs), group_sizes)
+    d_lhs, d_rhs = GRADIENTS[how](loss)(disk(lhs), disk(rhs), group_sizes)
     check_route(route[0], route[1])
-    e_lhs, e_rhs = jax.jit(grad)(jnp.asarray(lhs), jnp.asarray(rhs), group_sizes)
+    e_lhs, e_rhs = GRADIENTS["jit"](loss)(jnp.asarray(lhs), jnp.asarray(rhs), group_sizes)
     assert isinstance(d_lhs, jask.DiskArray) and isinstance(d_rhs, jask.DiskArray)
     check(d_lhs, e_lhs, rtol=1e-4)
     check(d_rhs, e_rhs, rtol=1e-4)
@@ -194,13 +205,16 @@ CONTRACTING = jax.lax.RaggedDotDimensionNumbers(
 
 
 @pytest.mark.parametrize(
-    "budget,op", [("24KB", "BlockMap"), ("8KB", "RaggedContractByGroup")], ids=["sum", "by_group"]
+    "budget,op",
+    [("192KB", "RaggedContractRows"), ("8KB", "RaggedContractByGroup")],
+    ids=["sum", "by_group"],
 )
 def test_ragged_contracting_mode(small_budget, applied, budget, op):
     """One [k, n] product per group (what rhs's gradient is): summed in memory over row blocks
-    where the [g, k, n] result fits, else written group by group."""
-    lhs, _, group_sizes = operands(seed=6, sizes=SIZES["spanning"])
-    other = np.random.default_rng(7).normal(size=(M, N)).astype(np.float32)
+    where the [g, k, n] result fits (and leaves room for blocks), else written group by group."""
+    m = 1003  # the summed route's blocks hold XLA's g copies of a block: rows to spare
+    lhs, _, group_sizes = operands(seed=6, m=m, sizes=(200, 0, 403, 7, 300, 60))
+    other = np.random.default_rng(7).normal(size=(m, N)).astype(np.float32)
     small_budget(budget)
 
     def fn(a, b, s):
@@ -210,7 +224,7 @@ def test_ragged_contracting_mode(small_budget, applied, budget, op):
     for f in (fn, jax.jit(fn)):
         applied.clear()
         check(f(disk(lhs), disk(other), group_sizes), expected, rtol=1e-4)
-        assert [name for name, _ in applied] == [op]
+        check_route_op(op, applied, m)
 
 
 def test_ragged_batch_mode(small_budget):
@@ -266,7 +280,9 @@ def moe_layer(params, tokens, expert_of_token):
 
 
 @pytest.mark.parametrize(
-    "budget,op", [("40KB", "BlockMap"), ("16KB", "RaggedDotByGroup")], ids=["whole", "by_group"]
+    "budget,op",
+    [("40KB", "RaggedDotRows"), ("16KB", "RaggedDotByGroup")],
+    ids=["whole", "by_group"],
 )
 def test_moe_layer(small_budget, applied, budget, op):
     rng = np.random.default_rng(11)
@@ -292,3 +308,25 @@ def test_moe_layer(small_budget, applied, budget, op):
     for name in params:
         assert d_grads[name].dtype == e_grads[name].dtype
         assert_close(value(d_grads[name]), e_grads[name], rtol=1e-4)
+
+
+def test_other_forms_in_memory_or_refused(small_budget):
+    """lhs of 3 axes: the XLA route's in memory when it fits, else a NotImplementedError
+    naming the primitive and the budget."""
+    rng = np.random.default_rng(14)
+    lhs = rng.normal(size=(M, 2, K)).astype(np.float32)
+    rhs = rng.normal(size=(6, K, N)).astype(np.float32)
+    group_sizes = jnp.asarray(SIZES["spanning"], jnp.int32)
+    dims = jax.lax.RaggedDotDimensionNumbers(
+        dot_dimension_numbers=(([2], [1]), ([], [])),
+        lhs_ragged_dimensions=[0],
+        rhs_group_dimensions=[0],
+    )
+
+    def fn(a, b):
+        return jax.lax.ragged_dot_general(a, b, group_sizes, dims)
+
+    check(fn(disk(lhs), disk(rhs)), fn(jnp.asarray(lhs), jnp.asarray(rhs)))
+    small_budget("8KB")
+    with pytest.raises(NotImplementedError, match=r"ragged_dot_general.*8192 bytes"):
+        fn(disk(lhs), disk(rhs))

@@ -11,22 +11,25 @@ traced group sizes work under jit):
 
 1. **It fits**: the DiskArray operands read whole and the result take at most the allowance
    (half the memory budget): the XLA route computes it in memory, as for any primitive.
-2. **rhs fits** (a third of the allowance at most): a `BlockMap` over row blocks of lhs,
-   rhs whole, XLA's ragged_dot per block. Its derivatives are BlockMaps of JAX's own: lhs's
-   cotangent in row blocks, rhs's (a ragged-contracting product, [g, k, n]) summed over blocks.
+2. **rhs fits** (a third of the allowance at most: its gradient holds rhs, its cotangent's
+   sum and one block's term): `RaggedDotRows`, a `BlockMap` over row blocks of lhs with rhs
+   whole, XLA's ragged_dot per block.
 3. **Only one group's matrix fits**: `RaggedDotByGroup`. Per row block, the groups it touches
-   (the first with end_i > s, the last with start_i < s + B: a dynamic range under jit) are
-   read one rhs[i] at a time and the block's rows of group i multiplied by it. Its lhs
-   cotangent is the same op with rhs's last two axes swapped; its rhs cotangent
-   `RaggedContractByGroup` ([g, k, n], a DiskArray) reads each group's rows of lhs and of the
-   cotangent in blocks and writes group i's k x n sum. An in-memory lhs whose result takes at
-   most half the allowance (a few tokens through large experts) gets an in-memory result.
+   (start_i < s + B and end_i > s: a dynamic range under jit) are read one rhs[i] at a time and
+   the block's rows of group i multiplied by it. An in-memory lhs whose result takes at most
+   half the allowance (a few tokens through large experts) gets an in-memory result.
 
-The ragged-contracting mode (lhs [m, ...] and rhs [m, ...] contracted along the ragged m, one
-result per group: what the gradient w.r.t. rhs is) sums ragged_dot_general over row blocks
-when its [g, ...] result fits half the allowance, else is `RaggedContractByGroup`. The ragged-batch
-mode is dot_general (JAX computes it so: group sizes do not change a batched product), which
-Jask's dot_general rule streams.
+The ragged-contracting mode (lhs [m, k] and rhs [m, n] contracted along the ragged m, one
+k x n product per group: what the gradient w.r.t. rhs is) is `RaggedContractRows`, summed in
+memory over row blocks when its [g, k, n] result takes half the allowance at most, else
+`RaggedContractByGroup`, a DiskArray written one group at a time from each group's rows read
+in blocks. The four ops are bilinear in lhs and rhs, and their transposes are the two products
+again (by route, for the cotangents' sizes): the cotangent of ragged_dot's lhs is
+ragged_dot(ct, rhs with its last two axes swapped), of its rhs ragged_contract(lhs, ct); so
+grad, jvp, jax.checkpoint and higher orders stream. The ragged-batch mode is dot_general (JAX
+computes it so: group sizes do not change a batched product), which Jask's dot_general rule
+streams. Other forms (more lhs axes, batch dimensions beside a ragged one) are computed by the
+XLA route in memory when they fit, else refused.
 
 Shapes and dtypes are checked by JAX's own rule first (its TypeError), and the result has
 JAX's dtype (preferred_element_type, int8 x int8 -> int8 or int32). Only group_offset=None is
@@ -51,8 +54,6 @@ from ..ops import FromInMemory, Rows, ToInMemory, Transpose
 from ..ops.block_map import ROWS, SUM, BlockFn, BlockMap, Empty, PutBlock
 from .blocked import allowance, nbytes
 
-NONCONTRACTING, CONTRACTING, BATCH = "noncontracting", "contracting", "batch"
-
 
 class _InMemory(NotImplementedError):
     """Raised for a case the XLA route computes (in memory, or with its own refusal)."""
@@ -72,16 +73,16 @@ def ragged_dot_general(
 ):
     """jax.lax.ragged_dot_general with a DiskArray among its operands, by the rules above."""
     dims = ragged_dot_dimension_numbers
-    spec = _Spec(dims, precision, preferred_element_type)
-    out = _out_aval(lhs, rhs, group_sizes, spec)  # JAX's own checks: its errors
+    params = dict(precision=precision, preferred=preferred_element_type)
+    out = _out_aval(lhs, rhs, group_sizes, dims, **params)  # JAX's own checks: its errors
     held = sum(
         nbytes(compat.typeof(x)) for x in (lhs, rhs, group_sizes) if isinstance(x, DiskArray)
     )
     if held + nbytes(out) <= allowance() or group_offset is not None:
         raise _InMemory("ragged_dot_general: the XLA route's case")
-    mode = _mode(np.ndim(lhs), dims)
-    if mode == BATCH:  # JAX's rule: the dot_general of the operands, group sizes aside
-        (lc, rc), (lb, rb) = dims.dot_dimension_numbers
+    (lc, rc), (lb, rb) = dims.dot_dimension_numbers
+    ragged = dims.lhs_ragged_dimensions[0]
+    if ragged in lb:  # JAX's rule: the dot_general of the operands, group sizes aside
         return jax.lax.dot_general(
             lhs,
             rhs,
@@ -90,71 +91,75 @@ def ragged_dot_general(
             preferred_element_type=preferred_element_type,
         )
     group_sizes = _in_memory(group_sizes)
-    if group_sizes.ndim != 1 or dims.lhs_ragged_dimensions[0] != 0 or _has_batch(dims):
-        raise _unsupported(lhs, rhs, group_sizes, "a ragged dimension other than lhs's first")
-    if mode == NONCONTRACTING:
-        return _noncontracting(lhs, rhs, group_sizes, spec, out)
-    return _contracting(lhs, rhs, group_sizes, spec, out)
+    plain = ragged == 0 and group_sizes.ndim == 1 and np.ndim(lhs) == 2 and not len(lb)
+    if plain and ragged not in lc:
+        perm = _group_major(dims, np.ndim(rhs))
+        if perm is not None:
+            result = ragged_dot(lhs, _permuted(rhs, perm), group_sizes, **params)
+            if not isinstance(lhs, DiskArray) and nbytes(out) <= allowance() // 2:
+                return apply(ToInMemory, result)  # a few in-memory tokens through large experts
+            return result
+    if plain and tuple(lc) == (0,) and tuple(rc) == (0,) and np.ndim(rhs) == 2:
+        return ragged_contract(lhs, rhs, group_sizes, **params)
+    raise _unsupported(lhs, rhs, group_sizes)
 
 
-class _Spec:
-    """The primitive's static params (hashable: block functions are made once per spec)."""
-
-    def __init__(self, dims, precision, preferred_element_type):
-        self.dims, self.precision = dims, precision
-        self.preferred = preferred_element_type
-        self._key = (dims, precision, preferred_element_type)
-
-    def __eq__(self, other):
-        return isinstance(other, _Spec) and self._key == other._key
-
-    def __hash__(self):
-        return hash(self._key)
-
-    def ragged_dot(self, lhs, rhs, group_sizes, dims=None):
-        return jax.lax.ragged_dot_general(
-            lhs,
-            rhs,
-            group_sizes,
-            ragged_dot_dimension_numbers=self.dims if dims is None else dims,
-            precision=self.precision,
-            preferred_element_type=self.preferred,
-        )
-
-
-def _out_aval(lhs, rhs, group_sizes, spec: _Spec):
+def _out_aval(lhs, rhs, group_sizes, dims, *, precision, preferred):
     structs = [
         jax.ShapeDtypeStruct(np.shape(x), compat.typeof(x).dtype) for x in (lhs, rhs, group_sizes)
     ]
-    return jax.eval_shape(spec.ragged_dot, *structs)
+    return jax.eval_shape(
+        functools.partial(
+            jax.lax.ragged_dot_general,
+            ragged_dot_dimension_numbers=dims,
+            precision=precision,
+            preferred_element_type=preferred,
+        ),
+        *structs,
+    )
 
 
-def _mode(lhs_ndim: int, dims) -> str:
-    (lc, _), (lb, _) = dims.dot_dimension_numbers
-    ragged = dims.lhs_ragged_dimensions[0]
-    if ragged in lc:
-        return CONTRACTING
-    if ragged in lb:
-        return BATCH
-    return NONCONTRACTING
+def _group_major(dims, rhs_ndim) -> tuple[int, ...] | None:
+    """For lhs [m, k] and a 3-d rhs of one group, one contracting and one kept axis, the
+    permutation of rhs's axes to jax.lax.ragged_dot's [g, k, n]; None for other forms."""
+    (lc, rc), _ = dims.dot_dimension_numbers
+    if rhs_ndim != 3 or tuple(lc) != (1,) or len(rc) != 1:
+        return None
+    group, contract = dims.rhs_group_dimensions[0], rc[0]
+    (kept,) = {0, 1, 2} - {group, contract}
+    return (group, contract, kept)
 
 
-def _has_batch(dims) -> bool:
-    (_, _), (lb, rb) = dims.dot_dimension_numbers
-    return bool(len(lb) or len(rb))
+def _permuted(x, perm):
+    if tuple(perm) == tuple(range(len(perm))):
+        return x
+    if isinstance(x, DiskArray):
+        return apply(Transpose, x, perm=tuple(perm))  # a streamed copy
+    return jnp.transpose(x, perm)
+
+
+def _swapped(x):
+    """x [g, a, b] as [g, b, a]."""
+    return _permuted(x, (0, 2, 1))
 
 
 def _in_memory(x):
     return apply(ToInMemory, x) if isinstance(x, DiskArray) else x
 
 
-def _unsupported(lhs, rhs, group_sizes, what: str) -> NotImplementedError:
+def _on_disk(x):
+    return x if isinstance(x, DiskArray) else apply(FromInMemory, x)
+
+
+def _unsupported(lhs, rhs, group_sizes, what: str = "") -> NotImplementedError:
     operands = ", ".join(compat.describe_operand(a) for a in (lhs, rhs, group_sizes))
     return NotImplementedError(
         f"jax.lax.ragged_dot_general on a DiskArray ({operands}){compat.user_frame()}: Jask "
-        f"streams the ragged dimension when it is lhs's first axis, with no batch dimensions "
-        f"(jax.lax.ragged_dot's form and its gradient's); this call has {what} and does not "
-        f"fit half the memory budget ({_runtime.memory_budget()} bytes; jask.set_memory_budget)"
+        f"computes it larger than half the memory budget ({_runtime.memory_budget()} bytes; "
+        f"jask.set_memory_budget) for lhs [m, k] ragged along m with a [g, k, n]-like rhs "
+        f"(jax.lax.ragged_dot's form), for its gradient's form (lhs [m, k] and rhs [m, n] "
+        f"contracted along the ragged m) and for a ragged batch dimension"
+        + (f"; here {what}" if what else "; this call has another form")
     )
 
 
@@ -168,142 +173,74 @@ def block_group_sizes(rows, group_sizes):
     return (clip(ends) - clip(starts)).astype(group_sizes.dtype)
 
 
-def _fits_whole(x) -> bool:
-    """Whether rhs is held whole beside row blocks: a third of the allowance at most, as its
-    gradient holds it, the sum of its cotangent and one block's term of that sum."""
-    return 3 * nbytes(compat.typeof(x)) <= allowance()
+def _row_bytes(x) -> int:
+    aval = compat.typeof(x)
+    return nbytes(aval) // max(aval.shape[0], 1)
 
 
-def _row_block(per_row: int, held: int, m: int) -> int:
-    room = allowance() - held
-    return int(max(1, min(m, room // max(per_row, 1))))
+# -- the two products, by route ------------------------------------------------------------
 
 
-# -- the non-contracting mode -----------------------------------------------------------
-
-
-def _noncontracting(lhs, rhs, group_sizes, spec, out):
-    m = np.shape(lhs)[0]
-    lhs_row = nbytes(compat.typeof(lhs)) // max(m, 1)
-    out_row = nbytes(out) // max(m, 1)
-    g = group_sizes.shape[0]
-    if _fits_whole(rhs):
-        # XLA expands a block of lhs to [g, B, ...] (its ragged dot on CPU): g rows per row
-        per_row = lhs_row * (g + 1) + out_row + 4
-        held = nbytes(compat.typeof(rhs)) if isinstance(rhs, DiskArray) else 0
-        block = _row_block(per_row, held, m)
-        rows = jnp.arange(m, dtype=jnp.int32)
-        (result,) = apply(
-            BlockMap,
-            lhs,
-            rows,
-            rhs,
-            group_sizes,
-            fn=_noncontracting_block_fn(spec),
-            blocked=(True, True, False, False),
-            block=block,
-        )
-        return result
-    perm = _group_major(spec.dims, np.ndim(lhs), np.ndim(rhs))
-    if perm is None:
-        raise _unsupported(lhs, rhs, group_sizes, "an rhs larger than the budget in a general form")
-    if perm != (0, 1, 2):  # rhs as [g, k, n] (a streamed copy): lhs's gradient has [g, n, k]
-        rhs = apply(Transpose, _on_disk(rhs), perm=perm)
-    group_bytes = nbytes(compat.typeof(rhs)) // max(g, 1)
-    per_row = 2 * lhs_row + 2 * out_row  # the block, its masked copy, the product and its sum
-    block = _row_block(per_row, 2 * group_bytes, m)
-    if 2 * group_bytes + per_row > allowance():
-        raise _unsupported(lhs, rhs, group_sizes, "one group's rhs larger than the budget allows")
-    result = apply(
-        RaggedDotByGroup,
-        _on_disk(lhs),
-        _on_disk(rhs),
-        group_sizes,
-        precision=spec.precision,
-        preferred=spec.preferred,
-        block=block,
+def ragged_dot(lhs, rhs, group_sizes, *, precision, preferred):
+    """ragged_dot(lhs [m, k], rhs [g, k, n], group_sizes) as a DiskArray [m, n]: rhs whole
+    when it takes a third of the allowance at most (its gradient holds it, its cotangent's sum
+    and one block's term), else one group's matrix at a time."""
+    m, g = np.shape(lhs)[0], np.shape(rhs)[0]
+    params = dict(precision=precision, preferred=preferred)
+    dtype = _product_dtype(compat.typeof(lhs).dtype, compat.typeof(rhs).dtype, preferred)
+    lhs_row, out_row = _row_bytes(lhs), np.shape(rhs)[2] * dtype.itemsize
+    rhs_bytes = nbytes(compat.typeof(rhs))
+    group_bytes = rhs_bytes // max(g, 1)
+    # per row: the block, its masked copy, the product and the sum
+    by_group = _Blocks(2 * lhs_row + 2 * out_row, 2 * group_bytes, m)
+    # XLA's ragged dot on CPU expands a block of lhs to [g, B, k]: g rows per row
+    whole = _Blocks(lhs_row * (g + 1) + out_row + 4, rhs_bytes, m)
+    if 3 * rhs_bytes <= allowance() and whole.not_much_smaller(by_group):
+        return apply(RaggedDotRows, lhs, rhs, group_sizes, **params, block=whole.block)
+    if not by_group.fit:
+        raise _unsupported(lhs, rhs, group_sizes, "one group's rhs is larger than that allows")
+    return apply(
+        RaggedDotByGroup, _on_disk(lhs), _on_disk(rhs), group_sizes, **params, block=by_group.block
     )
-    if not isinstance(lhs, DiskArray) and nbytes(out) <= allowance() // 2:
-        return apply(ToInMemory, result)  # a few in-memory tokens through large experts
-    return result
 
 
-@functools.cache
-def _noncontracting_block_fn(spec: _Spec) -> BlockFn:
-    def fn(lhs, rows, rhs, group_sizes):
-        return (spec.ragged_dot(lhs, rhs, block_group_sizes(rows, group_sizes)),)
-
-    return BlockFn(fn, (ROWS,), "ragged_dot")
-
-
-def _group_major(dims, lhs_ndim, rhs_ndim) -> tuple[int, ...] | None:
-    """For lhs [m, k] and a 3-d rhs of one group, one contracting and one kept axis, the
-    permutation of rhs's axes to jax.lax.ragged_dot's [g, k, n]; None for other forms."""
-    (lc, rc), _ = dims.dot_dimension_numbers
-    if lhs_ndim != 2 or rhs_ndim != 3 or tuple(lc) != (1,) or len(rc) != 1:
-        return None
-    group, contract = dims.rhs_group_dimensions[0], rc[0]
-    (kept,) = {0, 1, 2} - {group, contract}
-    return (group, contract, kept)
-
-
-def _on_disk(x):
-    return x if isinstance(x, DiskArray) else apply(FromInMemory, x)
-
-
-# -- the contracting mode -----------------------------------------------------------
-
-
-def _contracting(lhs, rhs, group_sizes, spec, out):
-    (lc, rc), _ = spec.dims.dot_dimension_numbers
-    if tuple(lc) != (0,) or tuple(rc) != (0,):
-        raise _unsupported(lhs, rhs, group_sizes, "contracting dimensions beside the ragged one")
-    m = np.shape(lhs)[0]
-    lhs_row = nbytes(compat.typeof(lhs)) // max(m, 1)
-    rhs_row = nbytes(compat.typeof(rhs)) // max(m, 1)
-    g = group_sizes.shape[0]
-    if nbytes(out) <= allowance() // 2:  # the result summed in memory over row blocks
-        per_row = (lhs_row + rhs_row) * (g + 1) + 4
-        block = _row_block(per_row, 2 * nbytes(out), m)
-        rows = jnp.arange(m, dtype=jnp.int32)
-        (result,) = apply(
-            BlockMap,
-            lhs,
-            rhs,
-            rows,
-            group_sizes,
-            fn=_contracting_block_fn(spec),
-            blocked=(True, True, True, False),
-            block=block,
-        )
-        return result
-    if np.ndim(lhs) != 2 or np.ndim(rhs) != 2:
-        raise _unsupported(lhs, rhs, group_sizes, "a result larger than the budget in this form")
-    group_bytes = nbytes(out) // max(g, 1)
-    per_row = 2 * (lhs_row + rhs_row)
-    if 2 * group_bytes + per_row > allowance():
-        raise _unsupported(lhs, rhs, group_sizes, "one group's result larger than the budget")
-    block = _row_block(per_row, 2 * group_bytes, m)
+def ragged_contract(lhs, rhs, group_sizes, *, precision, preferred):
+    """The ragged-contracting product of lhs [m, k] and rhs [m, n]: one lhs[rows of i].T @
+    rhs[rows of i] per group, [g, k, n], summed in memory over row blocks when it takes half
+    the allowance at most (a DiskArray written group by group otherwise)."""
+    m, g = np.shape(lhs)[0], np.shape(group_sizes)[0]
+    params = dict(precision=precision, preferred=preferred)
+    dtype = _product_dtype(compat.typeof(lhs).dtype, compat.typeof(rhs).dtype, preferred)
+    out_bytes = g * np.shape(lhs)[1] * np.shape(rhs)[1] * dtype.itemsize
+    lhs_row, rhs_row = _row_bytes(lhs), _row_bytes(rhs)
+    by_group = _Blocks(2 * (lhs_row + rhs_row), 2 * (out_bytes // max(g, 1)), m)
+    summed = _Blocks((lhs_row + rhs_row) * (g + 1) + 4, 2 * out_bytes, m)
+    if out_bytes <= allowance() // 2 and summed.not_much_smaller(by_group):
+        return apply(RaggedContractRows, lhs, rhs, group_sizes, **params, block=summed.block)
+    if not by_group.fit:
+        raise _unsupported(lhs, rhs, group_sizes, "one group's result is larger than that allows")
     return apply(
         RaggedContractByGroup,
         _on_disk(lhs),
         _on_disk(rhs),
         group_sizes,
-        precision=spec.precision,
-        preferred=spec.preferred,
-        block=block,
+        **params,
+        block=by_group.block,
     )
 
 
-@functools.cache
-def _contracting_block_fn(spec: _Spec) -> BlockFn:
-    def fn(lhs, rhs, rows, group_sizes):
-        return (spec.ragged_dot(lhs, rhs, block_group_sizes(rows, group_sizes)),)
+class _Blocks:
+    """Row blocks of `per_row` bytes a row beside `held` bytes, within the allowance."""
 
-    return BlockFn(fn, (SUM,), "ragged_dot[contracting]")
+    def __init__(self, per_row: int, held: int, m: int):
+        room = allowance() - held
+        self.fit = room >= per_row
+        self.block = int(max(1, min(m, room // max(per_row, 1))))
 
-
-# -- one group's matrix at a time -------------------------------------------------------
+    def not_much_smaller(self, other: _Blocks) -> bool:
+        """Whether these blocks are a quarter of the other's at least (XLA's ragged dot holds
+        g copies of a block: with many groups the whole-rhs routes' blocks shrink to a row)."""
+        return self.fit and 4 * self.block >= other.block
 
 
 def _product_dtype(lhs_dtype, rhs_dtype, preferred) -> np.dtype:
@@ -318,22 +255,153 @@ def _product_dtype(lhs_dtype, rhs_dtype, preferred) -> np.dtype:
     return np.dtype(out.dtype)
 
 
+def _like(ct, aval):
+    """A cotangent of an operand of type `aval`: its dtype (JAX's transpose converts so too)
+    and its kind (a DiskArray's is a DiskArray, an in-memory operand's in memory)."""
+    if ct.dtype != aval.dtype:
+        ct = ct.astype(aval.dtype)
+    if isinstance(aval, DiskArrayTy) and not isinstance(ct, DiskArray):
+        return apply(FromInMemory, ct)
+    if not isinstance(aval, DiskArrayTy) and isinstance(ct, DiskArray):
+        return apply(ToInMemory, ct)
+    return ct
+
+
+class _Product(Op):
+    """The four ops' shared declaration: bilinear in lhs and rhs (group_sizes are indices),
+    their expansion driving other ops (BlockMap, or `rows`, `empty` and `put_block`)."""
+
+    kernel = None
+    bilinear = True
+
+    def tangent(self, out, operands, tangents):
+        return super().tangent(out, operands, (*tangents[:2], None))
+
+    def _params(self):
+        return dict(precision=self.precision, preferred=self.preferred)
+
+    def _dot(self, a, b, contract):
+        return jax.lax.dot_general(
+            a,
+            b,
+            (contract, ((), ())),
+            precision=self.precision,
+            preferred_element_type=self.preferred,
+        ).astype(self.out_aval.dtype)
+
+
+def _dot_transpose(op, ct, lhs, rhs, group_sizes, needs):
+    """The cotangents of ragged_dot(lhs [m, k], rhs [g, k, n]) given the result's ct [m, n]."""
+    ct_lhs = ct_rhs = None
+    if needs[0]:  # row r of group i: ct[r] @ rhs[i].T
+        ct_lhs = _like(ragged_dot(ct, _swapped(rhs), group_sizes, **op._params()), op.in_avals[0])
+    if needs[1]:  # rhs[i]: lhs[rows of i].T @ ct[rows of i]
+        ct_rhs = _like(ragged_contract(lhs, ct, group_sizes, **op._params()), op.in_avals[1])
+    return ct_lhs, ct_rhs, None
+
+
+def _contract_transpose(op, ct, lhs, rhs, group_sizes, needs):
+    """The cotangents of ragged_contract(lhs [m, k], rhs [m, n]) given ct [g, k, n]."""
+    ct_lhs = ct_rhs = None
+    if needs[0]:  # lhs[r] of group i: rhs[r] @ ct[i].T
+        ct_lhs = _like(ragged_dot(rhs, _swapped(ct), group_sizes, **op._params()), op.in_avals[0])
+    if needs[1]:  # rhs[r] of group i: lhs[r] @ ct[i]
+        ct_rhs = _like(ragged_dot(lhs, ct, group_sizes, **op._params()), op.in_avals[1])
+    return ct_lhs, ct_rhs, None
+
+
+# -- rhs whole: XLA's ragged_dot per row block ---------------------------------------------
+
+_DOT = jax.lax.RaggedDotDimensionNumbers(
+    dot_dimension_numbers=(((1,), (1,)), ((), ())),
+    lhs_ragged_dimensions=(0,),
+    rhs_group_dimensions=(0,),
+)
+_CONTRACT = jax.lax.RaggedDotDimensionNumbers(
+    dot_dimension_numbers=(((0,), (0,)), ((), ())),
+    lhs_ragged_dimensions=(0,),
+    rhs_group_dimensions=(),
+)
+
+
+class RaggedDotRows(_Product):
+    """ragged_dot(lhs [m, k], rhs [g, k, n]) with rhs whole: a BlockMap over row blocks of lhs
+    (DiskArray or in memory), XLA's ragged_dot of each block with its group sizes. The result
+    is a DiskArray [m, n]."""
+
+    name = "ragged_dot_rows"
+
+    def out_type(self, lhs, rhs, group_sizes, *, precision, preferred, block):
+        dtype = _product_dtype(lhs.dtype, rhs.dtype, preferred)
+        return DiskArrayTy((lhs.shape[0], rhs.shape[2]), storage_dtype(dtype))
+
+    def expand(self, lhs, rhs, group_sizes):
+        rows = jnp.arange(self.in_avals[0].shape[0], dtype=jnp.int32)
+        fn = _rows_fn(_DOT, self.precision, self.preferred, ROWS)
+        blocked = (True, True, False, False)
+        return apply(
+            BlockMap, lhs, rows, rhs, group_sizes, fn=fn, blocked=blocked, block=self.block
+        )[0]
+
+    def transpose_rule(self, ct, lhs, rhs, group_sizes, *, needs):
+        return _dot_transpose(self, ct, lhs, rhs, group_sizes, needs)
+
+
+class RaggedContractRows(_Product):
+    """The ragged-contracting product of lhs [m, k] and rhs [m, n] (DiskArrays or in memory)
+    summed in memory over row blocks: a BlockMap whose result is the [g, k, n] sum."""
+
+    name = "ragged_contract_rows"
+
+    def out_type(self, lhs, rhs, group_sizes, *, precision, preferred, block):
+        dtype = _product_dtype(lhs.dtype, rhs.dtype, preferred)
+        return compat.ShapedArray((group_sizes.shape[0], lhs.shape[1], rhs.shape[1]), dtype)
+
+    def expand(self, lhs, rhs, group_sizes):
+        rows = jnp.arange(self.in_avals[0].shape[0], dtype=jnp.int32)
+        fn = _rows_fn(_CONTRACT, self.precision, self.preferred, SUM)
+        blocked = (True, True, True, False)
+        return apply(
+            BlockMap, lhs, rhs, rows, group_sizes, fn=fn, blocked=blocked, block=self.block
+        )[0]
+
+    def transpose_rule(self, ct, lhs, rhs, group_sizes, *, needs):
+        return _contract_transpose(self, ct, lhs, rhs, group_sizes, needs)
+
+
+@functools.cache
+def _rows_fn(dims, precision, preferred, kind) -> BlockFn:
+    """XLA's ragged_dot_general of a row block, its group sizes clipped to the block's rows
+    (made once per form, precision and dtype: each compiles once per block shape)."""
+
+    def product(a, b, rows, group_sizes):
+        return jax.lax.ragged_dot_general(
+            a,
+            b,
+            block_group_sizes(rows, group_sizes),
+            ragged_dot_dimension_numbers=dims,
+            precision=precision,
+            preferred_element_type=preferred,
+        )
+
+    if kind == ROWS:  # operands (lhs, rows, rhs, group_sizes): lhs and rows blocked
+        return BlockFn(lambda a, rows, b, s: (product(a, b, rows, s),), (ROWS,), "ragged_dot")
+    return BlockFn(lambda a, b, rows, s: (product(a, b, rows, s),), (SUM,), "ragged_contract")
+
+
+# -- one group's matrix at a time -------------------------------------------------------
+
+
 def _group_bounds(group_sizes):
     """(starts, ends) of the groups' row ranges, as JAX's rule has them."""
     ends = jnp.cumsum(group_sizes)
     return ends - group_sizes, ends
 
 
-class _ByGroup(Op):
+class _ByGroup(_Product):
     """The shared evaluation of the two group ops: row blocks of `block` rows, the last one
     read as the last `block` rows (one block shape to compile), with the products summed in
     the result's dtype."""
-
-    kernel = None  # no engine kernel of its own: expand drives `rows`, `empty` and `put_block`
-    bilinear = True  # in lhs and rhs; group_sizes are indices
-
-    def tangent(self, out, operands, tangents):
-        return super().tangent(out, operands, (*tangents[:2], None))
 
     def expand(self, lhs, rhs, group_sizes):
         _runtime.ensure_scratch()
@@ -344,15 +412,6 @@ class _ByGroup(Op):
     def _block_start(self, pos):
         last = self.in_avals[0].shape[0] - self.block
         return jnp.minimum(pos, last) if compat.is_tracer(pos) else min(int(pos), last)
-
-    def _dot(self, a, b, contract):
-        return jax.lax.dot_general(
-            a,
-            b,
-            (contract, ((), ())),
-            precision=self.precision,
-            preferred_element_type=self.preferred,
-        ).astype(self.out_aval.dtype)
 
 
 class RaggedDotByGroup(_ByGroup):
@@ -367,18 +426,7 @@ class RaggedDotByGroup(_ByGroup):
         return DiskArrayTy((lhs.shape[0], rhs.shape[2]), storage_dtype(dtype))
 
     def transpose_rule(self, ct, lhs, rhs, group_sizes, *, needs):
-        params = dict(precision=self.precision, preferred=self.preferred, block=self.block)
-        ct_lhs = ct_rhs = None
-        if needs[0]:  # row r of group i: ct[r] @ rhs[i].T
-            rhs_t = apply(Transpose, rhs, perm=(0, 2, 1))
-            ct_lhs = _as(
-                apply(RaggedDotByGroup, ct, rhs_t, group_sizes, **params), self.in_avals[0]
-            )
-        if needs[1]:  # rhs[i]: lhs[rows of i].T @ ct[rows of i]
-            ct_rhs = _as(
-                apply(RaggedContractByGroup, lhs, ct, group_sizes, **params), self.in_avals[1]
-            )
-        return ct_lhs, ct_rhs, None
+        return _dot_transpose(self, ct, lhs, rhs, group_sizes, needs)
 
     def _groups_touched(self, start, starts, ends):
         """The non-empty groups with rows in [start, start + block), in order (eagerly)."""
@@ -443,16 +491,7 @@ class RaggedContractByGroup(_ByGroup):
         return DiskArrayTy((g, lhs.shape[1], rhs.shape[1]), storage_dtype(dtype))
 
     def transpose_rule(self, ct, lhs, rhs, group_sizes, *, needs):
-        params = dict(precision=self.precision, preferred=self.preferred, block=self.block)
-        ct_lhs = ct_rhs = None
-        if needs[0]:  # lhs[r] of group i: rhs[r] @ ct[i].T
-            ct_t = apply(Transpose, ct, perm=(0, 2, 1))
-            ct_lhs = _as(
-                apply(RaggedDotByGroup, rhs, ct_t, group_sizes, **params), self.in_avals[0]
-            )
-        if needs[1]:  # rhs[r] of group i: lhs[r] @ ct[i]
-            ct_rhs = _as(apply(RaggedDotByGroup, lhs, ct, group_sizes, **params), self.in_avals[1])
-        return ct_lhs, ct_rhs, None
+        return _contract_transpose(self, ct, lhs, rhs, group_sizes, needs)
 
     def _group_rows(self, starts, ends, i):
         """The first row of group i's blocks and the end of its rows within [0, m)."""
@@ -522,11 +561,6 @@ def _add_rows(op, total, a, b, start, pos, end):
     mask = (r >= pos) & (r < end)
     masked = jnp.where(mask[:, None], a, jnp.zeros((), a.dtype))
     return total + op._dot(masked, b, ((0,), (0,)))[None]
-
-
-def _as(ct, aval):
-    """A cotangent in its operand's dtype (JAX's transpose converts so too)."""
-    return ct if ct.dtype == aval.dtype else ct.astype(aval.dtype)
 
 
 def _rows(aval, count) -> Rows:
