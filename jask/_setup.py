@@ -21,6 +21,7 @@ from ._api import (
     ragged,
     search,
     shape,
+    tall_linalg,
     xla_route,
 )
 from ._dtypes import UnstorableDtypeError
@@ -57,6 +58,7 @@ def install() -> None:
     assert lax and lax_elementwise and lax_reductions and lax_shape
     assert ragged  # jax.lax.ragged_dot_general out of core
     assert loops  # jask/_api/loops.py: loops own their DiskArray carries
+    assert tall_linalg  # jask/_api/tall_linalg.py: TSQR for qr and svd too large for memory
     assert _debug  # jax.debug.callback and jax.debug.print with DiskArrays
     compat.install_patches(
         compat.Hooks(
