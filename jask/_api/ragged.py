@@ -11,9 +11,11 @@ traced group sizes work under jit):
 
 1. **It fits**: the DiskArray operands read whole and the result take at most the allowance
    (half the memory budget): the XLA route computes it in memory, as for any primitive.
-2. **rhs fits** (a third of the allowance at most: its gradient holds rhs, its cotangent's
-   sum and one block's term): `RaggedDotRows`, a `BlockMap` over row blocks of lhs with rhs
-   whole, XLA's ragged_dot per block.
+2. **rhs fits** (a third of the allowance at most), with row blocks sized in half the
+   allowance (XLA's ragged dot on CPU holds g copies of a block, and a gradient's program runs
+   this loop beside its transposes') an eighth of the by-group route's at least:
+   `RaggedDotRows`, a `BlockMap` over row blocks of lhs with rhs whole, XLA's ragged_dot per
+   block.
 3. **Only one group's matrix fits**: `RaggedDotByGroup`. Per row block, the groups it touches
    (start_i < s + B and end_i > s: a dynamic range under jit) are read one rhs[i] at a time and
    the block's rows of group i multiplied by it. An in-memory lhs whose result takes at most
@@ -183,8 +185,8 @@ def _row_bytes(x) -> int:
 
 def ragged_dot(lhs, rhs, group_sizes, *, precision, preferred):
     """ragged_dot(lhs [m, k], rhs [g, k, n], group_sizes) as a DiskArray [m, n]: rhs whole
-    when it takes a third of the allowance at most (its gradient holds it, its cotangent's sum
-    and one block's term), else one group's matrix at a time."""
+    when it takes a third of the allowance at most and leaves room for row blocks (route 2
+    above), else one group's matrix at a time."""
     m, g = np.shape(lhs)[0], np.shape(rhs)[0]
     params = dict(precision=precision, preferred=preferred)
     dtype = _product_dtype(compat.typeof(lhs).dtype, compat.typeof(rhs).dtype, preferred)
@@ -194,7 +196,7 @@ def ragged_dot(lhs, rhs, group_sizes, *, precision, preferred):
     # per row: the block, its masked copy, the product and the sum
     by_group = _Blocks(2 * lhs_row + 2 * out_row, 2 * group_bytes, m)
     # XLA's ragged dot on CPU expands a block of lhs to [g, B, k]: g rows per row
-    whole = _Blocks(lhs_row * (g + 1) + out_row + 4, rhs_bytes, m)
+    whole = _Blocks(lhs_row * (g + 1) + out_row + 4, rhs_bytes, m, share=2)
     if 3 * rhs_bytes <= allowance() and whole.not_much_smaller(by_group):
         return apply(RaggedDotRows, lhs, rhs, group_sizes, **params, block=whole.block)
     if not by_group.fit:
@@ -214,7 +216,7 @@ def ragged_contract(lhs, rhs, group_sizes, *, precision, preferred):
     out_bytes = g * np.shape(lhs)[1] * np.shape(rhs)[1] * dtype.itemsize
     lhs_row, rhs_row = _row_bytes(lhs), _row_bytes(rhs)
     by_group = _Blocks(2 * (lhs_row + rhs_row), 2 * (out_bytes // max(g, 1)), m)
-    summed = _Blocks((lhs_row + rhs_row) * (g + 1) + 4, 2 * out_bytes, m)
+    summed = _Blocks((lhs_row + rhs_row) * (g + 1) + 4, 2 * out_bytes, m, share=2)
     if out_bytes <= allowance() // 2 and summed.not_much_smaller(by_group):
         return apply(RaggedContractRows, lhs, rhs, group_sizes, **params, block=summed.block)
     if not by_group.fit:
@@ -230,17 +232,20 @@ def ragged_contract(lhs, rhs, group_sizes, *, precision, preferred):
 
 
 class _Blocks:
-    """Row blocks of `per_row` bytes a row beside `held` bytes, within the allowance."""
+    """Row blocks of `per_row` bytes a row beside `held` bytes, within the allowance, or
+    within 1/share of it: XLA's temporaries of the whole-rhs routes' loops add up in a
+    gradient's program (the forward and the two transposed products), which must hold at most
+    the allowance in all."""
 
-    def __init__(self, per_row: int, held: int, m: int):
-        room = allowance() - held
+    def __init__(self, per_row: int, held: int, m: int, share: int = 1):
+        room = allowance() // share - held
         self.fit = room >= per_row
         self.block = int(max(1, min(m, room // max(per_row, 1))))
 
     def not_much_smaller(self, other: _Blocks) -> bool:
-        """Whether these blocks are a quarter of the other's at least (XLA's ragged dot holds
+        """Whether these blocks are an eighth of the other's at least (XLA's ragged dot holds
         g copies of a block: with many groups the whole-rhs routes' blocks shrink to a row)."""
-        return self.fit and 4 * self.block >= other.block
+        return self.fit and 8 * self.block >= other.block
 
 
 def _product_dtype(lhs_dtype, rhs_dtype, preferred) -> np.dtype:
