@@ -13,8 +13,8 @@ from jask._api import tall_linalg
 
 from conftest import DEFAULT_BUDGET, assert_close
 
-M, N = 3001, 6  # 13 blocks of 245 rows under 64KB: the last one shorter
-BUDGET = "64KB"
+M, N = 3001, 6  # 13 blocks of 250 rows under 128KB: the last one a single row
+BUDGET = "128KB"
 
 
 @pytest.fixture
@@ -65,6 +65,7 @@ def test_the_rows_take_many_blocks(small, a):
     assert a.nbytes > allowance
     block = tall_linalg._row_block(M, N, 4, 3 * (allowance // 4))
     assert M // block >= 8 and M % block != 0
+    assert len(tall_linalg.TSQR(disk(a), signs=False).groups) == 1  # one stack of R factors
 
 
 @pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
@@ -85,9 +86,9 @@ def test_qr_r_only(small, a):
 def test_qr_two_levels():
     """Too many blocks for one stack of R factors in memory: groups of blocks, each group's R
     factors stacked, then the groups'."""
-    jask.set_memory_budget("16KB")
+    jask.set_memory_budget("24KB")
     try:
-        b = np.random.default_rng(3).standard_normal((150, 8)).astype(np.float32)
+        b = np.random.default_rng(3).standard_normal((300, 8)).astype(np.float32)
         check(jnp.linalg.qr(disk(b)), jnp.linalg.qr(b), on_disk=[True, False])
         factor = tall_linalg.TSQR(disk(b))
         assert len(factor.groups) >= 2

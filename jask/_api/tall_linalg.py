@@ -72,9 +72,10 @@ class _NotHere(NotImplementedError):
 
 
 def _row_block(m: int, n: int, itemsize: int, room: int) -> int:
-    """Rows per block: a block of X, its Q, the block's result and XLA's temporaries (four
-    copies of a row) and its row index fit `room`; at least n rows (each block's R is n x n)."""
-    per_row = 4 * n * itemsize + 4
+    """Rows per block: a block of X, its Q, the block's result and XLA's temporaries, and
+    those of the block's derivative (the QR's JVP holds several more; eight copies of a row in
+    all), and its block number fit `room`; at least n rows (each block's R is n x n)."""
+    per_row = 8 * n * itemsize + 4
     return int(min(m, max(n, room // per_row)))
 
 
