@@ -206,3 +206,15 @@ def test_jvp(small, a):
     f = lambda x: jnp.linalg.qr(x)[1]  # noqa: E731
     t = np.random.default_rng(4).standard_normal(a.shape).astype(np.float32)
     check(jax.jvp(f, (disk(a),), (disk(t),)), jax.jit(lambda x, t: jax.jvp(f, (x,), (t,)))(a, t))
+
+
+def test_a_batch_of_matrices_each_too_large(a):
+    """Each matrix by TSQR (matrices that each fit go block by block over the batch)."""
+    jask.set_memory_budget("64KB")
+    try:
+        b = np.stack([a[:1001], a[1001:2002]])
+        check(jnp.linalg.qr(disk(b)), jnp.linalg.qr(b), on_disk=[True, False])
+        f = lambda x: jnp.linalg.svd(x, compute_uv=False)  # noqa: E731
+        check(f(disk(b)), f(b))
+    finally:
+        jask.set_memory_budget(DEFAULT_BUDGET)

@@ -33,12 +33,14 @@ that, tall (m >= n) with n x n small, takes the rules here:
 - **Wide QR** (m < n, m x m small): the QR of the first m columns in memory, R = Q^T X
   streamed (a DiskArray, its first m columns replaced by the exactly triangular R_1).
 
-Refused with a NotImplementedError naming the shapes and the budget: full_matrices=True
-with a huge dimension (Q or U would be m x m; jnp.linalg.svd's default, so it says to pass
-full_matrices=False), pivoting, batches of matrices too large each, an n x n factor that does
-not fit. Every piece is a differentiable Jask op, BlockMap or jax.numpy function of in-memory
-arrays, so jax.grad and jax.jvp of these rules come from the pieces (each pass's derivative is
-a BlockMap of the block function's own).
+A batch of matrices each too large for memory is taken one matrix (a view) at a time, the
+results stacked. Refused with a NotImplementedError naming the shapes and the budget:
+full_matrices=True with a huge dimension (Q or U would be m x m; jnp.linalg.svd's default, so
+it says to pass full_matrices=False), pivoting, an n x n factor that does not fit.
+
+Every piece is a differentiable Jask op, BlockMap or jax.numpy function of in-memory arrays,
+so jax.grad and jax.jvp of these rules come from the pieces (each pass's derivative is a
+BlockMap of the block function's own).
 """
 
 from __future__ import annotations
@@ -82,11 +84,6 @@ def _row_block(m: int, n: int, itemsize: int, room: int) -> int:
 def _stack_bytes(blocks: int, n: int, itemsize: int) -> int:
     """Memory held by pass 1's stacked R factors: the sum, a block's update and XLA's copy."""
     return 3 * blocks * n * n * itemsize
-
-
-def _fits(primitive, x, params) -> bool:
-    outs = xla_route.out_avals(primitive, [x], params)
-    return xla_route.in_memory_bytes([x], outs) <= allowance()
 
 
 def _too_large(what: str, x, detail: str) -> NotImplementedError:
@@ -269,24 +266,37 @@ def _q_fn(n: int) -> BlockFn:
 # -- the rules --------------------------------------------------------------------------
 
 
-def _check_matrix(name: str, primitive, x, params):
-    """Raises _NotHere for the cases the XLA route takes: fits, or a batch."""
-    if _fits(primitive, x, params):
+def _per_matrix(name: str, primitive, of_matrix, x, params):
+    """The primitive's results: of_matrix(x) for a 2-D x; for a batch of matrices each too
+    large for memory, of_matrix of each matrix (a view of x), the results stacked. Raises
+    _NotHere for the cases the XLA route takes: it fits, or a batch whose matrices each fit
+    (block by block over the batch)."""
+    outs = xla_route.out_avals(primitive, [x], params)
+    needed = xla_route.in_memory_bytes([x], outs)
+    if needed <= allowance():
         raise _NotHere(f"jax.lax.{name} of {describe(x)} fits in memory")
-    if len(x.shape) != 2:
-        raise _NotHere(
-            f"jax.lax.{name} of {describe(x)}{compat.user_frame()}: Jask computes a batch of "
-            f"matrices one block of matrices at a time when one matrix fits half the memory "
-            f"budget ({_runtime.memory_budget()} bytes), and out of core (TSQR) 2-D matrices "
-            f"only; this batch's matrices are each too large"
-        )
+    if len(x.shape) == 2:
+        return of_matrix(x)
+    batch, (m, n) = tuple(x.shape[:-2]), tuple(x.shape[-2:])
+    count = int(np.prod(batch, dtype=np.int64))
+    if needed // max(1, count) <= allowance():
+        raise _NotHere(f"jax.lax.{name} of {describe(x)}: block by block over the batch")
+    flat = jnp.reshape(x, (count, m, n))
+    each = [of_matrix(lax.index_in_dim(flat, i, keepdims=False)) for i in range(count)]
+    return [
+        jnp.reshape(jnp.stack(parts), (*batch, *out.shape[len(batch) :]))
+        for parts, out in zip(zip(*each), outs)
+    ]
 
 
 @rule("qr")
 def qr(x, *, pivoting, full_matrices, use_magma=None):
     """jax.lax.linalg.qr_p of a DiskArray too large for memory: TSQR (see the module)."""
     params = dict(pivoting=pivoting, full_matrices=full_matrices, use_magma=use_magma)
-    _check_matrix("qr", qr_p, x, params)
+    return _per_matrix("qr", qr_p, lambda a: _qr(a, pivoting, full_matrices), x, params)
+
+
+def _qr(x, pivoting: bool, full_matrices: bool):
     m, n = x.shape
     if pivoting:
         raise _too_large(
@@ -334,9 +344,12 @@ def svd(x, *, full_matrices, compute_uv, subset_by_index=None, algorithm=None):
         subset_by_index=subset_by_index,
         algorithm=algorithm,
     )
-    _check_matrix("svd", svd_p, x, params)
+    return _per_matrix("svd", svd_p, lambda a: _svd(a, params), x, params)
+
+
+def _svd(x, params):
     m, n = x.shape
-    if full_matrices and compute_uv and m != n:
+    if params["full_matrices"] and params["compute_uv"] and m != n:
         big = max(m, n)
         raise _too_large(
             "jnp.linalg.svd with full_matrices=True",
@@ -347,7 +360,7 @@ def svd(x, *, full_matrices, compute_uv, subset_by_index=None, algorithm=None):
         )
     small = dict(params, full_matrices=False)
     tall = x if m >= n else jnp.transpose(x)  # wide: X = R^T Q^T, an LQ as LAPACK's gelqf
-    if not compute_uv:  # s only: pass 1, no signs (s does not depend on them)
+    if not params["compute_uv"]:  # s only: pass 1, no signs (s does not depend on them)
         return list(svd_p.bind(TSQR(tall, signs=False).r, **small))
     factor = TSQR(tall)
     if m >= n:  # X = Q R = (Q U_r) s Vt
