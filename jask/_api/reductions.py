@@ -41,9 +41,9 @@ def reduce_axes(x, axes: tuple[int, ...], reduction: str):
     """lax.reduce_<reduction> of x over `axes` (sorted, distinct), in x's dtype: a jax.Array
     when the result has at most IN_MEMORY_LIMIT elements, else a DiskArray.
 
-    Reductions fold in double: integer sums wrap as int32 arithmetic does (exactly while the
-    sum stays within 2**53); NaN propagates through max and min; an empty axis gives the
-    reduction's identity (-inf for max, the smallest int32 for an integer max)."""
+    Floats fold in double; integers fold exactly in int64, sums and products wrapping to the
+    dtype's width as XLA's do; NaN propagates through max and min; an empty axis gives the
+    reduction's identity (-inf for max, the dtype's smallest value for an integer max)."""
     if not axes:
         return x
     out_shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
@@ -54,7 +54,7 @@ def reduce_axes(x, axes: tuple[int, ...], reduction: str):
             return jnp.full(out_shape, identity, x.dtype)
         return filled(jnp.asarray(identity, x.dtype), out_shape, x.dtype)
     # A full reduction of floats is a 0-d result of the engine (fusable into the program that
-    # computes x); integers go through the axis reducer, whose store wraps like int32.
+    # computes x; it crosses as a double); integers go through the axis reducer, exact.
     if axes == tuple(range(x.ndim)) and jnp.issubdtype(x.dtype, jnp.floating):
         return apply(Reduce, x, instr="copy", reduction=reduction)
     op = ReduceAxesInMemory if small else ReduceAxes

@@ -215,13 +215,20 @@ TEST(DTypes, IntegerReductionsFoldExactlyInTheWidth) {
 }
 
 TEST(DTypes, AxisFoldsStoreWrappedIntegers) {
-  const std::vector<double> sums = {200.0, -129.0, 65536.0 + 5};
+  const std::vector<int64_t> sums = {200, -129, 65536 + 5};
   std::vector<int8_t> i8(3);
-  store_doubles(sums.data(), 3, DType::i8, i8.data());
+  store_folded(sums.data(), 3, DType::i8, i8.data());
   EXPECT_EQ(i8, (std::vector<int8_t>{-56, 127, 5}));
   std::vector<uint16_t> u16(3);
-  store_doubles(sums.data(), 3, DType::u16, u16.data());
+  store_folded(sums.data(), 3, DType::u16, u16.data());
   EXPECT_EQ(u16, (std::vector<uint16_t>{200, 65407, 5}));
+  // int64 past 2^53 and uint64 past 2^63 keep every bit
+  const std::vector<int64_t> big = {(int64_t{1} << 62) + 1, -(int64_t{1} << 62) - 3};
+  std::vector<int64_t> i64(2), back(2);
+  store_folded(big.data(), 2, DType::i64, i64.data());
+  EXPECT_EQ(i64, big);
+  load_folded(DType::u64, i64.data(), 2, back.data());
+  EXPECT_EQ(back, big);
 }
 
 TEST(DTypes, ComplexArithmeticAndConversions) {

@@ -15,6 +15,7 @@
 
 #include "base/dtype.hpp"
 #include "kernels/kernels.hpp"
+#include "program/reduction.hpp"
 #include "test_util.hpp"
 
 namespace jask {
@@ -200,7 +201,12 @@ TEST(Kernels, WidenInPlaceTurnsStorageAtTheBackIntoComputeValuesAtTheFront) {
     widen_in_place(dt, buf.data(), n);
     for (int64_t i = 0; i < n; ++i) {
       double got;
-      if (cs == 8) {
+      if (folds_as_int(dt)) {  // int64 register values (uint64: their bits)
+        int64_t v;
+        std::memcpy(&v, buf.data() + i * 8, 8);
+        got = dt == DType::u64 ? static_cast<double>(static_cast<uint64_t>(v))
+                               : static_cast<double>(v);
+      } else if (cs == 8) {
         std::memcpy(&got, buf.data() + i * 8, 8);
       } else {
         float f;
@@ -226,13 +232,26 @@ TEST(Kernels, NarrowInPlaceUndoesWiden) {
 }
 
 TEST(Kernels, NarrowInPlaceWrapsInt32) {
-  std::vector<double> buf = {2147483648.0, -2147483649.0, 4294967297.0};
+  std::vector<int64_t> buf = {2147483648, -2147483649, 4294967297};
   narrow_in_place(DType::i32, buf.data(), 3);
   int32_t out[3];
   std::memcpy(out, buf.data(), sizeof out);
   EXPECT_EQ(out[0], std::numeric_limits<int32_t>::min());
   EXPECT_EQ(out[1], std::numeric_limits<int32_t>::max());
   EXPECT_EQ(out[2], 1);
+}
+
+TEST(Kernels, WidenAndNarrowKeepInt64AndUint64Exact) {
+  // Neighbours a double cannot tell apart round-trip bit for bit.
+  const std::vector<int64_t> values = {(int64_t{1} << 62) + 1, std::numeric_limits<int64_t>::max(),
+                                       std::numeric_limits<int64_t>::min() + 1, -1};
+  for (DType dt : {DType::i64, DType::u64}) {
+    std::vector<int64_t> buf = values;
+    widen_in_place(dt, buf.data(), 4);
+    EXPECT_EQ(buf, values) << dtype_name(dt);
+    narrow_in_place(dt, buf.data(), 4);
+    EXPECT_EQ(buf, values) << dtype_name(dt);
+  }
 }
 
 // --- tile permutation ---

@@ -1,7 +1,8 @@
 // What the kernels that work along one axis share (scan.cpp: cumulative
 // reductions and argmax/argmin; sort.cpp: sorting and permuting rows): an
 // array seen as (outer, n, inner) around that axis, and values converted
-// between storage and double, the precision every fold runs in.
+// between storage and the type folds run in: double for floats, int64 for
+// integers and bool (exact; reduction.hpp's IntFold).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -43,18 +44,29 @@ inline void load_doubles(DType dt, const void* src, int64_t count, double* dst) 
   runner.run({src}, dst, count);
 }
 
-// Stores folded doubles as `dt`. An integer fold (a sum, a product) holds an exact integer and
-// wraps to the dtype's width as XLA's integer arithmetic does; other dtypes convert as astype does.
+// `count` storage elements of dtype `dt` in the type they fold in: doubles, or (an integer or
+// bool dtype) int64 register values.
+inline void load_folded(DType dt, const void* src, int64_t count, double* dst) {
+  load_doubles(dt, src, count, dst);
+}
+inline void load_folded(DType dt, const void* src, int64_t count, int64_t* dst) {
+  load_ints(dt, src, count, dst);
+}
+
+// Stores doubles as `dt`, converted as astype converts.
 inline void store_doubles(const double* src, int64_t count, DType dt, void* dst) {
-  if (dtype_kind(dt) == DKind::kSigned || dtype_kind(dt) == DKind::kUnsigned) {
-    const size_t isz = itemsize(dt);
-    auto* out = static_cast<unsigned char*>(dst);
-    for (int64_t i = 0; i < count; ++i) store_double_as_int(dt, src[i], out + i * isz);
-    return;
-  }
   Program copy{1 + 1, dt, Reduction::kNone, 1, {Instr{Opcode::kCopy, 1, 0, 0, 0}}, {}};
   ProgramRunner runner(copy, {DType::f64}, {});
   runner.run({src}, dst, count);
+}
+
+// Stores folded values as `dt`: doubles as astype converts them, int64 register values (an
+// integer fold) wrapped to dt's width, as XLA's integer arithmetic wraps.
+inline void store_folded(const double* src, int64_t count, DType dt, void* dst) {
+  store_doubles(src, count, dt, dst);
+}
+inline void store_folded(const int64_t* src, int64_t count, DType dt, void* dst) {
+  store_ints(src, count, dt, dst);
 }
 
 }  // namespace jask

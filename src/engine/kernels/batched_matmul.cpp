@@ -7,6 +7,7 @@
 #include "kernels/blas.hpp"
 #include "kernels/kernels.hpp"
 #include "plan/planner.hpp"
+#include "program/reduction.hpp"
 #include "storage/hyperslab.hpp"
 
 namespace jask {
@@ -324,7 +325,9 @@ int32_t matmul_arrays(int32_t a, int32_t b, bool trans_a, bool trans_b) {
   MatmulTiles tiles =
       plan_matmul(desc, M, opa.cols(), N, static_cast<int64_t>(cs), batches.count(), !opa.trans);
   const std::vector<int64_t> out3d{batches.count(), M, N};
-  if (cs == sizeof(double)) {
+  if (folds_as_int(ai.dtype)) {
+    run_matmul<int64_t>(opa, opb, batches, *out, out3d, ai.dtype, tiles);
+  } else if (cs == sizeof(double)) {
     run_matmul<double>(opa, opb, batches, *out, out3d, ai.dtype, tiles);
   } else {
     run_matmul<float>(opa, opb, batches, *out, out3d, ai.dtype, tiles);

@@ -74,4 +74,12 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, in
   fallback_gemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
 }
 
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const int64_t* a, int64_t lda,
+          const int64_t* b, int64_t ldb, int64_t beta, int64_t* c, int64_t ldc) {
+  // In uint64 (the same bits; an int64 may be read as its unsigned type): no signed overflow.
+  fallback_gemm(ta, tb, m, n, k, reinterpret_cast<const uint64_t*>(a), lda,
+                reinterpret_cast<const uint64_t*>(b), ldb, static_cast<uint64_t>(beta),
+                reinterpret_cast<uint64_t*>(c), ldc);
+}
+
 }  // namespace jask

@@ -16,5 +16,9 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const flo
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
           const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
+// Integers (int64 register values): exact, every product and sum wrapping modulo 2^64 as
+// XLA's integer dot does (the caller wraps on to the dtype's width). A plain loop, no BLAS.
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const int64_t* a,
+          int64_t lda, const int64_t* b, int64_t ldb, int64_t beta, int64_t* c, int64_t ldc);
 
 }  // namespace jask

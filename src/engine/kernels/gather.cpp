@@ -14,6 +14,7 @@
 #include "io/runs.hpp"
 #include "kernels/kernels.hpp"
 #include "plan/planner.hpp"
+#include "program/reduction.hpp"
 #include "storage/io_config.hpp"
 
 namespace jask {
@@ -174,7 +175,9 @@ void run_gather(const ArrayRef& x, const RowIndices& idx, std::byte* memory_out,
 }
 
 // acc[i] += src[i] for n elements: `src` in storage form, `acc` in the
-// compute type (float for float32/16/bfloat16, double for float64/int32).
+// compute type (float for float32/16/bfloat16/float8, double for float64,
+// int64 for integers and bool: exact, wrapping modulo 2^64, and
+// narrow_in_place wraps the sums on to the dtype's width, as XLA's do).
 void add_row(DType dt, const std::byte* src, std::byte* acc, int64_t n) {
   switch (dt) {
     case DType::f32: {
@@ -198,17 +201,17 @@ void add_row(DType dt, const std::byte* src, std::byte* acc, int64_t n) {
       return;
     }
     default: {
-      // integers in double (exact below 2^53; narrow_in_place wraps them to their
-      // width), float8s in float: rows widened by the compute form's rules
+      // rows widened by the compute form's rules
       const size_t cs = compute_itemsize(dt), ss = itemsize(dt);
       thread_local std::vector<std::byte> row;
       row.resize(static_cast<size_t>(n) * cs);
       std::memcpy(row.data() + static_cast<size_t>(n) * (cs - ss), src,
                   static_cast<size_t>(n) * ss);
       widen_in_place(dt, row.data(), n);
-      if (cs == sizeof(double)) {
-        auto* a = reinterpret_cast<double*>(acc);
-        const auto* s = reinterpret_cast<const double*>(row.data());
+      if (folds_as_int(dt)) {
+        // uint64: the int64 values' bits, added without signed overflow
+        auto* a = reinterpret_cast<uint64_t*>(acc);
+        const auto* s = reinterpret_cast<const uint64_t*>(row.data());
         for (int64_t i = 0; i < n; ++i) a[i] += s[i];
       } else {
         auto* a = reinterpret_cast<float*>(acc);

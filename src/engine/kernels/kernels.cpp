@@ -70,16 +70,63 @@ void store_narrow_float(DType dt, float f, unsigned char* p) {
 
 }  // namespace
 
-void store_double_as_int(DType dt, double d, void* dst) {
-  int64_t v = 0;
-  if (dt == DType::b8) {
-    v = d != 0;
-  } else if (std::isfinite(d) && std::fabs(d) < 1.8e19) {
-    // An exact integer (a sum or product of integers) wrapped to the dtype's width.
-    v = d >= 9.2e18 ? static_cast<int64_t>(static_cast<uint64_t>(d)) : static_cast<int64_t>(d);
+namespace {
+
+template <class S>
+void load_as_int64(const void* src, int64_t n, int64_t* dst) {
+  const auto* s = static_cast<const unsigned char*>(src);
+  for (int64_t i = 0; i < n; ++i) {
+    S v;
+    std::memcpy(&v, s + i * static_cast<int64_t>(sizeof(S)), sizeof(S));
+    dst[i] = static_cast<int64_t>(v);
   }
-  v = wrap_int(dt, v);
-  std::memcpy(dst, &v, itemsize(dt));  // little-endian: the low bytes
+}
+
+template <class S>
+void store_as(const int64_t* src, int64_t n, void* dst) {
+  auto* d = static_cast<unsigned char*>(dst);
+  for (int64_t i = 0; i < n; ++i) {
+    const auto v = static_cast<S>(src[i]);  // modulo 2^width: XLA's integer wrap-around
+    std::memcpy(d + i * static_cast<int64_t>(sizeof(S)), &v, sizeof(S));
+  }
+}
+
+}  // namespace
+
+void load_ints(DType dt, const void* src, int64_t n, int64_t* dst) {
+  switch (dt) {
+    case DType::i8: return load_as_int64<int8_t>(src, n, dst);
+    case DType::u8: return load_as_int64<uint8_t>(src, n, dst);
+    case DType::b8: return load_as_int64<uint8_t>(src, n, dst);
+    case DType::i16: return load_as_int64<int16_t>(src, n, dst);
+    case DType::u16: return load_as_int64<uint16_t>(src, n, dst);
+    case DType::i32: return load_as_int64<int32_t>(src, n, dst);
+    case DType::u32: return load_as_int64<uint32_t>(src, n, dst);
+    case DType::i64:
+    case DType::u64: return load_as_int64<int64_t>(src, n, dst);
+    default:
+      throw TypeError(std::string("load_ints: ") + dtype_name(dt) + " is not an integer dtype");
+  }
+}
+
+void store_ints(const int64_t* src, int64_t n, DType dt, void* dst) {
+  switch (dt) {
+    case DType::i8:
+    case DType::u8: return store_as<uint8_t>(src, n, dst);
+    case DType::b8: {
+      auto* d = static_cast<uint8_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = src[i] != 0;
+      return;
+    }
+    case DType::i16:
+    case DType::u16: return store_as<uint16_t>(src, n, dst);
+    case DType::i32:
+    case DType::u32: return store_as<uint32_t>(src, n, dst);
+    case DType::i64:
+    case DType::u64: return store_as<uint64_t>(src, n, dst);
+    default:
+      throw TypeError(std::string("store_ints: ") + dtype_name(dt) + " is not an integer dtype");
+  }
 }
 
 void widen_in_place(DType dt, void* buf, int64_t n) {
@@ -93,9 +140,7 @@ void widen_in_place(DType dt, void* buf, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     if (integer) {
       const int64_t v = load_int(dt, src + i * ss);
-      const double d =
-          dt == DType::u64 ? static_cast<double>(static_cast<uint64_t>(v)) : static_cast<double>(v);
-      std::memcpy(base + i * cs, &d, cs);
+      std::memcpy(base + i * cs, &v, cs);
     } else {
       const float f = load_narrow_float(dt, src + i * ss);
       std::memcpy(base + i * cs, &f, cs);
@@ -107,17 +152,19 @@ void narrow_in_place(DType dt, void* buf, int64_t n) {
   if (dt == DType::f32 || dt == DType::f64) return;
   size_t cs = compute_itemsize(dt), ss = itemsize(dt);
   auto* base = static_cast<unsigned char*>(buf);
-  const bool integer = dtype_kind(dt) != DKind::kFloat;
-  for (int64_t i = 0; i < n; ++i) {
-    if (integer) {
-      double d;
-      std::memcpy(&d, base + i * cs, cs);
-      store_double_as_int(dt, d, base + i * ss);
-    } else {
-      float f;
-      std::memcpy(&f, base + i * cs, cs);
-      store_narrow_float(dt, f, base + i * ss);
+  if (dtype_kind(dt) != DKind::kFloat) {
+    // Element i's storage ends before element i + 1's int64 begins: a forward copy is safe.
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t v;
+      std::memcpy(&v, base + i * cs, cs);
+      store_ints(&v, 1, dt, base + i * ss);
     }
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    float f;
+    std::memcpy(&f, base + i * cs, cs);
+    store_narrow_float(dt, f, base + i * ss);
   }
 }
 

@@ -5,7 +5,9 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <thread>
+#include <type_traits>
 
 #include "base/concurrency.hpp"
 #include "base/errors.hpp"
@@ -383,10 +385,37 @@ class AxisReducer {
 
   const std::vector<int64_t>& out_shape() const { return out_shape_; }
 
+  // Calls emit(first, count, values) with the results in output order: `values` are doubles
+  // for a float array, int64 register values for an integer or bool one (store_folded).
   template <class Emit>
   void run(const std::string& name, Emit emit) {
-    const int64_t resident = out_numel_ * static_cast<int64_t>(sizeof(double));
-    if (resident <= memory_budget() / 4) return run_resident(name, emit);
+    const DType dt = in_->info().dtype;
+    if (folds_as_int(dt)) {
+      with_int_fold(kind_, dt, [&](auto fold) {
+        run_with(name, Folding<int64_t, decltype(fold)>{int_identity(kind_, dt), fold}, emit);
+      });
+    } else {
+      with_reduction(kind_, [&](auto r) {
+        constexpr size_t kRow = decltype(r)::value;
+        run_with(name, Folding<double, TableFold<kRow>>{kReductions[kRow].identity, {}}, emit);
+      });
+    }
+  }
+
+ private:
+  // An accumulator type's identity and fold: (double, a row of kReductions) for floats,
+  // (int64_t, IntFold) for integers.
+  template <class Acc, class Fold>
+  struct Folding {
+    Acc identity;
+    Fold fold;
+  };
+
+  template <class F, class Emit>
+  void run_with(const std::string& name, F f, Emit emit) {
+    using Acc = decltype(f.identity);
+    const int64_t resident = out_numel_ * static_cast<int64_t>(sizeof(Acc));
+    if (resident <= memory_budget() / 4) return run_resident(name, f, emit);
     if (!trailing()) {
       // Too large to accumulate in memory: move the reduced axes last (one
       // out-of-core transpose), then each output element is a contiguous run.
@@ -399,13 +428,11 @@ class AxisReducer {
       for (size_t d = out_shape_.size(); d < perm.size(); ++d)
         trailing_axes.push_back(static_cast<int64_t>(d));
       AxisReducer moved(transposed(in_, perm), trailing_axes, kind_);
-      return moved.run_trailing(name, emit);
+      return moved.run_trailing(name, f, emit);
     }
-    run_trailing(name, emit);
+    run_trailing(name, f, emit);
   }
 
- private:
-  double initial() const { return reduction_rule(kind_).identity; }
   bool trailing() const {
     bool seen = false;
     for (bool r : reduced_) {
@@ -416,27 +443,34 @@ class AxisReducer {
     }
     return true;
   }
-  // Calls each(values, n) on the `count` storage elements at `src` as
-  // doubles, a few thousand at a time: the doubles of a whole block would be
-  // up to twice its size, outside the budget the block was planned in.
-  template <class Each>
+  // Calls each(values, n) on the `count` storage elements at `src` in the
+  // accumulator type, a few thousand at a time: a whole block's would be
+  // up to eight times its size, outside the budget the block was planned in.
+  template <class Acc, class Each>
   void widen(const void* src, int64_t count, Each each) const {
     constexpr int64_t kPiece = 4096;
     const DType dt = in_->info().dtype;
     Program copy{1 + 1, DType::f64, Reduction::kNone, 1, {Instr{Opcode::kCopy, 1, 0, 0, 0}}, {}};
-    ProgramRunner runner(copy, {dt}, {});
-    double values[kPiece];
+    std::optional<ProgramRunner> runner;
+    if constexpr (std::is_same_v<Acc, double>)
+      runner.emplace(copy, std::vector<DType>{dt}, std::vector<double>{});
+    Acc values[kPiece];
     const auto* bytes = static_cast<const std::byte*>(src);
     for (int64_t start = 0; start < count; start += kPiece) {
       const int64_t n = std::min(kPiece, count - start);
-      runner.run({bytes + start * static_cast<int64_t>(itemsize(dt))}, values, n);
-      each(values, n);
+      const std::byte* piece = bytes + start * static_cast<int64_t>(itemsize(dt));
+      if constexpr (std::is_same_v<Acc, double>)
+        runner->run({piece}, values, n);
+      else
+        load_ints(dt, piece, n, values);
+      each(static_cast<const Acc*>(values), n);
     }
   }
 
-  template <class Emit>
-  void run_resident(const std::string& name, Emit emit) {
-    std::vector<double> acc(static_cast<size_t>(out_numel_), initial());
+  template <class F, class Emit>
+  void run_resident(const std::string& name, F f, Emit emit) {
+    using Acc = decltype(f.identity);
+    std::vector<Acc> acc(static_cast<size_t>(out_numel_), f.identity);
     const auto& shape = in_->info().shape;
     const int nd = static_cast<int>(shape.size());
     stream_elements(
@@ -449,47 +483,42 @@ class AxisReducer {
             rest /= shape[d];
             o += idx[d] * out_strides_[d];
           }
-          with_reduction(kind_, [&](auto r) {
-            constexpr auto fold = kReductions[decltype(r)::value].fold;
-            widen(in[0], count, [&](const double* values, int64_t n) {
-              for (int64_t i = 0; i < n; ++i) {
-                double& a = acc[static_cast<size_t>(o)];
-                a = fold(a, values[i]);
-                for (int d = nd - 1; d >= 0; --d) {  // odometer step
-                  o += out_strides_[d];
-                  if (++idx[d] < shape[d]) break;
-                  o -= out_strides_[d] * shape[d];
-                  idx[d] = 0;
-                }
+          widen<Acc>(in[0], count, [&](const Acc* values, int64_t n) {
+            for (int64_t i = 0; i < n; ++i) {
+              Acc& a = acc[static_cast<size_t>(o)];
+              a = f.fold(a, values[i]);
+              for (int d = nd - 1; d >= 0; --d) {  // odometer step
+                o += out_strides_[d];
+                if (++idx[d] < shape[d]) break;
+                o -= out_strides_[d] * shape[d];
+                idx[d] = 0;
               }
-            });
+            }
           });
         },
-        static_cast<int64_t>(acc.size() * sizeof(double)));
+        static_cast<int64_t>(acc.size() * sizeof(Acc)));
     if (out_numel_ > 0) emit(0, out_numel_, acc.data());
   }
 
-  template <class Emit>
-  void run_trailing(const std::string& name, Emit emit) {
+  template <class F, class Emit>
+  void run_trailing(const std::string& name, F f, Emit emit) {
+    using Acc = decltype(f.identity);
     const int64_t run = in_->info().numel() / std::max<int64_t>(out_numel_, 1);
-    std::vector<double> done;
+    std::vector<Acc> done;
     int64_t next_out = 0;
-    double acc = initial();
+    Acc acc = f.identity;
     stream_elements(
         name, in_->info().describe(), in_->info().numel(), {in_}, nullptr,
         [&](int64_t, const std::vector<const void*>& in, void*, int64_t first, int64_t count) {
-          with_reduction(kind_, [&](auto r) {
-            constexpr auto fold = kReductions[decltype(r)::value].fold;
-            int64_t at = first;
-            widen(in[0], count, [&](const double* values, int64_t n) {
-              for (int64_t i = 0; i < n; ++i) {
-                acc = fold(acc, values[i]);
-                if (++at % run == 0) {
-                  done.push_back(acc);
-                  acc = initial();
-                }
+          int64_t at = first;
+          widen<Acc>(in[0], count, [&](const Acc* values, int64_t n) {
+            for (int64_t i = 0; i < n; ++i) {
+              acc = f.fold(acc, values[i]);
+              if (++at % run == 0) {
+                done.push_back(acc);
+                acc = f.identity;
               }
-            });
+            }
           });
           emit(next_out, static_cast<int64_t>(done.size()), done.data());
           next_out += static_cast<int64_t>(done.size());
@@ -833,9 +862,9 @@ int32_t run_reduce_axes(const KernelCall& call, const ReduceAxesParams& p) {
   const DType dt = reg().get(call.operands.handles[0])->info().dtype;
   auto out = StoredArray::create_scratch(ArrayInfo{dt, reducer.out_shape()}, "reduce_axes");
   std::vector<std::byte> staged;
-  reducer.run("reduce_axes", [&](int64_t first, int64_t count, const double* values) {
+  reducer.run("reduce_axes", [&](int64_t first, int64_t count, const auto* values) {
     staged.resize(static_cast<size_t>(count) * itemsize(dt));
-    store_doubles(values, count, dt, staged.data());
+    store_folded(values, count, dt, staged.data());
     out->write_elems(staged.data(), first, count);
   });
   return reg().add(out);
@@ -862,8 +891,8 @@ void run_reduce_axes_in_memory(const KernelCall& call, const ReduceAxesInMemoryP
     throw ValueError("reduce_axes: an output buffer of " + std::to_string(call.out.nbytes) +
                      " bytes does not hold " + out_info.describe());
   auto* base = static_cast<std::byte*>(call.out.data);
-  reducer.run("reduce_axes", [&](int64_t first, int64_t count, const double* values) {
-    store_doubles(values, count, p.dtype, base + first * static_cast<int64_t>(itemsize(p.dtype)));
+  reducer.run("reduce_axes", [&](int64_t first, int64_t count, const auto* values) {
+    store_folded(values, count, p.dtype, base + first * static_cast<int64_t>(itemsize(p.dtype)));
   });
 }
 const KernelRegistration kReduceAxesInMemory{"reduce_axes", kReduceAxesInMemorySchema,

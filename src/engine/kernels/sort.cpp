@@ -9,6 +9,7 @@
 #include <functional>
 #include <numeric>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "base/errors.hpp"
@@ -16,6 +17,7 @@
 #include "exec/pipeline.hpp"
 #include "kernels/along_axis.hpp"
 #include "plan/planner.hpp"
+#include "program/reduction.hpp"
 #include "storage/array_store.hpp"
 
 namespace jask {
@@ -128,34 +130,72 @@ int32_t run_argsort_rows(const KernelCall& call, const ArgsortParams& p) {
   auto out = StoredArray::create_scratch(out_info, "argsort", ScratchContents::kOverwritten);
   const int64_t rows = n == 0 ? 0 : info.numel() / n;
   const auto nk = static_cast<int64_t>(keys.size());
+  // Integer keys compare exactly as int64 (or uint64) register values, beside the doubles of
+  // float keys: a double cannot tell int64s past 2^53 apart.
+  std::vector<DKind> kind(static_cast<size_t>(nk));
+  bool any_int = false;
+  for (int64_t k = 0; k < nk; ++k) {
+    const DType dt = keys[k]->info().dtype;
+    kind[k] = !folds_as_int(dt) ? DKind::kFloat : dtype_kind(dt);
+    any_int = any_int || folds_as_int(dt);
+  }
+  const int64_t slots = any_int ? 2 * nk : nk;  // doubles, and int64s for integer keys
   const int64_t work =
-      n * (nk * static_cast<int64_t>(sizeof(double)) + static_cast<int64_t>(sizeof(int32_t)));
+      n * (slots * static_cast<int64_t>(sizeof(double)) + static_cast<int64_t>(sizeof(int32_t)));
   std::vector<double> values(static_cast<size_t>(nk * n));
+  std::vector<int64_t> int_values(any_int ? static_cast<size_t>(nk * n) : 0);
+  int64_t* ints = int_values.data();
   std::vector<int32_t> order(static_cast<size_t>(n));
-  auto before = [&](int32_t i, int32_t j) {
+  // -1, 0, 1: key k of element i before, tied with, after element j's (in the sort's order).
+  auto compare = [&]<bool kAnyInt>(int64_t k, int32_t i, int32_t j) -> int {
+    const auto at = static_cast<size_t>(k * n);
+    if constexpr (kAnyInt) {
+      if (kind[k] != DKind::kFloat) {
+        const int64_t a = ints[at + i], b = ints[at + j];
+        const bool less = kind[k] == DKind::kSigned ? a < b : uint64_t(a) < uint64_t(b);
+        const bool more = kind[k] == DKind::kSigned ? b < a : uint64_t(b) < uint64_t(a);
+        return p.descending ? (more ? -1 : less ? 1 : 0) : (less ? -1 : more ? 1 : 0);
+      }
+    }
+    const double a = values[at + i], b = values[at + j];
+    if (p.descending ? total_order_before(b, a) : sorts_before(a, b)) return -1;
+    if (p.descending ? total_order_before(a, b) : sorts_before(b, a)) return 1;
+    return 0;
+  };
+  auto before_as = [&]<bool kAnyInt>(int32_t i, int32_t j) {
     for (int64_t k = 0; k < nk; ++k) {
-      const double a = values[static_cast<size_t>(k * n + i)];
-      const double b = values[static_cast<size_t>(k * n + j)];
-      if (p.descending ? total_order_before(b, a) : sorts_before(a, b)) return true;
-      if (p.descending ? total_order_before(a, b) : sorts_before(b, a)) return false;
+      const int c = compare.template operator()<kAnyInt>(k, i, j);
+      if (c != 0) return c < 0;
     }
     return i < j;  // ties by position: a strict total order, so any sort of it is stable
+  };
+  auto sort_as = [&]<bool kAnyInt>() {
+    auto before = [&](int32_t i, int32_t j) {
+      return before_as.template operator()<kAnyInt>(i, j);
+    };
+    if (p.keep == n) {
+      std::sort(order.begin(), order.end(), before);
+    } else {
+      std::partial_sort(order.begin(), order.begin() + p.keep, order.end(), before);
+    }
   };
   stream_rows("sort", keys, std::vector<int64_t>(keys.size(), n), *out, p.keep, work, rows,
               [&](int64_t, int64_t count, const std::vector<std::byte*>& in, std::byte* dst) {
                 auto* indices = reinterpret_cast<int32_t*>(dst);
                 for (int64_t r = 0; r < count; ++r) {
                   for (int64_t k = 0; k < nk; ++k) {
-                    const auto isz = static_cast<int64_t>(itemsize(keys[k]->info().dtype));
-                    load_doubles(keys[k]->info().dtype, in[k] + r * n * isz, n,
-                                 values.data() + k * n);
+                    const DType dt = keys[k]->info().dtype;
+                    const auto isz = static_cast<int64_t>(itemsize(dt));
+                    if (kind[k] == DKind::kFloat)
+                      load_doubles(dt, in[k] + r * n * isz, n, values.data() + k * n);
+                    else
+                      load_ints(dt, in[k] + r * n * isz, n, ints + k * n);
                   }
                   std::iota(order.begin(), order.end(), 0);
-                  if (p.keep == n) {
-                    std::sort(order.begin(), order.end(), before);
-                  } else {
-                    std::partial_sort(order.begin(), order.begin() + p.keep, order.end(), before);
-                  }
+                  if (any_int)
+                    sort_as.template operator()<true>();
+                  else
+                    sort_as.template operator()<false>();
                   std::copy_n(order.begin(), p.keep, indices + r * p.keep);
                 }
               });
@@ -229,20 +269,33 @@ int32_t run_put_along_rows(const KernelCall& call, const PutAlongRowsParams& p) 
   auto out = StoredArray::create_scratch(out_info, "put_along_rows", ScratchContents::kOverwritten);
   const int64_t rows = n == 0 ? 0 : out_info.numel() / n;
   const auto isz = static_cast<int64_t>(itemsize(dt));
-  const int64_t work = (n + k) * static_cast<int64_t>(sizeof(double));
-  std::vector<double> from(static_cast<size_t>(k)), sums(static_cast<size_t>(n));
-  stream_rows("put_along_rows", {values, indices}, {k, k}, *out, n, work, rows,
-              [&](int64_t, int64_t count, const std::vector<std::byte*>& in, std::byte* dst) {
-                for (int64_t r = 0; r < count; ++r) {
-                  load_doubles(dt, in[0] + r * k * isz, k, from.data());
-                  const auto* idx = reinterpret_cast<const int32_t*>(in[1]) + r * k;
-                  check_indices("put_along_rows", idx, k, n);
-                  std::fill(sums.begin(), sums.end(), 0.0);
-                  for (int64_t j = 0; j < k; ++j)
-                    sums[static_cast<size_t>(idx[j])] += from[static_cast<size_t>(j)];
-                  store_doubles(sums.data(), n, dt, dst + r * n * isz);
-                }
-              });
+  // Sums in double for floats, in int64 for integers (exact; wrapped to the dtype's width).
+  auto put = [&]<class Acc>(Acc zero) {
+    const int64_t work = (n + k) * static_cast<int64_t>(sizeof(Acc));
+    std::vector<Acc> from(static_cast<size_t>(k)), sums(static_cast<size_t>(n));
+    stream_rows("put_along_rows", {values, indices}, {k, k}, *out, n, work, rows,
+                [&](int64_t, int64_t count, const std::vector<std::byte*>& in, std::byte* dst) {
+                  for (int64_t r = 0; r < count; ++r) {
+                    load_folded(dt, in[0] + r * k * isz, k, from.data());
+                    const auto* idx = reinterpret_cast<const int32_t*>(in[1]) + r * k;
+                    check_indices("put_along_rows", idx, k, n);
+                    std::fill(sums.begin(), sums.end(), zero);
+                    for (int64_t j = 0; j < k; ++j) {
+                      Acc& sum = sums[static_cast<size_t>(idx[j])];
+                      if constexpr (std::is_same_v<Acc, double>)
+                        sum += from[static_cast<size_t>(j)];
+                      else
+                        sum =
+                            IntFold<Reduction::kSum, int64_t>{}(sum, from[static_cast<size_t>(j)]);
+                    }
+                    store_folded(sums.data(), n, dt, dst + r * n * isz);
+                  }
+                });
+  };
+  if (folds_as_int(dt))
+    put(int64_t{0});
+  else
+    put(0.0);
   return reg().add(out);
 }
 const KernelRegistration kPutAlongRows{"put_along_rows", kPutAlongRowsSchema, run_put_along_rows};

@@ -852,18 +852,8 @@ ProgramRunner::ProgramRunner(const Program& program, std::vector<DType> input_dt
   if (kind_of(out) == Kind::kComplex && program.reduction != Reduction::kNone)
     throw TypeError(std::string("the engine does not reduce ") + dtype_name(out) +
                     " values (its reductions give one real value)");
-  if (kind_of(out) == Kind::kInt) {
-    const bool is_unsigned = dtype_kind(out) == DKind::kUnsigned;
-    switch (program.reduction) {
-      case Reduction::kNone:
-      case Reduction::kSum: iacc_ = 0; break;
-      case Reduction::kProd: iacc_ = 1; break;
-      case Reduction::kMax: iacc_ = is_unsigned ? 0 : std::numeric_limits<int64_t>::min(); break;
-      case Reduction::kMin:
-        iacc_ = is_unsigned ? int64_t(-1) : std::numeric_limits<int64_t>::max();
-        break;
-    }
-  }
+  if (kind_of(out) == Kind::kInt && program.reduction != Reduction::kNone)
+    iacc_ = int_identity(program.reduction, out);
 }
 
 double ProgramRunner::reduced() const {
@@ -888,29 +878,6 @@ double fold_chunk(const C* values, int64_t n, double acc) {
   const double left = rule.fold(rule.fold(part[0], part[1]), rule.fold(part[2], part[3]));
   const double right = rule.fold(rule.fold(part[4], part[5]), rule.fold(part[6], part[7]));
   return rule.fold(acc, rule.fold(left, right));
-}
-
-// `acc` folded exactly with an integer chunk: sums and products wrap (in 64
-// bits; the caller wraps to the dtype's width), max and min compare as U.
-template <class U>
-int64_t fold_int_chunk(Reduction kind, const int64_t* values, int64_t n, int64_t acc) {
-  uint64_t a = static_cast<uint64_t>(acc);
-  switch (kind) {
-    case Reduction::kSum:
-      for (int64_t i = 0; i < n; ++i) a += static_cast<uint64_t>(values[i]);
-      break;
-    case Reduction::kProd:
-      for (int64_t i = 0; i < n; ++i) a *= static_cast<uint64_t>(values[i]);
-      break;
-    case Reduction::kMax:
-      for (int64_t i = 0; i < n; ++i) a = U(values[i]) > U(a) ? uint64_t(values[i]) : a;
-      break;
-    case Reduction::kMin:
-      for (int64_t i = 0; i < n; ++i) a = U(values[i]) < U(a) ? uint64_t(values[i]) : a;
-      break;
-    case Reduction::kNone: break;
-  }
-  return static_cast<int64_t>(a);
 }
 
 }  // namespace
@@ -978,10 +945,12 @@ void ProgramRunner::run_chunks(const std::vector<const void*>& inputs,
         case Kind::kFloat: fold(static_cast<const float*>(reg(program_.out_reg)), n); break;
         case Kind::kDouble: fold(static_cast<const double*>(reg(program_.out_reg)), n); break;
         case Kind::kInt: {
+          // exact: reduction.hpp's IntFold (sums and products wrap, max and min compare as
+          // the dtype's signedness)
           const auto* values = static_cast<const int64_t*>(reg(program_.out_reg));
-          iacc_ = dtype_kind(out_reg_dtype) == DKind::kUnsigned
-                      ? fold_int_chunk<uint64_t>(program_.reduction, values, n, iacc_)
-                      : fold_int_chunk<int64_t>(program_.reduction, values, n, iacc_);
+          with_int_fold(program_.reduction, out_reg_dtype, [&](auto fold) {
+            for (int64_t i = 0; i < n; ++i) iacc_ = fold(iacc_, values[i]);
+          });
           break;
         }
         case Kind::kComplex: break;  // refused by the constructor

@@ -1,7 +1,8 @@
 // The reductions: each one's identity and fold, written once. A full
-// reduction at the end of an elementwise program (ProgramRunner) and a
-// reduction over axes (AxisReducer) both fold through this table, in double.
-// A new reduction is one enum value and one row.
+// reduction at the end of an elementwise program (ProgramRunner), a reduction
+// over axes (AxisReducer) and the cumulative reductions fold floats through
+// this table, in double, and integers through IntFold, exactly.
+// A new reduction is one enum value, one row and one IntFold case.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "base/dtype.hpp"
 #include "base/errors.hpp"
 
 namespace jask {
@@ -67,6 +69,71 @@ void with_reduction(Reduction kind, F&& f) {
   }
   (std::make_index_sequence<std::size(kReductions)>{});
   if (!found) throw ValueError("unknown reduction " + std::to_string(static_cast<int>(kind)));
+}
+
+// Row I's fold as a function object (the row's index a compile-time constant, so that the fold
+// inlines into a hot loop).
+template <size_t I>
+struct TableFold {
+  double operator()(double acc, double v) const { return kReductions[I].fold(acc, v); }
+};
+
+// Whether values of `dt` fold as integers (IntFold) rather than in double.
+inline bool folds_as_int(DType dt) { return is_integer(dt) || dt == DType::b8; }
+
+// The integer fold of reduction R, on values held in int64 (each integer dtype's values sign- or
+// zero-extended, uint64's as their bits; bool's as 0 or 1), compared as U (int64_t or uint64_t).
+// Sums and products wrap modulo 2^64, and storing the result (wrap_int) wraps it on to the
+// dtype's width: both as XLA's integer arithmetic, whatever the grouping.
+template <Reduction R, class U>
+struct IntFold {
+  int64_t operator()(int64_t acc, int64_t v) const {
+    const auto a = static_cast<uint64_t>(acc), b = static_cast<uint64_t>(v);
+    if constexpr (R == Reduction::kSum) return static_cast<int64_t>(a + b);
+    if constexpr (R == Reduction::kProd) return static_cast<int64_t>(a * b);
+    if constexpr (R == Reduction::kMax) return U(v) > U(acc) ? v : acc;
+    if constexpr (R == Reduction::kMin) return U(v) < U(acc) ? v : acc;
+  }
+};
+
+// The identity of integer reduction `kind` in dtype `dt` (a register value): the smallest and
+// largest value of dt's own range for max and min, so that an empty fold stores as jnp's.
+inline int64_t int_identity(Reduction kind, DType dt) {
+  const bool is_unsigned = dtype_kind(dt) == DKind::kUnsigned || dt == DType::b8;
+  const int bits = int_bits(dt);
+  switch (kind) {
+    case Reduction::kSum: return 0;
+    case Reduction::kProd: return 1;
+    case Reduction::kMax:
+      return is_unsigned  ? 0
+             : bits == 64 ? std::numeric_limits<int64_t>::min()
+                          : -(int64_t{1} << (bits - 1));
+    case Reduction::kMin:
+      if (is_unsigned) return bits == 64 ? int64_t{-1} : (int64_t{1} << bits) - 1;
+      return bits == 64 ? std::numeric_limits<int64_t>::max() : (int64_t{1} << (bits - 1)) - 1;
+    case Reduction::kNone: break;
+  }
+  throw ValueError("no identity for reduction " + std::to_string(static_cast<int>(kind)));
+}
+
+// Calls f(fold) with IntFold for `kind` and the signedness of integer (or bool) dtype `dt`,
+// a function object whose call inlines into a hot loop.
+template <class F>
+void with_int_fold(Reduction kind, DType dt, F&& f) {
+  auto typed = [&]<class U>() {
+    switch (kind) {
+      case Reduction::kSum: return f(IntFold<Reduction::kSum, U>{});
+      case Reduction::kProd: return f(IntFold<Reduction::kProd, U>{});
+      case Reduction::kMax: return f(IntFold<Reduction::kMax, U>{});
+      case Reduction::kMin: return f(IntFold<Reduction::kMin, U>{});
+      case Reduction::kNone: break;
+    }
+    throw ValueError("unknown reduction " + std::to_string(static_cast<int>(kind)));
+  };
+  if (dtype_kind(dt) == DKind::kUnsigned)
+    typed.template operator()<uint64_t>();
+  else
+    typed.template operator()<int64_t>();
 }
 
 }  // namespace jask
