@@ -180,3 +180,16 @@ def test_scatter_add(name):
     idx = np.random.default_rng(7).integers(0, 41, size=90)  # many repeats
     check(lambda a, u: a.at[idx].add(u), x, v)
     check(lambda a: a.at[idx].add(np.asarray(v)), x)
+
+
+def test_jnp_argmax_and_argmin_give_int64_indices_under_x64():
+    """jnp.argmax under x64 asks lax.argmax for int64 indices (the engine counts in int32: the
+    rule converts), for any dtype of the values. At 16KB: the jitted program holds the int32
+    indices and their int64 copy beside the engine's blocks."""
+    jask.set_memory_budget("16KB")
+    x = values("int64")
+    f = np.random.default_rng(1).standard_normal(SHAPE)
+    for a in (x, f):
+        for fn in (jnp.argmax, jnp.argmin):
+            for axis in (0, 1, 2, None):
+                check(lambda v, fn=fn, axis=axis: fn(v, axis=axis), a)

@@ -85,7 +85,12 @@ def _arg_reduction(reduction: str):
         _carry_fits(f"arg{reduction}", x, axis, 12, np.dtype(x.dtype).itemsize + 8)
         out_size = int(np.prod(x.shape, dtype=np.int64)) // max(1, x.shape[axis])
         op = ArgReduceInMemory if out_size <= in_memory_limit() else ArgReduce
-        return apply(op, x, axis=axis, reduction=reduction, index_dtype=np.dtype(index_dtype))
+        index_dtype = np.dtype(index_dtype)
+        if index_dtype == np.int32 or x.shape[axis] > np.iinfo(np.int32).max:
+            return apply(op, x, axis=axis, reduction=reduction, index_dtype=index_dtype)
+        # the engine counts positions in int32; jnp.argmax under x64 asks for int64
+        found = apply(op, x, axis=axis, reduction=reduction, index_dtype=np.dtype(np.int32))
+        return jax.lax.convert_element_type(found, index_dtype)
 
     arg_reduce.__qualname__ = f"arg{reduction}"
     return arg_reduce
