@@ -1,6 +1,9 @@
 """Shared fixtures: a scratch folder on disk for the session, and the memory budgets tests run under."""
 
+import math
 import os
+import pathlib
+import zlib
 
 import jax
 import numpy as np
@@ -103,3 +106,45 @@ def assert_trees_match(actual, expected, rtol=1e-4):
 
 def is_prng_key(value):
     return jax.dtypes.issubdtype(getattr(value, "dtype", None), jax.dtypes.prng_key)
+
+
+# --- make test runs a sample of the widest parametrizations; pytest alone runs every case ---
+#
+# With JASK_TEST_SAMPLE=1 (make test: 20 minutes on 2 cores), a test function with more than two
+# generated cases runs SAMPLE_FRACTION of them, and one of a function listed in
+# tests/slow_tests.txt (none of a listed function without parameters). Cases are chosen by a hash
+# of their id only (not by the folder, the order or the machine), so the sample is the same on
+# every run. Without it (plain pytest, make test-full) every case runs.
+SAMPLE_FRACTION = 0.15
+SLOW_TESTS = pathlib.Path(__file__).with_name("slow_tests.txt")
+
+
+def slow_tests() -> set[str]:
+    lines = SLOW_TESTS.read_text().splitlines()
+    return {line.strip() for line in lines if line.strip() and not line.startswith("#")}
+
+
+def _sampled(cases: list, slow: bool) -> list:
+    """The cases of one test function make test runs."""
+    if slow and len(cases) == 1 and not hasattr(cases[0], "callspec"):
+        return []
+    if len(cases) <= 2 and not slow:
+        return cases
+    count = 1 if slow else math.ceil(len(cases) * SAMPLE_FRACTION)
+    return sorted(cases, key=lambda item: zlib.crc32(item.nodeid.encode()))[:count]
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("JASK_TEST_SAMPLE") != "1":
+        return
+    slow = slow_tests()
+    by_function: dict[str, list] = {}
+    for item in items:
+        by_function.setdefault(item.nodeid.split("[", 1)[0], []).append(item)
+    kept = set()
+    for name, cases in by_function.items():
+        kept.update(map(id, _sampled(cases, name in slow)))
+    deselected = [item for item in items if id(item) not in kept]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if id(item) in kept]
