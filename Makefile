@@ -23,9 +23,9 @@ demo: install
 
 test: install test-cpp test-python
 
-# make test runs a fixed sample of the suite (JASK_TEST_SAMPLE in tests/conftest.py: 15% of
+# make test runs a fixed sample of the suite (JASK_TEST_SAMPLE in tests/conftest.py: 10% of
 # each parametrization's cases, one case of the slowest functions, tests/slow_tests.txt); make
-# test-full runs every case (about 35 minutes of Python tests on 2 cores, against about 11).
+# test-full runs every case (34.5 minutes of Python tests on 2 cores, make test's about 13).
 test-full: install test-cpp
 	$(MAKE) test-python SAMPLE=0
 
@@ -33,8 +33,8 @@ test-full: install test-cpp
 # The memory-limit tests run on their own under pytest-memray, which tracks every allocation.
 SAMPLE ?= 1
 test-python:
-	JASK_TEST_SAMPLE=$(SAMPLE) $(BIN)/python -m pytest -q -n 2 --dist loadfile tests \
-	  --ignore=tests/test_memory_limits.py
+	JASK_TEST_SAMPLE=$(SAMPLE) $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 \
+	  tests --ignore=tests/test_memory_limits.py
 	$(BIN)/python -m pytest -q --memray tests/test_memory_limits.py
 
 # Once the Python extension is built (make install; its build folder is pyproject.toml's

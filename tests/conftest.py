@@ -115,7 +115,7 @@ def is_prng_key(value):
 # tests/slow_tests.txt (none of a listed function without parameters). Cases are chosen by a hash
 # of their id only (not by the folder, the order or the machine), so the sample is the same on
 # every run. Without it (plain pytest, make test-full) every case runs.
-SAMPLE_FRACTION = 0.15
+SAMPLE_FRACTION = 0.1
 SLOW_TESTS = pathlib.Path(__file__).with_name("slow_tests.txt")
 
 

@@ -134,6 +134,23 @@ def test_pca(small, a):
     check(f(disk(a)), f(a), on_disk=[True, False, False])
 
 
+def test_pca_by_the_gram_matrix(small, a):
+    """PCA by eigh of the covariance, as written for in-memory arrays: the n x n Gram matrix is a
+    streamed product, eigh runs in memory on it; eigenvalues, |eigenvectors| (their signs are
+    LAPACK's choice) and the gradient of the eigenvalues' sum, eagerly and jitted."""
+
+    def pca(x):
+        xc = x - x.mean(axis=0)
+        w, v = jnp.linalg.eigh(xc.T @ xc / x.shape[0])
+        return w, jnp.abs(v)
+
+    want = pca(jnp.asarray(a))
+    check(pca(disk(a)), want, rtol=1e-3, on_disk=[False, False])
+    check(jax.jit(pca)(disk(a)), want, rtol=1e-3)
+    loss = lambda x: pca(x)[0].sum()  # noqa: E731
+    check(jax.grad(loss)(disk(a)), jax.grad(loss)(jnp.asarray(a)), on_disk=[True])
+
+
 @pytest.mark.parametrize(
     "name",
     ["lstsq", "lstsq_disk_y", "pinv", "matrix_rank", "norm2", "nuc", "cond"],
