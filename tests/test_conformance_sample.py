@@ -32,15 +32,19 @@ EXCEPTIONS = conformance.load_exceptions()
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory):
+def results(request, tmp_path_factory):
+    """The records of the sample's tests this session runs (make test runs some of them: one
+    child process for those only)."""
     out = tmp_path_factory.mktemp("conformance")
-    env = {k: v for k, v in os.environ.items() if k != "JAX_NUM_GENERATED_CASES"}
-    cmd = [
-        sys.executable,
-        str(CONFORMANCE / "run.py"),
-        "--ids-file",
-        str(CONFORMANCE / "sample.txt"),
+    chosen = [
+        item.callspec.params["test_id"]
+        for item in request.session.items
+        if item.module is request.module and hasattr(item, "callspec")
     ]
+    ids = tmp_path_factory.mktemp("conformance_ids") / "ids.txt"
+    ids.write_text("\n".join(chosen or SAMPLE) + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "JAX_NUM_GENERATED_CASES"}
+    cmd = [sys.executable, str(CONFORMANCE / "run.py"), "--ids-file", str(ids)]
     cmd += ["--budgets", BUDGET, "--workers", "1", "--out", str(out)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr

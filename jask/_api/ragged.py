@@ -52,8 +52,8 @@ from .._jax import compat
 from .._jax.diskarray import DiskArray, DiskArrayTy
 from .._jax.op import Op, apply
 from .._jax.primitives import rule
-from ..ops import FromInMemory, Rows, ToInMemory, Transpose
-from ..ops.block_map import ROWS, SUM, BlockFn, BlockMap, Empty, PutBlock
+from ..ops import FromInMemory, ToInMemory, Transpose
+from ..ops.block_map import ROWS, SUM, BlockFn, BlockMap, Empty, is_traced, put_block, rows_reader
 from .blocked import allowance, nbytes
 
 
@@ -410,7 +410,7 @@ class _ByGroup(_Product):
 
     def expand(self, lhs, rhs, group_sizes):
         _runtime.ensure_scratch()
-        if compat.is_eager() and not any(_traced(x) for x in (lhs, rhs, group_sizes)):
+        if compat.is_eager() and not any(is_traced(x) for x in (lhs, rhs, group_sizes)):
             return self._run_eagerly(lhs, rhs, np.asarray(group_sizes))
         return self._run_lowered(lhs, rhs, jnp.asarray(group_sizes))
 
@@ -444,12 +444,12 @@ class RaggedDotByGroup(_ByGroup):
         target = Empty(dtype=self.out_aval.dtype, shape=self.out_aval.shape)._run_eagerly(())
         for pos in range(0, m, self.block):
             start = self._block_start(pos)
-            rows = _rows(lhs.aval, self.block)._run_eagerly((lhs, np.int32(start)))
+            rows = rows_reader(lhs.aval, self.block)._run_eagerly((lhs, np.int32(start)))
             total = jnp.zeros((self.block, self.out_aval.shape[1]), self.out_aval.dtype)
             for i in self._groups_touched(start, starts, ends):
-                weights = _rows(rhs.aval, 1)._run_eagerly((rhs, np.int32(i)))
+                weights = rows_reader(rhs.aval, 1)._run_eagerly((rhs, np.int32(i)))
                 total = _add_group(self, total, rows, weights, start, starts[i], ends[i])
-            _put_block(target, total)._run_eagerly((target, np.int32(start), total))
+            put_block(target, total)._run_eagerly((target, np.int32(start), total))
         return target
 
     def _run_lowered(self, lhs, rhs, group_sizes):
@@ -461,20 +461,20 @@ class RaggedDotByGroup(_ByGroup):
 
         def block_step(index, handle):
             start = jnp.asarray(self._block_start(index * self.block), jnp.int32)
-            rows = _rows(lhs.aval, self.block)._lower((lhs, start))
+            rows = rows_reader(lhs.aval, self.block)._lower((lhs, start))
             hit = (starts < start + self.block) & (ends > start) & (ends > starts)
             order = jnp.sort(jnp.where(hit, jnp.arange(g, dtype=jnp.int32), g))
             count = jnp.sum(hit, dtype=jnp.int32)
 
             def group_step(j, total):
                 i = order[j]
-                weights = _rows(rhs.aval, 1)._lower((rhs, i))
+                weights = rows_reader(rhs.aval, 1)._lower((rhs, i))
                 return _add_group.__wrapped__(self, total, rows, weights, start, starts[i], ends[i])
 
             total = jnp.zeros((self.block, aval.shape[1]), aval.dtype)
             total = jax.lax.fori_loop(0, count, group_step, total)
             target = DiskArray(aval, handle)
-            return _put_block(target, total)._lower((target, start, total))._lowered_handle()
+            return put_block(target, total)._lower((target, start, total))._lowered_handle()
 
         handle = jax.lax.fori_loop(0, -(-m // self.block), block_step, handle)
         return DiskArray(aval, handle)
@@ -513,10 +513,10 @@ class RaggedContractByGroup(_ByGroup):
             total = jnp.zeros((1, *self.out_aval.shape[1:]), self.out_aval.dtype)
             for pos in range(first, end, self.block):
                 start = self._block_start(pos)
-                a = _rows(lhs.aval, self.block)._run_eagerly((lhs, np.int32(start)))
-                b = _rows(rhs.aval, self.block)._run_eagerly((rhs, np.int32(start)))
+                a = rows_reader(lhs.aval, self.block)._run_eagerly((lhs, np.int32(start)))
+                b = rows_reader(rhs.aval, self.block)._run_eagerly((rhs, np.int32(start)))
                 total = _add_rows(self, total, a, b, start, pos, end)
-            _put_block(target, total)._run_eagerly((target, np.int32(i), total))
+            put_block(target, total)._run_eagerly((target, np.int32(i), total))
         return target
 
     def _run_lowered(self, lhs, rhs, group_sizes):
@@ -530,8 +530,8 @@ class RaggedContractByGroup(_ByGroup):
             def row_step(j, total):
                 pos = first + j * self.block
                 start = jnp.asarray(self._block_start(pos), jnp.int32)
-                a = _rows(lhs.aval, self.block)._lower((lhs, start))
-                b = _rows(rhs.aval, self.block)._lower((rhs, start))
+                a = rows_reader(lhs.aval, self.block)._lower((lhs, start))
+                b = rows_reader(rhs.aval, self.block)._lower((rhs, start))
                 return _add_rows.__wrapped__(self, total, a, b, start, pos, end)
 
             total = jnp.zeros((1, *aval.shape[1:]), aval.dtype)
@@ -539,7 +539,7 @@ class RaggedContractByGroup(_ByGroup):
             total = jax.lax.fori_loop(0, n_blocks, row_step, total)
             target = DiskArray(aval, handle)
             at = jnp.asarray(i, jnp.int32)
-            return _put_block(target, total)._lower((target, at, total))._lowered_handle()
+            return put_block(target, total)._lower((target, at, total))._lowered_handle()
 
         handle = jax.lax.fori_loop(0, aval.shape[0], group_step, handle)
         return DiskArray(aval, handle)
@@ -566,18 +566,3 @@ def _add_rows(op, total, a, b, start, pos, end):
     mask = (r >= pos) & (r < end)
     masked = jnp.where(mask[:, None], a, jnp.zeros((), a.dtype))
     return total + op._dot(masked, b, ((0,), (0,)))[None]
-
-
-def _rows(aval, count) -> Rows:
-    """The engine's reader of `count` rows from a start row (called through its eager or
-    lowered path: the expansion is already inside a bind)."""
-    return Rows(aval, compat.ShapedArray((), np.dtype(np.int32)), count=count)
-
-
-def _put_block(target, block) -> PutBlock:
-    int32 = compat.ShapedArray((), np.dtype(np.int32))
-    return PutBlock(target.aval, int32, compat.ShapedArray(block.shape, block.dtype))
-
-
-def _traced(x) -> bool:
-    return compat.is_tracer(x._handle if isinstance(x, DiskArray) else x)

@@ -41,8 +41,8 @@ from .._dtypes import storage_dtype
 from .._jax import compat
 from .._jax.diskarray import DiskArray, DiskArrayTy
 from .._jax.op import Op, apply
-from ..ops import Rows, ToInMemory
-from ..ops.block_map import ROWS, SUM, BlockFn, BlockMap, Empty, PutBlock
+from ..ops import ToInMemory
+from ..ops.block_map import ROWS, SUM, BlockFn, BlockMap, Empty, is_traced, put_block, rows_reader
 from .blocked import allowance, nbytes
 
 
@@ -179,7 +179,7 @@ class SearchBlocks(Op):
         _runtime.ensure_scratch()
         bounds = bounds[0] if bounds else None
         operands = [x for x in (a, queries, bounds) if x is not None]
-        if compat.is_eager() and not any(_traced(x) for x in operands):
+        if compat.is_eager() and not any(is_traced(x) for x in operands):
             return self._run_eagerly(a, queries, bounds)
         return self._run_lowered(a, queries, bounds)
 
@@ -216,9 +216,9 @@ class SearchBlocks(Op):
         target = Empty(dtype=self.out_aval.dtype, shape=self.out_aval.shape)._run_eagerly(())
         for index in range(self._n_query_blocks()):
             start = self._query_start(index)
-            block = _rows(queries.aval, self.q_block)._run_eagerly((queries, np.int32(start)))
+            block = rows_reader(queries.aval, self.q_block)._run_eagerly((queries, np.int32(start)))
             found = self._search_eagerly(a, bounds, block).astype(target.dtype)
-            _put_block(target, found)._run_eagerly((target, np.int32(start), found))
+            put_block(target, found)._run_eagerly((target, np.int32(start), found))
         return target
 
     def _search_eagerly(self, a, bounds, queries):
@@ -226,7 +226,7 @@ class SearchBlocks(Op):
         if bounds is None:
             for index in range(self._n_blocks()):
                 start = self._a_start(index)
-                block = _rows(a.aval, self.a_block)._run_eagerly((a, np.int32(start)))
+                block = rows_reader(a.aval, self.a_block)._run_eagerly((a, np.int32(start)))
                 first = index * self.a_block
                 found = _add_count(block, queries, found, start, first, **self._search_params())
             return found
@@ -235,7 +235,7 @@ class SearchBlocks(Op):
             if index < 0:  # before a[0]: position 0
                 continue
             start = self._a_start(index)
-            block = _rows(a.aval, self.a_block)._run_eagerly((a, np.int32(start)))
+            block = rows_reader(a.aval, self.a_block)._run_eagerly((a, np.int32(start)))
             found = _place(block, queries, which, found, int(index), start, **self._search_params())
         return found
 
@@ -247,10 +247,10 @@ class SearchBlocks(Op):
 
         def step(index, handle):
             start = jnp.asarray(self._query_start(index), jnp.int32)
-            block = _rows(queries.aval, self.q_block)._lower((queries, start))
+            block = rows_reader(queries.aval, self.q_block)._lower((queries, start))
             found = self._search_lowered(a, bounds, block).astype(aval.dtype)
             target = DiskArray(aval, handle)
-            return _put_block(target, found)._lower((target, start, found))._lowered_handle()
+            return put_block(target, found)._lower((target, start, found))._lowered_handle()
 
         handle = jax.lax.fori_loop(0, self._n_query_blocks(), step, handle)
         return DiskArray(aval, handle)
@@ -261,7 +261,7 @@ class SearchBlocks(Op):
 
         def read(index):
             start = self._a_start(index)
-            block = _rows(a.aval, self.a_block)._lower((a, jnp.asarray(start, jnp.int32)))
+            block = rows_reader(a.aval, self.a_block)._lower((a, jnp.asarray(start, jnp.int32)))
             return block, start
 
         if bounds is None:
@@ -310,21 +310,6 @@ def _add_count(block, queries, found, start, first, *, side, method, dtype):
     the block read from `start` holds first - start rows of the block before it."""
     within = compat.searchsorted_by_jax(block, queries, side=side, method=method, dtype=dtype)
     return found + jnp.maximum(within - (first - start), 0).astype(dtype)
-
-
-def _rows(aval, count) -> Rows:
-    """The engine's reader of `count` rows from a start row (called through its eager or
-    lowered path: the expansion is already inside a bind)."""
-    return Rows(aval, compat.ShapedArray((), np.dtype(np.int32)), count=count)
-
-
-def _put_block(target, block) -> PutBlock:
-    int32 = compat.ShapedArray((), np.dtype(np.int32))
-    return PutBlock(target.aval, int32, compat.ShapedArray(block.shape, block.dtype))
-
-
-def _traced(x) -> bool:
-    return compat.is_tracer(x._handle if isinstance(x, DiskArray) else x)
 
 
 # -- counting: scatter-add at DiskArray indices into a small in-memory array ---------------

@@ -262,7 +262,7 @@ class Op(compat.VJPHiPrimitive):
         # program: the op must run when the program runs, not now. A program
         # may be the process's first use of Jask (arrays opened, none made).
         _runtime.ensure_scratch()
-        if compat.is_eager() and not any(_is_traced(x) for x in operands):
+        if compat.is_eager() and not any(is_traced(x) for x in operands):
             return self._run_eagerly(operands)
         return self._lower(operands)
 
@@ -535,7 +535,8 @@ def double_scalar(value):
     return value if abs(int(v)) <= 2**53 else None
 
 
-def _is_traced(x) -> bool:
+def is_traced(x) -> bool:
+    """Whether x (a DiskArray or an in-memory value) is a tracer."""
     if isinstance(x, DiskArray):
         return compat.is_tracer(x._handle)
     return compat.is_tracer(x)

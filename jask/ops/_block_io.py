@@ -24,7 +24,7 @@ import numpy as np
 
 from .._jax import compat
 from .._jax.diskarray import DiskArray
-from .block_map import Empty, _put_block, _rows
+from .block_map import Empty, put_block, rows_reader
 from .release import Release
 
 
@@ -44,7 +44,7 @@ class EagerIO:
 
     def read(self, x, start, count: int):
         if isinstance(x, DiskArray):
-            return _rows(x.aval, count)._run_eagerly((x, np.int32(start)))
+            return rows_reader(x.aval, count)._run_eagerly((x, np.int32(start)))
         return _read_in_memory(x, int(start), count)
 
     def empty(self, dtype, size: int) -> DiskArray:
@@ -53,7 +53,7 @@ class EagerIO:
     def put(self, target: DiskArray, start, block) -> DiskArray:
         if block.dtype != target.dtype:
             block = block.astype(target.dtype)
-        _put_block(target, block)._run_eagerly((target, np.int32(start), block))
+        put_block(target, block)._run_eagerly((target, np.int32(start), block))
         return target
 
     def loop(self, count: int, body, targets, state):
@@ -91,7 +91,7 @@ class LoweredIO:
     def read(self, x, start, count: int):
         start = jnp.asarray(start, jnp.int32)
         if isinstance(x, DiskArray):
-            return _rows(x.aval, count)._lower((x, start))
+            return rows_reader(x.aval, count)._lower((x, start))
         return _read_in_memory(x, start, count)
 
     def empty(self, dtype, size: int) -> DiskArray:
@@ -100,7 +100,7 @@ class LoweredIO:
     def put(self, target: DiskArray, start, block) -> DiskArray:
         block = jnp.asarray(block, target.dtype)
         start = jnp.asarray(start, jnp.int32)
-        return _put_block(target, block)._lower((target, start, block))
+        return put_block(target, block)._lower((target, start, block))
 
     def loop(self, count: int, body, targets, state):
         if count == 0:

@@ -29,7 +29,7 @@ from .. import _runtime
 from .._dtypes import dtype_code, storage_dtype
 from .._jax import compat
 from .._jax.diskarray import DiskArray, DiskArrayTy
-from .._jax.op import Op, apply
+from .._jax.op import Op, apply, is_traced
 from .in_memory import FromInMemory, ToInMemory
 from .rows import Rows
 
@@ -93,7 +93,7 @@ class BlockMap(Op):
             apply(ToInMemory, x) if isinstance(x, DiskArray) and not b else x
             for x, b in zip(operands, self.blocked)
         ]
-        if compat.is_eager() and not any(_traced(x) for x in operands):
+        if compat.is_eager() and not any(is_traced(x) for x in operands):
             return self._run_eagerly(whole)
         return self._run_lowered(whole)
 
@@ -122,14 +122,14 @@ class BlockMap(Op):
                     sums[i] = sums[i] + value
                 else:
                     block = jnp.asarray(value, target.dtype)
-                    _put_block(target, block)._run_eagerly((target, np.int32(start), block))
+                    put_block(target, block)._run_eagerly((target, np.int32(start), block))
         return tuple(r if r is not None else s for r, s in zip(results, sums))
 
     @staticmethod
     def _read_eagerly(x, start, count):
         if not isinstance(x, DiskArray):
             return jax.lax.dynamic_slice_in_dim(x, start, count, 0)
-        return _rows(x.aval, count)._run_eagerly((x, np.int32(start)))
+        return rows_reader(x.aval, count)._run_eagerly((x, np.int32(start)))
 
     def _run_lowered(self, operands):
         full, rest = self._blocks()
@@ -160,7 +160,7 @@ class BlockMap(Op):
                 else:
                     block, target = value.astype(aval.dtype), DiskArray(aval, t)
                     start_ = jnp.asarray(start, jnp.int32)
-                    written = _put_block(target, block)._lower((target, start_, block))
+                    written = put_block(target, block)._lower((target, start_, block))
                     new_targets.append(written._lowered_handle())
                     new_sums.append(None)
             return new_targets, new_sums
@@ -182,7 +182,7 @@ class BlockMap(Op):
     def _read_lowered(x, start, count):
         if not isinstance(x, DiskArray):
             return jax.lax.dynamic_slice_in_dim(x, start, count, 0)
-        return _rows(x.aval, count)._lower((x, jnp.asarray(start, jnp.int32)))
+        return rows_reader(x.aval, count)._lower((x, jnp.asarray(start, jnp.int32)))
 
     # -- derivatives ----------------------------------------------------------------
     def vjp(self, ct, *operands, out, needs):
@@ -253,19 +253,16 @@ class PutBlock(Op):
         return target
 
 
-def _put_block(target, block) -> PutBlock:
+def put_block(target, block) -> PutBlock:
+    """The engine's writer of `block` into `target` at a start row."""
     int32 = compat.ShapedArray((), np.dtype(np.int32))
     return PutBlock(target.aval, int32, compat.ShapedArray(block.shape, block.dtype))
 
 
-def _rows(aval, count) -> Rows:
+def rows_reader(aval, count) -> Rows:
     """The engine's reader of `count` rows of an array of type `aval` from a start row (called
     through its eager or lowered path: BlockMap's expansion is already inside a bind)."""
     return Rows(aval, compat.ShapedArray((), np.dtype(np.int32)), count=count)
-
-
-def _traced(x) -> bool:
-    return compat.is_tracer(x._handle if isinstance(x, DiskArray) else x)
 
 
 def _as_operand(c, aval):

@@ -25,7 +25,7 @@ from .._dtypes import storage_dtype
 from .._jax import compat
 from .._jax.diskarray import DiskArray, DiskArrayTy
 from .._jax.op import Op
-from .block_map import Empty, _put_block, _rows
+from .block_map import Empty, is_traced, put_block, rows_reader
 
 
 class RowsFn:
@@ -69,7 +69,7 @@ class GenerateRows(Op):
     # -- evaluation -------------------------------------------------------------
     def expand(self, *operands):
         _runtime.ensure_scratch()
-        if compat.is_eager() and not any(_traced(x) for x in operands):
+        if compat.is_eager() and not any(is_traced(x) for x in operands):
             return self._run_eagerly(operands)
         return self._run_lowered(operands)
 
@@ -83,7 +83,7 @@ class GenerateRows(Op):
             values = self.fn.eager(np.int32(start), self.block, *blocks)
             for target, value in zip(targets, values):
                 block = jnp.asarray(value, target.dtype)
-                _put_block(target, block)._run_eagerly((target, np.int32(start), block))
+                put_block(target, block)._run_eagerly((target, np.int32(start), block))
         return tuple(targets)
 
     def _run_lowered(self, operands):
@@ -103,7 +103,7 @@ class GenerateRows(Op):
             written = []
             for t, value, aval in zip(targets, values, self.out_aval):
                 block, target = value.astype(aval.dtype), DiskArray(aval, t)
-                done = _put_block(target, block)._lower((target, start, block))
+                done = put_block(target, block)._lower((target, start, block))
                 written.append(done._lowered_handle())
             return written
 
@@ -136,14 +136,10 @@ class GenerateRows(Op):
 def _read_eagerly(x, start, count):
     if not isinstance(x, DiskArray):
         return jax.lax.dynamic_slice_in_dim(x, start, count, 0)
-    return _rows(x.aval, count)._run_eagerly((x, np.int32(start)))
+    return rows_reader(x.aval, count)._run_eagerly((x, np.int32(start)))
 
 
 def _read_lowered(x, start, count):
     if not isinstance(x, DiskArray):
         return jax.lax.dynamic_slice_in_dim(x, start, count, 0)
-    return _rows(x.aval, count)._lower((x, start))
-
-
-def _traced(x) -> bool:
-    return compat.is_tracer(x._handle if isinstance(x, DiskArray) else x)
+    return rows_reader(x.aval, count)._lower((x, start))
