@@ -112,7 +112,8 @@ def is_prng_key(value):
 #
 # With JASK_TEST_SAMPLE=1 (make test: 20 minutes on 2 cores), a test function with more than two
 # generated cases runs SAMPLE_FRACTION of them, and one of a function listed in
-# tests/slow_tests.txt (none of a listed function without parameters). Cases are chosen by a hash
+# tests/slow_tests.txt (the case the list names: the cheapest measured; none of a listed function
+# without parameters). Cases are chosen by a hash
 # of their id only (not by the folder, the order or the machine), so the sample is the same on
 # every run. Without it (plain pytest, make test-full) every case runs.
 SAMPLE_FRACTION = 0.1
@@ -124,12 +125,16 @@ def slow_tests() -> set[str]:
     return {line.strip() for line in lines if line.strip() and not line.startswith("#")}
 
 
-def _sampled(cases: list, slow: bool) -> list:
-    """The cases of one test function make test runs."""
+def _sampled(cases: list, slow: bool, pinned: frozenset = frozenset()) -> list:
+    """The cases of one test function make test runs (`pinned`: the case ids the slow list
+    names; a hashed one where none of them is among the cases)."""
     if slow and len(cases) == 1 and not hasattr(cases[0], "callspec"):
         return []
     if len(cases) <= 2 and not slow:
         return cases
+    named = [item for item in cases if item.nodeid in pinned]
+    if slow and named:
+        return named[:1]
     count = 1 if slow else math.ceil(len(cases) * SAMPLE_FRACTION)
     return sorted(cases, key=lambda item: zlib.crc32(item.nodeid.encode()))[:count]
 
@@ -137,13 +142,15 @@ def _sampled(cases: list, slow: bool) -> list:
 def pytest_collection_modifyitems(config, items):
     if os.environ.get("JASK_TEST_SAMPLE") != "1":
         return
-    slow = slow_tests()
+    listed = slow_tests()
+    slow = {name.split("[", 1)[0] for name in listed}
+    pinned = frozenset(name for name in listed if "[" in name)
     by_function: dict[str, list] = {}
     for item in items:
         by_function.setdefault(item.nodeid.split("[", 1)[0], []).append(item)
     kept = set()
     for name, cases in by_function.items():
-        kept.update(map(id, _sampled(cases, name in slow)))
+        kept.update(map(id, _sampled(cases, name in slow, pinned)))
     deselected = [item for item in items if id(item) not in kept]
     if deselected:
         config.hook.pytest_deselected(items=deselected)

@@ -10,7 +10,7 @@ import conftest
 def test_every_listed_slow_test_exists():
     missing = []
     for name in sorted(conftest.slow_tests()):
-        path, *qualname = name.split("::")
+        path, *qualname = name.split("[", 1)[0].split("::")
         module = importlib.import_module(path.removeprefix("tests/").removesuffix(".py"))
         target = module
         for part in qualname:
@@ -34,3 +34,5 @@ def test_the_sample_depends_on_the_ids_only():
     assert len(chosen) == 4  # 10% of 40
     assert len(conftest._sampled(cases, slow=True)) == 1
     assert conftest._sampled(cases[:2], slow=False) == cases[:2]
+    pinned = frozenset({cases[7].nodeid})
+    assert conftest._sampled(shuffled, slow=True, pinned=pinned) == [cases[7]]
