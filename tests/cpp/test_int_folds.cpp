@@ -35,11 +35,13 @@ std::vector<int64_t> int_values(DType dt, int64_t n, uint64_t salt) {
     const uint64_t h = (static_cast<uint64_t>(i) + 1 + salt * 7919) * 0x9E3779B97F4A7C15ull;
     const auto small = static_cast<int64_t>((h >> 40) % 2048) - 1024;
     int64_t x = static_cast<int64_t>(h >> 3);
-    if (itemsize(dt) == 8)
-      x = (h >> 20) % 2
-              ? (int64_t{1} << 62) + small
-              : (dt == DType::u64 ? static_cast<int64_t>(uint64_t{1} << 63) : -(int64_t{1} << 62)) +
-                    small;
+    if (itemsize(dt) == 8) {
+      // Added as uint64 (wrapping is defined there) and cast back: 2^63 + small, not an overflow.
+      const uint64_t base = (h >> 20) % 2      ? uint64_t{1} << 62
+                            : dt == DType::u64 ? uint64_t{1} << 63
+                                               : static_cast<uint64_t>(-(int64_t{1} << 62));
+      x = static_cast<int64_t>(base + static_cast<uint64_t>(small));
+    }
     v[static_cast<size_t>(i)] = wrap_int(dt, x);
   }
   return v;
