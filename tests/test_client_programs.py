@@ -39,10 +39,6 @@ def missing(reason):
     return pytest.mark.xfail(strict=True, reason=reason)
 
 
-LOOP_CARRY = missing(
-    "TypeError: scan body function carry input and carry output must have equal types: "
-    "nnx.RNN's in-memory zero carry comes back as disk:float32[8,12] (flax's nnx.scan)"
-)
 LOOP_GRAD = missing(
     "TypeError: jask.astype: needs at least one DiskArray operand (grad through diffrax's "
     "loops with a DiskArray y0 under vmap: a Jask op's derivative meets an in-memory value)"
@@ -457,7 +453,6 @@ class NnxLSTMClassifier(nnx.Module):
         return self.head(self.rnn(x)[:, -1])
 
 
-@LOOP_CARRY
 def test_nnx_rnn_lstm_classifier_grads():
     x_np, y_np = images((8, 15, 6), seed=9), labels(8, 3, seed=10)
     model = NnxLSTMClassifier(rngs=nnx.Rngs(0))

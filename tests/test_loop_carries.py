@@ -119,6 +119,40 @@ def test_scan_with_ys_and_a_weakly_typed_carry(rng):
     _check(ys, ys_ref, "memory")
 
 
+@jax.tree_util.register_pytree_node_class
+class _Stack:
+    """A mutable pytree container, as flax's nnx.scan carries its graph state in a deque."""
+
+    def __init__(self, items):
+        self.items = list(items)
+
+    def tree_flatten(self):
+        return self.items, None
+
+    @classmethod
+    def tree_unflatten(cls, _, items):
+        return cls(items)
+
+
+@pytest.mark.parametrize("loop", ["scan", "while_loop"])
+def test_a_body_that_empties_a_mutable_carry(rng, loop):
+    """The body pops its carry out of a container it was given (leaving it empty) and
+    returns a DiskArray in a new one: the carry it took is read before the body runs."""
+    x, d = _data(rng)
+
+    def run(x):
+        def body(stack):
+            c = stack.items.pop()
+            return _Stack([jnp.zeros_like(x) + c * 0.5 + x])
+
+        c0 = _Stack([jnp.ones((N, K), jnp.float32)])
+        if loop == "scan":
+            return jax.lax.scan(lambda s, _: (body(s), None), c0, length=3)[0].items[0]
+        return jax.lax.fori_loop(0, 3, lambda i, s: body(s), c0).items[0]
+
+    _check(run(d), run(jnp.asarray(x)), "memory")
+
+
 def test_while_loop_disk_carry_under_jit(rng, small_limit):
     x, d = _data(rng)
 

@@ -149,11 +149,12 @@ def _scan(original):
 
         @functools.wraps(f)
         def body(carry, x):
+            taken = jax.tree_util.tree_flatten(carry)  # before f: f may consume the carry
             out = f(carry, x)
             if not isinstance(out, (tuple, list)) or len(out) != 2:
                 return out  # JAX's error
             new, y = out
-            return type(out)((_unify_carry(carry, new, kinds), y))
+            return type(out)((_unify_carry(taken, new, kinds), y))
 
         return _retrying(
             kinds,
@@ -175,7 +176,8 @@ def _while_loop(original):
 
         @functools.wraps(body_fun)
         def body(carry):
-            return _unify_carry(carry, body_fun(carry), kinds)
+            taken = jax.tree_util.tree_flatten(carry)  # before body_fun, which may consume it
+            return _unify_carry(taken, body_fun(carry), kinds)
 
         return _retrying(kinds, lambda: original(cond_fun, body, _moved(init_val, kinds)))
 
@@ -196,10 +198,15 @@ def _retrying(kinds: dict, run):
     return run()
 
 
-def _unify_carry(carry, new, kinds: dict):
+def _unify_carry(taken, new, kinds: dict):
     """The body's new carry with each leaf moved to the kind chosen for it; a leaf whose kind
-    differs from the carry's chooses one (recorded in `kinds`)."""
-    in_leaves, in_tree = jax.tree_util.tree_flatten(carry)
+    differs from the carry's chooses one (recorded in `kinds`).
+
+    `taken` is the carry the body took, flattened before the body ran: a body may empty a
+    mutable container of its carry (flax's nnx.scan pops its graph state from a deque), so
+    the carry flattened afterwards need not have the structure JAX traced it with.
+    """
+    in_leaves, in_tree = taken
     out_leaves, out_tree = jax.tree_util.tree_flatten(new)
     if in_tree != out_tree or _policy is None:
         return new  # JAX's error
