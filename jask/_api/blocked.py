@@ -112,7 +112,9 @@ def batch_axes(name: str, args, params) -> tuple[list, bool] | None:
         if params.get("batch_group_count", 1) != 1 or dn.lhs_spec[0] != 0 or dn.out_spec[0] != 0:
             return None
         return [1, None], False
-    if name in ("reduce_window_sum", "reduce_window_max", "reduce_window_min", "cumsum"):
+    if name == "cumsum":  # independent along axis 0 only when it sums along another axis
+        return ([1], False) if len(args[0].shape) > 1 and int(params["axis"]) != 0 else None
+    if name in ("reduce_window_sum", "reduce_window_max", "reduce_window_min"):
         ndim = len(args[0].shape)
         return ([1], False) if ndim > 1 and _leading_axis_free(params, ndim) else None
     if name == "reduce_window":

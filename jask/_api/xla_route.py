@@ -13,7 +13,10 @@ The rule, for a primitive bound with DiskArray operands and no Jask rule:
    axis its window does not span, FFT over the axes it does not transform, batched linear
    algebra, an elementwise function): the operands stream through memory in blocks of that
    axis and XLA computes each block (`jask.ops.block_map`); the result is a DiskArray.
-3. Otherwise the primitive needs an out-of-core algorithm Jask does not have: a
+3. **It is linear in complex operands** (a sum, cumulative sum or product of matrices): it
+   splits into real primitives on the real and imaginary parts, which stream
+   (`jask/_api/complex_parts.py`).
+4. Otherwise the primitive needs an out-of-core algorithm Jask does not have: a
    NotImplementedError names the primitive, the operands, the bytes it would need in memory
    and the budget.
 
@@ -31,7 +34,7 @@ from .._jax.diskarray import DiskArray
 from .._jax.op import apply
 from ..ops import BroadcastTo
 from ..ops.in_memory import ToInMemory
-from . import blocked
+from . import blocked, complex_parts
 from .blocked import allowance, nbytes
 
 
@@ -64,6 +67,8 @@ def route(primitive, args, params, rule_error: Exception | None = None):
         in_memory = [apply(ToInMemory, a) if isinstance(a, DiskArray) else a for a in args]
         return primitive.bind(*in_memory, **params)
     result = blocked.route(primitive, args, params, outs)
+    if result is None:
+        result = complex_parts.route(primitive, args, params)
     if result is not None:
         return result
     if rule_error is not None:
