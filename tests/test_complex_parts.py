@@ -99,3 +99,26 @@ def test_a_cumulative_sum_along_axis_0_is_never_cut_into_blocks_of_that_axis(rng
         check(got, want, "int8 cumsum")
     # along the other axis the block route applies and is exact
     check(jax.lax.cumsum(disk(a), axis=1), jax.lax.cumsum(jnp.asarray(a), axis=1), "axis 1")
+
+
+@pytest.mark.parametrize("on_disk", ["a", "b", "both"])
+def test_complex_solve_and_its_gradients_in_memory_route(on_disk, small_budget, rng):
+    # small enough for XLA's in-memory route. custom_linear_solve's jaxprs are typed on the
+    # DiskArray operands: the whole primitive once went to XLA with them read into memory
+    # (a kernel error at run time), and a complex matvec gave an in-memory vector for a
+    # DiskArray one (linear_transpose's cotangent type error)
+    small_budget("64MB")
+    a = complex_values(rng, (3, 3)) + 3 * np.eye(3, dtype=np.complex64)
+    b = complex_values(rng, (3,))
+    args = [disk(a) if on_disk in ("a", "both") else a, disk(b) if on_disk in ("b", "both") else b]
+    ct = np.ones(3, np.complex64)
+
+    def pullback(a, b):
+        return jax.vjp(jnp.linalg.solve, a, b)[1](ct)
+
+    want_x = jnp.linalg.solve(a, b)
+    want = pullback(jnp.asarray(a), jnp.asarray(b))
+    check(jnp.linalg.solve(*args), want_x, "solve")
+    for got in (pullback(*args), jax.jit(pullback)(*args)):
+        for g, w, name in zip(got, want, "ab"):
+            check(g, w, ("cotangent", name))

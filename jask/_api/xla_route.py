@@ -27,15 +27,17 @@ from __future__ import annotations
 
 import jax
 import numpy as np
+from jax.extend import core as jex_core
 
 from .. import _runtime
 from .._jax import compat
 from .._jax.diskarray import DiskArray
 from .._jax.op import apply
 from ..ops import BroadcastTo
-from ..ops.in_memory import ToInMemory
+from ..ops.in_memory import FromInMemory, ToInMemory
 from . import blocked, complex_parts
 from .blocked import allowance, nbytes
+from .operands import small_result
 
 
 def out_avals(primitive, args, params) -> list:
@@ -65,7 +67,13 @@ def route(primitive, args, params, rule_error: Exception | None = None):
     needed = in_memory_bytes(args, outs)
     if needed <= allowance():
         in_memory = [apply(ToInMemory, a) if isinstance(a, DiskArray) else a for a in args]
-        return primitive.bind(*in_memory, **params)
+        out = primitive.bind(*in_memory, **params)
+        if primitive.name == "dot_general" and out.ndim and not small_result(out.shape, *args):
+            # a product has the type Jask's own rule gives it (a complex one comes here): an
+            # operator applied to a DiskArray vector gives a DiskArray, as custom_linear_solve
+            # and linear_transpose require of a matvec
+            out = apply(FromInMemory, out)
+        return out
     result = blocked.route(primitive, args, params, outs)
     if result is None:
         result = complex_parts.route(primitive, args, params)
@@ -117,12 +125,23 @@ def xla_computes(primitive, avals, params) -> bool:
     or results. The engine stores and moves complex arrays, but its complex instructions are few
     (conversions, + - * /, exp, ==, select; no reductions or products): all complex arithmetic
     takes one route, XLA's."""
-    if primitive.name in _MOVES_BYTES:
-        return False
+    if primitive.name in _MOVES_BYTES or _holds_jaxpr(params):
+        return False  # a loop, branch, call or solve: its rule runs the body, whose ops route
     dtypes = [getattr(a, "dtype", None) for a in avals]
     dtypes.append(params.get("new_dtype"))
     # jax.dtypes.issubdtype knows extended dtypes (PRNG key types) that np.dtype refuses
     return any(d is not None and jax.dtypes.issubdtype(d, np.complexfloating) for d in dtypes)
+
+
+def _holds_jaxpr(params) -> bool:
+    """Whether a primitive's params hold a jaxpr (typed on the DiskArray operands: XLA cannot
+    take the primitive whole with those operands in memory)."""
+    jaxprs = (jex_core.Jaxpr, jex_core.ClosedJaxpr)
+    for value in params.values():
+        values = value if isinstance(value, (tuple, list)) else (value,)
+        if any(isinstance(v, jaxprs) for v in values):
+            return True
+    return False
 
 
 # Rules that only move bytes (any dtype the engine stores).
