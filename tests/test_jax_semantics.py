@@ -99,12 +99,10 @@ def test_python_scalars_are_weak_as_in_jax(dtype):
         }
         for name, f in ops.items():
             want = f(jnp.asarray(a))
-            # a DiskArray is never weakly typed (see the test below)
-            check_same(f(disk(a)), want, (name, dtype), weak=False)
-            check_same(jax.jit(f)(disk(a)), want, (name, dtype, "jit"), weak=False)
+            check_same(f(disk(a)), want, (name, dtype))
+            check_same(jax.jit(f)(disk(a)), want, (name, dtype, "jit"))
 
 
-@pytest.mark.xfail(strict=True, reason="DiskArrayTy has no weak type yet (issue 33, left)")
 def test_an_int_disk_array_plus_a_python_float_is_weak_as_in_jax():
     a = values("int32", (2, 3))
     assert (jnp.asarray(a) + 1.5).weak_type

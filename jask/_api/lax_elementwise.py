@@ -13,10 +13,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._dtypes import storage_dtype
-from .._jax.diskarray import DiskArray
-from .._jax.op import apply, describe
-from .._jax.primitives import rule
-from ..ops import Astype, Where
+from .._jax.diskarray import DiskArray, is_disk_array
+from .._jax.op import apply, describe, weakly_typed
+from .._jax.primitives import rule, weak_type_setter
+from ..ops import Astype, Reshape, Where
 
 
 def _is_disk(x) -> bool:
@@ -26,7 +26,20 @@ def _is_disk(x) -> bool:
 @rule("convert_element_type")
 def convert_element_type(x, *, new_dtype, weak_type=False, sharding=None):
     dtype = storage_dtype(new_dtype)
-    return x if dtype == x.dtype else apply(Astype, x, dtype=dtype)
+    if dtype == x.dtype:
+        return set_weak_type(x, weak_type)
+    return apply(Astype, x, dtype=dtype, weak_type=weak_type)
+
+
+@weak_type_setter
+def set_weak_type(x, weak: bool):
+    """x with JAX's weak_type flag `weak`: a DiskArray as a view of its file of that type (no
+    copy), an in-memory value as jax.numpy converts it."""
+    if getattr(x, "weak_type", False) == bool(weak):
+        return x
+    if is_disk_array(x):
+        return apply(Reshape, x, shape=x.shape, weak_type=weak)
+    return weakly_typed(x, weak)
 
 
 @rule("select_n")

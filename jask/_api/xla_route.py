@@ -33,6 +33,7 @@ from .. import _runtime
 from .._jax import compat
 from .._jax.diskarray import DiskArray
 from .._jax.op import apply
+from .._jax.primitives import with_weak_type
 from ..ops import BroadcastTo
 from ..ops.in_memory import FromInMemory, ToInMemory
 from . import blocked, complex_parts
@@ -72,13 +73,15 @@ def route(primitive, args, params, rule_error: Exception | None = None):
             # a product has the type Jask's own rule gives it (a complex one comes here): an
             # operator applied to a DiskArray vector gives a DiskArray, as custom_linear_solve
             # and linear_transpose require of a matvec
-            out = apply(FromInMemory, out)
+            out = with_weak_type(apply(FromInMemory, out), out.weak_type)
         return out
     result = blocked.route(primitive, args, params, outs)
     if result is None:
         result = complex_parts.route(primitive, args, params)
-    if result is not None:
-        return result
+    if result is not None:  # JAX's weak_type flags (Jask's ops state dtypes and shapes)
+        if not primitive.multiple_results:
+            return with_weak_type(result, outs[0].weak_type)
+        return type(result)(with_weak_type(r, o.weak_type) for r, o in zip(result, outs))
     if rule_error is not None:
         raise rule_error
     raise too_large(primitive.name, args, needed)

@@ -32,38 +32,57 @@ def _op(name):
 
 
 class DiskArrayTy(compat.HiType):
-    """The JAX type of a DiskArray: shape and dtype, nothing about the file."""
+    """The JAX type of a DiskArray: shape, dtype and JAX's weak_type flag, nothing about the
+    file.
 
-    def __init__(self, shape: tuple[int, ...], dtype):
+    `weak_type` means what it means on a jax.Array's type: the value's dtype came from a
+    Python scalar (an int32 DiskArray plus 1.5 is a weak float32), so jax.numpy's promotion
+    lets a strongly typed operand choose the dtype (times a bfloat16 array: bfloat16). Arrays
+    read from files or NumPy are never weak, as jnp.asarray of a NumPy array is not."""
+
+    def __init__(self, shape: tuple[int, ...], dtype, weak_type: bool = False):
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
         self.ndim = len(self.shape)
         self.size = int(np.prod(self.shape, dtype=np.int64))
-        self.weak_type = False
+        self.weak_type = bool(weak_type)
 
     def __eq__(self, other):
         return (
             isinstance(other, DiskArrayTy)
             and self.shape == other.shape
             and self.dtype == other.dtype
+            and self.weak_type == other.weak_type
         )
 
     def __hash__(self):
-        return hash((DiskArrayTy, self.shape, self.dtype))
+        return hash((DiskArrayTy, self.shape, self.dtype, self.weak_type))
 
     def __repr__(self):
-        return f"DiskArrayTy({self.str_short()})"
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"DiskArrayTy({self.str_short()}{weak})"
+
+    def __str__(self):
+        return f"{'~' if self.weak_type else ''}{self.str_short()}"  # as a jax.Array's type
 
     def str_short(self, short_dtypes=False, mesh_axis_types=False):
         return f"disk:{self.dtype.name}[{','.join(map(str, self.shape))}]"
 
+    def normalize(self):
+        """The type without its weak_type flag: what JAX compares when it matches types
+        (core.typematch: a cotangent's type against its primal's, a loop's carries)."""
+        return self.update(weak_type=False)
+
     # lowering: one int32 scalar handle
     def update(self, **changes):
-        """The type with JAX's bookkeeping fields changed (abstract evaluation rules call it to
-        set how values vary over mesh axes, which a DiskArray does not record): itself; a new
-        shape or dtype gives a new type."""
+        """The type with JAX's fields changed: shape, dtype and weak_type give a new type; the
+        others (how values vary over mesh axes, set by abstract evaluation rules) a DiskArray
+        does not record, and leave it as it is."""
         shape, dtype = changes.pop("shape", self.shape), changes.pop("dtype", self.dtype)
-        return self if (shape, dtype) == (self.shape, self.dtype) else DiskArrayTy(shape, dtype)
+        weak_type = bool(changes.pop("weak_type", self.weak_type))
+        if (shape, np.dtype(dtype), weak_type) == (self.shape, self.dtype, self.weak_type):
+            return self
+        return DiskArrayTy(shape, dtype, weak_type)
 
     def lo_ty(self):
         return [compat.ShapedArray((), jnp.int32)]
@@ -91,8 +110,8 @@ class DiskArrayTy(compat.HiType):
     # vmap: a batched DiskArray holds every element of the batch along one axis
     def dec_rank(self, size, spec):
         if spec is SCAN_SLICES:  # the body of a jax.lax.scan over this array sees a slice in memory
-            return compat.ShapedArray(self.shape[1:], self.dtype)
-        return DiskArrayTy(self.shape[:spec] + self.shape[spec + 1 :], self.dtype)
+            return compat.ShapedArray(self.shape[1:], self.dtype, weak_type=self.weak_type)
+        return DiskArrayTy(self.shape[:spec] + self.shape[spec + 1 :], self.dtype, self.weak_type)
 
     def inc_rank(self, size, spec):
         if spec is SCAN_SLICES:
@@ -100,7 +119,9 @@ class DiskArrayTy(compat.HiType):
                 f"jax.lax.scan cannot stack a body's DiskArray output {self.str_short()} into "
                 f"its ys: return in-memory ys, or carry the DiskArray instead"
             )
-        return DiskArrayTy(self.shape[:spec] + (size,) + self.shape[spec:], self.dtype)
+        return DiskArrayTy(
+            self.shape[:spec] + (size,) + self.shape[spec:], self.dtype, self.weak_type
+        )
 
     # jax.lax.scan over a DiskArray (xs): jask/_api/loops.py's scan rule reads one leading-axis
     # slice per iteration into memory (the engine reads the next one ahead)
@@ -454,7 +475,7 @@ class DiskArray(jax.Array, metaclass=_DiskArrayMeta):
 
     @property
     def weak_type(self) -> bool:
-        return False
+        return self._ty.weak_type
 
     # copies and pickling ------------------------------------------------------
     def __copy__(self) -> DiskArray:

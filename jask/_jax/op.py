@@ -18,10 +18,12 @@ from typing import Any, ClassVar
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.extend.core.primitives import convert_element_type_p
 
 from .. import _engine, _progress, _runtime
 from . import compat
 from .diskarray import DiskArray, DiskArrayTy, from_in_memory
+from .primitives import with_weak_type
 
 # How a kernel's result comes back, per Op.result:
 #   "array"     a new DiskArray (an int32 handle)
@@ -134,14 +136,34 @@ class Op(compat.VJPHiPrimitive):
     primitives: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, *in_avals, **params):
+        """`params` may hold `weak_type`, the weak_type flag of the op's results (see
+        `weak_result`); the others are the op's own, passed to `out_type`."""
         self.in_avals = tuple(in_avals)
         self.params = params
-        self.out_aval = self.out_type(*in_avals, **params)
+        stated = {k: v for k, v in params.items() if k != "weak_type"}
+        out = self.out_type(*in_avals, **stated)
+        weak = params.get("weak_type")
+        weak = self.weak_result(out, *in_avals) if weak is None else bool(weak)
+        self.out_aval = _with_weak_type(out, weak)
         super().__init__()
 
     # -- what an op file states -------------------------------------------
     def out_type(self, *in_avals, **params):
         raise NotImplementedError(f"jask.{self.name} must state its output type")
+
+    @staticmethod
+    def weak_result(out, *in_avals) -> bool:
+        """The weak_type flag of the results (of type `out`) when no `weak_type` param says:
+        JAX's rule for most primitives, weak when every operand is, counting the operands of
+        the result's dtype where there are any (a selection's indices, a where's condition do
+        not decide it). Never weak without a DiskArray operand: an array made from in-memory
+        values alone (from a file or NumPy) is not. A primitive whose rule differs gets its
+        results' flags from JAX's abstract evaluation (jask/_jax/primitives.py)."""
+        if not any(isinstance(a, DiskArrayTy) for a in in_avals):
+            return False
+        first = (out or (None,))[0] if isinstance(out, tuple) else out
+        deciding = [a for a in in_avals if a.dtype == first.dtype] or in_avals
+        return all(getattr(a, "weak_type", False) for a in deciding)
 
     @classmethod
     def from_primitive(cls, *operands, **params):
@@ -300,10 +322,10 @@ class Op(compat.VJPHiPrimitive):
             return _group_results(self.out_aval, hs, values)
         if self.result == "scalar":
             value = call(self.kernel, handles, scalars, buffers, params)
-            return jnp.asarray(value, self.out_aval.dtype)
+            return weakly_typed(jnp.asarray(value, self.out_aval.dtype), self.out_aval.weak_type)
         out = np.empty(self.out_aval.shape, self.out_aval.dtype)
         call(self.kernel, handles, scalars, buffers, params, out.reshape(-1).view(np.uint8))
-        return jnp.asarray(out)
+        return weakly_typed(jnp.asarray(out), self.out_aval.weak_type)
 
     def _lower(self, operands):
         handles = [x._lowered_handle() for x in operands if isinstance(x, DiskArray)]
@@ -342,7 +364,9 @@ class Op(compat.VJPHiPrimitive):
             return tuple(DiskArray(aval, value[i]) for i, aval in enumerate(out))
         if self.result == "group":
             return _group_results(out, *value)
-        return DiskArray(out, value) if self.result == "array" else value
+        return (
+            DiskArray(out, value) if self.result == "array" else weakly_typed(value, out.weak_type)
+        )
 
     # -- derived: reverse mode ----------------------------------------------
     def vjp_fwd(self, nzs_in, *operands):
@@ -356,7 +380,9 @@ class Op(compat.VJPHiPrimitive):
             return tuple(None for _ in operands)
         ct = _cotangent_like(ct, self.out_aval)
         cts = self.vjp(ct, *operands, out=out, needs=needs)
-        return tuple(c if need else None for c, need in zip(cts, needs))
+        return tuple(
+            _typed_as(c, aval) if need else None for c, need, aval in zip(cts, needs, self.in_avals)
+        )
 
     def transpose(self, out_ct, *maybe_accums):
         # Used when JAX transposes a tangent computation (jax.checkpoint, linearize):
@@ -368,9 +394,9 @@ class Op(compat.VJPHiPrimitive):
         out_ct = _cotangent_like(out_ct, self.out_aval)
         operands = [aval if lin else a for a, lin, aval in zip(maybe_accums, linear, self.in_avals)]
         cts = self.vjp(out_ct, *operands, out=None, needs=linear)
-        for accum, ct, lin in zip(maybe_accums, cts, linear):
+        for accum, ct, lin, aval in zip(maybe_accums, cts, linear, self.in_avals):
             if lin and ct is not None:
-                accum.accum(ct)
+                accum.accum(_typed_as(ct, aval))
 
     # -- derived: forward mode (jax.jvp, jax.linearize, jax.checkpoint) -------
     def jvp(self, primals, tangents):
@@ -432,8 +458,23 @@ def _group_results(out_avals, handles, values):
         if isinstance(aval, DiskArrayTy):
             results.append(DiskArray(aval, handles[next(h)]))
         else:
-            results.append(jnp.asarray(values[next(v)], aval.dtype))
+            results.append(weakly_typed(jnp.asarray(values[next(v)], aval.dtype), aval.weak_type))
     return tuple(results)
+
+
+def _with_weak_type(aval, weak: bool):
+    """A result type (or a tuple of them) with JAX's weak_type flag `weak`."""
+    if isinstance(aval, tuple):
+        return tuple(_with_weak_type(a, weak) for a in aval)
+    return aval.update(weak_type=weak)
+
+
+def weakly_typed(x, weak: bool):
+    """An in-memory value with JAX's weak_type flag `weak` (a conversion to its own dtype, as
+    jax.numpy makes one)."""
+    if getattr(compat.typeof(x), "weak_type", False) == weak:
+        return x
+    return convert_element_type_p.bind(x, new_dtype=x.dtype, weak_type=weak, sharding=None)
 
 
 def _is_bool(aval) -> bool:
@@ -469,6 +510,14 @@ def _cotangent_like(ct, aval):
     if isinstance(ct, compat.Zero):
         return ct
     return _tangent_of(ct, aval)
+
+
+def _typed_as(ct, aval):
+    """An operand's cotangent with the weak_type flag of the operand's type, as JAX's rules give
+    it (a weak operand's gradient is weak)."""
+    if ct is None or isinstance(ct, compat.Zero):
+        return ct
+    return with_weak_type(ct, getattr(aval, "weak_type", False))
 
 
 def _symbolic_zero(aval):

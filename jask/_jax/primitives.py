@@ -10,16 +10,35 @@ compat.py), with the primitive's operands and params. A rule returns what the pr
 Rules come from two places: an op declares the primitives it implements (`Op.primitives`,
 applied by `Op.from_primitive`), and a rule that combines several ops is a function decorated
 with `@rule("name")` (jask/_api/lax.py and its neighbours).
+
+A rule's results get the weak_type flags JAX's own abstract evaluation of the primitive gives
+for operands of the same types (`jax_weak_types`): a rule states dtypes and shapes, JAX decides
+which results are weakly typed, as it does for jax.Arrays.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
+
+import jax.extend.core.primitives as _jax_primitives
+import numpy as np
+from jax.extend.core import Primitive
+
+from . import compat
+from .diskarray import DiskArrayTy
 
 PrimitiveRule = Callable[..., object]
 
 RULES: dict[str, PrimitiveRule] = {}
-"""Primitive name -> the rule that applies it to DiskArrays."""
+"""Primitive name -> the rule that applies it to DiskArrays (its results typed as JAX's)."""
+
+_STATED: dict[str, PrimitiveRule] = {}
+"""Primitive name -> the rule as registered."""
+
+SetWeakType = Callable[[object, bool], object]
+"""(result, weak) -> the result with JAX's weak_type flag `weak` (values and dtype unchanged)."""
+_set_weak_type: SetWeakType | None = None
 
 
 def rule(*names: str):
@@ -40,8 +59,90 @@ def register_ops(ops: Iterable[type]) -> None:
             _register(name, op.from_primitive, f"jask.ops {op.__name__}")
 
 
+def weak_type_setter(fn: SetWeakType) -> SetWeakType:
+    """Registers the decorated function as the one that sets a result's weak_type flag (it is
+    written with ops, which sit above this module)."""
+    global _set_weak_type
+    _set_weak_type = fn
+    return fn
+
+
 def _register(name: str, fn: PrimitiveRule, where: str) -> None:
-    existing = RULES.get(name)
+    existing = _STATED.get(name)
     if existing is not None and existing != fn:
         raise ValueError(f"two Jask rules for jax.lax primitive {name!r}: {where} and {existing}")
-    RULES[name] = fn
+    _STATED[name] = fn
+    RULES[name] = _typed_as_jax(name, fn)
+
+
+def _typed_as_jax(name: str, fn: PrimitiveRule) -> PrimitiveRule:
+    @functools.wraps(fn)
+    def typed(*args, **params):
+        out = fn(*args, **params)
+        weak = jax_weak_types(name, args, params)
+        if weak is None:
+            return out
+        if isinstance(out, (list, tuple)):
+            return type(out)(with_weak_type(o, w) for o, w in zip(out, weak))
+        return with_weak_type(out, weak[0])
+
+    return typed
+
+
+def with_weak_type(x, weak: bool | None):
+    """x (a DiskArray or an in-memory value) with JAX's weak_type flag `weak` (None: as it is)."""
+    if weak is None or _set_weak_type is None:
+        return x
+    try:
+        current = compat.typeof(x).weak_type
+    except (TypeError, AttributeError):  # not an array (a rule's token, a PRNG key's type)
+        return x
+    if current == weak:
+        return x
+    return _set_weak_type(x, weak)
+
+
+@functools.cache
+def _jax_primitive(name: str):
+    """JAX's primitive of that name (those jax.extend names: every jax.lax primitive with a
+    Jask rule but split, stack, tile, unstack, ragged_dot_general and the debug ones, whose
+    results keep the types Jask's ops state)."""
+    for value in vars(_jax_primitives).values():
+        if isinstance(value, Primitive) and value.name == name:
+            return value
+    return None
+
+
+def jax_weak_types(name: str, args, params) -> list[bool | None] | None:
+    """The weak_type flag of each result of primitive `name` bound to `args`, by JAX's abstract
+    evaluation on in-memory types (a DiskArray's as a ShapedArray of its shape, dtype and
+    weak_type); None where that cannot say (a primitive JAX does not name publicly, one whose
+    rule takes jaxprs traced on DiskArrays), and None for a result that is not an array."""
+    primitive = _jax_primitive(name)
+    if primitive is None:
+        return None
+    avals = [_in_memory_type(compat.typeof(a)) for a in args]
+    try:
+        out, _ = primitive.abstract_eval(*avals, **params)
+    except Exception:
+        # Jask's elementwise rules broadcast size-1 axes, JAX's primitives do not (jnp.where
+        # binds select_n on operands of one rank): the weak_type rules do not read shapes
+        try:
+            out, _ = primitive.abstract_eval(*_spread(avals), **params)
+        except Exception:  # a rule that needs more than types (a loop's body): Jask's stand
+            return None
+    outs = out if primitive.multiple_results else [out]
+    return [o.weak_type if isinstance(o, compat.ShapedArray) else None for o in outs]
+
+
+def _spread(avals) -> list:
+    """The array types among `avals` at their common (NumPy-broadcast) shape."""
+    arrays = [a for a in avals if isinstance(a, compat.ShapedArray)]
+    shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    return [a.update(shape=shape) if isinstance(a, compat.ShapedArray) else a for a in avals]
+
+
+def _in_memory_type(aval):
+    if isinstance(aval, DiskArrayTy):
+        return compat.ShapedArray(aval.shape, aval.dtype, weak_type=aval.weak_type)
+    return aval
