@@ -79,6 +79,7 @@ def install() -> None:
             new_program_slot=_runtime.new_program_slot,
             program_compiled=_runtime.note_program_memory,
             searchsorted=search.searchsorted,
+            mask_positions=indexing.mask_positions,
         )
     )
     _serialization.install()  # orbax.checkpoint and flax.serialization, once imported

@@ -20,6 +20,7 @@ EXPECTED = {
     "full_like_of_disk_arrays": "jax",
     "where_keeps_disk_shapes": "jax",
     "searchsorted_of_disk_arrays": "jax",
+    "disk_boolean_masks": "jax",
     "vjp_in_memory_cotangents": "jax",
     "accumulate_in_memory_cotangents": "jax",
     "custom_jvp_disk_tangents": "jax",

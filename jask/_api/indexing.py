@@ -225,30 +225,29 @@ def _is_advanced(key) -> bool:
 def _advanced_getitem(x, key):
     """x[key] as jnp indexes: integer arrays broadcast together (adjacent ones keep their place,
     separated ones go first), boolean masks replaced by the integer arrays of their True
-    elements (a DiskArray mask counted by streaming it first), and one gather at the combined
-    indices (DiskArray indices are read block by block). A traced mask raises JAX's
-    NonConcreteBooleanIndexError."""
-    key = tuple(_mask_positions(x, key))
+    elements (a DiskArray mask by `mask_positions`, through JAX's indexing), and one gather at
+    the combined indices (DiskArray indices are read block by block)."""
     return compat.rewriting_take(x, key)
 
 
-def expand_masks(x, key) -> tuple:
-    """`key` (for x[key] or x.at[key]) with each DiskArray boolean mask replaced by the integer
-    arrays of its True elements, counted by a streamed sum (a traced one raises JAX's
-    NonConcreteBooleanIndexError); JAX's indexing takes what is left."""
-    return tuple(_mask_positions(x, key if isinstance(key, tuple) else (key,)))
+def mask_positions(shape, key: tuple) -> tuple:
+    """`key` (for x[key] or x.at[key], x of `shape`) with each DiskArray boolean mask replaced
+    by the integer arrays of its True elements (as np.nonzero gives them), read block by block.
+    A traced mask raises JAX's
+    NonConcreteBooleanIndexError; JAX's indexing takes what is left (compat's
+    disk_boolean_masks patch calls this for every jnp indexing)."""
+    return tuple(_mask_positions(tuple(shape), key))
 
 
-def _mask_positions(x, key):
-    """The key with each DiskArray mask replaced by the integer arrays of its True elements
-    (their count read first, by one streamed sum; the positions then one streamed pass)."""
+def _mask_positions(shape, key):
+    ndim = len(shape)
     consumed = builtins.sum(
         np.ndim(k) if _is_mask(k) else 0 if k is None or k is Ellipsis else 1 for k in key
     )
     axis = 0
     for position, k in enumerate(key):
         if k is Ellipsis:
-            axis += builtins.max(0, x.ndim - consumed)
+            axis += builtins.max(0, ndim - consumed)
             yield k
             continue
         if k is None:
@@ -259,11 +258,12 @@ def _mask_positions(x, key):
             yield k
             continue
         if compat.is_tracer(k):
-            raise jax.errors.NonConcreteBooleanIndexError(compat.typeof(k))
+            raise jax.errors.NonConcreteBooleanIndexError(compat.ShapedArray(k.shape, np.bool_))
         if k.ndim == 0:
-            yield bool(materialize(k))
+            with jax.ensure_compile_time_eval():  # closed over in jit: concrete, as in jnp
+                yield bool(materialize(k))
             continue
-        expected = list(x.shape[axis : axis + k.ndim])
+        expected = list(shape[axis : axis + k.ndim])
         # jnp's rule and error: each of the mask's axes has the indexed axis's size, or 0 (an
         # empty mask selects nothing)
         if not builtins.all(m in (0, n) for m, n in zip(k.shape, expected)):
@@ -275,9 +275,24 @@ def _mask_positions(x, key):
             axis += k.ndim
             yield np.zeros(k.shape, np.bool_)
             continue
-        count = int(jnp.sum(k, dtype=jnp.int64 if k.size > np.iinfo(np.int32).max else None))
-        yield from jnp.nonzero(k, size=count)
+        yield from _true_positions(k)
         axis += k.ndim
+
+
+def _true_positions(mask) -> tuple[np.ndarray, ...]:
+    """np.nonzero of a DiskArray mask (the integer arrays JAX's indexing expands an in-memory
+    mask into), read one budget-sized block of its leading axis at a time. Eager even inside
+    jit, where a concrete mask is closed over (jnp's indexing takes a concrete mask there)."""
+    n = mask.shape[0]
+    row = builtins.max(1, int(np.prod(mask.shape[1:], dtype=np.int64)))
+    block = builtins.max(1, _runtime.memory_budget() // 8 // row)
+    parts = []
+    with jax.ensure_compile_time_eval():
+        for start in range(0, n, block):
+            stop = builtins.min(n, start + block)
+            found = np.nonzero(np.asarray(_index_block(mask, start, stop)))
+            parts.append((found[0] + start, *found[1:]))
+    return tuple(np.concatenate(p) for p in zip(*parts))
 
 
 def _is_index_array(k) -> bool:

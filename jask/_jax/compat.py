@@ -221,6 +221,10 @@ class Hooks:
     searchsorted: Callable | None = None
     """(sorted_arr, query, side, method, dtype) -> jnp.searchsorted of a 1-d sorted array with
     a DiskArray (or its tracer) among the two (jask/_api/search.py)."""
+    mask_positions: Callable | None = None
+    """(shape, key) -> the index tuple `key` into an array of `shape` with each DiskArray boolean
+    mask replaced by the integer arrays of its True elements (jask/_api/indexing.py); JAX's
+    NonConcreteBooleanIndexError for a traced one."""
 
 
 @dataclass(frozen=True)
@@ -947,6 +951,31 @@ def _searchsorted_of_disk_arrays(hooks: Hooks) -> None:
 
     searchsorted_via_expand._jask_original = original
     _numpy_hijax.searchsorted_via_expand = searchsorted_via_expand
+
+
+@_patch(
+    "disk_boolean_masks",
+    "jax._src.numpy.indexing.NDIndexer.from_raw_indices (x[mask], x.at[mask] and the jax.numpy "
+    "functions that index with a mask: compress, extract)",
+    "JAX takes a boolean index only of a ShapedArray type (_is_boolean_index), so a DiskArray "
+    "mask is its TypeError 'Indexer must have integer or boolean type'; a DiskArray mask becomes "
+    "the integer arrays of its True elements, found by streaming it, as JAX expands an "
+    "in-memory one (a traced one is JAX's NonConcreteBooleanIndexError)",
+)
+def _disk_boolean_masks(hooks: Hooks) -> None:
+    is_hi, positions = hooks.is_hi, hooks.mask_positions
+    original = _numpy_indexing.NDIndexer.from_raw_indices  # a classmethod, bound
+    if positions is None or getattr(original, "_jask_original", None):
+        return
+
+    def from_raw_indices(cls, indices, shape):
+        indices = _numpy_indexing.eliminate_deprecated_list_indexing(indices)
+        if any(is_hi(i) and i.dtype == np.bool_ for i in indices):
+            indices = positions(tuple(shape), indices)
+        return original.__func__(cls, indices, shape)
+
+    from_raw_indices._jask_original = original
+    _numpy_indexing.NDIndexer.from_raw_indices = classmethod(from_raw_indices)
 
 
 HIGHER_ORDER_PRIMITIVES = frozenset(
