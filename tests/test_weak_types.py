@@ -89,6 +89,11 @@ OPS = {
     "transpose": lambda w, s: w.T,
     "clip": lambda w, s: jnp.clip(w, -1, 1),
     "maximum": lambda w, s: jnp.maximum(w, 0),
+    "zeros_like": lambda w, s: jnp.zeros_like(w),
+    "full_like": lambda w, s: jnp.full_like(w, 2),
+    "ones_like_dtype": lambda w, s: jnp.ones_like(w, jnp.float16),
+    "copy": lambda w, s: jnp.copy(w),
+    "stop_gradient": lambda w, s: lax.stop_gradient(w),
 }
 
 
@@ -172,6 +177,7 @@ GRADS = {
     "mean": lambda w: jnp.mean(w * 2),
     "sin_where": lambda w: jnp.sum(jnp.where(w > 0, jnp.sin(w), 0.5)),
     "matmul": lambda w: jnp.sum(w @ w.T),
+    "unused": lambda w: jnp.sum(jnp.ones(SHAPE) * 2.0),
 }
 
 

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 
 from .._dtypes import jax_dtype, storage_dtype
 from .._jax.diskarray import DiskArray
+from .._jax.primitives import with_weak_type
 from .._shapes import as_shape, check_nbytes
 from ..ops.reduce import filled
 
@@ -37,12 +38,15 @@ def zeros(shape, dtype="float32") -> DiskArray:
 
 def zeros_like(x, dtype=None) -> DiskArray:
     """A new DiskArray of zeros with x's shape (and dtype, unless given)."""
-    return zeros(x.shape, x.dtype if dtype is None else dtype)
+    return full_like(x, 0, dtype)
 
 
 def full_like(x, fill_value, dtype=None) -> DiskArray:
-    """A new DiskArray of x's shape (and dtype, unless given) filled with `fill_value`."""
-    return full(x.shape, fill_value, x.dtype if dtype is None else dtype)
+    """A new DiskArray of x's shape (and dtype, unless given) filled with `fill_value`; weakly
+    typed where x is and no dtype is given, as jax.lax.full_like."""
+    if dtype is not None:
+        return full(x.shape, fill_value, dtype)
+    return with_weak_type(full(x.shape, fill_value, x.dtype), getattr(x, "weak_type", False))
 
 
 def ones_like(x, dtype=None) -> DiskArray:

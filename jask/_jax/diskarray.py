@@ -102,7 +102,9 @@ class DiskArrayTy(compat.HiType):
         return self
 
     def vspace_zero(self):
-        return _op("zeros")(self.shape, self.dtype)
+        from .primitives import with_weak_type  # it imports this module
+
+        return with_weak_type(_op("zeros")(self.shape, self.dtype), self.weak_type)
 
     def vspace_add(self, x, y):
         return _op("add")(x, y)

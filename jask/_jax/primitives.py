@@ -18,6 +18,7 @@ which results are weakly typed, as it does for jax.Arrays.
 
 from __future__ import annotations
 
+import enum
 import functools
 from collections.abc import Callable, Iterable
 
@@ -121,7 +122,29 @@ def jax_weak_types(name: str, args, params) -> list[bool | None] | None:
     primitive = _jax_primitive(name)
     if primitive is None:
         return None
-    avals = [_in_memory_type(compat.typeof(a)) for a in args]
+    avals = tuple(_in_memory_type(compat.typeof(a)) for a in args)
+    if not all(_plain(v) for v in params.values()):
+        # a jaxpr (whose constants a cache would keep alive, DiskArrays among them), a function
+        return _weak_types(primitive, avals, params)
+    weak = _weak_types_of(primitive, (avals, tuple(sorted(params.items()))))
+    return None if weak is None else list(weak)
+
+
+@functools.lru_cache(maxsize=4096)  # JAX's abstract rules cost more than the bind around them
+def _weak_types_of(primitive, key) -> tuple:
+    avals, params = key
+    weak = _weak_types(primitive, avals, dict(params))
+    return None if weak is None else tuple(weak)
+
+
+def _plain(value) -> bool:
+    """A param value that holds no arrays or functions: numbers, names, dtypes, tuples of them."""
+    if isinstance(value, (tuple, list)):
+        return all(_plain(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str, np.dtype, enum.Enum))
+
+
+def _weak_types(primitive, avals, params) -> list[bool | None] | None:
     try:
         out, _ = primitive.abstract_eval(*avals, **params)
     except Exception:
