@@ -10,7 +10,9 @@ blocks.
 - an empty boolean mask, and select_n of size-1 operands where XLA computes it (complex);
 - custom_jvp rules whose tangents had another kind than their primals (det, slogdet), a 0-d
   DiskArray from indexing, and custom_linear_solve results of another kind than its
-  right-hand side.
+  right-hand side;
+- a cond called through a name of JAX's own (jax._src.lax.cond: jax.scipy.linalg.expm) whose
+  branches give a DiskArray and an in-memory array (complex expm: linalg_test testExpm).
 """
 
 import gc
@@ -396,3 +398,36 @@ def test_second_order_jvp_of_solve(checks):
     expected = jvp2(a, b)
     for args in itertools.product((a, disk(a)), (b, disk(b))):
         close(jvp2(*args), expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [(20, 20), (2, 20, 20)])
+def test_complex_expm_whose_cond_branches_differ_in_kind(shape):
+    rng = np.random.default_rng(5)
+    a = ((rng.normal(size=shape) + 1j * rng.normal(size=shape)) / 4).astype(np.complex64)
+    want = jax.scipy.linalg.expm(jnp.asarray(a))
+    f = jax.scipy.linalg.expm
+    for got in (f(disk(a)), jax.jit(f)(disk(a))):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+    # and its gradient (a real loss of it), as jax.grad on jax.Arrays
+    loss = lambda x: jnp.sum(jnp.abs(jax.scipy.linalg.expm(x)) ** 2)
+    gw = jax.grad(loss)(jnp.asarray(a))
+    np.testing.assert_allclose(np.asarray(jax.grad(loss)(disk(a))), gw, rtol=1e-4, atol=1e-4)
+
+
+def test_every_module_of_jax_calls_the_unifying_loops_and_conds():
+    # JAX's modules import cond, switch, scan and while_loop under several names; each must be
+    # the carry-unifying version, and jnp.linalg.cond (a matrix's condition number) untouched
+    import sys
+
+    wrapped = 0
+    for name, module in list(sys.modules.items()):
+        if not name.startswith(("jax.", "jaxlib.")):
+            continue
+        for attr in ("cond", "switch", "scan", "while_loop"):
+            value = getattr(module, attr, None)
+            if getattr(value, "__module__", "").startswith("jax._src.lax.control_flow"):
+                assert hasattr(value, "_jask_original"), (name, attr)
+                wrapped += 1
+    assert wrapped >= 8
+    assert not hasattr(jnp.linalg.cond, "_jask_original")

@@ -31,6 +31,7 @@ registers its two installers in compat's registry of patches (compat.PATCHES).
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Protocol
 
 import jax
@@ -39,7 +40,6 @@ from jax._src import core as _core
 from jax._src import dtypes as _dtypes
 from jax._src import stages as _stages
 from jax._src.interpreters import ad as _ad
-from jax._src.lax import control_flow as _control_flow
 from jax._src.lax.control_flow import conditionals as _conditionals
 from jax._src.lax.control_flow import loops as _loops
 
@@ -130,14 +130,26 @@ def install_carry_unification() -> None:
     of carries and branch outputs. Idempotent."""
     if getattr(_loops.scan, "_jask_original", None):
         return
-    for name, make in (("scan", _scan), ("while_loop", _while_loop)):
-        wrapped = make(getattr(_loops, name))
-        for module in (_loops, _control_flow, jax.lax):
-            setattr(module, name, wrapped)
-    for name, make in (("cond", _cond), ("switch", _switch)):
-        wrapped = make(getattr(_conditionals, name))
-        for module in (_conditionals, _control_flow, jax.lax):
-            setattr(module, name, wrapped)
+    replaced = {}
+    for module, name, make in (
+        (_loops, "scan", _scan),
+        (_loops, "while_loop", _while_loop),
+        (_conditionals, "cond", _cond),
+        (_conditionals, "switch", _switch),
+    ):
+        original = getattr(module, name)
+        replaced[id(original)] = (original, make(original))
+    # every loaded module's name for one of them: JAX's own modules import them under several
+    # (jax.lax, jax._src.lax, which jax.scipy.linalg.expm calls cond through, lax.special's
+    # while_loop, ...); found by identity, so jnp.linalg.cond is left alone
+    for module in list(sys.modules.values()):
+        names = getattr(module, "__dict__", None)
+        if not isinstance(names, dict):
+            continue
+        for name, value in list(names.items()):
+            found = replaced.get(id(value))
+            if found is not None and found[0] is value:
+                setattr(module, name, found[1])
 
 
 def _scan(original):
