@@ -12,6 +12,8 @@ import pytest
 from jax._src.numpy import indexing as jax_indexing
 
 import jask
+import jask._api.indexing
+import jask._api.operands
 
 from conftest import assert_close
 
@@ -33,7 +35,6 @@ KEYS = {
     "full_rank": lambda m: m["FULL"],
     "leading_axis": lambda m: m["ROWS"],
     "two_leading_axes": lambda m: m["ROWS_COLS"],
-    "leading_then_slice": lambda m: (m["ROWS"], slice(1, None)),
     "later_axis": lambda m: (slice(None), m["COLS"]),
     "ellipsis_then_mask": lambda m: (Ellipsis, m["COLS"], slice(None, 4)),
     "mask_and_index_array": lambda m: (m["ROWS"], jnp.asarray(IDX[:1]), 2),
@@ -83,7 +84,6 @@ UPDATES = {
     "add_rows": lambda x, m: x.at[m["ROWS"]].add(1.5),
     "add_later_axis": lambda x, m: x.at[:, m["COLS"]].add(jnp.arange(7.0)),
     "mul": lambda x, m: x.at[m["ROWS_COLS"]].mul(-2.0),
-    "min": lambda x, m: x.at[m["FULL"]].min(0.5),
     "max_drop": lambda x, m: x.at[m["ROWS"], 3].max(0.25, mode="drop"),
     "get": lambda x, m: x.at[m["FULL"]].get(),
     "get_fill": lambda x, m: x.at[m["ROWS"], 1:].get(mode="fill", fill_value=-9.0),
@@ -105,8 +105,6 @@ FUNCTIONS = {
     "extract": lambda x, m: jnp.extract(m["FULL"], x),
     "where": lambda x, m: jnp.where(m["FULL"], x, jnp.asarray(Y)),
     "where_rows": lambda x, m: jnp.where(m["ROWS"][:, None, None], x, 0.0),
-    "nonzero_size": lambda x, m: jnp.nonzero(m["ROWS_COLS"], size=4000, fill_value=-1),
-    "argwhere_size": lambda x, m: jnp.argwhere(m["ROWS"], size=600),
 }
 
 
@@ -117,6 +115,12 @@ def test_jnp_functions_of_disk_masks(name, x_kind):
     out = FUNCTIONS[name](data(x_kind), masks(True))
     for o, e in zip(jax.tree.leaves(out), jax.tree.leaves(expected), strict=True):
         assert_same(o, e)
+
+
+def test_argwhere_of_disk_mask_as_jnp():
+    """jnp.argwhere (jnp.nonzero) with a static size past the True count (filled)."""
+    expected = jnp.argwhere(jnp.asarray(MASKS["ROWS_COLS"]), size=20000, fill_value=-1)
+    assert_same(jnp.argwhere(masks(True)["ROWS_COLS"], size=20000, fill_value=-1), expected)
 
 
 TRACED = {
@@ -168,7 +172,6 @@ def test_mask_of_wrong_shape_is_jnp_error():
 
 GRADIENTS = {
     "getitem": lambda x, m: jnp.sum(jnp.sin(x[m["FULL"]]) * 1.5),
-    "getitem_rows": lambda x, m: jnp.sum(jnp.cos(x[m["ROWS"], 2:])),
     "at_set": lambda x, m: jnp.sum(jnp.sin(x.at[m["ROWS_COLS"]].set(0.0))),
     "at_add": lambda x, m: jnp.sum(jnp.sin(x.at[:, m["COLS"]].add(2.0)) ** 2),
     "at_mul": lambda x, m: jnp.sum(jnp.sin(x.at[m["FULL"]].mul(3.0))),
@@ -197,6 +200,24 @@ def test_disk_mask_is_read_in_blocks():
     assert_same(out, jnp.asarray(X)[jnp.asarray(MASKS["FULL"])])
     assert s.total.blocks > 2 * len(s.ops)
     assert s.blocks_peak <= 64 * 1024
+
+
+def test_many_true_elements_take_disk_positions(monkeypatch):
+    """A mask with more True elements than IN_MEMORY_LIMIT (lowered here) gives DiskArray
+    positions, written part by part as they are found; JAX's indexing then gathers and
+    scatters at DiskArray indices."""
+    monkeypatch.setattr(jask._api.operands, "IN_MEMORY_LIMIT", 2000)
+    x_np, mask_np = X[:150], MASKS["FULL"][:150]  # 12,000 True elements
+    mask = jask.DiskArray.from_numpy(mask_np)
+    positions = jask._api.indexing.mask_positions(x_np.shape, (mask,))
+    assert all(isinstance(p, jask.DiskArray) for p in positions)
+    for p, e in zip(positions, np.nonzero(mask_np), strict=True):
+        np.testing.assert_array_equal(np.asarray(p), e)
+    expected = jnp.asarray(x_np)[jnp.asarray(mask_np)]
+    for x_kind in ("disk", "jax"):
+        assert_same(data(x_kind, x_np)[mask], expected)
+    expected = jnp.asarray(x_np).at[jnp.asarray(mask_np)].add(1.0)
+    assert_same(jnp.asarray(x_np).at[mask].add(1.0), expected)
 
 
 def test_patch_leaves_in_memory_indices_alone():

@@ -30,7 +30,7 @@ from ..ops import (
     Transpose,
 )
 from . import elementwise, search
-from .io import materialize
+from .io import from_numpy, materialize
 from .operands import check_disk, in_memory_limit
 from .shape import reshape
 
@@ -279,20 +279,41 @@ def _mask_positions(shape, key):
         axis += k.ndim
 
 
-def _true_positions(mask) -> tuple[np.ndarray, ...]:
+def _true_positions(mask) -> tuple:
     """np.nonzero of a DiskArray mask (the integer arrays JAX's indexing expands an in-memory
-    mask into), read one budget-sized block of its leading axis at a time. Eager even inside
+    mask into), read one budget-sized block of its leading axis at a time: NumPy arrays while
+    they have at most IN_MEMORY_LIMIT elements, else DiskArrays written as they are found (JAX's
+    indexing then gathers or scatters at DiskArray indices, block by block). Eager even inside
     jit, where a concrete mask is closed over (jnp's indexing takes a concrete mask there)."""
     n = mask.shape[0]
+    budget = _runtime.memory_budget()
     row = builtins.max(1, int(np.prod(mask.shape[1:], dtype=np.int64)))
-    block = builtins.max(1, _runtime.memory_budget() // 8 // row)
-    parts = []
+    block = builtins.max(1, budget // 8 // row)
+    dtype = np.int64 if builtins.max(mask.shape) > np.iinfo(np.int32).max else np.int32
+    found, held, written = [], 0, []  # positions in memory (`held` of them), parts on disk
     with jax.ensure_compile_time_eval():
         for start in range(0, n, block):
             stop = builtins.min(n, start + block)
-            found = np.nonzero(np.asarray(_index_block(mask, start, stop)))
-            parts.append((found[0] + start, *found[1:]))
-    return tuple(np.concatenate(p) for p in zip(*parts))
+            part = np.nonzero(np.asarray(_index_block(mask, start, stop)))
+            found.append((part[0] + start, *part[1:]))
+            held += part[0].size * mask.ndim
+            # too many for memory: to disk, then in parts of half the budget as they are found
+            too_many = held > in_memory_limit()
+            if too_many or (written and held * np.dtype(dtype).itemsize > budget // 2):
+                written.append(_positions_on_disk(found, dtype))
+                found, held = [], 0
+        if not written:
+            return tuple(np.concatenate(axis) for axis in zip(*found))
+        if found:
+            written.append(_positions_on_disk(found, dtype))
+        return tuple(
+            parts[0] if len(parts) == 1 else apply(Concatenate, *parts, axis=0)
+            for parts in zip(*written)
+        )
+
+
+def _positions_on_disk(found, dtype) -> tuple:
+    return tuple(from_numpy(np.concatenate(axis).astype(dtype)) for axis in zip(*found))
 
 
 def _is_index_array(k) -> bool:
