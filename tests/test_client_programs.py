@@ -39,10 +39,6 @@ def missing(reason):
     return pytest.mark.xfail(strict=True, reason=reason)
 
 
-LOOP_GRAD = missing(
-    "TypeError: jask.astype: needs at least one DiskArray operand (grad through diffrax's "
-    "loops with a DiskArray y0 under vmap: a Jask op's derivative meets an in-memory value)"
-)
 LIBRARY_PRIMITIVE = missing(
     "AssertionError in lineax's own JVP rule (_linear_solve_jvp): the solver state's tangent "
     "is not symbolic zero when the operator is a DiskArray under jax.grad (linearize)"

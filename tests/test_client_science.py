@@ -12,13 +12,14 @@ from jax import lax
 from test_client_programs import (
     BUDGET,
     LIBRARY_PRIMITIVE,
-    LOOP_GRAD,
     RTOL,
     assert_on_disk,
     disk,
     disk_tree,
     images,
 )
+
+import jask
 
 from conftest import assert_trees_match
 
@@ -223,7 +224,60 @@ def test_notebook_boolean_mask_selection():
 # diffrax neural ODE and lineax solves
 
 
-@LOOP_GRAD
+# The root causes the diffrax fit met (with test_loop_carries.py's
+# test_a_body_traced_once_for_a_diskarray_runs_on_an_in_memory_carry)
+
+
+def test_derivative_of_where_whose_only_diskarray_has_a_zero_tangent():
+    """jnp.where(mask, a, d) with a in memory and d a DiskArray constant: the tangent is the
+    op on (a's tangent, d's zero), which must still have a DiskArray operand; a's cotangent
+    (from the DiskArray one) is read into memory, a's type."""
+    rng = np.random.default_rng(31)
+    a_np, d_np = rng.normal(size=(2, 50, 3)).astype(np.float32)
+    mask = jnp.asarray(rng.normal(size=(50, 3)) > 0)
+
+    def f(a, d):
+        return jnp.sum(jnp.where(mask, a, d) ** 2)
+
+    def derivatives(d):
+        a, t = jnp.asarray(a_np), jnp.ones((50, 3), jnp.float32)
+        return jax.jvp(lambda a: f(a, d), (a,), (t,)), jax.grad(f)(a, d)
+
+    got, ref = derivatives(disk(d_np)), derivatives(jnp.asarray(d_np))
+    assert_trees_match(got, ref, RTOL)
+    assert not isinstance(got[1], jask.DiskArray)
+
+
+def test_custom_vjp_cotangents_take_their_inputs_kinds():
+    """A custom_vjp rule written for jax.Arrays may give an in-memory cotangent for a
+    DiskArray input, or a DiskArray one for an in-memory input (vmap's batched rules do)."""
+    rng = np.random.default_rng(32)
+    x_np, y_np = rng.normal(size=(2, 40, 3)).astype(np.float32)
+
+    @jax.custom_vjp
+    def f(x, y):
+        return x * y
+
+    def f_fwd(x, y):
+        return f(x, y), (x, y)
+
+    def f_bwd(res, g):
+        x, y = res
+        # x's cotangent in memory whatever x's kind; y's a DiskArray where x is one
+        gy = g * y
+        return jask.materialize(gy) if isinstance(gy, jask.DiskArray) else gy, g * x
+
+    f.defvjp(f_fwd, f_bwd)
+
+    def loss(x, y):
+        return jnp.sum(f(x, y) ** 2)
+
+    got = jax.grad(loss, argnums=(0, 1))(disk(x_np), jnp.asarray(y_np))
+    ref = jax.grad(loss, argnums=(0, 1))(jnp.asarray(x_np), jnp.asarray(y_np))
+    assert_trees_match(got, ref, RTOL)
+    assert isinstance(got[0], jask.DiskArray) and not isinstance(got[1], jask.DiskArray)
+
+
 def test_diffrax_neural_ode_fit():
     eqx = pytest.importorskip("equinox")
     diffrax = pytest.importorskip("diffrax")

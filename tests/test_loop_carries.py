@@ -407,3 +407,26 @@ def test_importing_jask_leaves_plain_loops_conds_and_eval_shape_as_they_are():
     plain, with_jask = run("plain"), run("jask")
     assert plain == with_jask
     assert plain["fori_bad"][0] == plain["cond_bad"][0] == "error"
+
+
+@pytest.mark.parametrize("vmap", [False, True], ids=["plain", "vmap"])
+def test_a_body_traced_once_for_a_diskarray_runs_on_an_in_memory_carry(rng, vmap):
+    """A library may trace a loop body once (equinox's while loops) and run its jaxpr again
+    after the carry rule moved the carry to memory: its Jask ops, built for a DiskArray,
+    then meet in-memory values and move them to the kind they were built for."""
+    from jax.extend.core import jaxpr_as_fun
+
+    x, d = _data(rng)
+    body = lambda c: jnp.sin(c) * 0.5 + c
+    traced = jaxpr_as_fun(jax.make_jaxpr(body)(d))
+
+    def run(c):
+        return jax.lax.fori_loop(0, 3, lambda i, c: traced(c)[0], c)
+
+    def ref(c):
+        return jax.lax.fori_loop(0, 3, lambda i, c: body(c), c)
+
+    if vmap:
+        run, ref = jax.vmap(run), jax.vmap(ref)
+        x, d = x[None].repeat(2, axis=0), None
+    _check(run(jnp.asarray(x)), ref(jnp.asarray(x)), "memory")

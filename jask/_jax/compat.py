@@ -394,7 +394,13 @@ def _dispatch_primitives(hooks: Hooks) -> None:
 
     @functools.wraps(original)
     def bind_with_trace(self, trace, args, avals, params, /):
-        if self is _call_hi_primitive_p or not any(isinstance(a, hi_type) for a in avals):
+        if self is _call_hi_primitive_p:
+            with _core.set_current_trace(trace):
+                moved = _as_stated_kinds(params["_prim"], args, avals, hooks)
+            if any(m is not x for m, x in zip(moved, args)):
+                args, avals = moved, [_core.typeof(x) for x in moved]
+            return original(self, trace, args, avals, params)
+        if not any(isinstance(a, hi_type) for a in avals):
             return original(self, trace, args, avals, params)
         if getattr(_unruled, "primitive", None) is self:  # bind_without_rules
             _unruled.primitive = None
@@ -978,6 +984,26 @@ def _disk_boolean_masks(hooks: Hooks) -> None:
     _numpy_indexing.NDIndexer.from_raw_indices = classmethod(from_raw_indices)
 
 
+def _as_stated_kinds(op, args, avals, hooks: Hooks) -> list:
+    """The operands of a Jask op, each moved to the kind (DiskArray or in memory) of the type
+    the op was built for. A jaxpr traced for one kind may be evaluated on the other: a
+    library that traces a loop body once (equinox's while loops) and runs it again after
+    the carry rule moved its carry, or vmap, whose batched values may take another kind by
+    their size than one element did."""
+    stated = getattr(op, "in_avals", None)
+    if not isinstance(stated, tuple) or len(stated) != len(args):
+        return list(args)
+    moved = []
+    for x, aval, want in zip(args, avals, stated):
+        same = tuple(aval.shape) == tuple(want.shape) and aval.dtype == want.dtype
+        if same and isinstance(want, hooks.hi_type) and isinstance(aval, ShapedArray):
+            x = hooks.to_disk(x)
+        elif same and isinstance(want, ShapedArray) and isinstance(aval, hooks.hi_type):
+            x = hooks.to_memory(x, f"an in-memory operand of {op}")
+        moved.append(x)
+    return moved
+
+
 HIGHER_ORDER_PRIMITIVES = frozenset(
     {
         "jit",
@@ -1071,10 +1097,12 @@ def _accept_in_memory_cotangents(hooks: Hooks) -> None:
     "jax._src.interpreters.ad.ValAccum.accum",
     "the backward pass checks each cotangent against its value's type; an in-memory cotangent "
     "of a DiskArray (a transpose rule of JAX's own, such as custom_linear_solve's, meeting one) "
-    "is written to a DiskArray first",
+    "is written to a DiskArray first, and a DiskArray cotangent of an in-memory value (a Jask "
+    "op's backward rule for an in-memory operand of a DiskArray's shape) read into memory",
 )
 def _accumulate_in_memory_cotangents(hooks: Hooks) -> None:
-    hi_type, is_hi, to_disk = hooks.hi_type, hooks.is_hi, hooks.to_disk
+    hi_type, is_hi = hooks.hi_type, hooks.is_hi
+    to_disk, to_memory = hooks.to_disk, hooks.to_memory
     original = _ad.ValAccum.accum
     if getattr(original, "_jask_original", None):
         return
@@ -1083,12 +1111,13 @@ def _accumulate_in_memory_cotangents(hooks: Hooks) -> None:
     def accum(self, x):
         if (
             x is not None
-            and isinstance(self.aval, hi_type)
             and not isinstance(x, Zero)
-            and not is_hi(x)
             and tuple(np.shape(x)) == tuple(self.aval.shape)
         ):
-            x = to_disk(x)
+            if isinstance(self.aval, hi_type) and not is_hi(x):
+                x = to_disk(x)
+            elif isinstance(self.aval, ShapedArray) and is_hi(x):
+                x = to_memory(x, "a cotangent of an in-memory array")
         return original(self, x)
 
     accum._jask_original = original
@@ -1097,17 +1126,18 @@ def _accumulate_in_memory_cotangents(hooks: Hooks) -> None:
 
 @_patch(
     "custom_jvp_disk_tangents",
-    "jax._src.interpreters.ad.JVPTrace.process_custom_jvp_call and "
-    "jax._src.custom_derivatives._flatten_jvp",
+    "jax._src.interpreters.ad.JVPTrace.process_custom_jvp_call, "
+    "jax._src.custom_derivatives._flatten_jvp and _flatten_bwd",
     "a custom_jvp rule gets a DiskArray's tangent as a DiskArray (jax.jvp takes in-memory ones "
     "for DiskArrays), and its tangents must have its primal outputs' types: one in memory for a "
     "DiskArray primal, or the reverse (Jask's size rules give each result its kind), is moved "
-    "to the primal's kind",
+    "to the primal's kind; so is a custom_vjp rule's cotangent, to its primal input's kind",
 )
 def _custom_jvp_disk_tangents(hooks: Hooks) -> None:
     is_hi, to_disk, to_memory = hooks.is_hi, hooks.to_disk, hooks.to_memory
     original_call = _ad.JVPTrace.process_custom_jvp_call
     original_flatten = _custom_derivatives._flatten_jvp
+    original_flatten_bwd = _custom_derivatives._flatten_bwd
     if getattr(original_call, "_jask_original", None):
         return
 
@@ -1130,10 +1160,22 @@ def _custom_jvp_disk_tangents(hooks: Hooks) -> None:
     def flatten_jvp(jvp, *args, **kwargs):
         return original_flatten(like_primals(jvp), *args, **kwargs)
 
+    cts_like_primals = _lu.transformation2(
+        functools.partial(_cotangents_like_primals, hooks.hi_type, is_hi, to_disk, to_memory)
+    )
+
+    @functools.wraps(original_flatten_bwd)
+    def flatten_bwd(bwd, in_tree, in_avals, out_trees):
+        return original_flatten_bwd(
+            cts_like_primals(bwd, in_tree, in_avals), in_tree, in_avals, out_trees
+        )
+
     process_custom_jvp_call._jask_original = original_call
     flatten_jvp._jask_original = original_flatten
+    flatten_bwd._jask_original = original_flatten_bwd
     _ad.JVPTrace.process_custom_jvp_call = process_custom_jvp_call
     _custom_derivatives._flatten_jvp = flatten_jvp
+    _custom_derivatives._flatten_bwd = flatten_bwd
 
 
 def _kind_of(primal, tangent, is_hi, to_disk, to_memory, disk_only=False):
@@ -1165,6 +1207,41 @@ def _tangents_like_primals(is_hi, to_disk, to_memory, f, *args):
         return pair
     moved = [_kind_of(p, t, is_hi, to_disk, to_memory) for p, t in zip(p_leaves, t_leaves)]
     return type(pair)((primals, jax.tree_util.tree_unflatten(t_tree, moved)))
+
+
+def _cotangents_like_primals(hi_type, is_hi, to_disk, to_memory, f, in_tree, in_avals, *args):
+    """A custom_vjp rule `f` whose cotangents each have the kind of the primal input they
+    belong to (a rule batched by vmap, or written for jax.Arrays, may give a DiskArray's in
+    memory or the reverse); what JAX refuses anyway (another tree, shape or dtype) is left
+    for JAX's error."""
+    cts = f(*args)
+    if isinstance(cts, list):
+        cts = tuple(cts)
+    # each leaf's place in the flat inputs, as JAX matches the cotangents (a None for a
+    # subtree: no cotangents there)
+    places = jax.tree_util.tree_unflatten(in_tree, range(in_tree.num_leaves))
+
+    def move(ct, place):
+        if ct is None or not isinstance(place, int):
+            return ct
+        return _cotangent_kind(ct, in_avals[place], hi_type, is_hi, to_disk, to_memory)
+
+    try:
+        return jax.tree_util.tree_map(move, cts, places, is_leaf=lambda x: x is None)
+    except (ValueError, TypeError):
+        return cts
+
+
+def _cotangent_kind(ct, aval, hi_type, is_hi, to_disk, to_memory):
+    if not isinstance(ct, (jax.Array, np.ndarray, Tracer)):
+        return ct
+    if np.shape(ct) != tuple(aval.shape) or np.dtype(ct.dtype) != np.dtype(aval.dtype):
+        return ct
+    if isinstance(aval, hi_type) and not is_hi(ct):
+        return to_disk(ct)
+    if isinstance(aval, ShapedArray) and is_hi(ct):
+        return to_memory(ct, "a custom_vjp rule's cotangent")
+    return ct
 
 
 # -- the jax.Array interface of a hijax type ---------------------------------------------

@@ -263,6 +263,12 @@ class Op(compat.VJPHiPrimitive):
                 i: self.zero_tangent(self.in_avals[i]) if tangents[i] is None else tangents[i]
                 for i in linear
             }
+            if not any(isinstance(filled.get(i, x), DiskArray) for i, x in enumerate(operands)):
+                # the DiskArray operands' tangents all zero or in memory (a family's zero may be
+                # a broadcast scalar): one written out, so the op gives its output's type
+                disk = [i for i in linear if isinstance(self.in_avals[i], DiskArrayTy)]
+                if disk and tangents[disk[0]] is None:
+                    filled[disk[0]] = _zeros_like(self.in_avals[disk[0]])
             return self._rebound(operands, filled)
         slopes = self.slopes(*operands, out)
         terms = [
