@@ -32,7 +32,7 @@ from .in_memory import FromInMemory, ToInMemory
 from .matmul import Matmul
 from .mul import Mul
 from .pad import Pad
-from .reduce import BroadcastTo, Fill, Reduce, ReduceAxes, ReduceAxesInMemory
+from .reduce import BroadcastTo, Fill, Reduce, ReduceAxes, ReduceAxesInMemory, filled
 from .reshape import Reshape
 from .slice import Place, Slice
 from .sort import ArgsortRows, PutAlongRows, TakeAlongRows
@@ -256,8 +256,8 @@ def _loop(op, size, args, dims):
 
 
 def _zeros(shape, aval):
-    if isinstance(aval, DiskArrayTy):
-        return apply(Fill, jnp.zeros((), aval.dtype), shape=shape, dtype=aval.dtype)
+    if isinstance(aval, DiskArrayTy):  # (filled: a complex zero is no double scalar)
+        return filled(np.zeros((), aval.dtype), shape, aval.dtype)
     return jnp.zeros(shape, aval.dtype)
 
 

@@ -10,11 +10,12 @@ starts. Each is the other's backward rule.
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .._jax import compat
 from .._jax.diskarray import DiskArray, DiskArrayTy
 from .._jax.op import Op, apply, describe, scalar_type
-from .reduce import Fill
+from .reduce import filled
 from .slice import placement_params
 
 
@@ -43,7 +44,7 @@ class DynamicSlice(Op):
         return {"count": self.sizes}
 
     def transpose_rule(self, ct, x, *starts):
-        zeros = apply(Fill, jnp.zeros((), x.dtype), shape=tuple(x.shape), dtype=x.dtype)
+        zeros = filled(np.zeros((), x.dtype), x.shape, x.dtype)  # complex too
         return apply(DynamicUpdateSlice, zeros, ct, *starts)
 
 
@@ -90,7 +91,7 @@ class DynamicUpdateSlice(Op):
             update_ct = apply(gather, ct, *starts, sizes=shape)
         if needs[0]:  # the operand's: the output's, zero where the update went
             if on_disk:
-                zeros = apply(Fill, jnp.zeros((), update.dtype), shape=shape, dtype=update.dtype)
+                zeros = filled(np.zeros((), update.dtype), shape, update.dtype)
             else:
                 zeros = jnp.zeros(shape, update.dtype)
             operand_ct = apply(DynamicUpdateSlice, ct, zeros, *starts)

@@ -145,7 +145,7 @@ class Reduce(Op):
     def transpose_rule(self, ct, *operands, needs=None):
         if self.linear:
             (x,) = operands
-            return apply(Fill, ct, shape=x.shape, dtype=x.dtype)
+            return filled(ct, x.shape, x.dtype)
         a, b = operands
         # DiskArray operators: Mul's module needs this one
         return (
