@@ -199,6 +199,21 @@ def test_gradients_have_jaxs_types(name):
         check_same(jax.jit(jax.grad(fn))(x_disk), want, (name, "jit(grad)"))
 
 
+TRANSFORMED = {
+    "vmap": lambda w: jax.vmap(lambda r: r * 2.0)(w),
+    "vmap_sum": lambda w: jax.vmap(jnp.sum)(w),
+    "jvp_tangent": lambda w: jax.jvp(lambda y: y * 2.0, (w,), (jnp.ones(SHAPE),))[1],
+    "jvp_primal": lambda w: jax.jvp(lambda y: y * 2.0, (w,), (jnp.ones(SHAPE),))[0],
+    "checkpoint_grad": lambda w: jax.grad(jax.checkpoint(lambda y: jnp.sum(jnp.sin(y))))(w),
+}
+
+
+@pytest.mark.parametrize("name", list(TRANSFORMED))
+def test_other_transformations_of_weak_arrays_type_as_jaxs(name):
+    f, i = TRANSFORMED[name], ints()
+    check_same(f(weak(disk(i))), f(weak(jnp.asarray(i))), name)
+
+
 @pytest.mark.xfail(strict=True, reason="a gradient's weak_type is its operand's in Jask")
 def test_a_gradients_weak_type_follows_jaxs_rules_through_a_square():
     # JAX's weak_type of a gradient comes out of its rules (the derivative of x**2 multiplies
@@ -226,6 +241,8 @@ def test_weak_carries_behave_as_jaxs():
             lambda c: c[1] < 3, lambda c: (c[0] + s, c[1] + 1), (w, 0)
         )[0],
         "scan": lambda w, s: lax.scan(lambda c, x: (c + 1.0, None), w, None, length=2)[0],
+        # over the rows of a DiskArray, a strong row making the weak initial carry strong
+        "scan_rows": lambda w, s: lax.scan(lambda c, x: (c * 0.5 + x, None), w[0], s)[0],
         "cond_weak": lambda w, s: lax.cond(True, lambda: w * 2.0, lambda: w + 1.0),
         "cond_mixed": lambda w, s: lax.cond(False, lambda: w, lambda: s),
     }

@@ -6,8 +6,7 @@ import jax
 import jax.numpy as jnp
 
 from .._dtypes import jax_dtype, storage_dtype
-from .._jax.diskarray import DiskArray
-from .._jax.primitives import with_weak_type
+from .._jax.diskarray import DiskArray, with_weak_type
 from .._shapes import as_shape, check_nbytes
 from ..ops.reduce import filled
 

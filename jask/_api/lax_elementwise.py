@@ -13,9 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._dtypes import storage_dtype
-from .._jax.diskarray import DiskArray, is_disk_array
+from .._jax.diskarray import DiskArray, is_disk_array, weak_type_setter
 from .._jax.op import apply, describe, weakly_typed
-from .._jax.primitives import rule, weak_type_setter
+from .._jax.primitives import rule
 from ..ops import Astype, Reshape, Where
 
 

@@ -31,9 +31,8 @@ from jax.extend import core as jex_core
 
 from .. import _runtime
 from .._jax import compat
-from .._jax.diskarray import DiskArray
+from .._jax.diskarray import DiskArray, with_weak_type
 from .._jax.op import apply
-from .._jax.primitives import with_weak_type
 from ..ops import BroadcastTo
 from ..ops.in_memory import FromInMemory, ToInMemory
 from . import blocked, complex_parts

@@ -12,6 +12,7 @@ import operator
 import os
 import pickle
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -102,8 +103,6 @@ class DiskArrayTy(compat.HiType):
         return self
 
     def vspace_zero(self):
-        from .primitives import with_weak_type  # it imports this module
-
         return with_weak_type(_op("zeros")(self.shape, self.dtype), self.weak_type)
 
     def vspace_add(self, x, y):
@@ -159,6 +158,30 @@ class _ScanSlices(compat.MappingSpec):
 
 
 SCAN_SLICES = _ScanSlices()
+
+
+SetWeakType = Callable[[Any, bool], Any]
+"""(value, weak) -> the value with JAX's weak_type flag `weak` (values and dtype unchanged)."""
+_set_weak_type: SetWeakType | None = None
+
+
+def weak_type_setter(fn: SetWeakType) -> SetWeakType:
+    """Registers the decorated function as the one that sets a value's weak_type flag (it is
+    written with ops, which sit above this module: jask/_api/lax_elementwise.py)."""
+    global _set_weak_type
+    _set_weak_type = fn
+    return fn
+
+
+def with_weak_type(x, weak: bool | None):
+    """x (a DiskArray or an in-memory value) with JAX's weak_type flag `weak` (None: as it is)."""
+    if weak is None or _set_weak_type is None:
+        return x
+    try:
+        current = compat.typeof(x).weak_type
+    except (TypeError, AttributeError):  # not an array (a rule's token, a PRNG key's type)
+        return x
+    return x if current == weak else _set_weak_type(x, weak)
 
 
 def is_disk_array(x) -> bool:

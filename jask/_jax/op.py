@@ -22,8 +22,7 @@ from jax.extend.core.primitives import convert_element_type_p
 
 from .. import _engine, _progress, _runtime
 from . import compat
-from .diskarray import DiskArray, DiskArrayTy, from_in_memory
-from .primitives import with_weak_type
+from .diskarray import DiskArray, DiskArrayTy, from_in_memory, with_weak_type
 
 # How a kernel's result comes back, per Op.result:
 #   "array"     a new DiskArray (an int32 handle)
@@ -498,10 +497,11 @@ def _rule_takes_needs(op_cls) -> bool:
 
 def _tangent_of(t, aval):
     """A DiskArray operand's tangent as a DiskArray: JAX may hand an in-memory one (the basis of
-    jax.jacfwd, a tangent given to jax.jvp), which is written to a file first."""
+    jax.jacfwd, a tangent given to jax.jvp), which is written to a file first, of the operand's
+    tangent type (weakly typed where the operand is, as JAX types it)."""
     full = tuple(np.shape(t)) == tuple(aval.shape) and len(aval.shape) > 0
     if isinstance(aval, DiskArrayTy) and not isinstance(t, DiskArray) and full:
-        return from_in_memory(t)
+        return with_weak_type(from_in_memory(t), aval.weak_type)
     return t
 
 

@@ -18,6 +18,7 @@ which results are weakly typed, as it does for jax.Arrays.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 from collections.abc import Callable, Iterable
@@ -27,19 +28,37 @@ import numpy as np
 from jax.extend.core import Primitive
 
 from . import compat
-from .diskarray import DiskArrayTy
+from .diskarray import DiskArrayTy, with_weak_type
 
 PrimitiveRule = Callable[..., object]
 
-RULES: dict[str, PrimitiveRule] = {}
-"""Primitive name -> the rule that applies it to DiskArrays (its results typed as JAX's)."""
 
-_STATED: dict[str, PrimitiveRule] = {}
-"""Primitive name -> the rule as registered."""
+@dataclasses.dataclass(frozen=True, eq=False)
+class TypedRule:
+    """A registered rule whose results get JAX's weak_type flags (`jax_weak_types`). It equals
+    the rule it wraps: it is that rule, as the dispatch calls it."""
 
-SetWeakType = Callable[[object, bool], object]
-"""(result, weak) -> the result with JAX's weak_type flag `weak` (values and dtype unchanged)."""
-_set_weak_type: SetWeakType | None = None
+    name: str
+    rule: PrimitiveRule
+
+    def __call__(self, *args, **params):
+        out = self.rule(*args, **params)
+        weak = jax_weak_types(self.name, args, params)
+        if weak is None:
+            return out
+        if isinstance(out, (list, tuple)):
+            return type(out)(with_weak_type(o, w) for o, w in zip(out, weak))
+        return with_weak_type(out, weak[0])
+
+    def __eq__(self, other):
+        return self.rule == (other.rule if isinstance(other, TypedRule) else other)
+
+    def __hash__(self):
+        return hash(self.rule)
+
+
+RULES: dict[str, TypedRule] = {}
+"""Primitive name -> the rule that applies it to DiskArrays."""
 
 
 def rule(*names: str):
@@ -60,47 +79,13 @@ def register_ops(ops: Iterable[type]) -> None:
             _register(name, op.from_primitive, f"jask.ops {op.__name__}")
 
 
-def weak_type_setter(fn: SetWeakType) -> SetWeakType:
-    """Registers the decorated function as the one that sets a result's weak_type flag (it is
-    written with ops, which sit above this module)."""
-    global _set_weak_type
-    _set_weak_type = fn
-    return fn
-
-
 def _register(name: str, fn: PrimitiveRule, where: str) -> None:
-    existing = _STATED.get(name)
+    existing = RULES.get(name)
     if existing is not None and existing != fn:
-        raise ValueError(f"two Jask rules for jax.lax primitive {name!r}: {where} and {existing}")
-    _STATED[name] = fn
-    RULES[name] = _typed_as_jax(name, fn)
-
-
-def _typed_as_jax(name: str, fn: PrimitiveRule) -> PrimitiveRule:
-    @functools.wraps(fn)
-    def typed(*args, **params):
-        out = fn(*args, **params)
-        weak = jax_weak_types(name, args, params)
-        if weak is None:
-            return out
-        if isinstance(out, (list, tuple)):
-            return type(out)(with_weak_type(o, w) for o, w in zip(out, weak))
-        return with_weak_type(out, weak[0])
-
-    return typed
-
-
-def with_weak_type(x, weak: bool | None):
-    """x (a DiskArray or an in-memory value) with JAX's weak_type flag `weak` (None: as it is)."""
-    if weak is None or _set_weak_type is None:
-        return x
-    try:
-        current = compat.typeof(x).weak_type
-    except (TypeError, AttributeError):  # not an array (a rule's token, a PRNG key's type)
-        return x
-    if current == weak:
-        return x
-    return _set_weak_type(x, weak)
+        raise ValueError(
+            f"two Jask rules for jax.lax primitive {name!r}: {where} and {existing.rule}"
+        )
+    RULES[name] = TypedRule(name, fn)
 
 
 @functools.cache
