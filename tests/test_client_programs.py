@@ -39,12 +39,6 @@ def missing(reason):
     return pytest.mark.xfail(strict=True, reason=reason)
 
 
-LIBRARY_PRIMITIVE = missing(
-    "AssertionError in lineax's own JVP rule (_linear_solve_jvp): the solver state's tangent "
-    "is not symbolic zero when the operator is a DiskArray under jax.grad (linearize)"
-)
-
-
 def disk(a):
     return jask.DiskArray.from_numpy(np.asarray(a))
 

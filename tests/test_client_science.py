@@ -9,15 +9,7 @@ import numpy as np
 import optax
 import pytest
 from jax import lax
-from test_client_programs import (
-    BUDGET,
-    LIBRARY_PRIMITIVE,
-    RTOL,
-    assert_on_disk,
-    disk,
-    disk_tree,
-    images,
-)
+from test_client_programs import BUDGET, RTOL, assert_on_disk, disk, disk_tree, images
 
 import jask
 
@@ -320,7 +312,41 @@ def test_diffrax_neural_ode_fit():
     assert_trees_match(out, ref, RTOL)
 
 
-@LIBRARY_PRIMITIVE
+@pytest.mark.parametrize("differentiate", ["grad", "jvp"])
+def test_stop_gradient_in_a_jitted_function_gives_a_symbolic_zero_tangent(differentiate):
+    """lineax's JVP rule asserts that its solver state (a stop_gradient of the operator) has
+    JAX's symbolic zero tangent; a Jask op without a derivative, staged in a jitted function
+    that runs under differentiation, gives one, as jax.lax.stop_gradient does."""
+    seen = []  # the tangents probe's rule was given
+
+    @jax.custom_jvp
+    def probe(x):
+        return x
+
+    def probe_jvp(primals, tangents):
+        seen.append(type(tangents[0]).__name__)
+        return primals[0], tangents[0]
+
+    probe.defjvp(probe_jvp, symbolic_zeros=True)
+    x_np = np.random.default_rng(33).normal(size=(40, 3)).astype(np.float32)
+
+    @jax.jit
+    def stopped(x):
+        return lax.stop_gradient(x * 2.0)
+
+    def f(x):
+        return jnp.sum(probe(stopped(x)) * x)
+
+    results = []
+    for x in (disk(x_np), jnp.asarray(x_np)):
+        if differentiate == "grad":
+            results.append(jax.grad(f)(x))
+        else:
+            results.append(jax.jvp(f, (x,), (jnp.ones_like(x_np),)))
+    assert_trees_match(results[0], results[1], RTOL)
+    assert seen == []  # JAX runs a custom_jvp rule only for a tangent that is not symbolic zero
+
+
 def test_lineax_linear_solves():
     lx = pytest.importorskip("lineax")
     rng = np.random.default_rng(30)

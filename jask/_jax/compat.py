@@ -395,6 +395,14 @@ def _dispatch_primitives(hooks: Hooks) -> None:
     @functools.wraps(original)
     def bind_with_trace(self, trace, args, avals, params, /):
         if self is _call_hi_primitive_p:
+            if getattr(params["_prim"], "zero_derivative", False) and isinstance(
+                trace, (_ad.JVPTrace, _ad.LinearizeTrace)
+            ):
+                # JAX's symbolic zero tangent, as for jax.lax.stop_gradient (lineax checks for
+                # it): a Jask op without a derivative (StopGradient, the comparisons) staged
+                # in a jaxpr that is evaluated under differentiation runs on the primals
+                primals = [trace.to_primal_tangent_pair(x)[0] for x in args]
+                return self.bind_with_trace(trace.parent_trace, primals, avals, params)
             with _core.set_current_trace(trace):
                 moved = _as_stated_kinds(params["_prim"], args, avals, hooks)
             if any(m is not x for m, x in zip(moved, args)):
