@@ -80,6 +80,7 @@ def install() -> None:
             program_compiled=_runtime.note_program_memory,
             searchsorted=search.searchsorted,
             mask_positions=indexing.mask_positions,
+            masked_update=indexing.masked_update,
         )
     )
     _serialization.install()  # orbax.checkpoint and flax.serialization, once imported

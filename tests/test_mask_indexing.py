@@ -5,6 +5,8 @@ gradients against jax.grad on jax.Arrays; JAX's NonConcreteBooleanIndexError for
 under jit. The data is about 1 MB at a 64KB budget, so every pass over it takes many blocks;
 shapes are not block multiples."""
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -121,6 +123,41 @@ def test_argwhere_of_disk_mask_as_jnp():
     """jnp.argwhere (jnp.nonzero) with a static size past the True count (filled)."""
     expected = jnp.argwhere(jnp.asarray(MASKS["ROWS_COLS"]), size=20000, fill_value=-1)
     assert_same(jnp.argwhere(masks(True)["ROWS_COLS"], size=20000, fill_value=-1), expected)
+
+
+XI = (X * 10).astype(np.int32)
+# updates a select takes (a DiskArray mask of x's leading axes, values broadcasting against the
+# other axes), with jnp's dtype rules: values promoted with x, the result cast back to x's dtype
+SELECT_UPDATES = {
+    "int_add_float": lambda x, m: x.at[m["FULL"]].add(1.7),
+    "int_set_float_values": lambda x, m: x.at[m["ROWS_COLS"], ...].set(jnp.linspace(-3, 3, 7)),
+    "int_subtract": lambda x, m: x.at[m["ROWS"]].subtract(jnp.arange(7, dtype=jnp.int32)),
+    "int_max_uint8": lambda x, m: x.at[m["ROWS"], :].max(jnp.uint8(4)),
+    "int_mul_bool": lambda x, m: x.at[m["FULL"]].mul(False),
+}
+
+
+@pytest.mark.parametrize("name", SELECT_UPDATES)
+def test_mask_updates_as_one_select(name):
+    """A DiskArray mask of a DiskArray's leading axes updates it in one streamed select (no
+    gather or scatter at the mask's positions), with jnp's values and dtypes."""
+    with warnings.catch_warnings(record=True) as want:  # jnp warns of unsafe casts
+        warnings.simplefilter("always")
+        expected = SELECT_UPDATES[name](jnp.asarray(XI), masks(False))
+    with warnings.catch_warnings(record=True) as got, jask.stats() as s:
+        warnings.simplefilter("always")
+        out = SELECT_UPDATES[name](data("disk", XI), masks(True))
+    assert [str(w.message) for w in got] == [str(w.message) for w in want]
+    assert isinstance(out, jask.DiskArray)
+    assert_same(out, expected)
+    assert not {"take", "scatter_add_rows", "rows"} & set(s.ops), s.ops.keys()
+
+
+def test_mask_update_mode_errors_as_jnp():
+    with pytest.raises(Exception) as want:
+        jnp.asarray(X).at[jnp.asarray(MASKS["ROWS"])].set(1.0, mode="bogus")
+    with pytest.raises(want.type):
+        data("disk").at[masks(True)["ROWS"]].set(1.0, mode="bogus")
 
 
 TRACED = {

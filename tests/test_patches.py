@@ -21,6 +21,7 @@ EXPECTED = {
     "where_keeps_disk_shapes": "jax",
     "searchsorted_of_disk_arrays": "jax",
     "disk_boolean_masks": "jax",
+    "disk_mask_updates": "jax",
     "vjp_in_memory_cotangents": "jax",
     "accumulate_in_memory_cotangents": "jax",
     "custom_jvp_disk_tangents": "jax",

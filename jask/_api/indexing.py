@@ -279,6 +279,40 @@ def _mask_positions(shape, key):
         axis += k.ndim
 
 
+def masked_update(x, key, y, combine: str):
+    """x.at[key].<combine>(y) (combine one of set, add, sub, mul, min, max) as one streamed
+    select, where x is a DiskArray, `key` a concrete DiskArray mask of x's leading axes (then
+    only ':' or '...') and y broadcasts against x's other axes: each selected element combined
+    with y as the scatter would (in the dtype x and y promote to, cast back to x's), the others
+    x's. None for any other update, which JAX's scatter takes (at the mask's positions)."""
+    key = key if isinstance(key, tuple) else (key,)
+    mask, rest = (key[0], key[1:]) if key else (None, ())
+    if not (_is_disk_value(x) and _is_disk_value(mask) and mask.dtype == np.bool_):
+        return None
+    if compat.is_tracer(mask) or mask.ndim == 0 or mask.shape != x.shape[: mask.ndim]:
+        return None  # JAX's error, its NonConcreteBooleanIndexError, or a scalar mask
+    if builtins.sum(1 for k in rest if k is Ellipsis) > 1 or not all(
+        k is Ellipsis or k == slice(None) for k in rest
+    ):
+        return None
+    if _is_disk_value(y) or np.ndim(y) > x.ndim - mask.ndim:
+        return None
+    y = jnp.asarray(y)
+    dtype = jnp.promote_types(x.dtype, y.dtype)
+    old, y = x.astype(dtype) if dtype != x.dtype else x, y.astype(dtype)
+    new = {
+        "set": lambda: jnp.broadcast_to(y, y.shape),
+        "add": lambda: old + y,
+        "sub": lambda: old - y,
+        "mul": lambda: old * y,
+        "min": lambda: jnp.minimum(old, y),
+        "max": lambda: jnp.maximum(old, y),
+    }[combine]()
+    new = new.astype(x.dtype) if new.dtype != x.dtype else new
+    selected = reshape(mask, mask.shape + (1,) * (x.ndim - mask.ndim))
+    return jnp.where(selected, new, x)
+
+
 def _true_positions(mask) -> tuple:
     """np.nonzero of a DiskArray mask (the integer arrays JAX's indexing expands an in-memory
     mask into), read one budget-sized block of its leading axis at a time: NumPy arrays while

@@ -21,6 +21,7 @@ import re
 import sys
 import threading
 import types
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -44,11 +45,13 @@ from jax._src.interpreters import batching as _batching
 from jax._src.interpreters import partial_eval as _pe
 from jax._src.interpreters import pxla as _pxla
 from jax._src.lax import lax as _lax
+from jax._src.lax import slicing as _slicing
 from jax._src.lax.control_flow import solves as _solves
 from jax._src.numpy import array_methods as _array_methods
 from jax._src.numpy import hijax as _numpy_hijax
 from jax._src.numpy import indexing as _numpy_indexing
 from jax._src.numpy import util as _numpy_util
+from jax._src.ops import scatter as _scatter
 from jax.experimental import hijax as _hijax
 
 PINNED_JAX = "0.10.2"
@@ -225,6 +228,10 @@ class Hooks:
     """(shape, key) -> the index tuple `key` into an array of `shape` with each DiskArray boolean
     mask replaced by the integer arrays of its True elements (jask/_api/indexing.py); JAX's
     NonConcreteBooleanIndexError for a traced one."""
+    masked_update: Callable | None = None
+    """(x, key, y, combine) -> x.at[key].<combine>(y) (combine: set, add, sub, mul, min, max)
+    as one streamed select where key is a DiskArray mask of a DiskArray's leading axes; None
+    for any other update (jask/_api/indexing.py)."""
 
 
 @dataclass(frozen=True)
@@ -990,6 +997,51 @@ def _disk_boolean_masks(hooks: Hooks) -> None:
 
     from_raw_indices._jask_original = original
     _numpy_indexing.NDIndexer.from_raw_indices = classmethod(from_raw_indices)
+
+
+@_patch(
+    "disk_mask_updates",
+    "jax._src.ops.scatter._scatter_update (x.at[mask].set, add, subtract, multiply, min, max)",
+    "a scatter at a mask's positions into a DiskArray passes over it once per block of "
+    "positions; where the mask covers its leading axes the update is one streamed select "
+    "(jnp.where of the mask, the combined values and x), the same values and gradients",
+)
+def _disk_mask_updates(hooks: Hooks) -> None:
+    is_hi, update = hooks.is_hi, hooks.masked_update
+    original = _scatter._scatter_update
+    if update is None or getattr(original, "_jask_original", None):
+        return
+    combines = {
+        jax.lax.scatter: "set",
+        jax.lax.scatter_add: "add",
+        jax.lax.scatter_sub: "sub",
+        jax.lax.scatter_mul: "mul",
+        jax.lax.scatter_min: "min",
+        jax.lax.scatter_max: "max",
+    }
+
+    @functools.wraps(original)
+    def _scatter_update(x, idx, y, scatter_op, *args, **kwargs):
+        combine = combines.get(scatter_op)
+        if combine is not None and is_hi(x) and kwargs.get("out_sharding") is None:
+            mode = kwargs.get("mode", args[2] if len(args) > 2 else None)
+            _slicing.GatherScatterMode.from_any(mode)  # JAX's error for a mode it has not
+            out = update(x, idx, y, combine)
+            if out is not None and not _jax_dtypes.safe_to_cast(y, x):  # _scatter_impl's
+                warnings.warn(
+                    "scatter inputs have incompatible types: cannot safely cast value from "
+                    f"dtype={jax.numpy.result_type(y)} to dtype={x.dtype} with "
+                    f"jax_numpy_dtype_promotion={jax.config.jax_numpy_dtype_promotion}. In "
+                    "future JAX releases this will result in an error.",
+                    FutureWarning,
+                    stacklevel=2,
+                )
+            if out is not None:
+                return out
+        return original(x, idx, y, scatter_op, *args, **kwargs)
+
+    _scatter_update._jask_original = original
+    _scatter._scatter_update = _scatter_update
 
 
 def _as_stated_kinds(op, args, avals, hooks: Hooks) -> list:
