@@ -431,3 +431,32 @@ def test_every_module_of_jax_calls_the_unifying_loops_and_conds():
                 wrapped += 1
     assert wrapped >= 8
     assert not hasattr(jnp.linalg.cond, "_jask_original")
+
+
+def test_vmapped_while_loop_whose_predicate_differs_per_element_with_disk_carries():
+    # JAX lowers it by selecting each element's new or old carry, which a DiskArray handle
+    # cannot be (an AssertionError in the lowering: linalg_test testPolarBatch)
+    rng = np.random.default_rng(6)
+    a = rng.normal(size=(3, 40, 30)).astype(np.float32)
+    limits = np.array([2.0, 9.0, 40.0], np.float32)
+
+    def halve_until_small(x, limit):
+        def cond(c):
+            x, n = c
+            return jnp.max(jnp.abs(x)) > 1.0 / limit
+
+        def body(c):
+            x, n = c
+            return x * 0.5, n + 1
+
+        return jax.lax.while_loop(cond, body, (x, 0))
+
+    f = jax.vmap(halve_until_small)
+    want = f(jnp.asarray(a), limits)
+    assert len(set(np.asarray(want[1]).tolist())) == 3  # the elements stop at different steps
+    for got in (f(disk(a), limits), jax.jit(f)(disk(a), limits)):
+        same(got, want)
+    polar = partial(jax.scipy.linalg.polar, side="right")
+    b = rng.normal(size=(3, 5, 3)).astype(np.float32)
+    for got, want in zip(jax.jit(polar)(disk(b)), polar(jnp.asarray(b))):
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)

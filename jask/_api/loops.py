@@ -148,6 +148,8 @@ def while_loop(*operands, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     carried = [
         j for j in range(n_carry) if isinstance(body_jaxpr.in_avals[body_nconsts + j], DiskArrayTy)
     ]
+    if carried and cond_jaxpr.out_avals[0].shape:
+        return _while_any(operands, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts)
     consumed = [cond_nconsts + body_nconsts + j for j in carried]
     if carried and register_loop(
         body_jaxpr, [body_nconsts + j for j in carried], carried, consumed
@@ -192,6 +194,40 @@ def _bind_as_jax_does(primitive, *operands, **params):
         return compat.bind_without_rules(primitive, *operands, **params)
     except (ValueError, TypeError, AttributeError, AssertionError) as error:
         raise compat.unsupported_primitive(primitive.name, operands) from error
+
+
+def _while_any(operands, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    """jax.vmap of a while_loop whose predicate differs per batch element, with DiskArray
+    carries (jax.scipy.linalg.polar of a batch: qdwh's loop). JAX lowers it by selecting, per
+    element, the new carry or the old one, which a DiskArray's handle cannot be; here the loop
+    runs while any element's predicate holds and the body keeps each finished element's carry
+    with jnp.where (streamed for DiskArrays): the same values. The carries' batch axes lead,
+    as JAX's batching rule puts them."""
+    cond_consts = operands[:cond_nconsts]
+    body_consts = operands[cond_nconsts : cond_nconsts + body_nconsts]
+    init = list(operands[cond_nconsts + body_nconsts :])
+    pred_shape = tuple(cond_jaxpr.out_avals[0].shape)
+    for x in init:
+        if tuple(x.shape[: len(pred_shape)]) != pred_shape:
+            raise NotImplementedError(
+                f"jax.lax.while_loop under jax.vmap with a batched predicate of shape "
+                f"{pred_shape} and a carry of shape {tuple(x.shape)} whose batch axes do not lead"
+            )
+
+    def pred(carry):
+        return compat.eval_closed_jaxpr(cond_jaxpr, *cond_consts, *carry)[0]
+
+    def body(carry):
+        going = pred(carry)
+        new = compat.eval_closed_jaxpr(body_jaxpr, *body_consts, *carry)
+        return [
+            jnp.where(
+                jnp.reshape(going, pred_shape + (1,) * (len(n.shape) - len(pred_shape))), n, o
+            )
+            for n, o in zip(new, carry)
+        ]
+
+    return jax.lax.while_loop(lambda carry: jnp.any(pred(carry)), body, init)
 
 
 class CarryKinds:
