@@ -3,6 +3,8 @@ jax.Arrays of the same values (an int32 array plus 1.5 is a weak float32, which 
 operand wins over), eagerly, under jax.jit and under jax.grad; loops and branches with weak
 carries; a jitted function compiled once per weak_type, as JAX does."""
 
+import copy
+
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -132,6 +134,10 @@ def test_the_type_carries_weak_type():
     assert ty.normalize() == disk(floats()).aval
     assert str(ty).startswith("~") and "weak_type=True" in repr(ty)
     assert not ty.update(weak_type=False).weak_type
+    assert "weak_type=True" in repr(x) and "weak_type" not in repr(disk(floats()))
+    copied = copy.deepcopy(x)
+    assert copied.weak_type and copy.copy(x).weak_type
+    np.testing.assert_array_equal(np.asarray(copied), np.asarray(x))
 
 
 # Chains where the weak intermediate decides the final dtype, as jnp's promotion decides it.

@@ -375,9 +375,10 @@ class DiskArray(jax.Array, metaclass=_DiskArrayMeta):
         return self._lo
 
     def __repr__(self):
+        weak = ", weak_type=True" if self.weak_type else ""  # as a jax.Array's repr shows it
         if not self._owned:
-            return f"DiskArray(traced, shape={self.shape}, dtype={self.dtype.name})"
-        return f"DiskArray(shape={self.shape}, dtype={self.dtype.name}, file={self.path!r})"
+            return f"DiskArray(traced, shape={self.shape}, dtype={self.dtype.name}{weak})"
+        return f"DiskArray(shape={self.shape}, dtype={self.dtype.name}{weak}, file={self.path!r})"
 
     def __len__(self):
         if not self.shape:
@@ -511,6 +512,7 @@ class DiskArray(jax.Array, metaclass=_DiskArrayMeta):
     def __deepcopy__(self, memo) -> DiskArray:
         """copy.deepcopy: an independent array, a new scratch file written block by block."""
         copied = _op("zeros")(self.shape, self.dtype).update_(self)
+        copied = with_weak_type(copied, self.weak_type)
         memo[id(self)] = copied
         return copied
 
