@@ -53,6 +53,9 @@ CASES = {
     "vdot": lambda x: jnp.vdot(x, x),
     "einsum": lambda x: jnp.einsum("ij,jk->ik", x, B),
     "real_weights": lambda x: x @ np.ones((40, 3), np.float32),
+    "scatter_one": lambda x: x.at[3, 4].set(2 + 1j),
+    "scatter_rows": lambda x: x.at[jnp.array([1, 7, 250])].set(B.T[:3]),
+    "scatter_add_rows": lambda x: x.at[jnp.array([1, 7, 1])].add(B.T[:3]),
 }
 
 

@@ -344,4 +344,6 @@ def test_importing_jask_leaves_plain_jax_as_it_is():
         "flax_msgpack_budget",
         "remat_outputs",
         "compiled_memory",
+        "disk_boolean_masks",
+        "disk_mask_updates",
     }

@@ -3,10 +3,11 @@ DiskArrays too large for XLA's in-memory route (rule 3 of jask/_api/xla_route.py
 
 The engine has no complex arithmetic, so a complex sum, cumulative sum or product of matrices
 goes to XLA, which needs its operands in memory or a leading axis they are independent along.
-Where neither holds, these primitives are linear in each operand, so they split exactly into
-real ones:
+Where neither holds, these primitives are linear in the parts of their operands, so they split
+exactly into real ones:
 
-- `reduce_sum(x) = complex(reduce_sum(re x), reduce_sum(im x))`, the same for `cumsum`;
+- `reduce_sum(x) = complex(reduce_sum(re x), reduce_sum(im x))`, the same for `cumsum`, and
+  for a scatter or scatter-add of updates u into x, of both parts of x and u;
 - `dot_general(a, b) = complex(ar.br - ai.bi, ar.bi + ai.br)` (two products where one operand
   is real).
 
@@ -22,7 +23,10 @@ import numpy as np
 
 from .._jax import compat
 
-LINEAR = frozenset({"reduce_sum", "cumsum", "dot_general"})
+# Per primitive linear in the parts of some operands: those operands' positions (the others,
+# such as a scatter's indices, are given to both parts as they are).
+SPLIT = {"reduce_sum": (0,), "cumsum": (0,), "scatter": (0, 2), "scatter-add": (0, 2)}
+LINEAR = frozenset({*SPLIT, "dot_general"})
 
 
 def _is_complex(x) -> bool:
@@ -38,10 +42,16 @@ def route(primitive, args, params):
     these linear primitives or has no complex operand."""
     if primitive.name not in LINEAR or not any(_is_complex(a) for a in args):
         return None
-    if primitive.name != "dot_general":
-        (x,) = args
-        re = primitive.bind(jax.lax.real(x), **params)
-        im = primitive.bind(jax.lax.imag(x), **params)
+    if primitive.name in SPLIT:
+        split = SPLIT[primitive.name]
+        if not all(_is_complex(args[i]) for i in split):
+            return None
+        re = primitive.bind(
+            *(jax.lax.real(a) if i in split else a for i, a in enumerate(args)), **params
+        )
+        im = primitive.bind(
+            *(jax.lax.imag(a) if i in split else a for i, a in enumerate(args)), **params
+        )
         return jax.lax.complex(re, im)
     a, b = args
     out = params.get("preferred_element_type")

@@ -31,7 +31,7 @@ from jax.extend import core as jex_core
 
 from .. import _runtime
 from .._jax import compat
-from .._jax.diskarray import DiskArray, with_weak_type
+from .._jax.diskarray import DiskArray, DiskArrayTy, with_weak_type
 from .._jax.op import apply
 from ..ops import BroadcastTo
 from ..ops.in_memory import FromInMemory, ToInMemory
@@ -136,13 +136,17 @@ def xla_computes(primitive, avals, params) -> bool:
 
 
 def _holds_jaxpr(params) -> bool:
-    """Whether a primitive's params hold a jaxpr (typed on the DiskArray operands: XLA cannot
-    take the primitive whole with those operands in memory)."""
-    jaxprs = (jex_core.Jaxpr, jex_core.ClosedJaxpr)
+    """Whether a primitive's params hold a jaxpr typed on DiskArrays (a loop's body, a branch, a
+    solve's operator: XLA cannot take the primitive whole with those operands in memory); a
+    scalar combiner (a scatter's or reduction's) is not one."""
     for value in params.values():
         values = value if isinstance(value, (tuple, list)) else (value,)
-        if any(isinstance(v, jaxprs) for v in values):
-            return True
+        for v in values:
+            jaxpr = v.jaxpr if isinstance(v, jex_core.ClosedJaxpr) else v
+            if isinstance(jaxpr, jex_core.Jaxpr) and any(
+                isinstance(x.aval, DiskArrayTy) for x in (*jaxpr.invars, *jaxpr.outvars)
+            ):
+                return True
     return False
 
 
