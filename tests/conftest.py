@@ -85,6 +85,15 @@ def assert_close(actual, expected, rtol=1e-5):
     np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol * scale)
 
 
+def assert_same(out, expected):
+    """Shape and dtype equal, values close (floats, scaled as assert_close) or equal (others)."""
+    assert out.shape == expected.shape and out.dtype == expected.dtype, (out, expected)
+    if np.issubdtype(expected.dtype, np.floating):
+        assert_close(np.asarray(out), np.asarray(expected))
+    else:
+        np.testing.assert_array_equal(np.asarray(out), np.asarray(expected))
+
+
 def jvp_reference(fn, x, t):
     """jax.jvp of fn at the in-memory x along t, jitted: one compiled program for the reference
     instead of one per primitive (eagerly)."""

@@ -14,7 +14,7 @@ import pytest
 import jask
 import jask._api.operands
 
-from conftest import assert_close
+from conftest import assert_same
 
 SHAPE = (61, 13, 7)
 RNG = np.random.default_rng(6)
@@ -59,14 +59,6 @@ def arrays(on_disk):
     if on_disk:
         return {k: jask.DiskArray.from_numpy(v) for k, v in values.items()}
     return {k: jnp.asarray(v) for k, v in values.items()}
-
-
-def assert_same(out, expected):
-    assert out.shape == expected.shape and out.dtype == expected.dtype, (out, expected)
-    if np.issubdtype(expected.dtype, np.floating):
-        assert_close(np.asarray(out), np.asarray(expected))
-    else:
-        np.testing.assert_array_equal(np.asarray(out), np.asarray(expected))
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import jask
 import jask._api.indexing
 import jask._api.operands
 
-from conftest import assert_close
+from conftest import assert_same
 
 SHAPE = (1003, 37, 7)
 RNG = np.random.default_rng(33)
@@ -52,14 +52,6 @@ def masks(on_disk):
 
 def data(kind, values=X):
     return jask.DiskArray.from_numpy(values) if kind == "disk" else jnp.asarray(values)
-
-
-def assert_same(out, expected):
-    assert out.shape == expected.shape and out.dtype == expected.dtype, (out, expected)
-    if np.issubdtype(expected.dtype, np.floating):
-        assert_close(np.asarray(out), np.asarray(expected))
-    else:
-        np.testing.assert_array_equal(np.asarray(out), np.asarray(expected))
 
 
 @pytest.fixture(autouse=True)
