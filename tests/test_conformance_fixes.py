@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 from jax import lax
 from jax._src import public_test_util
+from jax.test_util import check_grads
 
 import jask
 from jask import _engine, _runtime
@@ -460,3 +461,62 @@ def test_vmapped_while_loop_whose_predicate_differs_per_element_with_disk_carrie
     b = rng.normal(size=(3, 5, 3)).astype(np.float32)
     for got, want in zip(jax.jit(polar)(disk(b)), polar(jnp.asarray(b))):
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+
+
+# -- derivatives through 0-d DiskArrays and of integer DiskArrays ----------------------------
+# (lax_autodiff_test testPadGrad and testReduceGrad: a 0-d DiskArray's in-memory tangent reached
+# a kernel that takes a DiskArray; lax_numpy_test testGradFrexp and testGradLdexp: an integer
+# DiskArray had DiskArray tangents where JAX gives float0 ones, and float0 zeros were stored)
+
+
+def _pad_by_a_0d_value(x, v):
+    return lax.pad(x, v, [(1, 2, 1), (0, 3, 0)])
+
+
+def _reduce_to_0d(x):
+    return lax.reduce(x, np.float32(0), lax.add, (0, 1))
+
+
+@pytest.mark.parametrize("jitted", [False, True], ids=["eager", "jit"])
+@pytest.mark.parametrize("fn", [_pad_by_a_0d_value, _reduce_to_0d], ids=["pad", "reduce"])
+def test_derivatives_through_a_0d_diskarray(small, fn, jitted):
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(37, 23)).astype(np.float32)
+    args = (x, np.array(0.5, np.float32)) if fn is _pad_by_a_0d_value else (x,)
+    wrap = jax.jit if jitted else (lambda f: f)
+    on_disk = tuple(disk(a) for a in args)
+    in_memory = tuple(jnp.asarray(a) for a in args)
+    tangents = tuple(jnp.asarray(rng.normal(size=np.shape(a)), np.float32) for a in args)
+    close(wrap(partial(jax.jvp, fn))(on_disk, tangents), jax.jvp(fn, in_memory, tangents))
+    loss = lambda *a: jnp.sum(fn(*a) ** 2)
+    argnums = tuple(range(len(args)))
+    close(wrap(jax.grad(loss, argnums))(*on_disk), jax.grad(loss, argnums)(*in_memory), 1e-4)
+    # second order, as check_grads takes it
+    second = jax.grad(lambda *a: jnp.sum(jax.grad(loss)(*a)))
+    close(wrap(second)(*on_disk), second(*in_memory), 1e-4)
+    check_grads(fn, on_disk, 2, ["fwd", "rev"], eps=1.0)
+
+
+@pytest.mark.parametrize("jitted", [False, True], ids=["eager", "jit"])
+def test_integer_diskarrays_have_float0_tangents(small, jitted):
+    rng = np.random.default_rng(8)
+    x = (rng.normal(size=1001) * 8).astype(np.float32)
+    n = rng.integers(-4, 5, size=1001).astype(np.int32)
+    wrap = jax.jit if jitted else (lambda f: f)
+    t = jnp.asarray(rng.normal(size=1001), np.float32)
+    # frexp's exponent is an int32 DiskArray: its tangent is JAX's float0 zeros, in memory
+    got = wrap(partial(jax.jvp, jnp.frexp))((disk(x),), (t,))
+    want = jax.jvp(jnp.frexp, (jnp.asarray(x),), (t,))
+    close(got[0], want[0])
+    close(got[1][0], want[1][0])
+    assert got[1][1].dtype == want[1][1].dtype == jax.dtypes.float0
+    assert got[1][1].shape == want[1][1].shape
+    # ldexp with an int32 DiskArray exponent: the gradient of x, and n's float0 one
+    loss = lambda x, n: jnp.sum(jnp.ldexp(x, n) ** 2)
+    grad = partial(jax.grad(loss, (0, 1), allow_int=True))
+    got, want = wrap(grad)(disk(x), disk(n)), grad(jnp.asarray(x), jnp.asarray(n))
+    close(got[0], want[0], 1e-4)
+    assert isinstance(got[0], jask.DiskArray)
+    assert got[1].dtype == want[1].dtype == jax.dtypes.float0
+    assert got[1].shape == want[1].shape
+    check_grads(lambda x: jnp.frexp(x)[0], (disk(x[:50]),), 1)

@@ -342,6 +342,7 @@ def test_importing_jask_leaves_plain_jax_as_it_is():
         "disk_array_structs",
         "loop_carry_kinds",
         "flax_msgpack_budget",
+        "lineax_disk_structs",
         "remat_outputs",
         "compiled_memory",
         "disk_boolean_masks",

@@ -28,6 +28,7 @@ EXPECTED = {
     "disk_array_structs": "jax",
     "loop_carry_kinds": "jax",
     "flax_msgpack_budget": "flax",
+    "lineax_disk_structs": "lineax",
     "remat_outputs": "jax",
     "compiled_memory": "jax",
 }

@@ -15,17 +15,6 @@ from conftest import assert_close
 
 N = 7
 
-# optimistix's Newton step calls lineax's linear_solve primitive with an operator whose
-# function (a jaxpr among the primitive's params) was traced on the DiskArray argument:
-# staged as it is, the primitive holds a DiskArray at lowering ('DiskArray' object has no
-# attribute 'val'). (Levenberg-Marquardt's passes: a Jask op in such a jaxpr rebound on
-# in-memory values moves them to the kind it was built for.)
-# Replacing such a library primitive by its implementation's equations after differentiation
-# (as custom_linear_solve is, jask/lowering/solves.py) is the fix not built yet.
-LIBRARY_PRIMITIVE_WITH_A_DISK_JAXPR = pytest.mark.xfail(
-    strict=True, reason="lineax linear_solve with an operator jaxpr traced on a DiskArray"
-)
-
 
 def _values(x):
     return np.asarray(jask.materialize(x) if isinstance(x, jask.DiskArray) else x)
@@ -77,15 +66,44 @@ def test_lineax_solve_of_a_diskarray_vector(system):
     _check(solve(jnp.asarray(a), jask.DiskArray.from_numpy(b)), solve(jnp.asarray(a), b))
 
 
-@LIBRARY_PRIMITIVE_WITH_A_DISK_JAXPR
-def test_optimistix_root_find_with_diskarray_parameters(system):
+# optimistix's Newton step calls lineax's linear_solve primitive with an operator whose
+# function (a jaxpr among the primitive's params) was traced on the DiskArray argument; staged
+# as it is, JAX's lowering could not take it ('DiskArray' object has no attribute 'val'): the
+# lowering pass inline_library_primitives replaces it by its implementation's equations.
+@pytest.mark.parametrize("budget", ["64MB", "4KB"])
+def test_optimistix_root_find_with_diskarray_parameters(system, budget, small_budget):
+    small_budget(budget)
     a, b = system
 
     def root(a):
         fn = lambda y, a: a @ y + 0.1 * jnp.tanh(y) - jnp.asarray(b)
         return optx.root_find(fn, optx.Newton(1e-6, 1e-6), jnp.zeros(N), args=a).value
 
-    _check(root(jask.DiskArray.from_numpy(a)), root(jnp.asarray(a)))
+    disk = jask.DiskArray.from_numpy(a)
+    _check(root(disk), root(jnp.asarray(a)))
+    _check(jax.jit(root)(disk), root(jnp.asarray(a)))
+    # the root's derivative with respect to the matrix: the implicit function theorem's solve
+    loss = lambda a: jnp.sum(root(a) ** 2)
+    grad = jax.grad(loss)(disk)
+    assert isinstance(grad, jask.DiskArray)
+    _check(grad, jax.grad(loss)(jnp.asarray(a)))
+
+
+def test_lineax_function_operator_closing_over_a_diskarray(system, small_budget):
+    """An operator whose function closes over a DiskArray (lineax refused its type in the
+    solve's abstract evaluation), eagerly, jitted and differentiated, at a budget of blocks."""
+    small_budget("4KB")
+    a, b = system
+
+    def solve_by_function(a):
+        op = lx.FunctionLinearOperator(lambda v: a @ v, jax.ShapeDtypeStruct((N,), jnp.float32))
+        return lx.linear_solve(op, jnp.asarray(b), lx.GMRES(1e-6, 1e-6)).value
+
+    disk, ref = jask.DiskArray.from_numpy(a), solve_by_function(jnp.asarray(a))
+    _check(solve_by_function(disk), ref)
+    _check(jax.jit(solve_by_function)(disk), ref)
+    loss = lambda a: jnp.sum(solve_by_function(a) ** 2)
+    _check(jax.grad(loss)(disk), jax.grad(loss)(jnp.asarray(a)), rtol=1e-3)
 
 
 def test_optimistix_least_squares_with_diskarray_data(rng):

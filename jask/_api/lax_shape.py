@@ -136,6 +136,8 @@ def pad(x, padding_value, *, padding_config):
         shape.append(size)
         placed.append((max(lo, 0) if n else 0, interior + 1 if n > 1 else 1, n))
         crop.append((-min(lo, 0), size + min(hi, 0) + min(lo, 0)))
+    if isinstance(padding_value, DiskArray):  # a 0-d DiskArray: the kernel takes a scalar
+        padding_value = apply(ToInMemory, padding_value)
     value = jnp.asarray(padding_value, x.dtype)
     if any(count < 0 for _, count in crop):
         raise ValueError(f"jax.lax.pad of {describe(x)} with {config}: negative output size")

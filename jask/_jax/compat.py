@@ -32,6 +32,7 @@ import numpy as np
 from jax._src import ad_checkpoint as _ad_checkpoint
 from jax._src import ad_util as _ad_util
 from jax._src import api as _api
+from jax._src import api_util as _api_util
 from jax._src import core as _core
 from jax._src import custom_derivatives as _custom_derivatives
 from jax._src import debugging as _debugging
@@ -542,8 +543,56 @@ def inline_linear_solves(closed_jaxpr, convert_equation):
     order of derivative is JAX's rule's, not that of the solve's steps (`custom_linear_solve`).
     An operand or result that is in memory where a DiskArray is wanted, or the reverse, goes
     through `convert_equation(var, to_disk, like) -> (equation, new var)`."""
+
+    def solve_of(eqn):
+        lengths = eqn.params["const_lengths"]
+        solve = eqn.params["jaxprs"].solve
+        start = lengths.matvec + lengths.vecmat
+        operands = eqn.invars[start : start + lengths.solve] + eqn.invars[-len(eqn.outvars) :]
+        return solve, operands
+
+    return _inline_equations(closed_jaxpr, _is_hi_solve, solve_of, convert_equation)
+
+
+def inline_library_primitives(closed_jaxpr, convert_equation):
+    """A jit-time pass: each equation of a library's own primitive (lineax's linear_solve_p,
+    equinox's filter primitives) with DiskArray operands, which JAX's lowering does not know as
+    a hi primitive, is replaced by the equations of its implementation (`primitive.impl`,
+    traced on the operands' types: the function the library lowers it by), so Jask's rules
+    apply to them. Like inline_linear_solves, it runs after differentiation."""
+    return _inline_equations(closed_jaxpr, _is_library_call_on_disk, _impl_of, convert_equation)
+
+
+def _is_library_call_on_disk(eqn) -> bool:
+    if eqn.primitive is _call_hi_primitive_p:
+        return False
+    avals = [v.aval for v in eqn.invars]
+    if not any(getattr(a, "is_high", False) for a in avals):
+        return False
+    return not eqn.primitive.is_high(*avals, **eqn.params)
+
+
+def _impl_of(eqn):
+    """(ClosedJaxpr of the primitive's implementation on the equation's operand types, the
+    operands)."""
+    primitive, params = eqn.primitive, eqn.params
+
+    def impl(*args):
+        out = primitive.impl(*args, **params)
+        return list(out) if primitive.multiple_results else [out]
+
+    avals = [v.aval for v in eqn.invars]
+    debug = _api_util.debug_info(f"jask: {primitive.name}'s implementation", impl, avals, {})
+    jaxpr, _, consts = _pe.trace_to_jaxpr_dynamic(_lu.wrap_init(impl, debug_info=debug), avals)
+    return _core.ClosedJaxpr(jaxpr, consts), list(eqn.invars)
+
+
+def _inline_equations(closed_jaxpr, chosen, body_of, convert_equation):
+    """closed_jaxpr with each equation `chosen(eqn)` replaced by the equations of the closed
+    jaxpr `body_of(eqn)` gives, applied to the operands it names; an operand or result whose
+    kind (DiskArray or in memory) differs from the body's goes through convert_equation."""
     jaxpr = closed_jaxpr.jaxpr
-    if not any(_is_hi_solve(e) for e in jaxpr.eqns):
+    if not any(chosen(e) for e in jaxpr.eqns):
         return closed_jaxpr
     eqns, subst = [], {}
     constvars, consts = list(jaxpr.constvars), list(closed_jaxpr.consts)
@@ -553,29 +602,26 @@ def inline_linear_solves(closed_jaxpr, convert_equation):
 
     for eqn in jaxpr.eqns:
         eqn = eqn.replace(invars=[sub(v) for v in eqn.invars])
-        if not _is_hi_solve(eqn):
+        if not chosen(eqn):
             eqns.append(eqn)
             continue
-        lengths = eqn.params["const_lengths"]
-        solve = eqn.params["jaxprs"].solve
-        start = lengths.matvec + lengths.vecmat
-        operands = eqn.invars[start : start + lengths.solve] + eqn.invars[-len(eqn.outvars) :]
+        body, operands = body_of(eqn)
         env = {}
-        for var, operand in zip(solve.jaxpr.invars, operands):
+        for var, operand in zip(body.jaxpr.invars, operands, strict=True):
             if _is_high(var) and not _is_high(operand):
                 convert, operand = convert_equation(operand, True, eqn)
                 eqns.append(convert)
             env[var] = operand
-        for var, value in zip(solve.jaxpr.constvars, solve.consts):
+        for var, value in zip(body.jaxpr.constvars, body.consts, strict=True):
             env[var] = new = _core.Var(var.aval)
             constvars.append(new)
             consts.append(value)
-        for inner in solve.jaxpr.eqns:
+        for inner in body.jaxpr.eqns:
             outs = [_core.Var(v.aval) for v in inner.outvars]
             ins = [env.get(v, v) if isinstance(v, _core.Var) else v for v in inner.invars]
             env.update(zip(inner.outvars, outs))
             eqns.append(inner.replace(invars=ins, outvars=outs))
-        for out, result in zip(eqn.outvars, solve.jaxpr.outvars):
+        for out, result in zip(eqn.outvars, body.jaxpr.outvars, strict=True):
             result = env.get(result, result) if isinstance(result, _core.Var) else result
             if _is_high(out) != _is_high(result):
                 convert, result = convert_equation(result, _is_high(out), eqn)
@@ -869,7 +915,12 @@ def _fill_like_disk_arrays(hooks: Hooks) -> None:
             or isinstance(x, hooks.hi_type)
             or (mapped is not None and isinstance(mapped(x), hooks.hi_type))
         )
-        if disk and not is_hi(fill_value) and (shape is None or tuple(shape) == x.shape):
+        float0 = dtype is not None and np.dtype(dtype) == FLOAT0
+        if float0 and disk:
+            # the tangent of an integer value (jnp.frexp's exponent): JAX's zeros of no
+            # storage, never a file
+            x = jax.ShapeDtypeStruct(x.shape, x.dtype)
+        elif disk and not is_hi(fill_value) and (shape is None or tuple(shape) == x.shape):
             return full_like(x, fill_value, dtype)
         return original(x, fill_value, dtype, shape, sharding)
 
@@ -1206,7 +1257,12 @@ def _custom_jvp_disk_tangents(hooks: Hooks) -> None:
         moved = []
         for x in tracers:
             if isinstance(x, _ad.JVPTracer) and x._trace is self:
-                tangent = _kind_of(x.primal, x.tangent, is_hi, to_disk, to_memory, disk_only=True)
+                # a tangent lives at the trace below this one (writing it at this one would
+                # make it a JVPTracer of its own trace)
+                with _core.set_current_trace(self.parent_trace):
+                    tangent = _kind_of(
+                        x.primal, x.tangent, is_hi, to_disk, to_memory, disk_only=True
+                    )
                 if tangent is not x.tangent:
                     x = _ad.JVPTracer(self, x.primal, tangent)
             moved.append(x)
@@ -1332,6 +1388,9 @@ def default_sharding(ndim: int):
     return _core.ShapedArray((1,) * ndim, "float32").sharding
 
 
+FLOAT0 = _jax_dtypes.float0
+"""The dtype of the tangents of integer and boolean values (no storage)."""
+
 EMPTY_MAT = _core.ShapedArray((), "float32").mat
 """An array's manual-axis type outside shard_map (ShapedArray.mat)."""
 DEVICE_MEMORY = _core.ShapedArray((), "float32").memory_space
@@ -1368,6 +1427,40 @@ def _wrap_msgpack_serialize(serialization, in_memory_tree) -> None:
 
     msgpack_serialize._jask_original = original
     serialization.msgpack_serialize = msgpack_serialize
+
+
+# -- lineax ---------------------------------------------------------------------------
+
+PINNED_LINEAX = "0.1.1"
+
+
+@_patch(
+    "lineax_disk_structs",
+    "lineax._solve._to_struct",
+    "linear_solve_p's abstract evaluation refuses every abstract value but a ShapedArray, so an "
+    "operator closing over a DiskArray (a FunctionLinearOperator of `a @ v`) could not be "
+    "solved; a DiskArray's type gives the ShapeDtypeStruct of its shape and dtype (the solve's "
+    "results are in memory; inline_library_primitives gives the staged solve its value)",
+    library="lineax",
+    version=PINNED_LINEAX,
+)
+def _lineax_disk_structs(hooks: Hooks) -> None:
+    hooks.when_imported("lineax._solve", lambda module: _wrap_to_struct(module, hooks.hi_type))
+
+
+def _wrap_to_struct(solve_module, hi_type) -> None:
+    original = solve_module._to_struct
+    if getattr(original, "_jask_original", None):
+        return
+
+    @functools.wraps(original)
+    def to_struct(x):
+        if isinstance(x, hi_type):
+            return jax.ShapeDtypeStruct(x.shape, x.dtype)
+        return original(x)
+
+    to_struct._jask_original = original
+    solve_module._to_struct = to_struct
 
 
 # -- jax.checkpoint of hijax values ---------------------------------------------

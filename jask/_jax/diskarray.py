@@ -98,8 +98,11 @@ class DiskArrayTy(compat.HiType):
     def raise_val(self, handle):
         return DiskArray(self, handle)
 
-    # autodiff: tangents and cotangents of a DiskArray are DiskArrays
+    # autodiff: tangents and cotangents of a DiskArray are DiskArrays; an integer or boolean
+    # one has JAX's float0 tangents (zeros of no storage, in memory), as a jax.Array's
     def to_tangent_aval(self):
+        if not jnp.issubdtype(self.dtype, jnp.inexact):
+            return compat.ShapedArray(self.shape, compat.FLOAT0)
         return self
 
     def vspace_zero(self):

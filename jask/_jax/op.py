@@ -376,7 +376,9 @@ class Op(compat.VJPHiPrimitive):
     # -- derived: reverse mode ----------------------------------------------
     def vjp_fwd(self, nzs_in, *operands):
         out = self(*operands)
-        needs = tuple(bool(nz) and not _is_bool(aval) for nz, aval in zip(nzs_in, self.in_avals))
+        needs = tuple(
+            bool(nz) and not _has_no_tangent(aval) for nz, aval in zip(nzs_in, self.in_avals)
+        )
         return out, (needs, operands, out)
 
     def vjp_bwd_retval(self, res, ct):
@@ -407,7 +409,7 @@ class Op(compat.VJPHiPrimitive):
     def jvp(self, primals, tangents):
         out = self(*primals)
         tangents = [
-            None if isinstance(t, compat.Zero) or _is_bool(a) else _tangent_of(t, a)
+            None if isinstance(t, compat.Zero) or _has_no_tangent(a) else _tangent_of(t, a)
             for t, a in zip(tangents, self.in_avals)
         ]
         if all(t is None for t in tangents):
@@ -482,9 +484,9 @@ def weakly_typed(x, weak: bool):
     return convert_element_type_p.bind(x, new_dtype=x.dtype, weak_type=weak, sharding=None)
 
 
-def _is_bool(aval) -> bool:
-    """Boolean values have no derivative (JAX gives them float0 tangents)."""
-    return np.dtype(aval.dtype) == np.bool_
+def _has_no_tangent(aval) -> bool:
+    """Boolean and integer values have no derivative (JAX gives them float0 tangents)."""
+    return not jnp.issubdtype(aval.dtype, jnp.inexact)
 
 
 @functools.cache
@@ -499,7 +501,7 @@ def _tangent_of(t, aval):
     """A DiskArray operand's tangent as a DiskArray: JAX may hand an in-memory one (the basis of
     jax.jacfwd, a tangent given to jax.jvp), which is written to a file first, of the operand's
     tangent type (weakly typed where the operand is, as JAX types it)."""
-    full = tuple(np.shape(t)) == tuple(aval.shape) and len(aval.shape) > 0
+    full = tuple(np.shape(t)) == tuple(aval.shape)
     if isinstance(aval, DiskArrayTy) and not isinstance(t, DiskArray) and full:
         return with_weak_type(from_in_memory(t), aval.weak_type)
     return t

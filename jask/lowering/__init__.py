@@ -11,7 +11,7 @@ from .fusion import ElementwiseFusion
 from .graph import Pass, fuse_chains, insert_releases, replace_groups, share_results
 from .release import ReleaseDiskArrays, fresh_carries
 from .row_groups import RowGroups
-from .solves import inline_linear_solves
+from .solves import inline_library_primitives, inline_linear_solves
 
 
 def passes() -> tuple[Pass, ...]:
@@ -19,6 +19,8 @@ def passes() -> tuple[Pass, ...]:
     return (
         # custom_linear_solve of DiskArrays: its solve's equations (differentiation is over)
         inline_linear_solves,
+        # a library's own primitive on DiskArrays (lineax's linear_solve_p): its implementation
+        inline_library_primitives,
         # elementwise chains whose intermediates are used once: one pass each
         fuse_chains(ElementwiseFusion()),
         # connected row-local ops over one tall dataset: one read of it
