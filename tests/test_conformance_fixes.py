@@ -520,3 +520,44 @@ def test_integer_diskarrays_have_float0_tangents(small, jitted):
     assert got[1].dtype == want[1].dtype == jax.dtypes.float0
     assert got[1].shape == want[1].shape
     check_grads(lambda x: jnp.frexp(x)[0], (disk(x[:50]),), 1)
+
+
+# -- a 0-d DiskArray init value of lax.reduce and lax.reduce_window (lax_test testReduce,
+# testReduceWindow*: the computation was traced on DiskArray scalars, which XLA cannot lower)
+# and a reduction by any computation, streamed along the axis it keeps
+
+
+def _max_by_a_lambda(x, init):
+    # a computation JAX does not recognize as a monoid: reduce_p with its jaxpr (XLA may apply
+    # the init value any number of times, so it is the identity)
+    return lax.reduce(x, init, lambda a, b: lax.max(a, b), (1,))
+
+
+def _window_max(x, init):
+    return lax.reduce_window(x, init, lax.max, (1, 3), (1, 2), "SAME")
+
+
+def _window_sum(x, init):
+    return lax.reduce_window(x, init, lax.add, (1, 4), (1, 1), [(0, 0), (1, 2)])
+
+
+@pytest.mark.parametrize("jitted", [False, True], ids=["eager", "jit"])
+@pytest.mark.parametrize("fn", [_max_by_a_lambda, _window_max, _window_sum])
+def test_reductions_with_a_0d_diskarray_init_value(fn, jitted):
+    jask.set_memory_budget("8KB")
+    try:
+        rng = np.random.default_rng(9)
+        x = rng.normal(size=(301, 17)).astype(np.float32)
+        init = np.array(-np.inf if fn in (_max_by_a_lambda, _window_max) else 0.0, np.float32)
+        wrap = jax.jit if jitted else (lambda f: f)
+        want = fn(jnp.asarray(x), jnp.asarray(init))
+        got = wrap(fn)(disk(x), disk(init))
+        assert isinstance(got, jask.DiskArray)  # streamed: x is 20 KB, the budget 8 KB
+        close(got, want)
+        t = jnp.asarray(rng.normal(size=x.shape), np.float32)
+        close(
+            wrap(partial(jax.jvp, lambda x: fn(x, disk(init))))((disk(x),), (t,)),
+            jax.jvp(lambda x: fn(x, jnp.asarray(init)), (jnp.asarray(x),), (t,)),
+        )
+    finally:
+        jask.set_memory_budget(DEFAULT_BUDGET)

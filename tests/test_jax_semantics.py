@@ -334,6 +334,7 @@ def test_importing_jask_leaves_plain_jax_as_it_is():
         "device_put",
         "device_get",
         "full_like_of_disk_arrays",
+        "scalar_init_values_in_memory",
         "where_keeps_disk_shapes",
         "searchsorted_of_disk_arrays",
         "vjp_in_memory_cotangents",

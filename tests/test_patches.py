@@ -18,6 +18,7 @@ EXPECTED = {
     "device_put": "jax",
     "device_get": "jax",
     "full_like_of_disk_arrays": "jax",
+    "scalar_init_values_in_memory": "jax",
     "where_keeps_disk_shapes": "jax",
     "searchsorted_of_disk_arrays": "jax",
     "disk_boolean_masks": "jax",

@@ -12,7 +12,8 @@ XLA computes each block; the engine reads the blocks and writes the results' row
 - convolution: the batch axis (axis 0 of lhs and of the result, one batch group); the kernel
   whole;
 - reduce_window*, select_and_scatter_add, select_and_gather_add: axis 0 where the window
-  neither spans, strides, pads nor dilates it.
+  neither spans, strides, pads nor dilates it;
+- reduce (a reduction by any computation): axis 0 where it is not reduced.
 """
 
 from __future__ import annotations
@@ -121,6 +122,11 @@ def batch_axes(name: str, args, params) -> tuple[list, bool] | None:
         half = len(args) // 2
         ndim = len(args[0].shape)
         if ndim < 2 or not _leading_axis_free(params, ndim):
+            return None
+        return [1] * half + [None] * half, False
+    if name == "reduce":  # a reduction (any computation) over axes other than the first
+        half = len(args) // 2
+        if len(args[0].shape) < 2 or 0 in params["dimensions"]:
             return None
         return [1] * half + [None] * half, False
     if name in ("select_and_scatter_add", "select_and_gather_add"):

@@ -930,6 +930,57 @@ def _fill_like_disk_arrays(hooks: Hooks) -> None:
 
 
 @_patch(
+    "scalar_init_values_in_memory",
+    "jax.lax.reduce and jax.lax.reduce_window (and every loaded module's name for them)",
+    "their computation is traced on the init values' types, so a 0-d DiskArray init value "
+    "made a reducer typed on DiskArrays, which XLA cannot lower; such an init value (a scalar) "
+    "is read into memory first",
+)
+def _scalar_init_values_in_memory(hooks: Hooks) -> None:
+    from jax._src.lax import windowed_reductions as _windowed
+
+    is_hi, to_memory = hooks.is_hi, hooks.to_memory
+
+    def in_memory(values, what):
+        def move(x):
+            return to_memory(x, what) if is_hi(x) and not np.shape(x) else x
+
+        return jax.tree_util.tree_map(move, values)
+
+    def wrap(original, what):
+        if getattr(original, "_jask_original", None):
+            return original
+
+        @functools.wraps(original)
+        def wrapped(operands, init_values, *args, **kwargs):
+            return original(operands, in_memory(init_values, what), *args, **kwargs)
+
+        wrapped._jask_original = original
+        return wrapped
+
+    replace_everywhere(
+        {
+            _lax.reduce: wrap(_lax.reduce, "jax.lax.reduce's init value"),
+            _windowed.reduce_window: wrap(_windowed.reduce_window, "jax.lax.reduce_window's init"),
+        }
+    )
+
+
+def replace_everywhere(replacements: dict) -> None:
+    """Each key function replaced by its value under every name a loaded module has for it
+    (found by identity: JAX's modules import a function under several names)."""
+    by_id = {id(old): (old, new) for old, new in replacements.items() if old is not new}
+    for module in list(sys.modules.values()):
+        names = getattr(module, "__dict__", None)
+        if not isinstance(names, dict):
+            continue
+        for name, value in list(names.items()):
+            found = by_id.get(id(value))
+            if found is not None and found[0] is value:
+                setattr(module, name, found[1])
+
+
+@_patch(
     "where_keeps_disk_shapes",
     "jax._src.numpy.util._where (jnp.where and the jax.numpy functions written with it)",
     "jnp.where broadcasts every operand to the result's shape, in memory for a scalar next to a "
