@@ -561,3 +561,39 @@ def test_reductions_with_a_0d_diskarray_init_value(fn, jitted):
         )
     finally:
         jask.set_memory_budget(DEFAULT_BUDGET)
+
+
+# -- a scan whose body's outputs are DiskArrays (lax_control_flow_test testScanRnn: an RNN's
+# per-step output from weights on disk is a small DiskArray, which JAX cannot stack into ys)
+
+
+def test_scan_of_an_rnn_whose_weights_and_inputs_are_on_disk(small):
+    r = np.random.default_rng(10)
+    n_in, n_hid, n_out, length = 4, 3, 2, 5
+    w_trans = r.normal(size=(n_hid, n_hid + n_in)).astype(np.float32)
+    w_out = r.normal(size=(n_out, n_hid + n_in)).astype(np.float32)
+    inputs = r.normal(size=(length, n_in)).astype(np.float32)
+    targets = r.normal(size=(length, n_out)).astype(np.float32)
+
+    def step(params, state, x):
+        w_trans, w_out = params
+        stacked = jnp.concatenate([state, x])
+        return jnp.tanh(w_trans @ stacked), jnp.tanh(w_out @ stacked)
+
+    def loss(params, inputs, targets):
+        _, outputs = lax.scan(partial(step, params), jnp.zeros(n_hid), inputs)
+        return jnp.sum((outputs - targets) ** 2)
+
+    mem = ((jnp.asarray(w_trans), jnp.asarray(w_out)), jnp.asarray(inputs), jnp.asarray(targets))
+    on_disk = ((disk(w_trans), disk(w_out)), disk(inputs), disk(targets))
+    for fn in (loss, jax.jit(loss)):
+        close(fn(*on_disk), loss(*mem), 1e-5)
+        grads = jax.grad(fn)(*on_disk)
+        assert all(isinstance(g, jask.DiskArray) for g in grads)
+        close(grads, jax.grad(loss)(*mem), 1e-4)
+    tangent = mem[0]
+    close(
+        jax.jvp(lambda p: loss(p, *on_disk[1:]), (on_disk[0],), (tangent,)),
+        jax.jvp(lambda p: loss(p, *mem[1:]), (mem[0],), (tangent,)),
+        1e-4,
+    )

@@ -166,7 +166,7 @@ def _scan(original):
             if not isinstance(out, (tuple, list)) or len(out) != 2:
                 return out  # JAX's error
             new, y = out
-            return type(out)((_unify_carry(taken, new, kinds), y))
+            return type(out)((_unify_carry(taken, new, kinds), _ys_in_memory(y)))
 
         return _retrying(
             kinds,
@@ -195,6 +195,17 @@ def _while_loop(original):
 
     while_loop._jask_original = original
     return while_loop
+
+
+def _ys_in_memory(y):
+    """A body's per-iteration outputs, each DiskArray among them read into memory: JAX stacks
+    them into the in-memory ys (a DiskArray cannot be stacked), and a Jask op gives a
+    DiskArray for a small product of DiskArrays (an RNN's output from weights on disk)."""
+    if _policy is None:
+        return y
+    leaves, tree = jax.tree_util.tree_flatten(y)
+    moved = [_policy.as_kind(v, "memory") for v in leaves]
+    return jax.tree_util.tree_unflatten(tree, moved)
 
 
 def _retrying(kinds: dict, run):
