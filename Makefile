@@ -24,20 +24,23 @@ demo: install
 test: install test-cpp test-python
 
 # make test runs a fixed sample of the suite (JASK_TEST_SAMPLE in tests/conftest.py: 10% of
-# each parametrization's cases, one case of the slowest functions, tests/slow_tests.txt), with
+# each parametrization's cases, one case of the slowest functions, tests/slow_tests.txt; the
+# hostile-file fuzzers run half their default trials, JASK_FUZZ_SCALE), with
 # XLA's backend optimizations off: most of the suite's time is XLA compiling small programs, and
 # -O0 code cut it by a quarter (102 s to 79 s for two test files); both sides of every comparison
 # (Jask's blocks and jnp) are compiled the same way. make test-full runs every case with XLA's
 # default flags (34.5 minutes of Python tests on 2 cores).
 test-full: install test-cpp
-	$(MAKE) test-python SAMPLE=0 TEST_XLA_FLAGS=
+	$(MAKE) test-python SAMPLE=0 TEST_XLA_FLAGS= FUZZ_SCALE=1
 
 # Two workers (pytest-xdist), each test file on one of them (module fixtures are set up once).
 # The memory-limit tests run on their own under pytest-memray, which tracks every allocation.
 SAMPLE ?= 1
 TEST_XLA_FLAGS ?= --xla_backend_optimization_level=0
+FUZZ_SCALE ?= 0.5
 test-python:
-	XLA_FLAGS="$(TEST_XLA_FLAGS) $$XLA_FLAGS" JASK_TEST_SAMPLE=$(SAMPLE) $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 \
+	XLA_FLAGS="$(TEST_XLA_FLAGS) $$XLA_FLAGS" JASK_TEST_SAMPLE=$(SAMPLE) JASK_FUZZ_SCALE=$(FUZZ_SCALE) \
+	  $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 \
 	  tests --ignore=tests/test_memory_limits.py
 	XLA_FLAGS="$(TEST_XLA_FLAGS) $$XLA_FLAGS" $(BIN)/python -m pytest -q --memray tests/test_memory_limits.py
 
@@ -50,7 +53,7 @@ test-cpp:
 	else dir=$(CPP_BUILD); opts="-DJASK_BUILD_PYTHON=OFF -DCMAKE_BUILD_TYPE=Release"; fi; \
 	cmake -S . -B $$dir $$opts -DJASK_BUILD_TESTS=ON >/dev/null && \
 	cmake --build $$dir --target engine_tests -j2 && \
-	ctest --test-dir $$dir --output-on-failure
+	ctest --test-dir $$dir -j2 --output-on-failure
 
 # The hostile-file fuzzers (tests/test_trust_*.py, through tests/fuzz_harness.py) with thousands
 # of trials per format instead of make test's few hundred, and the slow valid-file tests (a deflated

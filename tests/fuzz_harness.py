@@ -24,9 +24,10 @@ Code is a string run with `exec`. It sees `P` (the trial folder's absolute path,
 `jask`, `os` and whatever the server preloaded, and sets `out`: an array (a DiskArray is read
 whole with numpy.asarray), or a dict / list / tuple of them, nested.
 
-How many trials a fuzzer runs: `fuzz_trials(default)` is `default`, or JASK_FUZZ_TRIALS when set
-(`make fuzz` sets thousands); `fuzz_sample(trials, default, seed)` is a fixed, seeded sample of a
-list of structured trials (the same one every run), all of them under `make fuzz`.
+How many trials a fuzzer runs: `fuzz_trials(default)` is `default` (make test: half of it, by
+JASK_FUZZ_SCALE), or JASK_FUZZ_TRIALS when set (`make fuzz` sets thousands);
+`fuzz_sample(trials, default, seed)` is a fixed, seeded sample of a list of structured trials
+(the same one every run), all of them under `make fuzz`.
 """
 
 from __future__ import annotations
@@ -74,9 +75,13 @@ class Trial:
 
 
 def fuzz_trials(default: int) -> int:
-    """`default`, or the JASK_FUZZ_TRIALS environment variable's value when it is set."""
+    """`default`, or the JASK_FUZZ_TRIALS environment variable's value when it is set; times
+    JASK_FUZZ_SCALE when that is set (make test: half of each default, for its 20 minutes)."""
     value = os.environ.get("JASK_FUZZ_TRIALS")
-    return int(value) if value else default
+    if value:
+        return int(value)
+    scale = float(os.environ.get("JASK_FUZZ_SCALE") or 1)
+    return max(1, round(default * scale))
 
 
 def fuzz_sample(trials: list, default: int, seed: int) -> list:
