@@ -100,7 +100,7 @@ lint: lint-cpp lint-python
 # a table per file (baseline passes, tests that received a DiskArray, passes at each budget) and the
 # failures grouped by error in build/conformance/conformance.md. CONFORMANCE_CASES is JAX's
 # JAX_NUM_GENERATED_CASES (cases sampled with JAX's fixed seed); CONFORMANCE_PER_FILE tests of each
-# file, evenly spread (0: all 3,250 of CASES=1, hours on 2 cores); see tests/conformance/run.py.
+# file, evenly spread (0: all 3,254 of CASES=1, about two hours on 2 cores); see tests/conformance/run.py.
 CONFORMANCE_CASES ?= 1
 CONFORMANCE_PER_FILE ?= 25
 CONFORMANCE_BUDGETS ?= 64MB,64KB

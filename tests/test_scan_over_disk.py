@@ -70,9 +70,19 @@ def test_xs_of_different_lengths_are_refused():
         jax.lax.scan(lambda c, x: (c, None), 0.0, (jask.DiskArray.from_numpy(W), XS[:4]))
 
 
-def test_a_disk_array_ys_is_refused_by_name():
-    def body(c, x):
-        return c, jask.DiskArray.from_numpy(np.ones(3, np.float32)) * x[0, 0]
+def test_a_bodys_diskarray_outputs_are_stacked_in_memory_within_the_budget():
+    # a small product of DiskArrays is a DiskArray (an RNN's output from weights on disk): the
+    # ys JAX stacks in memory get its values; one larger than the budget is refused by name
+    ones = np.ones(3, np.float32)
 
-    with pytest.raises((TypeError, NotImplementedError), match=r"scan"):
-        jax.lax.scan(body, 0.0, jask.DiskArray.from_numpy(W))
+    def body(c, x):
+        return c, jask.DiskArray.from_numpy(ones) * x[0, 0]
+
+    for scan in (jax.lax.scan, jax.jit(jax.lax.scan, static_argnums=0)):
+        _, ys = scan(body, 0.0, jask.DiskArray.from_numpy(W))
+        _, want = jax.lax.scan(lambda c, x: (c, jnp.asarray(ones) * x[0, 0]), 0.0, jnp.asarray(W))
+        assert not isinstance(ys, jask.DiskArray) and ys.dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(ys), np.asarray(want))
+    big = jask.DiskArray.from_numpy(np.ones(20_000, np.float32))  # 80 KB: over the 64 KiB
+    with pytest.raises(ValueError, match=r"jax.lax.scan body's output.*float32\[20000\]"):
+        jax.lax.scan(lambda c, x: (c, big * x[0, 0]), 0.0, jask.DiskArray.from_numpy(W))

@@ -46,7 +46,13 @@ from jax.extend.core import primitives as lax_primitives
 
 from .. import _runtime
 from .._jax import compat, jaxtype_checks
-from .._jax.diskarray import DiskArray, DiskArrayTy, from_in_memory, is_disk_array
+from .._jax.diskarray import (
+    DiskArray,
+    DiskArrayTy,
+    check_fits_in_memory,
+    from_in_memory,
+    is_disk_array,
+)
 from .._jax.op import apply
 from .._jax.primitives import rule
 from ..lowering.release import register_loop
@@ -248,6 +254,16 @@ class CarryKinds:
         if kind == "disk" and not is_disk_array(x):
             return from_in_memory(jnp.asarray(x))
         return x
+
+    def stackable(self, x):
+        if not is_disk_array(x):
+            return x
+        check_fits_in_memory(
+            x,
+            "a jax.lax.scan body's output (JAX stacks the ys in memory)",
+            "carry it instead of returning it as a y",
+        )
+        return apply(ToInMemory, x)
 
 
 def _kind(aval) -> str | None:

@@ -31,7 +31,6 @@ registers its two installers in compat's registry of patches (compat.PATCHES).
 from __future__ import annotations
 
 import functools
-import sys
 from typing import Protocol
 
 import jax
@@ -55,6 +54,10 @@ class CarryPolicy(Protocol):
     def as_kind(self, x, kind: str):
         """`x` (a value or tracer) as an array of that kind: read into memory or written to a
         DiskArray, unchanged when it has that kind already."""
+
+    def stackable(self, x):
+        """A scan body's output `x` as JAX can stack it into the ys: a DiskArray read into
+        memory (an error naming the budget where it does not fit), anything else as it is."""
 
 
 _policy: CarryPolicy | None = None
@@ -130,7 +133,7 @@ def install_carry_unification() -> None:
     of carries and branch outputs. Idempotent."""
     if getattr(_loops.scan, "_jask_original", None):
         return
-    replaced = {}
+    replacements = {}
     for module, name, make in (
         (_loops, "scan", _scan),
         (_loops, "while_loop", _while_loop),
@@ -138,18 +141,11 @@ def install_carry_unification() -> None:
         (_conditionals, "switch", _switch),
     ):
         original = getattr(module, name)
-        replaced[id(original)] = (original, make(original))
+        replacements[original] = make(original)
     # every loaded module's name for one of them: JAX's own modules import them under several
     # (jax.lax, jax._src.lax, which jax.scipy.linalg.expm calls cond through, lax.special's
     # while_loop, ...); found by identity, so jnp.linalg.cond is left alone
-    for module in list(sys.modules.values()):
-        names = getattr(module, "__dict__", None)
-        if not isinstance(names, dict):
-            continue
-        for name, value in list(names.items()):
-            found = replaced.get(id(value))
-            if found is not None and found[0] is value:
-                setattr(module, name, found[1])
+    compat.replace_everywhere(replacements)
 
 
 def _scan(original):
@@ -204,7 +200,7 @@ def _ys_in_memory(y):
     if _policy is None:
         return y
     leaves, tree = jax.tree_util.tree_flatten(y)
-    moved = [_policy.as_kind(v, "memory") for v in leaves]
+    moved = [_policy.stackable(v) for v in leaves]
     return jax.tree_util.tree_unflatten(tree, moved)
 
 
