@@ -23,7 +23,7 @@ demo: install
 
 test: install test-cpp test-python
 
-# make test runs a fixed sample of the suite (JASK_TEST_SAMPLE in tests/conftest.py: 10% of
+# make test runs a fixed sample of the suite (JASK_TEST_SAMPLE in tests/conftest.py: 5% of
 # each parametrization's cases, one case of the slowest functions, tests/slow_tests.txt; the
 # hostile-file fuzzers run half their default trials, JASK_FUZZ_SCALE), with
 # XLA's backend optimizations off: most of the suite's time is XLA compiling small programs, and

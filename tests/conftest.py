@@ -125,7 +125,7 @@ def is_prng_key(value):
 # without parameters). Cases are chosen by a hash
 # of their id only (not by the folder, the order or the machine), so the sample is the same on
 # every run. Without it (plain pytest, make test-full) every case runs.
-SAMPLE_FRACTION = 0.1
+SAMPLE_FRACTION = 0.05
 SLOW_TESTS = pathlib.Path(__file__).with_name("slow_tests.txt")
 
 

@@ -2,6 +2,7 @@
 exists, and the sample depends on the test ids only."""
 
 import importlib
+import math
 import random
 
 import conftest
@@ -31,7 +32,7 @@ def test_the_sample_depends_on_the_ids_only():
     shuffled = random.Random(1).sample(cases, len(cases))
     chosen = [c.nodeid for c in conftest._sampled(cases, slow=False)]
     assert chosen == [c.nodeid for c in conftest._sampled(shuffled, slow=False)]
-    assert len(chosen) == 4  # 10% of 40
+    assert len(chosen) == math.ceil(40 * conftest.SAMPLE_FRACTION) == 2  # 5% of 40
     assert len(conftest._sampled(cases, slow=True)) == 1
     assert conftest._sampled(cases[:2], slow=False) == cases[:2]
     pinned = frozenset({cases[7].nodeid})
