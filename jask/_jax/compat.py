@@ -566,10 +566,9 @@ def inline_library_primitives(closed_jaxpr, convert_equation):
 def _is_library_call_on_disk(eqn) -> bool:
     if eqn.primitive is _call_hi_primitive_p:
         return False
-    avals = [v.aval for v in eqn.invars]
-    if not any(getattr(a, "is_high", False) for a in avals):
+    if not any(_is_high(v) for v in eqn.invars):
         return False
-    return not eqn.primitive.is_high(*avals, **eqn.params)
+    return not eqn.primitive.is_high(*[v.aval for v in eqn.invars], **eqn.params)
 
 
 def _impl_of(eqn):
@@ -1441,6 +1440,12 @@ def default_sharding(ndim: int):
 
 FLOAT0 = _jax_dtypes.float0
 """The dtype of the tangents of integer and boolean values (no storage)."""
+
+
+def has_float0_tangents(dtype) -> bool:
+    """True for the dtypes JAX gives float0 tangents (integers, booleans): no derivative."""
+    return _core.primal_dtype_to_tangent_dtype(np.dtype(dtype)) == FLOAT0
+
 
 EMPTY_MAT = _core.ShapedArray((), "float32").mat
 """An array's manual-axis type outside shard_map (ShapedArray.mat)."""

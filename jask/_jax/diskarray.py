@@ -101,7 +101,7 @@ class DiskArrayTy(compat.HiType):
     # autodiff: tangents and cotangents of a DiskArray are DiskArrays; an integer or boolean
     # one has JAX's float0 tangents (zeros of no storage, in memory), as a jax.Array's
     def to_tangent_aval(self):
-        if not jnp.issubdtype(self.dtype, jnp.inexact):
+        if compat.has_float0_tangents(self.dtype):
             return compat.ShapedArray(self.shape, compat.FLOAT0)
         return self
 

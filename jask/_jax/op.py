@@ -486,7 +486,7 @@ def weakly_typed(x, weak: bool):
 
 def _has_no_tangent(aval) -> bool:
     """Boolean and integer values have no derivative (JAX gives them float0 tangents)."""
-    return not jnp.issubdtype(aval.dtype, jnp.inexact)
+    return compat.has_float0_tangents(aval.dtype)
 
 
 @functools.cache
