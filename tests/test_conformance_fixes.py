@@ -597,3 +597,46 @@ def test_scan_of_an_rnn_whose_weights_and_inputs_are_on_disk(small):
         jax.jvp(lambda p: loss(p, *mem[1:]), (mem[0],), (tangent,)),
         1e-4,
     )
+
+
+# -- reverse over reverse of a cond (lax_control_flow_test testCondGrad2): the linearized cond
+# fills the residuals a branch does not produce with empty values, which for a DiskArray type
+# leaked the branch's int32 tracer into the outer program
+
+
+def _cond_of_branches_with_other_residuals(x):
+    scale = jnp.arange(1.0, x.shape[0] + 1, dtype=x.dtype)
+    return lax.cond(x[0] < 2, lambda x: scale * x, jnp.sin, x)
+
+
+def _switch_of_three_branches(x):
+    index = jnp.clip(x[0].astype(jnp.int32), 0, 2)
+    return lax.switch(index, [jnp.sin, lambda x: x * x, lambda x: jnp.exp(x) * 0.5], x)
+
+
+def _second_order_reverse(fn, x):
+    y, pullback = jax.vjp(fn, x)
+    inner = lambda ct: pullback(ct)[0]
+    z, pullback2 = jax.vjp(inner, jnp.ones_like(y))
+    return z, pullback2(jnp.ones_like(z))[0]
+
+
+@pytest.mark.parametrize("jitted", [False, True], ids=["eager", "jit"])
+@pytest.mark.parametrize("first", [1.72, 2.14, 0.5], ids=["branch0", "branch1", "low"])
+@pytest.mark.parametrize(
+    "fn",
+    [_cond_of_branches_with_other_residuals, _switch_of_three_branches],
+    ids=["cond", "switch"],
+)
+def test_reverse_over_reverse_of_a_cond(small, fn, first, jitted):
+    rng = np.random.default_rng(11)
+    x = rng.uniform(0.5, 1.5, size=3001).astype(np.float32)  # 12 KB: many blocks at 16 KB
+    x[0] = first
+    wrap = jax.jit if jitted else (lambda f: f)
+    got = wrap(partial(_second_order_reverse, fn))(disk(x))
+    want = _second_order_reverse(fn, jnp.asarray(x))
+    close(got, want, 1e-5)
+    # the second derivative, as jax.grad of jax.grad (check_grads order 2, "rev")
+    loss = lambda x: jnp.sum(wrap(fn)(x))
+    hvp = jax.grad(lambda x: jnp.sum(jax.grad(loss)(x) ** 2))
+    close(hvp(disk(x)), hvp(jnp.asarray(x)), 1e-5)

@@ -283,6 +283,8 @@ JAX_ONLY = textwrap.dedent(
             lambda v: 2 * v, b, lambda mv, r: r / 2, symmetric=True).sum())(jnp.ones(2)),
         "eval_shape": lambda: list(jax.eval_shape(jnp.sin, jnp.ones(3)).shape),
         "cond": lambda: lax.cond(True, lambda x: x + 1, lambda x: x * 2, jnp.ones(2)),
+        "cond_rev_rev": lambda: jax.grad(lambda x: jnp.sum(jax.grad(lambda x: jnp.sum(lax.cond(
+            x[0] < 2, lambda x: x * x, jnp.sin, x)))(x) ** 2))(jnp.array([1.7, 0.3])),
         "fori_loop": lambda: lax.fori_loop(0, 3, lambda i, c: c * 2, jnp.ones(2)),
         "conv": lambda: lax.conv(jnp.ones((1, 1, 4, 4)), jnp.ones((1, 1, 2, 2)), (1, 1), "SAME"),
         "searchsorted": lambda: jnp.searchsorted(jnp.arange(5.0), jnp.array([1.5, 3.0]), "right"),
@@ -348,4 +350,5 @@ def test_importing_jask_leaves_plain_jax_as_it_is():
         "compiled_memory",
         "disk_boolean_masks",
         "disk_mask_updates",
+        "empty_disk_residuals",
     }

@@ -19,6 +19,7 @@ EXPECTED = {
     "device_get": "jax",
     "full_like_of_disk_arrays": "jax",
     "scalar_init_values_in_memory": "jax",
+    "empty_disk_residuals": "jax",
     "where_keeps_disk_shapes": "jax",
     "searchsorted_of_disk_arrays": "jax",
     "disk_boolean_masks": "jax",

@@ -237,6 +237,38 @@ def test_forward_mode_through_a_streamed_convolution(rng, budget_16kb):
     check(tangent, expected, rtol=1e-3)
 
 
+@pytest.mark.parametrize(
+    "dn, groups", [(("NCHW", "OIHW", "NCHW"), 2), (("NHWC", "HWIO", "NHWC"), 3)]
+)
+def test_a_batch_grouped_convolution_streams(rng, budget_16kb, dn, groups):
+    # batch_group_count=G: the result's row b reads row b of each of lhs's G batch groups
+    # (lax_test testConvGeneralDilated0 at 64KB)
+    if dn[0] == "NCHW":
+        x = rng.normal(size=(groups * 13, 3, 9, 7)).astype(np.float32)
+        w = rng.normal(size=(2 * groups, 3, 4, 5)).astype(np.float32)
+    else:
+        x = rng.normal(size=(groups * 13, 9, 7, 3)).astype(np.float32)
+        w = rng.normal(size=(4, 5, 3, 2 * groups)).astype(np.float32)
+    assert x.nbytes > 16 * 1024  # more than the budget: in blocks
+
+    def fn(x, w):
+        return jax.lax.conv_general_dilated(
+            x, w, (1, 2), "SAME", dimension_numbers=dn, batch_group_count=groups
+        )
+
+    expected = fn(jnp.asarray(x), jnp.asarray(w))
+    for f in (fn, jax.jit(fn)):
+        out = f(disk(x), jnp.asarray(w))
+        assert isinstance(out, jask.DiskArray)
+        check(out, expected)
+    loss = lambda x, w: jnp.sum(fn(x, w) ** 2)  # noqa: E731
+    expected = jax.grad(loss, argnums=(0, 1))(jnp.asarray(x), jnp.asarray(w))
+    gx, gw = jax.jit(jax.grad(loss, argnums=(0, 1)))(disk(x), jnp.asarray(w))
+    assert isinstance(gx, jask.DiskArray)
+    check(gx, expected[0], rtol=1e-3)
+    check(gw, expected[1], rtol=1e-3)
+
+
 def test_batched_linear_algebra_and_fft_stream(rng, budget_16kb):
     x = rng.normal(size=(300, 4, 4)).astype(np.float32)
     spd = x @ np.swapaxes(x, -1, -2) + 4 * np.eye(4, dtype=np.float32)

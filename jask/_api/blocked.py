@@ -9,8 +9,9 @@ XLA computes each block; the engine reads the blocks and writes the results' row
 - elementwise primitives: every axis (operands and result flattened);
 - linear algebra: the batch axes before the matrix axes (cholesky, eigh, svd, qr, lu,
   triangular_solve, ...); FFT: the axes before the transformed ones;
-- convolution: the batch axis (axis 0 of lhs and of the result, one batch group); the kernel
-  whole;
+- convolution: the batch axis (axis 0 of lhs and of the result); the kernel whole. With G batch
+  groups, lhs's batch is G groups of the result's rows: a block is the same rows of each group
+  (G views of lhs's file), joined in group order before XLA computes it;
 - reduce_window*, select_and_scatter_add, select_and_gather_add: axis 0 where the window
   neither spans, strides, pads nor dilates it;
 - reduce (a reduction by any computation): axis 0 where it is not reduced.
@@ -20,10 +21,11 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from .. import _runtime
 from .._jax import compat
-from .._jax.diskarray import DiskArray
+from .._jax.diskarray import DiskArrayTy
 from .._jax.op import apply
 from ..ops.block_map import ROWS, BlockFn, BlockMap
 
@@ -141,10 +143,38 @@ def route(primitive, args, params, outs):
     """The primitive applied block by block (a list of results, or one), or None when it is not
     independent along a leading axis or one row of every blocked operand and result does not fit
     the route's allowance."""
+    if primitive.name == "conv_general_dilated" and params.get("batch_group_count", 1) != 1:
+        return _batch_grouped_conv(primitive, args, params, outs)
     found = batch_axes(primitive.name, args, params)
     if found is None:
         return None
     counts, mergeable = found
+    fn = _block_fn(primitive, params, len(outs))
+    return _in_blocks(primitive, args, counts, mergeable, fn, outs)
+
+
+def _batch_grouped_conv(primitive, args, params, outs):
+    """conv_general_dilated with G batch groups: lhs's batch is G groups of m rows, and the
+    result's row b reads row b of every group. Each group is a view of lhs's file (a range of
+    its rows), blocked alike; a block fn joins the groups' blocks in group order, which is the
+    conv's own grouping of a batch of G blocks."""
+    lhs, rhs = args
+    dn = params["dimension_numbers"]
+    groups = int(params["batch_group_count"])
+    if dn.lhs_spec[0] != 0 or dn.out_spec[0] != 0 or lhs.shape[0] % groups:
+        return None
+    m = lhs.shape[0] // groups
+    parts = [_rows(lhs, g * m, (g + 1) * m) for g in range(groups)]
+    fn = _block_fn(primitive, params, len(outs), groups=groups)
+    return _in_blocks(primitive, [*parts, rhs], [1] * groups + [None], False, fn, outs)
+
+
+def _rows(x, start, stop):
+    return x[start:stop] if (start, stop) != (0, x.shape[0]) else x
+
+
+def _in_blocks(primitive, args, counts, mergeable, fn, outs):
+    """`fn` applied to blocks of the leading `counts` axes of the operands (None: whole)."""
     avals = [compat.typeof(a) for a in args]
     batches = {tuple(a.shape[:k]) for a, k in zip(avals, counts) if k is not None}
     if len(batches) != 1:
@@ -157,7 +187,9 @@ def route(primitive, args, params, outs):
         return None
     per_row = sum(nbytes(a) // n for a, k in zip(avals, counts) if k is not None)
     per_row += sum(nbytes(o) // n for o in outs)
-    whole = sum(nbytes(a) for a, k in zip(avals, counts) if k is None and isinstance(a, DiskArray))
+    whole = sum(
+        nbytes(a) for a, k in zip(avals, counts) if k is None and isinstance(a, DiskArrayTy)
+    )
     room = allowance() - whole
     if per_row == 0 or room < per_row:
         return None
@@ -167,7 +199,6 @@ def route(primitive, args, params, outs):
         _shaped(x, (n, *x.shape[len(batch) :])) if k is not None else x
         for x, k in zip(args, counts)
     ]
-    fn = _block_fn(primitive, params, len(outs))
     results = apply(
         BlockMap,
         *operands,
@@ -186,11 +217,12 @@ def _shaped(x, shape):
 _FNS: dict = {}
 
 
-def _block_fn(primitive, params, n_out: int) -> BlockFn:
+def _block_fn(primitive, params, n_out: int, groups: int = 0) -> BlockFn:
     """The primitive as a function of blocks, made once per (primitive, params) where the params
-    are hashable (each compiles once per block shape)."""
+    are hashable (each compiles once per block shape); with `groups`, its first operand comes as
+    that many blocks, joined along axis 0."""
     try:
-        key = (primitive, tuple(sorted(params.items())))
+        key = (primitive, tuple(sorted(params.items())), groups)
         hash(key)
     except TypeError:
         key = None
@@ -198,6 +230,8 @@ def _block_fn(primitive, params, n_out: int) -> BlockFn:
         return _FNS[key]
 
     def fn(*blocks):
+        if groups:
+            blocks = (lax.concatenate(blocks[:groups], 0), *blocks[groups:])
         out = primitive.bind(*blocks, **params)
         return tuple(out) if primitive.multiple_results else (out,)
 

@@ -965,6 +965,30 @@ def _scalar_init_values_in_memory(hooks: Hooks) -> None:
     )
 
 
+@_patch(
+    "empty_disk_residuals",
+    "jax._src.ad_util.empty_like_aval (the residuals a cond branch does not produce)",
+    "the linearized cond fills a residual its branch does not produce with an empty value, "
+    "made for a hi type by raising its lowered value: a DiskArray around an int32 tracer, "
+    "which the branch's trace then holds as a constant and leaks into the outer program "
+    "(reverse over reverse of a cond: 'No constant handler for DynamicJaxprTracer'); for a "
+    "DiskArray type it is a DiskArray of zeros made at the current trace",
+)
+def _empty_disk_residuals(hooks: Hooks) -> None:
+    original = _ad_util.empty_like_aval
+    if getattr(original, "_jask_original", None):
+        return
+
+    @functools.wraps(original)
+    def empty_like_aval(aval):
+        if isinstance(aval, hooks.hi_type):
+            return aval.vspace_zero()
+        return original(aval)
+
+    empty_like_aval._jask_original = original
+    _ad_util.empty_like_aval = empty_like_aval
+
+
 def replace_everywhere(replacements: dict) -> None:
     """Each key function replaced by its value under every name a loaded module has for it
     (found by identity: JAX's modules import a function under several names)."""
