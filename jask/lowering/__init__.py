@@ -12,6 +12,7 @@ from .graph import Pass, fuse_chains, insert_releases, replace_groups, share_res
 from .release import ReleaseDiskArrays, fresh_carries
 from .row_groups import RowGroups
 from .solves import inline_library_primitives, inline_linear_solves
+from .transposes import fold_transposes
 
 
 def passes() -> tuple[Pass, ...]:
@@ -21,6 +22,8 @@ def passes() -> tuple[Pass, ...]:
         inline_linear_solves,
         # a library's own primitive on DiskArrays (lineax's linear_solve_p): its implementation
         inline_library_primitives,
+        # x @ w.T: the product reads w transposed instead of a transposed copy of it
+        fold_transposes,
         # elementwise chains whose intermediates are used once: one pass each
         fuse_chains(ElementwiseFusion()),
         # connected row-local ops over one tall dataset: one read of it

@@ -1,0 +1,94 @@
+"""Transposes folded into matrix products: `x @ w.T` reads w as it is stored.
+
+jax.numpy writes `w.T` as a transpose primitive, which on a DiskArray is a pass writing the
+transposed copy (a tied embedding's (V, D) table: one read and one write of it per step, and
+again for its gradient, which JAX's autodiff transposes back). A matrix product reads either
+operand transposed at no cost (`Matmul`'s trans flags), so after autodiff:
+
+- a product reading a transpose of the last two axes reads the transpose's operand with its
+  flag flipped;
+- a transpose of the last two axes of a product used only there is the product with its
+  operands swapped and both flags flipped: (op(a) @ op(b)).T = op'(b) @ op'(a);
+- a transpose nothing reads any more is dropped (Jask ops have no other effect).
+"""
+
+from __future__ import annotations
+
+from .._jax import compat
+from ..ops.matmul import Matmul
+from ..ops.transpose import Transpose
+from .graph import jask_op, users_and_producers
+
+
+def _swaps_last_two(op) -> bool:
+    perm = tuple(op.perm)
+    n = len(perm)
+    return n >= 2 and perm == (*range(n - 2), n - 1, n - 2)
+
+
+def fold_transposes(closed_jaxpr):
+    """The pass (returns `closed_jaxpr` itself when nothing folds)."""
+    eqns, outvars = compat.program_of(closed_jaxpr)
+    if not any(isinstance(jask_op(e), Transpose) for e in eqns):
+        return closed_jaxpr
+    changed = False
+    while (step := _fold_one(eqns, outvars)) is not None:
+        eqns, changed = step, True
+    return compat.with_equations(closed_jaxpr, eqns) if changed else closed_jaxpr
+
+
+def _fold_one(eqns, outvars):
+    users, producer_at = users_and_producers(eqns, outvars)
+
+    def made_by(v, cls):
+        i = producer_at.get(id(v)) if compat.is_var(v) else None
+        op = None if i is None else jask_op(eqns[i])
+        return (i, op) if isinstance(op, cls) else (None, None)
+
+    for i, e in enumerate(eqns):
+        op = jask_op(e)
+        if isinstance(op, Matmul):  # a product reading a transpose
+            for k in (0, 1):
+                ti, t = made_by(e.invars[k], Transpose)
+                if t is None or not _swaps_last_two(t) or t.in_avals[0].ndim != op.in_avals[k].ndim:
+                    continue
+                flags = [bool(op.trans_a), bool(op.trans_b)]
+                flags[k] = not flags[k]
+                avals = list(op.in_avals)
+                avals[k] = t.in_avals[0]
+                new = Matmul(
+                    *avals, trans_a=flags[0], trans_b=flags[1], weak_type=op.out_aval.weak_type
+                )
+                invars = list(e.invars)
+                invars[k] = eqns[ti].invars[0]
+                return _replaced(eqns, outvars, {i: compat.hi_equation(invars, e.outvars, new, e)})
+        elif isinstance(op, Transpose) and _swaps_last_two(op):  # a transposed product
+            pi, m = made_by(e.invars[0], Matmul)
+            if m is None or len(users.get(id(e.invars[0]), ())) != 1:
+                continue
+            a, b = m.in_avals
+            if a.ndim != 2 or b.ndim != 2:  # a batched product's broadcasting stays as it is
+                continue
+            new = Matmul(
+                b,
+                a,
+                trans_a=not m.trans_b,
+                trans_b=not m.trans_a,
+                weak_type=op.out_aval.weak_type,
+            )
+            invars = list(reversed(eqns[pi].invars))
+            fused = compat.hi_equation(invars, e.outvars, new, e)
+            # at the product's place: it reads what the product read
+            return [fused if j == pi else x for j, x in enumerate(eqns) if j != i]
+    return None
+
+
+def _replaced(eqns, outvars, replacements):
+    """`eqns` with the replacements made and every transpose nothing reads dropped."""
+    eqns = [replacements.get(j, x) for j, x in enumerate(eqns)]
+    users, _ = users_and_producers(eqns, outvars)
+    return [
+        x
+        for x in eqns
+        if not (isinstance(jask_op(x), Transpose) and not users.get(id(x.outvars[0])))
+    ]
