@@ -147,3 +147,17 @@ def test_adam_steps_with_update_tree_as_optax_in_memory(rng):
         # its size: a gradient summed in another order moves a near-zero one's step
         np.testing.assert_allclose(np.asarray(params), np.asarray(ref_w), rtol=1e-5, atol=1e-4)
     assert len(traces) == 2  # once for DiskArrays, once for jax.Arrays: the handles stay
+
+
+def test_two_arrays_given_one_value_update_as_one_tree(rng):
+    # optimizer moments set from one zeros array share its file; update_tree_ of both (which
+    # refuses two views of one file) takes each its own new value
+    a = rng.normal(size=(N, D)).astype(np.float32)
+    m, v = disk(a), disk(a)
+    zeros = jnp.zeros_like(m)
+    m.update_(zeros)
+    v.update_(zeros)
+    jask.update_tree_((m, v), (m + 1.0, v + 2.0))
+    np.testing.assert_array_equal(np.asarray(m), np.ones_like(a))
+    np.testing.assert_array_equal(np.asarray(v), np.full_like(a, 2.0))
+    np.testing.assert_array_equal(np.asarray(zeros), np.zeros_like(a))
