@@ -10,14 +10,12 @@ import pytest
 
 import jask
 
-from conftest import DEFAULT_BUDGET, assert_close
+from conftest import assert_close
 
 
 @pytest.fixture
-def budget_16kb():
-    jask.set_memory_budget("16KB")
-    yield
-    jask.set_memory_budget(DEFAULT_BUDGET)
+def budget_16kb(small_budget):
+    small_budget("16KB")
 
 
 def disk(a):

@@ -13,16 +13,12 @@ import pytest
 
 import jask
 
-from conftest import DEFAULT_BUDGET
-
 N, D = 3001, 7  # 84 KB of float32: many blocks at 16 KB
 
 
 @pytest.fixture(autouse=True)
-def budget_16kb():
-    jask.set_memory_budget("16KB")
-    yield
-    jask.set_memory_budget(DEFAULT_BUDGET)
+def budget_16kb(small_budget):
+    small_budget("16KB")
 
 
 def disk(a):
