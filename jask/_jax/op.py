@@ -93,7 +93,11 @@ class Role(enum.Enum):
     REDUCTION = "reduction"
     """A full reduction (sum, max, min, prod) of an elementwise expression, `Op.expression()`."""
     MATMUL = "matmul"
-    """A matrix product: row-local in its left operand (or in both, for a.T @ b)."""
+    """A matrix product: row-local in its left operand (or in both, for a.T @ b). Its params
+    `trans_a` and `trans_b` say which operand it reads transposed (the last two axes)."""
+    TRANSPOSE = "transpose"
+    """A permutation of its operand's axes, param `perm`: a product may read the operand
+    instead, transposed."""
 
 
 class Op(compat.VJPHiPrimitive):

@@ -15,9 +15,12 @@ operand transposed at no cost (`Matmul`'s trans flags), so after autodiff:
 from __future__ import annotations
 
 from .._jax import compat
-from ..ops.matmul import Matmul
-from ..ops.transpose import Transpose
+from .._jax.op import Role
 from .graph import jask_op, users_and_producers
+
+
+def _is(op, role) -> bool:
+    return op is not None and op.role is role
 
 
 def _swaps_last_two(op) -> bool:
@@ -29,7 +32,7 @@ def _swaps_last_two(op) -> bool:
 def fold_transposes(closed_jaxpr):
     """The pass (returns `closed_jaxpr` itself when nothing folds)."""
     eqns, outvars = compat.program_of(closed_jaxpr)
-    if not any(isinstance(jask_op(e), Transpose) for e in eqns):
+    if not any(_is(jask_op(e), Role.TRANSPOSE) for e in eqns):
         return closed_jaxpr
     changed = False
     while (step := _fold_one(eqns, outvars)) is not None:
@@ -40,36 +43,36 @@ def fold_transposes(closed_jaxpr):
 def _fold_one(eqns, outvars):
     users, producer_at = users_and_producers(eqns, outvars)
 
-    def made_by(v, cls):
+    def made_by(v, role):
         i = producer_at.get(id(v)) if compat.is_var(v) else None
         op = None if i is None else jask_op(eqns[i])
-        return (i, op) if isinstance(op, cls) else (None, None)
+        return (i, op) if _is(op, role) else (None, None)
 
     for i, e in enumerate(eqns):
         op = jask_op(e)
-        if isinstance(op, Matmul):  # a product reading a transpose
+        if _is(op, Role.MATMUL):  # a product reading a transpose
             for k in (0, 1):
-                ti, t = made_by(e.invars[k], Transpose)
+                ti, t = made_by(e.invars[k], Role.TRANSPOSE)
                 if t is None or not _swaps_last_two(t) or t.in_avals[0].ndim != op.in_avals[k].ndim:
                     continue
                 flags = [bool(op.trans_a), bool(op.trans_b)]
                 flags[k] = not flags[k]
                 avals = list(op.in_avals)
                 avals[k] = t.in_avals[0]
-                new = Matmul(
+                new = type(op)(
                     *avals, trans_a=flags[0], trans_b=flags[1], weak_type=op.out_aval.weak_type
                 )
                 invars = list(e.invars)
                 invars[k] = eqns[ti].invars[0]
                 return _replaced(eqns, outvars, {i: compat.hi_equation(invars, e.outvars, new, e)})
-        elif isinstance(op, Transpose) and _swaps_last_two(op):  # a transposed product
-            pi, m = made_by(e.invars[0], Matmul)
+        elif _is(op, Role.TRANSPOSE) and _swaps_last_two(op):  # a transposed product
+            pi, m = made_by(e.invars[0], Role.MATMUL)
             if m is None or len(users.get(id(e.invars[0]), ())) != 1:
                 continue
             a, b = m.in_avals
             if a.ndim != 2 or b.ndim != 2:  # a batched product's broadcasting stays as it is
                 continue
-            new = Matmul(
+            new = type(m)(
                 b,
                 a,
                 trans_a=not m.trans_b,
@@ -88,7 +91,5 @@ def _replaced(eqns, outvars, replacements):
     eqns = [replacements.get(j, x) for j, x in enumerate(eqns)]
     users, _ = users_and_producers(eqns, outvars)
     return [
-        x
-        for x in eqns
-        if not (isinstance(jask_op(x), Transpose) and not users.get(id(x.outvars[0])))
+        x for x in eqns if not (_is(jask_op(x), Role.TRANSPOSE) and not users.get(id(x.outvars[0])))
     ]

@@ -1,13 +1,14 @@
 """Permutes axes (reverses them by default), writing the permuted array."""
 
 from .._jax.diskarray import DiskArrayTy
-from .._jax.op import Op, apply, describe
+from .._jax.op import Op, Role, apply, describe
 
 
 class Transpose(Op):
     name = "transpose"
     kernel = "transpose"
     linear = True
+    role = Role.TRANSPOSE
 
     def out_type(self, x, *, perm):
         if sorted(perm) != list(range(x.ndim)):
