@@ -326,7 +326,8 @@ TEST(UpdateTree, OfScratchArraysTakesTheirResultsFilesBesideALastingFile) {
   copy_into(m, zeros);
   copy_into(v, zeros);  // m and v hold one array: update_tree_ of both is no "one file twice"
   std::vector<int32_t> news;
-  for (int salt : {4, 5, 6}) news.push_back(make_array(DType::f32, kInfo.shape, test_values(kNumel, salt)));
+  for (int salt : {4, 5, 6})
+    news.push_back(make_array(DType::f32, kInfo.shape, test_values(kNumel, salt)));
   copy_all_into({w, m, v}, news, {"w", "m", "v"});
   EXPECT_EQ(array_values(w), test_values(kNumel, 4));
   EXPECT_EQ(test::array_values(*test::open_npy(path, false)), test_values(kNumel, 4));
