@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import _runtime
 from .._jax import compat
-from .._jax.diskarray import DiskArray
+from .._jax.diskarray import DiskArray, with_weak_type
 from .._jax.op import apply, describe
 from ..ops import (
     Concatenate,
@@ -144,6 +144,13 @@ def _row_indices(fn: str, indices, n: int):
 
 
 def getitem(x, key):
+    """x[key] with jnp's indexing semantics (see `_getitem`); the result is weakly typed where
+    x is, as every indexing primitive of JAX keeps its operand's weak_type."""
+    result = _getitem(x, key)
+    return with_weak_type(result, compat.typeof(x).weak_type) if result is not x else x
+
+
+def _getitem(x, key):
     """x[key] with jnp's indexing semantics.
 
     Basic keys: ints (negative count from the end), slices with any nonzero step, Ellipsis and

@@ -138,6 +138,15 @@ def new_var(aval):
     return _core.Var(aval)
 
 
+def lax_primitive(name: str):
+    """The primitive of jax._src.lax.lax named `name` (split, stack, tile, unstack,
+    ragged_dot_general: jax.lax primitives jax.extend does not name), or None."""
+    for value in vars(_lax).values():
+        if isinstance(value, _core.Primitive) and value.name == name:
+            return value
+    return None
+
+
 def hi_primitive(eqn):
     """The hijax primitive (a VJPHiPrimitive instance) an equation applies, or None."""
     if eqn.primitive is _call_hi_primitive_p:

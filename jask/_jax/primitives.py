@@ -90,13 +90,13 @@ def _register(name: str, fn: PrimitiveRule, where: str) -> None:
 
 @functools.cache
 def _jax_primitive(name: str):
-    """JAX's primitive of that name (those jax.extend names: every jax.lax primitive with a
-    Jask rule but split, stack, tile, unstack, ragged_dot_general and the debug ones, whose
-    results keep the types Jask's ops state)."""
+    """JAX's primitive of that name: those jax.extend names, then jax.lax's own module (split,
+    stack, tile, unstack, ragged_dot_general, which jax.extend does not name); None for the
+    debug ones, whose results keep the types Jask's ops state."""
     for value in vars(_jax_primitives).values():
         if isinstance(value, Primitive) and value.name == name:
             return value
-    return None
+    return compat.lax_primitive(name)
 
 
 def jax_weak_types(name: str, args, params) -> list[bool | None] | None:
