@@ -93,6 +93,17 @@ def test_pickling_a_raw_file_keeps_its_offset_dtype_and_mode(tmp_path):
     check(y, values)
 
 
+def test_a_scratch_array_pickled_by_value_keeps_its_weak_type():
+    # int32 + 0.5 is a weak float32, as jnp types it; a jax.Array's pickle keeps the flag too
+    for values in (grid((3, 4), np.int32), grid((3, 4), np.float32)):
+        x = disk(values) + 0.5
+        want = pickle.loads(pickle.dumps(jnp.asarray(values) + 0.5))
+        y = pickle.loads(pickle.dumps(x))
+        assert isinstance(y, jask.DiskArray) and y.weak_type == want.weak_type == x.weak_type
+        assert y.dtype == want.dtype
+        check(y, np.asarray(want))
+
+
 def test_pickling_a_scratch_array_over_the_budget_names_save(small_budget):
     x = disk(grid((40, 40)))
     small_budget("4KB")

@@ -522,8 +522,8 @@ class DiskArray(jax.Array, metaclass=_DiskArrayMeta):
 
     def __reduce__(self):
         """pickle. A scratch array (its file goes with the process) within the memory budget
-        is pickled by value and unpickles as a new scratch DiskArray of equal values, shape and
-        dtype in the unpickling process (as a jax.Array unpickles as a jax.Array); a larger
+        is pickled by value and unpickles as a new scratch DiskArray of equal values, shape,
+        dtype and weak_type in the unpickling process (as a jax.Array unpickles as a jax.Array); a larger
         one raises pickle.PicklingError naming x.save and jask.save_tree. An opened file is
         pickled as a reference to it (path, shape, dtype, byte offset, mode), reopened in place
         by unpickling; its values are not copied into the pickle."""
@@ -546,14 +546,15 @@ class DiskArray(jax.Array, metaclass=_DiskArrayMeta):
                     f"to a file first with x.save(path) (or a tree with jask.save_tree) and "
                     f"pickle jask.DiskArray.open(path), which refers to that file"
                 )
-            return _from_pickled_values, (np.asarray(self),)
+            return _from_pickled_values, (np.asarray(self), self.weak_type)
         mode = "r+" if writable else "r"
         return DiskArray.open, (path, self.shape, self.dtype.name, offset, mode)
 
 
-def _from_pickled_values(values: np.ndarray) -> DiskArray:
-    """Unpickling a DiskArray pickled by value: a new scratch array of this process."""
-    return _op("from_numpy")(values)
+def _from_pickled_values(values: np.ndarray, weak_type: bool = False) -> DiskArray:
+    """Unpickling a DiskArray pickled by value: a new scratch array of this process, weakly
+    typed where the pickled one was (as a jax.Array's pickle keeps its weak_type)."""
+    return with_weak_type(_op("from_numpy")(values), weak_type)
 
 
 # Jask's own members; everything else jax.Array offers comes from jax.numpy's definitions.
