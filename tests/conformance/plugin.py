@@ -83,7 +83,8 @@ def to_jax(tree):
 
     def convert(x):
         if isinstance(x, np.ndarray) and _storable(x):
-            return jax.numpy.asarray(x)
+            # np.asarray first, as to_disk: a masked array's data (jnp.asarray refuses one)
+            return jax.numpy.asarray(np.asarray(x))
         return x
 
     return jax.tree.map(convert, tree)
