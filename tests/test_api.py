@@ -161,8 +161,8 @@ def test_update_overwrites_in_place_and_keeps_identity(rng, tmp_path):
     assert q is p and p.path == path and p.handle == handle
     np.testing.assert_array_equal(np.asarray(p), p_np * 2.0)
     np.testing.assert_array_equal(np.load(path), p_np * 2.0)
-    # a scratch array keeps its handle (a jitted program's argument) and takes the result's
-    # file (no bytes copied), which holds the new values
+    # a scratch array keeps its handle (a jitted program's argument); its file holds the new
+    # values
     s = jask.DiskArray.from_numpy(p_np)
     handle = s.handle
     assert s.update_(s * 3.0) is s and s.handle == handle

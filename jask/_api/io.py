@@ -125,13 +125,6 @@ def update_(target, new) -> DiskArray:
     jitted program an update may land; use update_tree_ to change several
     arrays as one step.
 
-    A scratch array (from DiskArray.from_numpy or a computation) given a
-    scratch result that no view shares takes the result's file instead: no
-    bytes are copied (a training step's new parameters and optimizer state),
-    the array keeps its handle and its path becomes the result's. From then
-    on the two stand for their own values: a later update_ of either, or rows
-    written in place into either (jask.row_sparse), leaves the other as it is.
-
     In a file holding more than 1 MiB besides the array (a safetensors
     shard, a raw file of several arrays, an HDF5 file), the new values go to
     a journal beside it (``<path>.jask-journal``), which is flushed and then

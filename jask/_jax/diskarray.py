@@ -470,9 +470,7 @@ class DiskArray(jax.Array, metaclass=_DiskArrayMeta):
         """Overwrites this array's file with `new`'s values and returns this array.
 
         The array keeps its handle, shape and dtype, so a jitted function that
-        takes it is not retraced. A scratch array given a scratch result that no
-        view shares takes the result's file instead (no bytes are copied; see
-        jask.update_).
+        takes it is not retraced.
 
         >>> import numpy as np, jask
         >>> p = jask.DiskArray.from_numpy(np.zeros(3, np.float32))

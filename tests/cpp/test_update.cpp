@@ -265,78 +265,12 @@ TEST(Update, OfAScratchArrayStillDeletesItsFileWithTheLastReference) {
   ScratchDir scratch;
   int32_t dst = make_array(DType::f32, kInfo.shape, test_values(kNumel, 1));
   const std::string path = Registry::instance().get(dst)->path();
-  int32_t src = make_array(DType::f32, kInfo.shape, test_values(kNumel, 2));
-  // a view of the source's file: the update copies it, as into a lasting file
-  ArrayRef view = StoredArray::reshaped(Registry::instance().get(src), {kNumel});
-  copy_into(dst, src);
+  copy_into(dst, make_array(DType::f32, kInfo.shape, test_values(kNumel, 2)));
   EXPECT_TRUE(Registry::instance().get(dst)->is_scratch());
-  EXPECT_EQ(Registry::instance().get(dst)->path(), path);
   EXPECT_EQ(array_values(dst), test_values(kNumel, 2));
   ASSERT_TRUE(fs::exists(path));
   Registry::instance().release_floating(dst);
   EXPECT_FALSE(fs::exists(path));
-  Registry::instance().release_floating(src);
-}
-
-TEST(Update, OfAScratchArrayByAScratchResultTakesItsFileAndEachHandleKeepsItsValues) {
-  ScratchDir scratch;
-  Registry& reg = Registry::instance();
-  int32_t dst = make_array(DType::f32, kInfo.shape, test_values(kNumel, 1));
-  int32_t src = make_array(DType::f32, kInfo.shape, test_values(kNumel, 2));
-  const std::string old_path = reg.get(dst)->path(), src_path = reg.get(src)->path();
-  copy_into(dst, src);
-  // no bytes copied: the handle points at the result's array, the old file is freed
-  EXPECT_EQ(reg.get(dst), reg.get(src));
-  EXPECT_TRUE(reg.get(dst)->adopted());
-  EXPECT_EQ(reg.get(dst)->path(), src_path);
-  EXPECT_FALSE(fs::exists(old_path));
-  EXPECT_EQ(array_values(dst), test_values(kNumel, 2));
-  // an update of either handle leaves the other's values
-  copy_into(src, make_array(DType::f32, kInfo.shape, test_values(kNumel, 3)));
-  EXPECT_EQ(array_values(dst), test_values(kNumel, 2));
-  EXPECT_EQ(array_values(src), test_values(kNumel, 3));
-  int32_t other = make_array(DType::f32, kInfo.shape, test_values(kNumel, 4));
-  copy_into(dst, other);
-  copy_into(dst, make_array(DType::f32, kInfo.shape, test_values(kNumel, 5)));
-  EXPECT_EQ(array_values(other), test_values(kNumel, 4));
-  EXPECT_EQ(array_values(dst), test_values(kNumel, 5));
-  // bytes written in place get a handle of its own first
-  copy_into(dst, other);
-  ArrayRef shared = reg.get(dst);
-  ArrayRef own = own_bytes(dst, shared);
-  EXPECT_NE(own, shared);
-  EXPECT_FALSE(own->adopted());
-  EXPECT_EQ(reg.get(dst), own);
-  EXPECT_EQ(own_bytes(dst, own), own);
-  EXPECT_EQ(array_values(dst), test_values(kNumel, 4));
-  // the source's file lives while any handle holds it
-  ASSERT_TRUE(fs::exists(reg.get(other)->path()));
-  for (int32_t h : {dst, src, other}) reg.release_floating(h);
-}
-
-TEST(UpdateTree, OfScratchArraysTakesTheirResultsFilesBesideALastingFile) {
-  TempDir dir;
-  ScratchDir scratch;
-  Registry& reg = Registry::instance();
-  const std::string path = dir.file("w.npy");
-  int32_t w = open_npy_with(path, test_values(kNumel, 1));
-  int32_t m = make_array(DType::f32, kInfo.shape, test_values(kNumel, 2));
-  int32_t v = make_array(DType::f32, kInfo.shape, test_values(kNumel, 3));
-  int32_t zeros = make_array(DType::f32, kInfo.shape, std::vector<double>(kNumel, 0.0));
-  copy_into(m, zeros);
-  copy_into(v, zeros);  // m and v hold one array: update_tree_ of both is no "one file twice"
-  std::vector<int32_t> news;
-  for (int salt : {4, 5, 6})
-    news.push_back(make_array(DType::f32, kInfo.shape, test_values(kNumel, salt)));
-  copy_all_into({w, m, v}, news, {"w", "m", "v"});
-  EXPECT_EQ(array_values(w), test_values(kNumel, 4));
-  EXPECT_EQ(test::array_values(*test::open_npy(path, false)), test_values(kNumel, 4));
-  EXPECT_EQ(array_values(m), test_values(kNumel, 5));
-  EXPECT_EQ(array_values(v), test_values(kNumel, 6));
-  EXPECT_EQ(reg.get(m), reg.get(news[1]));
-  EXPECT_NE(reg.get(w), reg.get(news[0]));
-  EXPECT_EQ(array_values(zeros), std::vector<double>(kNumel, 0.0));
-  for (int32_t h : {w, m, v, zeros, news[0], news[1], news[2]}) reg.release_floating(h);
 }
 
 TEST(Update, RemovesReplacementFilesOfDeadProcessesOnly) {

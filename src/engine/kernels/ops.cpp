@@ -618,56 +618,6 @@ ArrayRef transposed(const ArrayRef& in, const std::vector<int64_t>& perm) {
   return out;
 }
 
-namespace {
-
-// Whether update_ of the scratch array `d` by `s` may give `d`'s handle `s`'s
-// file instead of copying it: both scratch (process-private, so neither a
-// crash nor another process can tell), laid out alike, and neither file seen
-// by another array (a view, or a call reading it now): views of the target see
-// its updates, which a handle pointed elsewhere would not give them.
-bool takes_file_of(const ArrayRef& d, const ArrayRef& s) {
-  return d->is_scratch() && s->is_scratch() && !d->chunked() && !s->chunked() &&
-         d->data_offset() == s->data_offset() && d->shared_file().use_count() == 1 &&
-         s->shared_file().use_count() == 1;
-}
-
-// A new scratch array holding `s`'s values.
-ArrayRef scratch_copy(const char* what, const ArrayRef& s) {
-  auto copy = StoredArray::create_scratch(s->info(), what, ScratchContents::kOverwritten);
-  ReadPins pins(files_of({s}));
-  ChunkReservation chunk_caches({s});
-  stream_elements(
-      what, describe_call(what, {s}), s->info().numel(), {s}, copy.get(),
-      [&](int64_t, const std::vector<const void*>& in, void* out, int64_t, int64_t count) {
-        std::memcpy(out, in[0], static_cast<size_t>(count) * itemsize(s->info().dtype));
-      });
-  return copy;
-}
-
-// The update of handle `dst` (array `d`) by `s` that points the handle at other
-// bytes, or false where it replaces `d`'s bytes: `s` itself when the handle
-// may take its file, a copy of `s` when `d` stands for another handle's value
-// too (an earlier such update gave it to two handles).
-bool repointed(const char* what, int32_t dst, const ArrayRef& d, const ArrayRef& s) {
-  if (takes_file_of(d, s)) {
-    s->set_adopted();
-    reg().repoint(dst, s);
-    return true;
-  }
-  if (!d->adopted()) return false;
-  reg().repoint(dst, scratch_copy(what, s));
-  return true;
-}
-
-}  // namespace
-
-ArrayRef own_bytes(int32_t handle, const ArrayRef& array) {
-  if (!array->adopted()) return array;
-  ArrayRef copy = scratch_copy("write_rows", array);
-  reg().repoint(handle, copy);
-  return copy;
-}
-
 void copy_into(int32_t dst, int32_t src) {
   ArrayRef d = reg().get(dst), s = reg().get(src);
   if (!d->writable()) {
@@ -675,7 +625,6 @@ void copy_into(int32_t dst, int32_t src) {
                         ": it was opened read-only (open it with mode=\"r+\")");
   }
   check_same_layout("update_", {d, s});
-  if (d == s || repointed("update_", dst, d, s)) return;
   const ArrayInfo& info = d->info();
   // Into a new file renamed over dst's, not over dst's bytes in place: a
   // crash part-way must not leave some blocks new and some old.
@@ -697,15 +646,9 @@ void copy_all_into(const std::vector<int32_t>& dsts, const std::vector<int32_t>&
     throw ValueError("update_tree_: as many targets, new values and names are needed");
   std::vector<ArrayUpdate> updates;
   std::vector<const SharedFile*> targets;
-  std::vector<size_t> by_handle;  // updates that point their target's handle elsewhere
   for (size_t i = 0; i < dsts.size(); ++i) {
     ArrayRef d = reg().get(dsts[i]), s = reg().get(srcs[i]);
     check_same_layout("update_tree_", {d, s});
-    if (d == s) continue;
-    if (takes_file_of(d, s) || d->adopted()) {
-      by_handle.push_back(i);
-      continue;
-    }
     targets.push_back(d->shared_file().get());
     updates.push_back(ArrayUpdate{
         d, names[i], [d, s, &targets](const StoredArray& staged) {
@@ -722,11 +665,7 @@ void copy_all_into(const std::vector<int32_t>& dsts, const std::vector<int32_t>&
               });
         }});
   }
-  // The files first (they may fail: a full disk); the scratch arrays taking
-  // another file cannot be torn by a crash, which ends them with the process.
-  if (!updates.empty()) replace_all(updates);
-  for (size_t i : by_handle)
-    repointed("update_tree_", dsts[i], reg().get(dsts[i]), reg().get(srcs[i]));
+  replace_all(updates);
 }
 
 void save_array(int32_t handle, const std::string& path) {

@@ -43,14 +43,8 @@ int32_t fill_array(const ArrayInfo& info, double value);
 int32_t transpose_array(int32_t handle, const std::vector<int64_t>& perm);
 
 // Copies src's contents into dst (same shape and dtype; dst writable), all
-// at once as far as a crash can tell: see StoredArray::replace_data. Where
-// both are scratch arrays and no other array views either file, dst's handle
-// takes src's file instead (no bytes move; see StoredArray::adopted).
+// at once as far as a crash can tell: see StoredArray::replace_data.
 void copy_into(int32_t dst, int32_t src);
-// The array behind `handle` with bytes of its own, before bytes are written in
-// place (write_rows): where an update_ gave `array` to two handles, a copy of
-// it, which the handle then stands for.
-ArrayRef own_bytes(int32_t handle, const ArrayRef& array);
 // update_tree_: dsts[i] takes srcs[i]'s values, all as one step a crash
 // cannot tear (storage/transaction.hpp); names[i] names the pair in messages.
 void copy_all_into(const std::vector<int32_t>& dsts, const std::vector<int32_t>& srcs,

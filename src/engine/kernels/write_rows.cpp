@@ -7,7 +7,6 @@
 
 #include "base/errors.hpp"
 #include "call/registry.hpp"
-#include "kernels/ops.hpp"
 #include "storage/io_config.hpp"
 #include "storage/journal.hpp"
 #include "storage/transaction.hpp"
@@ -190,7 +189,7 @@ std::vector<int32_t> run_write_rows(const KernelCall& call, const WriteRowsParam
   const auto& ops = call.operands;
   expect_operands(call, ops.handles.size(), 0, ops.handles.size() + 1);
   std::vector<ArrayRef> arrays;
-  for (int32_t h : ops.handles) arrays.push_back(own_bytes(h, Registry::instance().get(h)));
+  for (int32_t h : ops.handles) arrays.push_back(Registry::instance().get(h));
   const std::vector<int64_t> rows = used_rows(ops.memory[0], p.index_itemsize);
   std::vector<const void*> values;
   std::vector<uint64_t> value_bytes;

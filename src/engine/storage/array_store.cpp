@@ -367,14 +367,6 @@ ArrayRef Registry::find(int32_t handle) const {
   return it == entries_.end() ? nullptr : it->second.array;
 }
 
-void Registry::repoint(int32_t handle, ArrayRef array) {
-  ArrayRef previous;  // destroyed outside the lock, as in release()
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = entries_.find(handle);
-  if (it == entries_.end()) throw ValueError("unknown array handle " + std::to_string(handle));
-  previous = std::exchange(it->second.array, std::move(array));
-}
-
 void Registry::acquire(int32_t handle) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(handle);

@@ -1,7 +1,6 @@
 // Arrays on disk and the handle registry. A handle is the int32 that stands
 // for an array inside jitted programs; the registry maps it to the file.
 #pragma once
-#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -119,12 +118,6 @@ class StoredArray {
   // The entry of the file, shared by every array and view of it.
   const std::shared_ptr<SharedFile>& shared_file() const { return file_; }
 
-  // Whether an update_ gave this array to a second handle (Registry::repoint):
-  // the two handles stand for two values, so its bytes must never change in
-  // place again (an update_ of either handle points it at other bytes).
-  bool adopted() const { return adopted_.load(); }
-  void set_adopted() { adopted_.store(true); }
-
  private:
   // The element range's pieces through read(file, bytes, offset, offset in the
   // range) (a chunked array through its decoder): read_elems's and
@@ -153,7 +146,6 @@ class StoredArray {
   // A staged array's writes, reported (data, bytes, file offset) after each
   // is made: the journal checksums them while they are in memory.
   std::function<void(const void*, size_t, uint64_t)> on_write_;
-  std::atomic<bool> adopted_{false};
 };
 
 using ArrayRef = std::shared_ptr<StoredArray>;
@@ -172,9 +164,6 @@ class Registry {
   ArrayRef get(int32_t handle) const;
   // Null for an unknown handle.
   ArrayRef find(int32_t handle) const;
-  // Points `handle` at `array`, keeping its owners (update_ of a scratch
-  // array by a scratch result nothing else views takes the result's file).
-  void repoint(int32_t handle, ArrayRef array);
   void acquire(int32_t handle);
   void release(int32_t handle);
   void release_floating(int32_t handle);
