@@ -164,13 +164,9 @@ def _batch_grouped_conv(primitive, args, params, outs):
     if dn.lhs_spec[0] != 0 or dn.out_spec[0] != 0 or lhs.shape[0] % groups:
         return None
     m = lhs.shape[0] // groups
-    parts = [_rows(lhs, g * m, (g + 1) * m) for g in range(groups)]
+    parts = [lhs[g * m : (g + 1) * m] for g in range(groups)]
     fn = _block_fn(primitive, params, len(outs), groups=groups)
     return _in_blocks(primitive, [*parts, rhs], [1] * groups + [None], False, fn, outs)
-
-
-def _rows(x, start, stop):
-    return x[start:stop] if (start, stop) != (0, x.shape[0]) else x
 
 
 def _in_blocks(primitive, args, counts, mergeable, fn, outs):

@@ -139,12 +139,9 @@ def new_var(aval):
 
 
 def lax_primitive(name: str):
-    """The primitive of jax._src.lax.lax named `name` (split, stack, tile, unstack,
+    """The primitive of jax.lax's modules named `name` (split, stack, tile, unstack,
     ragged_dot_general: jax.lax primitives jax.extend does not name), or None."""
-    for value in vars(_lax).values():
-        if isinstance(value, _core.Primitive) and value.name == name:
-            return value
-    return None
+    return _lax_primitives().get(name)
 
 
 def hi_primitive(eqn):
@@ -1221,30 +1218,28 @@ HIGHER_ORDER_PRIMITIVES = frozenset(
 
 def lax_primitive_names() -> list[str]:
     """The names of every primitive defined in jax.lax's modules (and stop_gradient's), sorted."""
-    names = set()
-    modules = [
-        _ad_util,
-        _ad_checkpoint,
-        _custom_derivatives,
-        _debugging,
-        _pjit,
-        *_lax_modules(_lax_package),
-    ]
-    for module in modules:
-        for value in vars(module).values():
-            if isinstance(value, _core.Primitive):
-                names.add(value.name)
+    names = set(_lax_primitives())
+    for module in (_ad_util, _ad_checkpoint, _custom_derivatives, _debugging, _pjit):
+        names.update(v.name for v in vars(module).values() if isinstance(v, _core.Primitive))
     return sorted(names)
+
+
+@functools.cache
+def _lax_primitives() -> dict:
+    """Name -> primitive, of every primitive jax.lax's own modules define."""
+    return {
+        v.name: v
+        for module in _lax_modules(_lax_package)
+        for v in vars(module).values()
+        if isinstance(v, _core.Primitive)
+    }
 
 
 @functools.cache
 def _lax_defined_names() -> frozenset:
     """The primitives jax.lax's own modules define (not the call primitives JAX's transformations
     make, such as call_hi_primitive_linearized or remat, which run their bodies)."""
-    names = set()
-    for module in _lax_modules(_lax_package):
-        names.update(v.name for v in vars(module).values() if isinstance(v, _core.Primitive))
-    return frozenset(names - HIGHER_ORDER_PRIMITIVES)
+    return frozenset(set(_lax_primitives()) - HIGHER_ORDER_PRIMITIVES)
 
 
 def _lax_modules(package):

@@ -126,7 +126,7 @@ def users_and_producers(eqns, outvars) -> tuple[dict[int, list[int]], dict[int, 
     return users, {id(v): i for i, e in enumerate(eqns) for v in e.outvars}
 
 
-def _until_fixed_point(step) -> Pass:
+def until_fixed_point(step) -> Pass:
     """A pass applying `step(eqns, outvars)` (new eqns, or None when nothing merges) until
     it returns None."""
 
@@ -158,7 +158,7 @@ def _drop_repeated_operands(op, invars, merge_operands):
 
 def fuse_chains(policy: ChainPolicy) -> Pass:
     """A pass merging an op into its only consumer wherever `policy.fuse` allows."""
-    return _until_fixed_point(lambda eqns, outvars: _fuse_one(eqns, outvars, policy))
+    return until_fixed_point(lambda eqns, outvars: _fuse_one(eqns, outvars, policy))
 
 
 def _fuse_one(eqns, outvars, policy: ChainPolicy):
@@ -192,7 +192,7 @@ def _fuse_one(eqns, outvars, policy: ChainPolicy):
 def share_results(policy: SharedResultPolicy) -> Pass:
     """A pass merging an op into a consumer of its result when the result has other users
     too, wherever `policy.fuse_results` allows."""
-    return _until_fixed_point(lambda eqns, outvars: _share_one(eqns, outvars, policy))
+    return until_fixed_point(lambda eqns, outvars: _share_one(eqns, outvars, policy))
 
 
 def _share_one(eqns, outvars, policy: SharedResultPolicy):

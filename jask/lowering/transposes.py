@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .._jax import compat
 from .._jax.op import Role
-from .graph import jask_op, users_and_producers
+from .graph import jask_op, until_fixed_point, users_and_producers
 
 
 def _is(op, role) -> bool:
@@ -27,17 +27,6 @@ def _swaps_last_two(op) -> bool:
     perm = tuple(op.perm)
     n = len(perm)
     return n >= 2 and perm == (*range(n - 2), n - 1, n - 2)
-
-
-def fold_transposes(closed_jaxpr):
-    """The pass (returns `closed_jaxpr` itself when nothing folds)."""
-    eqns, outvars = compat.program_of(closed_jaxpr)
-    if not any(_is(jask_op(e), Role.TRANSPOSE) for e in eqns):
-        return closed_jaxpr
-    changed = False
-    while (step := _fold_one(eqns, outvars)) is not None:
-        eqns, changed = step, True
-    return compat.with_equations(closed_jaxpr, eqns) if changed else closed_jaxpr
 
 
 def _fold_one(eqns, outvars):
@@ -53,7 +42,7 @@ def _fold_one(eqns, outvars):
         if _is(op, Role.MATMUL):  # a product reading a transpose
             for k in (0, 1):
                 ti, t = made_by(e.invars[k], Role.TRANSPOSE)
-                if t is None or not _swaps_last_two(t) or t.in_avals[0].ndim != op.in_avals[k].ndim:
+                if t is None or not _swaps_last_two(t):
                     continue
                 flags = [bool(op.trans_a), bool(op.trans_b)]
                 flags[k] = not flags[k]
@@ -84,6 +73,10 @@ def _fold_one(eqns, outvars):
             # at the product's place: it reads what the product read
             return [fused if j == pi else x for j, x in enumerate(eqns) if j != i]
     return None
+
+
+fold_transposes = until_fixed_point(_fold_one)
+"""The pass (returns the program itself when nothing folds)."""
 
 
 def _replaced(eqns, outvars, replacements):
